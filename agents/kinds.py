@@ -1,0 +1,109 @@
+"""The four agent kinds, as mesa-geo ``GeoAgent``s.
+
+The physics runs on the model's arrays (positions in metres, parameters stacked per
+layer); an agent is a thin, named view onto its row, so moving ten thousand agents
+costs no per-agent Python. ``geometry`` (WGS84) is refreshed only when something is
+displayed or exported (:meth:`model.world.MobiDFLModel.sync_geometries`), because
+mesa-geo rebuilds its r-tree on every move (mesa-geo issues #23, #104).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+from mesa_geo import GeoAgent
+from shapely.geometry import Point
+
+if TYPE_CHECKING:
+    from model.world import MobiDFLModel
+
+
+class DeviceAgent(GeoAgent):
+    """A device that moves (or not), trains its own model and exchanges with neighbours."""
+
+    kind: ClassVar[str] = "device"
+    model: MobiDFLModel
+
+    def __init__(self, model: MobiDFLModel, *, index: int, lon: float, lat: float) -> None:
+        super().__init__(model, Point(lon, lat), "epsg:4326")
+        self.index = index
+
+    @property
+    def position_m(self) -> np.ndarray:
+        return self.model.position[self.index]
+
+    @property
+    def speed(self) -> float:
+        return float(self.model.speed[self.index])
+
+    @property
+    def neighbours(self) -> int:
+        return int(self.model.neighbours_now[self.index])
+
+    @property
+    def distinct_neighbours(self) -> int:
+        return int(self.model.distinct_neighbours[self.index])
+
+    @property
+    def accuracy(self) -> float:
+        return float(self.model.accuracy[self.index])
+
+    @property
+    def loss(self) -> float:
+        return float(self.model.loss[self.index])
+
+    @property
+    def high_mobility(self) -> bool:
+        return bool(self.model.hm[self.index])
+
+    @property
+    def policy(self) -> str:
+        return self.model.config.policy_of(self.kind)
+
+    @property
+    def label_histogram(self) -> list[int]:
+        hist = self.model.label_hist
+        return [] if hist is None else [int(v) for v in hist[self.index]]
+
+    def describe(self) -> dict[str, object]:
+        """What the app shows when the agent is hovered."""
+        return {
+            "id": self.unique_id,
+            "kind": self.kind,
+            "policy": self.policy,
+            "accuracy": round(self.accuracy, 4),
+            "neighbours": self.neighbours,
+            "distinct neighbours": self.distinct_neighbours,
+            "mobility class": "HM" if self.high_mobility else "LM",
+            "labels": self.label_histogram,
+        }
+
+
+class Vehicle(DeviceAgent):
+    """Drives the directed street network (default 13.89 m/s, seed 003)."""
+
+    kind = "vehicle"
+
+
+class Pedestrian(DeviceAgent):
+    """Walks streets in both directions (default 1.4 m/s)."""
+
+    kind = "pedestrian"
+
+
+class Sensor(DeviceAgent):
+    """Sits still on a grid cell (seed 001's static clients, seed 004's sensors)."""
+
+    kind = "sensor"
+
+
+class UAV(DeviceAgent):
+    """Flies between grid cells (seed 001's mobile clients)."""
+
+    kind = "uav"
+
+
+AGENT_CLASSES: dict[str, type[DeviceAgent]] = {
+    cls.kind: cls for cls in (Vehicle, Pedestrian, Sensor, UAV)
+}

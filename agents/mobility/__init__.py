@@ -1,0 +1,18 @@
+"""Mobility models, one file each, registered by name (one import line per model)."""
+
+from agents.mobility import manhattan, random_grid, random_walk, static  # noqa: F401
+from agents.mobility.base import (
+    MOBILITY_MODELS,
+    MobilityContext,
+    MobilityModel,
+    make_mobility,
+    register_mobility,
+)
+
+__all__ = [
+    "MOBILITY_MODELS",
+    "MobilityContext",
+    "MobilityModel",
+    "make_mobility",
+    "register_mobility",
+]

@@ -1,0 +1,94 @@
+"""The narrow interface every mobility model implements, and the registry by name.
+
+A mobility model moves one group of agents (all agents of one kind). It keeps its own
+state in arrays and, each step, returns the group's positions at the requested fractions
+of the step so that contact detection can test "within R at any moment" (seed 000,
+M_i(t_k)). Adding a model = one file with a subclass + one import line in
+``agents/mobility/__init__.py``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from maps.world import WorldMap
+from model.errors import ConfigError
+
+
+@dataclass
+class MobilityContext:
+    """What a mobility model may read while advancing one step.
+
+    Attributes:
+        model: the running Mesa model; destination-seeking models (seed 001's DAM/DCM)
+            read static agents' positions and label histograms from it.
+        step_s: seconds in this step.
+        fractions: increasing fractions of the step in (0, 1], the last one 1.0.
+        rng: the model's generator.
+    """
+
+    model: Any
+    step_s: float
+    fractions: np.ndarray
+    rng: np.random.Generator
+
+
+class MobilityModel(ABC):
+    """Moves a group of agents; positions in metres of the map CRS."""
+
+    name: ClassVar[str]
+
+    def __init__(
+        self,
+        *,
+        world: WorldMap,
+        kind: str,
+        count: int,
+        settings: Any,
+        rng: np.random.Generator,
+    ) -> None:
+        self.world = world
+        self.kind = kind
+        self.count = count
+        self.settings = settings
+        self.kind_settings = settings.kind(kind)
+        self.hm = np.zeros(count, bool)
+        self.position = np.zeros((count, 2))
+
+    def speeds(self) -> np.ndarray:
+        """Current speed of every member in m/s."""
+        return np.full(self.count, float(self.kind_settings.speed))
+
+    def max_step_distance(self, step_s: float) -> float:
+        """Upper bound on how far a member can move in one step (sets contact sub-samples)."""
+        return float(self.speeds().max(initial=0.0)) * step_s
+
+    @abstractmethod
+    def advance(self, ctx: MobilityContext) -> np.ndarray:
+        """Move one step; return positions at ``ctx.fractions``, shape ``[F, count, 2]``."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": self.position.copy(), "hm": self.hm.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.position = np.asarray(state["position"], float).copy()
+        self.hm = np.asarray(state["hm"], bool).copy()
+
+
+MOBILITY_MODELS: dict[str, type[MobilityModel]] = {}
+
+
+def register_mobility(cls: type[MobilityModel]) -> type[MobilityModel]:
+    MOBILITY_MODELS[cls.name] = cls
+    return cls
+
+
+def make_mobility(name: str, **kwargs: Any) -> MobilityModel:
+    if name not in MOBILITY_MODELS:
+        kind = kwargs.get("kind", "?")
+        raise ConfigError(f"{kind}.mobility", name, "one of " + ", ".join(sorted(MOBILITY_MODELS)))
+    return MOBILITY_MODELS[name](**kwargs)

@@ -1,0 +1,113 @@
+"""Vehicles and pedestrians on the real street graph (Manhattan mobility model)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from maps.network import StreetNetwork
+
+
+@register_mobility
+class Manhattan(MobilityModel):
+    """Seed 003's Manhattan mobility model on an OSM street graph.
+
+    Agents move at constant speed along edge geometries; at an intersection the next edge
+    is drawn by turn class (straight / left / right, ``turn_*`` settings), U-turns only at
+    dead ends (:meth:`maps.network.StreetNetwork.turn_table`). Distance left at the end of
+    an edge is carried into the next. Vehicles use the directed drive network (one-way
+    streets respected); pedestrians the walk network (both directions).
+    """
+
+    name = "manhattan"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.network: StreetNetwork = (
+            self.world.drive if self.kind == "vehicle" else self.world.walk
+        )
+        self.tables = [self.network.turn_table(self.settings.turn_probabilities)]
+        self.table_of = np.zeros(self.count, int)
+        self.edge, self.offset = self.network.random_edges(self.count, kwargs["rng"])
+        self.position = self.network.xy(self.edge, self.offset)
+        self.decisions: list[np.ndarray] | None = None
+
+    def advance(self, ctx: MobilityContext) -> np.ndarray:
+        step_distance = self.speeds() * ctx.step_s
+        out = np.empty((len(ctx.fractions), self.count, 2))
+        previous = 0.0
+        for f, fraction in enumerate(ctx.fractions):
+            self.edge, self.offset = self.network.advance(
+                self.edge,
+                self.offset,
+                step_distance * (fraction - previous),
+                self.tables,
+                self.table_of,
+                ctx.rng,
+                decisions=self.decisions,
+            )
+            out[f] = self.network.xy(self.edge, self.offset)
+            previous = fraction
+        self.position = out[-1]
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "edge": self.edge.copy(), "offset": self.offset.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.edge = np.asarray(state["edge"], int).copy()
+        self.offset = np.asarray(state["offset"], float).copy()
+
+
+@register_mobility
+class AreaRestricted(Manhattan):
+    """Manhattan mobility that never leaves the agent's home area (seed 003, Fig. 6).
+
+    Home areas are assigned round-robin; the first ``area_free`` members are free
+    vehicles that may drive anywhere (the paper's 3-4 free cars).
+    """
+
+    name = "area_restricted"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        rng = kwargs["rng"]
+        n_areas = self.world.n_areas
+        free = min(int(self.settings.area_free), self.count)
+        self.home_area = np.arange(self.count) % n_areas
+        self.home_area[:free] = -1
+        self.table_of = np.zeros(self.count, int)
+        for area in range(n_areas):
+            allowed = self._strongly_connected_part(self.world.nodes_in_area(self.network, area))
+            self.tables.append(
+                self.network.turn_table(self.settings.turn_probabilities, allowed_nodes=allowed)
+            )
+            members = np.flatnonzero(self.home_area == area)
+            self.table_of[members] = area + 1
+            e, o = self.network.random_edges(len(members), rng, allowed_nodes=allowed)
+            self.edge[members], self.offset[members] = e, o
+        self.position = self.network.xy(self.edge, self.offset)
+
+    def _strongly_connected_part(self, in_area: np.ndarray) -> np.ndarray:
+        """Largest strongly connected part of the area's streets.
+
+        One-way streets can make an area's sub-network a trap or a one-way exit; keeping
+        cars on its largest strongly connected component means they can always go on
+        without leaving the area (a U-turn is still allowed at dead ends).
+        """
+        net = self.network
+        inside = in_area[net.edge_u] & in_area[net.edge_v]
+        n = len(net.node_xy)
+        graph = sp.csr_matrix(
+            (np.ones(inside.sum()), (net.edge_u[inside], net.edge_v[inside])), shape=(n, n)
+        )
+        _, labels = connected_components(graph, directed=True, connection="strong")
+        sizes = np.bincount(labels[in_area], minlength=labels.max() + 1)
+        if sizes.max(initial=0) < 2:
+            return in_area
+        return labels == np.argmax(sizes)

@@ -1,0 +1,94 @@
+"""Seed 000's random walk with boundary reflection and high/low-mobility classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+
+# (dx, dy) for up, down, left, right: the order of q_i = [u_i, d_i, l_i, r_i] (seed 000, §5.1)
+DIRECTIONS = np.array([[0.0, 1.0], [0.0, -1.0], [-1.0, 0.0], [1.0, 0.0]])
+
+
+def reflect(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Fold positions back into [low, high]: seed 000, eq. 2, for any travelled distance.
+
+    Eq. 2 reverses the velocity component when a move would cross a bound; folding the
+    unbounded straight-line position is the same motion, also when one step crosses the
+    box more than once.
+    """
+    width = high - low
+    if width <= 0:
+        return np.full_like(x, low)
+    y = np.mod(x - low, 2.0 * width)
+    return low + np.where(y > width, 2.0 * width - y, y)
+
+
+def draw_speeds(
+    *, count: int, hm_fraction: float, s_max: float, beta: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Speeds by class (seed 000, §5.1 "Client speeds").
+
+    Low mobility: U(0, s_max); high mobility: U(beta s_max, 2 beta s_max); a proportion
+    ``hm_fraction`` (p) of the agents, chosen at random, is high-mobility.
+
+    Returns:
+        (speeds, is_high_mobility)
+    """
+    hm = np.zeros(count, bool)
+    hm[rng.choice(count, size=int(round(hm_fraction * count)), replace=False)] = True
+    low = rng.uniform(0.0, s_max, size=count)
+    high = rng.uniform(beta * s_max, 2.0 * beta * s_max, size=count)
+    return np.where(hm, high, low), hm
+
+
+@register_mobility
+class RandomWalk(MobilityModel):
+    """Seed 000, eqs. 1-2: a direction from q each step, constant speed, reflection.
+
+    The box is the map's bounding box; positions start uniform in it (seed 000's initial
+    positions). Each step picks a direction with probabilities ``walk_q``, then moves
+    ``s_i * step_s`` metres (eq. 1), reflecting at the bounds (eq. 2).
+    """
+
+    name = "random_walk"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        rng = kwargs["rng"]
+        west, south, east, north = self.world.bounds
+        self.low = np.array([west, south])
+        self.high = np.array([east, north])
+        self.position = self.low + rng.random((self.count, 2)) * (self.high - self.low)
+        self.speed, self.hm = draw_speeds(
+            count=self.count,
+            hm_fraction=self.settings.hm_fraction,
+            s_max=self.settings.s_max,
+            beta=self.settings.beta,
+            rng=rng,
+        )
+
+    def speeds(self) -> np.ndarray:
+        return self.speed
+
+    def advance(self, ctx: MobilityContext) -> np.ndarray:
+        q = np.asarray(self.settings.walk_probabilities)
+        direction = DIRECTIONS[ctx.rng.choice(4, size=self.count, p=q)]
+        velocity = direction * self.speed[:, None]
+        start = self.position
+        out = np.empty((len(ctx.fractions), self.count, 2))
+        for f, fraction in enumerate(ctx.fractions):
+            free = start + velocity * (fraction * ctx.step_s)
+            out[f, :, 0] = reflect(free[:, 0], self.low[0], self.high[0])
+            out[f, :, 1] = reflect(free[:, 1], self.low[1], self.high[1])
+        self.position = out[-1]
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "speed": self.speed.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.speed = np.asarray(state["speed"], float).copy()

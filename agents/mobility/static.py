@@ -1,0 +1,50 @@
+"""Agents that do not move: sensors on grid cells (seed 001 static clients, seed 004)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from model.errors import ConfigError
+
+GRID_KINDS = ("sensor", "uav")
+
+
+def distinct_cells(
+    *, grid_cells: int, count: int, kind: str, rng: np.random.Generator
+) -> np.ndarray:
+    """Pick ``count`` distinct cells: sensors and UAVs occupy cells exclusively."""
+    if count > grid_cells:
+        raise ConfigError(
+            f"{kind}s",
+            count,
+            f"at most {grid_cells} (one per grid cell; raise it by lowering cell_m)",
+        )
+    return rng.choice(grid_cells, size=count, replace=False)
+
+
+@register_mobility
+class Static(MobilityModel):
+    """Never moves. Grid kinds sit at the centre of a cell of their own; others on a street."""
+
+    name = "static"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        rng = kwargs["rng"]
+        if self.kind in GRID_KINDS:
+            self.cell = distinct_cells(
+                grid_cells=self.world.grid.n_cells, count=self.count, kind=self.kind, rng=rng
+            )
+            self.position = self.world.grid.centres(self.cell)
+        else:
+            net = self.world.drive if self.kind == "vehicle" else self.world.walk
+            self.position = net.xy(*net.random_edges(self.count, rng))
+
+    def speeds(self) -> np.ndarray:
+        return np.zeros(self.count)
+
+    def advance(self, ctx: MobilityContext) -> np.ndarray:
+        return np.broadcast_to(self.position, (len(ctx.fractions), self.count, 2)).copy()

@@ -1,0 +1,17 @@
+"""Street maps (real OpenStreetMap graphs), grid cells and areas."""
+
+from maps.grid import Grid, area_of_points, split_areas
+from maps.network import StreetNetwork, TurnTable
+from maps.sources import ATTRIBUTION, BUNDLED, load_graph, street_grid
+
+__all__ = [
+    "ATTRIBUTION",
+    "BUNDLED",
+    "Grid",
+    "StreetNetwork",
+    "TurnTable",
+    "area_of_points",
+    "load_graph",
+    "split_areas",
+    "street_grid",
+]

@@ -1,0 +1,1 @@
+"""MobiDFL core: the Mesa model, its configuration, learning engine and exchange policies."""

@@ -1,0 +1,770 @@
+"""The learning engine: local SGD for all agents on stacked parameters, plus mixing.
+
+Agents never own an ``nn.Module``. The parameters of all N agents live in per-layer stacks
+``engine.params[l]`` of shape ``[N, *shape_l]``; one template module is called
+functionally with an agent's slices. This makes a D-PSGD / FedAvg averaging step one sparse
+matmul per layer (:meth:`Engine.mix`) and lets the same state be trained by two backends:
+
+* ``loop``: agent after agent, one thread each (``torch.set_num_threads(1)``), optionally
+  spread over ``workers`` processes that update shared-memory stacks in place. On these
+  CPUs a single-thread per-agent loop reaches 50-65 % of fp32 matmul peak for the MLP and
+  beats vmap over agents, so it is the CPU default.
+* ``batched``: one ``vmap(grad(loss))`` over the stacked parameters per local step, updates
+  with ``torch._foreach`` ops; runs on ``device`` (``cuda`` when available): the GPU path.
+
+Both draw identical mini-batches (per-agent numpy Generators, consumed in the main process
+only), so they agree to float rounding; ``workers > 1`` gives bit-for-bit the same numbers
+as ``workers = 1``.
+
+Local update (seed 003, Alg. 1 lines 1-9; seed 000, Alg. 1 lines 2-4): K steps of
+``x <- x - lr * d`` with ``d = grad CE(x; batch) + rho (x - x_i(t)) + wd x`` (i.e. the loss
+``CE + rho/2 ||x - x_i(t)||^2``, ``x_i(t)`` = the agent's parameters when ``train`` starts),
+and with momentum ``buf <- mu buf + d; x <- x - lr buf`` (torch.optim.SGD semantics).
+
+Invariant: the stacks are allocated once and only ever written in place (``copy_``), because
+worker processes hold shared-memory views of them. Never rebind ``engine.params[l]``.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing.connection as mpc
+import warnings
+import weakref
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad_and_value, vmap
+
+from model.errors import ConfigError
+from model.learning.data import Dataset
+from model.learning.nets import build_net
+from model.learning.partition import label_histograms
+
+__all__ = ["BACKENDS", "BatchedEngine", "Engine", "LoopEngine", "make_engine"]
+
+Params = tuple[torch.Tensor, ...]
+STATE_FORMAT = 1
+
+
+@contextmanager
+def _threads(n: int | None):
+    """Temporarily set torch's intra-op thread count (restored afterwards)."""
+    if n is None:
+        yield
+        return
+    old = torch.get_num_threads()
+    if old != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if old != n:
+            torch.set_num_threads(old)
+
+
+@dataclass(frozen=True)
+class _Hyper:
+    lr: float
+    momentum: float
+    weight_decay: float
+    prox_rho: float
+
+
+def _sgd_update(
+    ps: list[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    bufs: list[torch.Tensor],
+    anchor: list[torch.Tensor] | None,
+    hp: _Hyper,
+) -> None:
+    """In-place SGD step on (slices of) the stacks; identical element-wise for both backends."""
+    d = list(grads)
+    if hp.weight_decay:
+        torch._foreach_add_(d, ps, alpha=hp.weight_decay)
+    if hp.prox_rho and anchor is not None:
+        torch._foreach_add_(d, torch._foreach_sub(ps, anchor), alpha=hp.prox_rho)
+    if hp.momentum:
+        torch._foreach_mul_(bufs, hp.momentum)
+        torch._foreach_add_(bufs, d)
+        d = bufs
+    torch._foreach_add_(ps, d, alpha=-hp.lr)
+
+
+class _Functional:
+    """The template net called with given parameters: CE loss and its gradient."""
+
+    def __init__(self, template: nn.Module) -> None:
+        self.template = template
+        self.names = [n for n, _ in template.named_parameters()]
+        self.grad_and_loss = grad_and_value(self.ce)  # for vmap (batched backend)
+
+    def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
+
+    def ce(self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> (
+        torch.Tensor
+    ):
+        return F.cross_entropy(self.logits(params, x), y)
+
+    def autograd_step(
+        self, leaves: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """Gradient by plain autograd: ~2-3x faster than ``torch.func.grad`` per call for a
+        small MLP on one CPU thread (benchmarks/training.py), so the loop backend uses it."""
+        loss = self.ce(leaves, x, y)
+        return torch.autograd.grad(loss, leaves), loss.detach()
+
+
+def _train_loop_agents(
+    fn: _Functional,
+    params: list[torch.Tensor],
+    bufs: list[torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    agents: np.ndarray,
+    batches: np.ndarray,
+    hp: _Hyper,
+) -> np.ndarray:
+    """Train ``agents`` one after the other on ``batches[a, k]`` (global sample indices).
+
+    Writes into the (possibly shared-memory) stacks through views; returns mean CE per agent.
+    """
+    losses = np.empty(len(agents), dtype=np.float64)
+    idx_all = torch.from_numpy(batches).to(x.device)
+    for a, i in enumerate(agents):
+        # Leaf views of the stacks: autograd differentiates them, updates land in the stacks.
+        ps = [p[i].detach().requires_grad_() for p in params]
+        bs = [b[i] for b in bufs]
+        anchor = [p.detach().clone() for p in ps] if hp.prox_rho else None
+        total = 0.0
+        for k in range(batches.shape[1]):
+            idx = idx_all[a, k]
+            g, loss = fn.autograd_step(ps, x.index_select(0, idx), y.index_select(0, idx))
+            with torch.no_grad():
+                _sgd_update(ps, g, bs, anchor, hp)
+            total += float(loss)
+        losses[a] = total / batches.shape[1]
+    return losses
+
+
+def _evaluate_agents(
+    fn: _Functional,
+    params: list[torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    agents: np.ndarray,
+    chunk: int,
+) -> np.ndarray:
+    """``[2, A]``: accuracy and mean CE of each agent's model on (x, y), big batches."""
+    out = np.empty((2, len(agents)), dtype=np.float64)
+    n = int(y.shape[0])
+    with torch.no_grad():
+        for a, i in enumerate(agents):
+            ps = [p[int(i)] for p in params]
+            correct, total = 0, 0.0
+            for s in range(0, n, chunk):
+                logits = fn.logits(ps, x[s : s + chunk])
+                total += float(F.cross_entropy(logits, y[s : s + chunk], reduction="sum"))
+                correct += int((logits.argmax(1) == y[s : s + chunk]).sum())
+            out[0, a], out[1, a] = correct / n, total / n
+    return out
+
+
+def _worker_main(
+    conn: mpc.Connection,
+    net: str,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    params: list[torch.Tensor],
+    bufs: list[torch.Tensor],
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+) -> None:
+    """Loop-backend worker: trains / evaluates the agents it is sent, on shared stacks."""
+    torch.set_num_threads(1)
+    x, y, x_test, y_test = data
+    fn = _Functional(build_net(net, input_shape, num_classes))
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        try:
+            if msg[0] == "train":
+                _, agents, batches, hp = msg
+                conn.send(_train_loop_agents(fn, params, bufs, x, y, agents, batches, hp))
+            else:
+                _, agents, chunk = msg
+                conn.send(_evaluate_agents(fn, params, x_test, y_test, agents, chunk))
+        except Exception as exc:  # report instead of hanging the parent
+            conn.send(exc)
+    conn.close()
+
+
+class _Pool:
+    """Persistent worker processes (spawned) sharing the engine's parameter stacks."""
+
+    def __init__(self, n: int, args: tuple[Any, ...]) -> None:
+        ctx = torch.multiprocessing.get_context("spawn")
+        self.conns: list[mpc.Connection] = []
+        self.procs = []
+        for _ in range(n):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, args=(child, *args), daemon=True)
+            proc.start()
+            child.close()
+            self.conns.append(parent)
+            self.procs.append(proc)
+
+    def run(self, kind: str, agents: np.ndarray, *extra: Any) -> np.ndarray:
+        """Split ``agents`` into contiguous chunks, one per worker; gather along the last axis.
+
+        ``extra`` arrays whose first axis runs over agents are split the same way.
+        """
+        chunks = np.array_split(np.arange(len(agents)), len(self.conns))
+        used = []
+        for conn, c in zip(self.conns, chunks, strict=True):
+            if c.size:
+                args = [e[c] if isinstance(e, np.ndarray) else e for e in extra]
+                conn.send((kind, agents[c], *args))
+                used.append((conn, c))
+        parts: list[np.ndarray] = []
+        errors = []
+        for conn, _ in used:
+            try:
+                res = conn.recv()
+            except (EOFError, OSError) as exc:
+                self.close()
+                raise RuntimeError(
+                    "a training worker process exited. Workers are started with the 'spawn' "
+                    "method, which re-imports the main script: guard a script that builds an "
+                    "engine with workers > 1 by `if __name__ == '__main__':` (and do not use "
+                    "workers > 1 inside daemonic processes such as mesa.batch_run's)"
+                ) from exc
+            if isinstance(res, Exception):
+                errors.append(res)
+            else:
+                parts.append(res)
+        if errors:
+            raise RuntimeError(f"training worker failed: {errors[0]!r}") from errors[0]
+        return np.concatenate(parts, axis=-1)
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(None)
+                conn.close()
+            except (OSError, BrokenPipeError):
+                pass
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+        self.conns, self.procs = [], []
+
+
+class Engine:
+    """Parameters and optimiser state of all agents; see the module docstring.
+
+    Attributes:
+        params: per-layer stacks ``[N, *shape]`` (write in place only).
+        momentum_buffers: per-layer stacks like ``params`` (empty list without momentum).
+            Buffers stay with their agent: :meth:`mix` does not average them (optimiser state
+            is local, as in torch.optim.SGD / decentralizepy).
+        data_sizes: samples per agent. label_hist: ``[N, C]`` label counts.
+    """
+
+    backend = "base"
+
+    def __init__(
+        self,
+        *,
+        net: str,
+        dataset: Dataset,
+        parts: Sequence[np.ndarray],
+        lr: float,
+        batch_size: int,
+        local_steps: int,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        prox_rho: float = 0.0,
+        device: str = "cpu",
+        seed: int,
+        workers: int = 1,
+        same_init: bool = True,
+        agent_chunk: int | None = None,
+    ) -> None:
+        _validate(
+            backend=self.backend, parts=parts, n_train=dataset.n_train, lr=lr,
+            batch_size=batch_size, local_steps=local_steps, momentum=momentum,
+            weight_decay=weight_decay, prox_rho=prox_rho, device=device, workers=workers,
+            agent_chunk=agent_chunk,
+        )
+        self.net_name = net
+        self.dataset_name = dataset.name
+        self.device = torch.device(device)
+        self.lr, self.batch_size, self.local_steps = float(lr), int(batch_size), int(local_steps)
+        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+        self.prox_rho = float(prox_rho)
+        self.workers = int(workers)
+        self.agent_chunk = agent_chunk
+        self.seed = int(seed)
+        self._input_shape = tuple(dataset.input_shape)
+        self._num_classes = int(dataset.num_classes)
+
+        self.parts = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
+        self.n_agents = len(self.parts)
+        self.data_sizes = np.array([p.size for p in self.parts], dtype=np.int64)
+        self.label_hist = label_histograms(dataset.train_labels, self.parts, dataset.num_classes)
+
+        with torch.random.fork_rng(devices=[]):  # leave the global RNG untouched
+            torch.manual_seed(self.seed)
+            template = build_net(net, dataset.input_shape, dataset.num_classes)
+            self.params: list[torch.Tensor] = _init_stacks(template, self.n_agents, same_init)
+        for p in template.parameters():
+            p.requires_grad_(False)
+        if list(template.buffers()):
+            raise ConfigError("model", net, "a net without buffers (no BatchNorm)")
+        self._fn = _Functional(template.to(self.device))
+        self.params = [p.to(self.device).contiguous() for p in self.params]
+        self.momentum_buffers: list[torch.Tensor] = (
+            [torch.zeros_like(p) for p in self.params] if self.momentum else []
+        )
+        self.shapes = [tuple(p.shape[1:]) for p in self.params]
+        self.num_params = int(sum(math.prod(s) for s in self.shapes))
+
+        self._x = dataset.x_train.to(self.device)
+        self._y = dataset.y_train.to(self.device)
+        self._x_test = dataset.x_test.to(self.device)
+        self._y_test = dataset.y_test.to(self.device)
+        seqs = np.random.SeedSequence([self.seed, 0xBA7C4]).spawn(self.n_agents)
+        self._rngs = [np.random.Generator(np.random.PCG64(s)) for s in seqs]
+        eval_rng = np.random.default_rng([self.seed, 0x1055])
+        self._loss_order = [p[eval_rng.permutation(p.size)] for p in self.parts]
+        self._pool: _Pool | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    # --- training ------------------------------------------------------------------------
+    @property
+    def _hyper(self) -> _Hyper:
+        return _Hyper(self.lr, self.momentum, self.weight_decay, self.prox_rho)
+
+    def _agents_of(self, mask: np.ndarray | None) -> np.ndarray:
+        if mask is None:
+            return np.arange(self.n_agents)
+        m = np.asarray(mask)
+        if m.dtype != bool or m.shape != (self.n_agents,):
+            raise ConfigError("mask", m.shape, f"a boolean array of length {self.n_agents}")
+        return np.flatnonzero(m)
+
+    def _draw_batches(self, agents: np.ndarray) -> np.ndarray:
+        """``[A, K, B]`` global sample indices, drawn without replacement per step.
+
+        Seed 003 Alg. 1 line 5 / seed 000 Alg. 1 line 2: each step samples a fresh batch from
+        the agent's own data. Drawn here, in the main process, from the agent's own
+        Generator, so every backend and worker count sees the same batches.
+        """
+        k, b = self.local_steps, self.batch_size
+        out = np.empty((len(agents), k, b), dtype=np.int64)
+        for a, i in enumerate(agents):
+            rng, part = self._rngs[i], self.parts[i]
+            for s in range(k):
+                out[a, s] = part[rng.choice(part.size, size=b, replace=False)]
+        return out
+
+    def train(self, *, mask: np.ndarray | None = None) -> np.ndarray:
+        """K local SGD steps for every agent where ``mask`` is true (all if ``None``).
+
+        Returns the mean training CE over the K steps per agent (NaN where not trained).
+        """
+        agents = self._agents_of(mask)
+        losses = np.full(self.n_agents, np.nan)
+        if agents.size:
+            losses[agents] = self._train(agents, self._draw_batches(agents))
+        return losses
+
+    def _train(self, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    # --- mixing ----------------------------------------------------------------------------
+    def mix(self, w: sp.spmatrix) -> None:
+        """``x_i <- sum_j W_ij x_j`` for all agents: one sparse CSR matmul per layer.
+
+        Seed 000 Alg. 1 line 6; seed 001 ``X(t) = X(t-1/2) W(t)``. ``W`` must be N x N
+        (row-stochastic; rows of agents that do not mix are the identity). Momentum buffers
+        are left as they are (local optimiser state).
+        """
+        m = sp.csr_matrix(w)
+        if m.shape != (self.n_agents, self.n_agents):
+            raise ConfigError("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
+        m.sort_indices()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+            wt = torch.sparse_csr_tensor(
+                torch.from_numpy(m.indptr.astype(np.int64)),
+                torch.from_numpy(m.indices.astype(np.int64)),
+                torch.from_numpy(m.data.astype(np.float32)),
+                size=m.shape,
+                device=self.device,
+                check_invariants=False,
+            )
+        with torch.no_grad():
+            for p in self.params:
+                p.copy_((wt @ p.reshape(self.n_agents, -1)).reshape(p.shape))
+
+    def average(self, *, agents: np.ndarray, weights: np.ndarray | None = None) -> Params:
+        """Weighted average of the given agents' models (FedAvg: weights = sample counts)."""
+        idx = np.asarray(agents, dtype=np.int64).reshape(-1)
+        if idx.size == 0:
+            raise ConfigError("agents", [], "at least one agent to average")
+        w = np.ones(idx.size) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != idx.shape or (w < 0).any() or w.sum() <= 0:
+            raise ConfigError("weights", w.shape, f"{idx.size} non-negative weights, sum > 0")
+        wt = torch.as_tensor(w / w.sum(), dtype=torch.float32, device=self.device)
+        sel = torch.as_tensor(idx, device=self.device)
+        with torch.no_grad():
+            return tuple(
+                (wt @ p.index_select(0, sel).reshape(idx.size, -1)).reshape(p.shape[1:])
+                for p in self.params
+            )
+
+    # --- single models -----------------------------------------------------------------------
+    def snapshot(self, i: int) -> Params:
+        """An immutable copy of agent i's parameters (caches share these tuples)."""
+        return tuple(p[i].detach().clone() for p in self.params)
+
+    def set_agent(self, i: int, tensors: Sequence[torch.Tensor]) -> None:
+        """Overwrite agent i's parameters (copied in place)."""
+        if len(tensors) != len(self.params):
+            raise ConfigError("tensors", len(tensors), f"{len(self.params)} parameter tensors")
+        with torch.no_grad():
+            for p, t in zip(self.params, tensors, strict=True):
+                p[i].copy_(t)
+
+    def combine(self, snapshots: Sequence[Params], weights: Sequence[float]) -> Params:
+        """``sum_k weights[k] * snapshots[k]`` per layer (weights used as given)."""
+        if len(snapshots) == 0 or len(snapshots) != len(weights):
+            raise ConfigError(
+                "weights", len(weights), f"one weight per snapshot ({len(snapshots)}), >= 1"
+            )
+        w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=torch.float32)
+        out = []
+        with torch.no_grad():
+            for layer in range(len(self.params)):
+                stack = torch.stack([s[layer].to(self.device) for s in snapshots])
+                out.append(torch.tensordot(w.to(self.device), stack, dims=1))
+        return tuple(out)
+
+    def loss_of(self, model: int | Params, *, on_agent: int, max_samples: int = 256) -> float:
+        """CE of ``model`` (an agent index or a parameter tuple) on agent ``on_agent``'s data.
+
+        Uses a fixed random subset of at most ``max_samples`` of that agent's training
+        samples (PSFL, seed 004 eq. 3: ``L(D_i, nn_j)``).
+        """
+        if isinstance(model, int | np.integer):
+            params: Sequence[torch.Tensor] = [p[int(model)] for p in self.params]
+        else:
+            params = model
+        idx = torch.from_numpy(self._loss_order[on_agent][:max_samples]).to(self.device)
+        with torch.no_grad():
+            return float(self._fn.ce(params, self._x[idx], self._y[idx]))
+
+    # --- evaluation ------------------------------------------------------------------------
+    def evaluate(
+        self, *, agents: np.ndarray | None = None, chunk: int = 2048
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Accuracy and mean CE of each agent's model on the shared test sample.
+
+        A loop over agents, each with the whole test sample as one batch (``chunk`` samples
+        at most): on CPU such big-batch matmuls/convs already run near peak, and measured
+        here vmap over agents was no faster for the MLP and 1.5-2x slower for a CNN, while
+        needing N times the activation memory. The loop backend spreads agents over its
+        workers. Seed 003 evaluates every agent on one shared test set.
+        """
+        idx = np.arange(self.n_agents) if agents is None else np.asarray(agents).reshape(-1)
+        if idx.size == 0:
+            return np.empty(0), np.empty(0)
+        res = self._evaluate(idx.astype(np.int64), int(chunk))
+        return res[0], res[1]
+
+    def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
+        return _evaluate_agents(self._fn, self.params, self._x_test, self._y_test, agents, chunk)
+
+    def consensus(self) -> float:
+        """Mean distance of the agents' models to their average: mean_i ||x_i - x_bar||."""
+        with torch.no_grad():
+            sq = torch.zeros(self.n_agents, dtype=torch.float64, device=self.device)
+            for p in self.params:
+                flat = p.reshape(self.n_agents, -1).double()
+                sq += (flat - flat.mean(0, keepdim=True)).pow(2).sum(1)
+            return float(sq.sqrt().mean())
+
+    # --- state --------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Tensors and plain Python values only (readable by ``torch.load(weights_only=True)``)."""
+        return {
+            "format": STATE_FORMAT,
+            "net": self.net_name,
+            "n_agents": self.n_agents,
+            "params": [p.detach().cpu().clone() for p in self.params],
+            "momentum": [b.detach().cpu().clone() for b in self.momentum_buffers],
+            "rng": [_rng_state(r) for r in self._rngs],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore parameters, momentum buffers and batch-sampling RNGs (in place)."""
+        if state.get("format") != STATE_FORMAT or state.get("net") != self.net_name:
+            raise ConfigError(
+                "state", (state.get("format"), state.get("net")),
+                f"an engine state of format {STATE_FORMAT} for net {self.net_name}",
+            )
+        if state.get("n_agents") != self.n_agents or len(state["params"]) != len(self.params):
+            raise ConfigError("state", state.get("n_agents"), f"{self.n_agents} agents")
+        if len(state["momentum"]) != len(self.momentum_buffers):
+            raise ConfigError("state", "momentum", "the same momentum setting as this engine")
+        with torch.no_grad():
+            for dst, src in zip(self.params, state["params"], strict=True):
+                dst.copy_(src)
+            for dst, src in zip(self.momentum_buffers, state["momentum"], strict=True):
+                dst.copy_(src)
+        for r, s in zip(self._rngs, state["rng"], strict=True):
+            r.bit_generator.state = _rng_restore(s)
+
+    def close(self) -> None:
+        """Stop worker processes (if any); the engine stays usable (it restarts them)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LoopEngine(Engine):
+    """Per-agent loop, one thread per agent; ``workers`` processes share the stacks."""
+
+    backend = "loop"
+
+    def _train(self, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
+        if self.workers == 1:
+            with _threads(1):
+                return _train_loop_agents(
+                    self._fn, self.params, self.momentum_buffers, self._x, self._y, agents,
+                    batches, self._hyper,
+                )
+        return self._get_pool().run("train", agents, batches, self._hyper)
+
+    def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
+        if self.workers == 1:
+            return super()._evaluate(agents, chunk)
+        return self._get_pool().run("eval", agents, chunk)
+
+    def _get_pool(self) -> _Pool:
+        if self._pool is None:
+            data = (self._x, self._y, self._x_test, self._y_test)
+            for t in (*self.params, *self.momentum_buffers, *data):
+                t.share_memory_()
+            self._pool = _Pool(
+                self.workers,
+                (self.net_name, self._input_shape, self._num_classes, self.params,
+                 self.momentum_buffers, data),
+            )
+            self._finalizer = weakref.finalize(self, _Pool.close, self._pool)
+        return self._pool
+
+
+class BatchedEngine(Engine):
+    """``vmap`` over agents of ``grad(CE)``; one call per local step and chunk of agents."""
+
+    backend = "batched"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._vgrad = vmap(self._fn.grad_and_loss, in_dims=(0, 0, 0))
+
+    def _chunk(self) -> int:
+        if self.agent_chunk is not None:
+            return self.agent_chunk
+        return self.n_agents if self.device.type == "cuda" else 64
+
+    def _train(self, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
+        losses = np.empty(len(agents), dtype=np.float64)
+        idx_all = torch.from_numpy(batches).to(self.device)
+        hp = self._hyper
+        step = self._chunk()
+        for start in range(0, len(agents), step):
+            rows = slice(start, start + step)
+            chunk = agents[rows]
+            whole = chunk.size == self.n_agents
+            sel = torch.from_numpy(chunk).to(self.device)
+            ps = self.params if whole else [p.index_select(0, sel) for p in self.params]
+            bs = (
+                self.momentum_buffers if whole
+                else [b.index_select(0, sel) for b in self.momentum_buffers]
+            )
+            anchor = [p.clone() for p in ps] if hp.prox_rho else None
+            total = torch.zeros(chunk.size, dtype=torch.float64, device=self.device)
+            for k in range(self.local_steps):
+                idx = idx_all[rows, k]  # [A, B]
+                g, loss = self._vgrad(ps, self._x[idx], self._y[idx])
+                with torch.no_grad():
+                    _sgd_update(ps, g, bs, anchor, hp)
+                total += loss.double()
+            if not whole:
+                with torch.no_grad():
+                    for dst, src in zip(self.params, ps, strict=True):
+                        dst.index_copy_(0, sel, src)
+                    for dst, src in zip(self.momentum_buffers, bs, strict=True):
+                        dst.index_copy_(0, sel, src)
+            losses[rows] = (total / self.local_steps).cpu().numpy()
+        return losses
+
+
+BACKENDS: dict[str, type[Engine]] = {"loop": LoopEngine, "batched": BatchedEngine}
+
+
+def make_engine(
+    backend: str,
+    *,
+    net: str,
+    dataset: Dataset,
+    parts: Sequence[np.ndarray],
+    lr: float,
+    batch_size: int,
+    local_steps: int,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    prox_rho: float = 0.0,
+    device: str = "cpu",
+    seed: int,
+    workers: int = 1,
+    same_init: bool = True,
+    agent_chunk: int | None = None,
+) -> Engine:
+    """Build the learning engine of all agents.
+
+    Args:
+        backend: ``loop`` (CPU default: per-agent loop, ``workers`` processes) or ``batched``
+            (vmap over agents; the GPU path).
+        net: a name in :data:`model.learning.nets.NETS`.
+        dataset: from :func:`model.learning.data.load_dataset`.
+        parts: training-sample indices per agent (:mod:`model.learning.partition`).
+        lr, batch_size, local_steps: SGD step size, batch size B, K steps per ``train``.
+        momentum, weight_decay: torch.optim.SGD-style options (buffers kept per agent).
+        prox_rho: proximal coefficient rho of seed 003, Alg. 1 (0 = plain SGD).
+        device: ``cpu`` or ``cuda``.
+        seed: fixes the initial model(s) and every agent's batch sampling.
+        workers: processes for the loop backend (1 = in this process).
+        same_init: all agents start from one model (else N independent inits).
+        agent_chunk: batched backend only, agents per vmap call (None: 64 on CPU, all on
+            CUDA); bounds activation memory.
+
+    Raises:
+        ConfigError: a bad value, e.g. ``batch_size`` larger than some agent's data.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError("backend", backend, "one of " + ", ".join(BACKENDS))
+    return BACKENDS[backend](
+        net=net, dataset=dataset, parts=parts, lr=lr, batch_size=batch_size,
+        local_steps=local_steps, momentum=momentum, weight_decay=weight_decay,
+        prox_rho=prox_rho, device=device, seed=seed, workers=workers, same_init=same_init,
+        agent_chunk=agent_chunk,
+    )
+
+
+# --- helpers ------------------------------------------------------------------------------------
+def _validate(
+    *,
+    backend: str,
+    parts: Sequence[np.ndarray],
+    n_train: int,
+    lr: float,
+    batch_size: int,
+    local_steps: int,
+    momentum: float,
+    weight_decay: float,
+    prox_rho: float,
+    device: str,
+    workers: int,
+    agent_chunk: int | None,
+) -> None:
+    if len(parts) < 1:
+        raise ConfigError("n_agents", 0, "at least one agent with data")
+    if not lr > 0:
+        raise ConfigError("lr", lr, "a number > 0")
+    if isinstance(batch_size, bool) or int(batch_size) < 1:
+        raise ConfigError("batch_size", batch_size, "an integer >= 1")
+    if isinstance(local_steps, bool) or int(local_steps) < 1:
+        raise ConfigError("local_steps", local_steps, "an integer >= 1")
+    if not 0.0 <= momentum < 1.0:
+        raise ConfigError("momentum", momentum, "a number in [0, 1)")
+    if not weight_decay >= 0:
+        raise ConfigError("weight_decay", weight_decay, "a number >= 0")
+    if not prox_rho >= 0:
+        raise ConfigError("prox_rho", prox_rho, "a number >= 0")
+    if isinstance(workers, bool) or int(workers) < 1:
+        raise ConfigError("workers", workers, "an integer >= 1")
+    if agent_chunk is not None and int(agent_chunk) < 1:
+        raise ConfigError("agent_chunk", agent_chunk, "an integer >= 1 or None")
+    dev = torch.device(device)
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError("device", device, "cpu or cuda")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device", device, "cpu (no CUDA device is available here)")
+    if workers > 1 and (backend != "loop" or dev.type != "cpu"):
+        raise ConfigError("workers", workers, "1 unless backend = loop on the CPU")
+    sizes = np.array([np.asarray(p).size for p in parts])
+    for i, p in enumerate(parts):
+        arr = np.asarray(p)
+        if arr.size and (arr.min() < 0 or arr.max() >= n_train):
+            raise ConfigError("parts", i, f"sample indices in [0, {n_train})")
+    small = int(np.argmin(sizes))
+    if batch_size > sizes[small]:
+        raise ConfigError(
+            "batch_size", batch_size,
+            f"at most the smallest agent's data ({sizes[small]} samples, agent {small}); "
+            "batches are drawn without replacement",
+        )
+
+
+def _init_stacks(template: nn.Module, n: int, same_init: bool) -> list[torch.Tensor]:
+    """Per-layer stacks: N copies of one init, or N successive inits from the seeded RNG."""
+    if same_init:
+        return [p.detach().unsqueeze(0).repeat(n, *([1] * p.dim())) for p in template.parameters()]
+    stacks = [torch.empty(n, *p.shape) for p in template.parameters()]
+    for i in range(n):
+        for m in template.modules():
+            if hasattr(m, "reset_parameters") and m is not template:
+                m.reset_parameters()
+        for s, p in zip(stacks, template.parameters(), strict=True):
+            s[i] = p.detach()
+    return stacks
+
+
+def _rng_state(rng: np.random.Generator) -> dict[str, Any]:
+    st = rng.bit_generator.state
+    return {
+        "bit_generator": str(st["bit_generator"]),
+        "state": int(st["state"]["state"]),
+        "inc": int(st["state"]["inc"]),
+        "has_uint32": int(st["has_uint32"]),
+        "uinteger": int(st["uinteger"]),
+    }
+
+
+def _rng_restore(s: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "bit_generator": s["bit_generator"],
+        "state": {"state": int(s["state"]), "inc": int(s["inc"])},
+        "has_uint32": int(s["has_uint32"]),
+        "uinteger": int(s["uinteger"]),
+    }

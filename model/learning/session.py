@@ -1,0 +1,160 @@
+"""Learning inside a run: data, partitions, the engine and the policies, for one model.
+
+Keeps :class:`model.world.MobiDFLModel` about the world: the model calls
+:meth:`LearningSession.step` after contacts are known, and reads ``accuracy``/``loss``
+that this session writes back into the model's arrays.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from model.learning.data import load_dataset
+from model.learning.engine import make_engine
+from model.learning.partition import make_partition
+from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
+
+if TYPE_CHECKING:
+    from model.world import MobiDFLModel
+
+
+class LearningSession:
+    """Owns the engine and one policy instance per policy name used in the run."""
+
+    def __init__(self, model: MobiDFLModel) -> None:
+        config = model.config
+        self.model = model
+        self.dataset = load_dataset(
+            config.dataset, root=config.data_root, test_size=config.test_size, seed=config.seed
+        )
+        parts = self._partition()
+        self.engine = make_engine(
+            config.backend,
+            net=config.model,
+            dataset=self.dataset,
+            parts=parts,
+            lr=config.lr,
+            batch_size=config.batch_size,
+            local_steps=config.local_steps,
+            momentum=config.momentum,
+            weight_decay=config.weight_decay,
+            prox_rho=config.prox_rho,
+            device=config.device,
+            seed=config.seed,
+            workers=config.workers,
+        )
+        self.policies: dict[str, tuple[Any, np.ndarray]] = {}
+        for name in dict.fromkeys(model.policy_of_agent):
+            members = np.flatnonzero(model.policy_of_agent == name)
+            policy = make_policy(name, settings=config)
+            policy.setup(
+                members=members,
+                engine=self.engine,
+                agents=self.agent_table(),
+                rng=model.rng,
+                model=model,
+            )
+            self.policies[name] = (policy, members)
+        self.metric_names: list[str] = []
+        for policy, _ in self.policies.values():
+            for metric in getattr(policy, "metric_names", ()):
+                if metric not in self.metric_names:
+                    self.metric_names.append(metric)
+
+    def _partition(self) -> list[np.ndarray]:
+        """Partition the training set; kinds with different partitions get disjoint pools."""
+        config, model = self.config, self.model
+        labels = self.dataset.y_train.numpy()
+        rng = np.random.default_rng([config.seed, 1])
+        by_name: dict[str, np.ndarray] = {}
+        for kind in dict.fromkeys(model.kind_of):
+            name = config.partition_of(kind)
+            by_name[name] = np.concatenate(
+                [by_name.get(name, np.empty(0, int)), np.flatnonzero(model.kind_of == kind)]
+            )
+        pools = np.array_split(rng.permutation(len(labels)), len(by_name))
+        if len(by_name) == 1:
+            pools = [np.arange(len(labels))]
+        parts: list[np.ndarray] = [np.empty(0, int)] * model.n_agents
+        for (name, agents), pool in zip(by_name.items(), pools, strict=True):
+            area_labels = config.area_label_lists(self.dataset.num_classes)
+            local = make_partition(
+                name,
+                labels[pool],
+                len(agents),
+                rng=rng,
+                alpha=config.dirichlet_alpha,
+                agent_area=model.area[agents],
+                area_labels=area_labels,
+                within=config.area_within,
+            )
+            for agent, indices in zip(agents, local, strict=True):
+                parts[agent] = pool[indices]
+        return parts
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def agent_table(self) -> AgentTable:
+        model = self.model
+        return AgentTable(
+            kind=model.kind_of,
+            speed=model.speed.copy(),
+            data_size=self.engine.data_sizes,
+            area=model.area,
+            label_hist=self.engine.label_hist,
+            hm=model.hm,
+            pos=model.position.copy(),
+        )
+
+    def _context(self, members: np.ndarray) -> ExchangeContext:
+        return ExchangeContext(
+            step=self.model.steps,
+            members=members,
+            adjacency=self.model.adjacency,
+            engine=self.engine,
+            agents=self.agent_table(),
+            rng=self.model.rng,
+            model=self.model,
+        )
+
+    def step(self) -> None:
+        """Local training (seed 003 Alg. 1 / seed 000 Alg. 1 line 4), then exchange."""
+        model = self.model
+        mask = np.ones(model.n_agents, bool)
+        for policy, members in self.policies.values():
+            chosen = policy.train_mask(self._context(members))
+            if chosen is not None:
+                mask[members] = np.asarray(chosen, bool)[members]
+        self.engine.train(mask=None if mask.all() else mask)
+        exchanges: list[tuple[np.ndarray, Exchange]] = []
+        for policy, members in self.policies.values():
+            exchanges.append((members, policy.exchange(self._context(members))))
+        self.engine.mix(combine_rows(exchanges, model.n_agents))
+        model.policy_metrics = {}
+        for _, exchange in exchanges:
+            for agent, params in exchange.assign.items():
+                self.engine.set_agent(agent, params)
+            model.policy_metrics.update(exchange.metrics)
+        if model.steps % self.config.eval_every == 0 or model.steps == self.config.steps:
+            self.evaluate()
+
+    def evaluate(self) -> None:
+        accuracy, loss = self.engine.evaluate()
+        self.model.accuracy[:] = accuracy
+        self.model.loss[:] = loss
+        self.model.consensus = float(self.engine.consensus())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine.state_dict(),
+            "policies": {name: p.state_dict() for name, (p, _) in self.policies.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.engine.load_state_dict(state["engine"])
+        for name, (policy, _) in self.policies.items():
+            policy.load_state_dict(state["policies"][name])

@@ -1,0 +1,32 @@
+"""Exchange policies, registered by name in :data:`POLICIES` (setting ``policy``).
+
+Importing this package imports every policy module once; add one line per new policy.
+"""
+
+from model.policies import central_fedavg as _central_fedavg  # noqa: F401
+from model.policies import dpsgd as _dpsgd  # noqa: F401
+from model.policies import fedavg_weighted as _fedavg_weighted  # noqa: F401
+from model.policies import local as _local  # noqa: F401
+from model.policies.base import (
+    POLICIES,
+    AgentTable,
+    Exchange,
+    ExchangeContext,
+    ExchangePolicy,
+    apply_assignments,
+    combine_rows,
+    make_policy,
+    register_policy,
+)
+
+__all__ = [
+    "POLICIES",
+    "AgentTable",
+    "Exchange",
+    "ExchangeContext",
+    "ExchangePolicy",
+    "apply_assignments",
+    "combine_rows",
+    "make_policy",
+    "register_policy",
+]

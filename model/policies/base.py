@@ -1,0 +1,205 @@
+"""The one narrow interface every model-exchange policy implements.
+
+A policy decides, once per step (global epoch), how each of its member agents' new model is
+formed from what it could receive this step. The Mesa model does, per step::
+
+    masks = policy.train_mask(ctx)                      # who trains (None = all members)
+    engine.train(mask=...)                               # K local SGD steps
+    ex = policy.exchange(ctx)                            # -> Exchange
+    engine.mix(combine_rows([(members, ex), ...], N))    # linear mixing, one sparse matmul
+    apply_assignments(engine, [ex, ...])                 # explicit new params, after mixing
+
+How the policies MobiDFL needs fit this interface:
+
+* **Linear neighbourhood averaging** (D-PSGD, seed 000 Alg. 1; FedAvg-weighted, seed 001
+  eq. 2; mobility-aware, seed 000 Sec. 5.4): return ``Exchange(rows=W)`` built by
+  :mod:`model.maths.mixing` from ``ctx.adjacency`` and ``ctx.agents`` (speed, data_size).
+  Rows of all policies are stacked into one global W (:func:`combine_rows`).
+* **Model caches** (Cached-DFL LRU / group LRU, seed 003 Alg. 2): keep per-agent caches in
+  the policy object; on contact store ``ctx.engine.snapshot(j)`` (shared immutable
+  tuples, so a model cached by 50 agents is stored once) with its timestamp ``ctx.step``;
+  aggregate with ``ctx.engine.combine(snapshots, weights)`` and return the results in
+  ``Exchange.assign``. Cache statistics go to ``Exchange.metrics``; caches are saved by
+  ``state_dict``.
+* **Self-organising federations** (PSFL, seed 004): ``ctx.engine.loss_of(j, on_agent=i)``
+  gives the dissimilarity terms of eq. 3; leaders' FedAvg is ``engine.average(...)``;
+  ``assign`` distributes the federation model; federation counts go to ``metrics``.
+* **Infrastructure / client selection** (MoFeL, seed 002): ``setup(..., model=...)`` and
+  ``ctx.model`` give access to edge servers and routes; ``train_mask`` returns which members
+  can finish local training this step; server models live in the policy and are handed
+  out through ``assign``.
+* **Centralised FL baseline** (seed 003's CFL): ``engine.average`` over all members, then
+  ``assign`` the global model to every member (:mod:`model.policies.central_fedavg`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import scipy.sparse
+import torch
+
+from model.errors import ConfigError
+
+if TYPE_CHECKING:
+    from model.learning.engine import Engine
+
+__all__ = [
+    "POLICIES",
+    "AgentTable",
+    "Exchange",
+    "ExchangeContext",
+    "ExchangePolicy",
+    "apply_assignments",
+    "combine_rows",
+    "make_policy",
+    "register_policy",
+]
+
+
+@dataclass(frozen=True)
+class AgentTable:  # read-only view of agent attributes for this step
+    """Per-agent attributes a policy may read (arrays indexed by global agent id)."""
+
+    kind: np.ndarray  # str per agent ('vehicle','pedestrian','sensor','uav', or infrastructure)
+    speed: np.ndarray  # m/s float
+    data_size: np.ndarray  # int
+    area: np.ndarray  # int home area
+    label_hist: np.ndarray  # [N, C]
+    hm: np.ndarray  # bool high-mobility class (False if undefined)
+    pos: np.ndarray  # [N, 2] metres
+
+
+@dataclass
+class ExchangeContext:
+    """Everything a policy sees in one step."""
+
+    step: int  # epoch index t (1-based: step being completed)
+    members: np.ndarray  # global indices of agents that use this policy
+    adjacency: scipy.sparse.csr_matrix  # N x N symmetric bool contacts this step (no self loops)
+    engine: Engine  # parameters, snapshots, loss_of(...)
+    agents: AgentTable
+    rng: np.random.Generator
+    model: Any = None  # the Mesa model, for infrastructure-based policies (edge servers)
+
+
+@dataclass
+class Exchange:
+    """What a policy returns: linear mixing rows and/or explicit new parameters."""
+
+    rows: scipy.sparse.csr_matrix | None = None  # N x N; only rows of members are used
+    assign: dict[int, tuple[torch.Tensor, ...]] = field(default_factory=dict)  # new params
+    metrics: dict[str, float] = field(default_factory=dict)  # per-step metrics
+
+
+class ExchangePolicy(ABC):
+    """Base class of exchange policies; subclasses set ``name`` and implement ``exchange``."""
+
+    name: ClassVar[str]
+
+    def __init__(self, *, settings: Any) -> None:
+        """``settings`` is the run config (attribute access, e.g. ``settings.mobility_alpha``)."""
+        self.settings = settings
+
+    def setup(  # noqa: B027 - optional hook, default no-op
+        self,
+        *,
+        members: np.ndarray,
+        engine: Engine,
+        agents: AgentTable,
+        rng: np.random.Generator,
+        model: Any = None,
+    ) -> None:
+        """Called once before step 1 (default: nothing to prepare)."""
+
+    def train_mask(self, ctx: ExchangeContext) -> np.ndarray | None:
+        """Which members train this step (bool over ``ctx.members``); ``None`` = all."""
+        return None
+
+    @abstractmethod
+    def exchange(self, ctx: ExchangeContext) -> Exchange:
+        """Decide this step's model exchange for ``ctx.members``."""
+
+    def state_dict(self) -> dict:
+        """Policy state to checkpoint (tensors and plain Python values only)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:  # noqa: B027 - stateless default
+        """Restore what :meth:`state_dict` returned."""
+
+
+POLICIES: dict[str, type[ExchangePolicy]] = {}
+"""Registry of exchange policies by name (setting ``policy`` / ``<kind>.policy``)."""
+
+
+def register_policy(cls: type[ExchangePolicy]) -> type[ExchangePolicy]:
+    """Class decorator: register ``cls`` under ``cls.name``."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__name__} needs a class attribute `name`")
+    if name in POLICIES and POLICIES[name] is not cls:
+        raise TypeError(f"policy name {name!r} is registered twice")
+    POLICIES[name] = cls
+    return cls
+
+
+def make_policy(name: str, *, settings: Any) -> ExchangePolicy:
+    """Instantiate the policy registered as ``name``."""
+    if name not in POLICIES:
+        raise ConfigError("policy", name, "one of " + ", ".join(sorted(POLICIES)))
+    return POLICIES[name](settings=settings)
+
+
+def combine_rows(
+    exchanges: Iterable[tuple[np.ndarray, Exchange]], n: int
+) -> scipy.sparse.csr_matrix:
+    """One global N x N mixing matrix from several policies' rows.
+
+    Args:
+        exchanges: ``(members, exchange)`` pairs, one per policy group. Each group's
+            ``exchange.rows`` contributes its members' rows; ``rows=None`` (no linear
+            mixing, e.g. ``local`` or cache policies that use ``assign``) leaves them as
+            the identity.
+        n: number of agents.
+
+    Agents covered by no group keep the identity row. An agent in two groups is an error.
+    """
+    diag_keep = np.ones(n, dtype=bool)
+    blocks = []
+    seen = np.zeros(n, dtype=bool)
+    for members, ex in exchanges:
+        idx = np.asarray(members, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise ConfigError("members", idx.tolist()[:8], f"agent indices in [0, {n})")
+        if seen[idx].any():
+            raise ConfigError(
+                "members", int(idx[seen[idx]][0]), "each agent in exactly one policy group"
+            )
+        seen[idx] = True
+        if ex.rows is None or idx.size == 0:
+            continue
+        rows = scipy.sparse.csr_matrix(ex.rows)
+        if rows.shape != (n, n):
+            raise ConfigError("rows", rows.shape, f"an {n} x {n} matrix")
+        pick = np.zeros(n)
+        pick[idx] = 1.0
+        blocks.append(scipy.sparse.diags(pick) @ rows)
+        diag_keep[idx] = False
+    w = scipy.sparse.diags(diag_keep.astype(np.float64)).tocsr()
+    for b in blocks:
+        w = w + b
+    w = scipy.sparse.csr_matrix(w)
+    w.eliminate_zeros()
+    w.sort_indices()
+    return w
+
+
+def apply_assignments(engine: Engine, exchanges: Sequence[Exchange]) -> None:
+    """Write every ``Exchange.assign`` entry into the engine (call after :meth:`mix`)."""
+    for ex in exchanges:
+        for i, params in ex.assign.items():
+            engine.set_agent(int(i), params)

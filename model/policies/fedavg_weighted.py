@@ -1,0 +1,22 @@
+"""``fedavg_weighted``: neighbourhood averaging weighted by sample counts.
+
+Seed 001, eq. (2): ``w_ij = |D_j| / (|D_i| + sum_{k in N_i} |D_k|)`` for ``j`` in
+``N_i + {i}``, i.e. FedAvg weights over the agent's current neighbourhood.
+"""
+
+from __future__ import annotations
+
+from model.maths.mixing import fedavg_weights
+from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from model.policies.dpsgd import member_degree_mean
+
+
+@register_policy
+class FedAvgWeightedPolicy(ExchangePolicy):
+    """Data-size-weighted averaging with the members met during the step."""
+
+    name = "fedavg_weighted"
+
+    def exchange(self, ctx: ExchangeContext) -> Exchange:
+        rows = fedavg_weights(ctx.adjacency, ctx.agents.data_size, ctx.members)
+        return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)})

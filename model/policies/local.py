@@ -1,0 +1,15 @@
+"""``local``: no exchange at all; each agent only trains on its own data (lower baseline)."""
+
+from __future__ import annotations
+
+from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+
+
+@register_policy
+class LocalPolicy(ExchangePolicy):
+    """Local training only: the mixing rows stay the identity (``rows=None``)."""
+
+    name = "local"
+
+    def exchange(self, ctx: ExchangeContext) -> Exchange:
+        return Exchange()

@@ -1,0 +1,335 @@
+"""The Mesa model: devices move through a real city, meet, train and exchange models.
+
+One step is one global epoch t of ``step_s`` seconds (seed 003: 120 s):
+
+1. every mobility group moves (positions sampled at sub-times of the step);
+2. contacts: who was within ``radius_m`` (``end`` of the step, or ``during`` it);
+3. local training: K SGD steps per agent on its own partition (seed 003, Alg. 1);
+4. exchange: each policy turns this step's contacts into mixing weights or new models
+   for its members (D-PSGD, Alg. 1 of seed 000, line 6), applied as one sparse matmul;
+5. evaluation every ``eval_every`` steps, data collection.
+
+The app, the CLI, sweeps and the analysis import this model; it imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import mesa
+import numpy as np
+import scipy.sparse as sp
+from mesa_geo import GeoSpace
+from shapely.geometry import Point
+
+from agents import AGENT_CLASSES
+from agents.mobility import MobilityContext, MobilityModel, make_mobility
+from maps.world import WorldMap
+from model.config import KINDS, Config
+from model.contacts import contact_matrix, sub_samples
+
+_MAP_CACHE: dict[tuple, WorldMap] = {}
+
+
+def shared_world_map(config: Config) -> WorldMap:
+    """Maps are read once per process and shared by every run on them (sweeps, app)."""
+    key = (config.map, config.cell_m, config.areas, config.seed, config.map_cache)
+    if key not in _MAP_CACHE:
+        _MAP_CACHE[key] = WorldMap.build(
+            config.map,
+            cell_m=config.cell_m,
+            areas=config.areas,
+            seed=config.seed,
+            cache_dir=config.map_cache,
+        )
+    return _MAP_CACHE[key]
+
+
+# --- named DataCollector reporters ----------------------------------------------------
+def simulated_time_s(model: MobiDFLModel) -> float:
+    return model.steps * model.config.step_s
+
+
+def contact_pairs(model: MobiDFLModel) -> int:
+    return int(model.adjacency.nnz // 2)
+
+
+def mean_neighbours(model: MobiDFLModel) -> float:
+    return float(model.neighbours_now.mean())
+
+
+def mean_distinct_neighbours(model: MobiDFLModel) -> float:
+    return float(model.distinct_neighbours.mean())
+
+
+def _nanmean(values: np.ndarray) -> float:
+    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+
+
+def accuracy_mean(model: MobiDFLModel) -> float:
+    return _nanmean(model.accuracy)
+
+
+def accuracy_std(model: MobiDFLModel) -> float:
+    return float(np.nanstd(model.accuracy)) if np.isfinite(model.accuracy).any() else float("nan")
+
+
+def accuracy_min(model: MobiDFLModel) -> float:
+    return float(np.nanmin(model.accuracy)) if np.isfinite(model.accuracy).any() else float("nan")
+
+
+def loss_mean(model: MobiDFLModel) -> float:
+    return _nanmean(model.loss)
+
+
+def accuracy_of_kind(model: MobiDFLModel, kind: str) -> float:
+    return _nanmean(model.accuracy[model.kind_of == kind])
+
+
+def accuracy_of_policy(model: MobiDFLModel, policy: str) -> float:
+    return _nanmean(model.accuracy[model.policy_of_agent == policy])
+
+
+def accuracy_high_mobility(model: MobiDFLModel) -> float:
+    return _nanmean(model.accuracy[model.hm]) if model.hm.any() else float("nan")
+
+
+def accuracy_low_mobility(model: MobiDFLModel) -> float:
+    return _nanmean(model.accuracy[~model.hm]) if (~model.hm).any() else float("nan")
+
+
+def hm_lm_gap(model: MobiDFLModel) -> float:
+    """Seed 000, Table 2: accuracy of high- minus low-mobility clients."""
+    return accuracy_high_mobility(model) - accuracy_low_mobility(model)
+
+
+def distinct_neighbours_of_class(model: MobiDFLModel, high: bool) -> float:
+    """Seed 000, App. B: cumulative distinct neighbours per mobility class."""
+    mask = model.hm if high else ~model.hm
+    return float(model.distinct_neighbours[mask].mean()) if mask.any() else float("nan")
+
+
+def consensus_distance(model: MobiDFLModel) -> float:
+    return model.consensus
+
+
+def policy_metric(model: MobiDFLModel, name: str) -> float:
+    return float(model.policy_metrics.get(name, float("nan")))
+
+
+class MobiDFLModel(mesa.Model):
+    """Mobility-aware decentralized federated learning in a real street network.
+
+    Args:
+        config: a validated :class:`model.config.Config`; ``settings`` override it.
+        seed: overrides ``config.seed`` (Mesa convention).
+        rng: accepted for ``mesa.batch_run`` replicates; an integer is used as the seed.
+        world: a prebuilt :class:`maps.world.WorldMap` to share between runs.
+        **settings: any public setting by name (``vehicles=50``, ``vehicle_policy=...``,
+            or dotted names through a dict: ``**{"vehicle.policy": "dpsgd"}``).
+    """
+
+    def __init__(
+        self,
+        *,
+        config: Config | None = None,
+        seed: int | None = None,
+        rng: Any = None,
+        world: WorldMap | None = None,
+        **settings: Any,
+    ) -> None:
+        config = (config or Config()).updated(settings)
+        if seed is None and isinstance(rng, int | np.integer):
+            seed = int(rng)
+        if seed is not None:
+            config = config.updated(seed=int(seed))
+        super().__init__(rng=config.seed)  # Mesa 3.5 deprecates seed= in favour of rng=
+        self.config = config
+        self.world_map = world or shared_world_map(config)
+        self.space = GeoSpace(crs="epsg:4326", warn_crs_conversion=False)
+
+        self.groups: list[tuple[str, slice, MobilityModel]] = []
+        start = 0
+        for kind in KINDS:
+            count = config.count(kind)
+            if count == 0:
+                continue
+            mobility = make_mobility(
+                config.kind(kind).mobility,
+                world=self.world_map,
+                kind=kind,
+                count=count,
+                settings=config,
+                rng=self.rng,
+            )
+            self.groups.append((kind, slice(start, start + count), mobility))
+            start += count
+        self.n_agents = start
+        self.kind_of = np.concatenate(
+            [np.full(g[1].stop - g[1].start, g[0]) for g in self.groups]
+        ).astype(str)
+        self.policy_of_agent = np.array([config.policy_of(k) for k in self.kind_of])
+        self.position = np.concatenate([g[2].position for g in self.groups])
+        self.hm = np.concatenate([g[2].hm for g in self.groups])
+        self.speed = np.concatenate([g[2].speeds() for g in self.groups])
+        self.area = self.world_map.area_of(self.position)
+        for _, members, mobility in self.groups:
+            home = getattr(mobility, "home_area", None)
+            if home is not None:
+                self.area[members] = np.where(home >= 0, home, self.area[members])
+
+        self.adjacency = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
+        self.met = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
+        self.neighbours_now = np.zeros(self.n_agents, int)
+        self.distinct_neighbours = np.zeros(self.n_agents, int)
+        self.accuracy = np.full(self.n_agents, np.nan)
+        self.loss = np.full(self.n_agents, np.nan)
+        self.label_hist: np.ndarray | None = None
+        self.consensus = float("nan")
+        self.policy_metrics: dict[str, float] = {}
+        self.learner = None
+        if config.learning:
+            from model.learning.session import LearningSession
+
+            self.learner = LearningSession(self)
+            self.label_hist = self.learner.engine.label_hist
+
+        lonlat = self.world_map.to_wgs84(self.position)
+        self.device_agents = [
+            AGENT_CLASSES[kind](self, index=i, lon=lonlat[i, 0], lat=lonlat[i, 1])
+            for i, kind in enumerate(self.kind_of)
+        ]
+        self.space.add_agents(self.device_agents)
+
+        self.records: list[dict[str, np.ndarray]] = []
+        self.datacollector = mesa.DataCollector(model_reporters=self._reporters())
+        if self.learner is not None:
+            self.learner.evaluate()
+        self.datacollector.collect(self)
+        self._record_agents()
+
+    # --- reporters -------------------------------------------------------------------
+    def _reporters(self) -> dict[str, Callable[[MobiDFLModel], Any]]:
+        reporters: dict[str, Callable[[MobiDFLModel], Any]] = {
+            "time_s": simulated_time_s,
+            "contacts": contact_pairs,
+            "neighbours_mean": mean_neighbours,
+            "distinct_neighbours_mean": mean_distinct_neighbours,
+        }
+        if self.hm.any():
+            reporters["distinct_neighbours_hm"] = partial(distinct_neighbours_of_class, high=True)
+            reporters["distinct_neighbours_lm"] = partial(
+                distinct_neighbours_of_class, high=False
+            )
+        if self.learner is None:
+            return reporters
+        reporters |= {
+            "acc_mean": accuracy_mean,
+            "acc_std": accuracy_std,
+            "acc_min": accuracy_min,
+            "loss_mean": loss_mean,
+            "consensus": consensus_distance,
+        }
+        for kind in dict.fromkeys(self.kind_of):
+            reporters[f"acc_{kind}"] = partial(accuracy_of_kind, kind=kind)
+        policies = list(dict.fromkeys(self.policy_of_agent))
+        if len(policies) > 1:
+            for policy in policies:
+                reporters[f"acc_policy_{policy}"] = partial(accuracy_of_policy, policy=policy)
+        if self.hm.any() and not self.hm.all():
+            reporters |= {
+                "acc_hm": accuracy_high_mobility,
+                "acc_lm": accuracy_low_mobility,
+                "hm_lm_gap": hm_lm_gap,
+            }
+        for name in self.learner.metric_names:
+            reporters[name] = partial(policy_metric, name=name)
+        return reporters
+
+    # --- one step --------------------------------------------------------------------
+    def step(self) -> None:
+        config = self.config
+        farthest = max(m.max_step_distance(config.step_s) for *_, m in self.groups)
+        if config.contact == "during":
+            count = sub_samples(max_step_distance=farthest, radius_m=config.radius_m)
+        else:
+            count = 1
+        fractions = np.arange(1, count + 1) / count
+        context = MobilityContext(
+            model=self, step_s=config.step_s, fractions=fractions, rng=self.rng
+        )
+        trajectory = np.empty((count + 1, self.n_agents, 2))
+        trajectory[0] = self.position
+        for _, members, mobility in self.groups:
+            trajectory[1:, members] = mobility.advance(context)
+            self.speed[members] = mobility.speeds()
+        self.position = trajectory[-1]
+        self.adjacency = contact_matrix(
+            trajectory, radius_m=config.radius_m, mode=config.contact
+        )
+        self.neighbours_now = np.diff(self.adjacency.indptr)
+        self.met = (self.met + self.adjacency).astype(bool)
+        self.distinct_neighbours = np.diff(self.met.indptr)
+        if self.learner is not None:
+            self.learner.step()
+        self.datacollector.collect(self)
+        if self.steps % config.record_every == 0 or self.steps == config.steps:
+            self._record_agents()
+
+    def run(self, *, steps: int | None = None, progress: Callable[[int], None] | None = None):
+        """Run ``steps`` (default: the ``steps`` setting) steps; ``progress(step)`` after each."""
+        for _ in range(steps if steps is not None else self.config.steps - self.steps):
+            self.step()
+            if progress is not None:
+                progress(self.steps)
+        return self
+
+    # --- outputs ---------------------------------------------------------------------
+    def _record_agents(self) -> None:
+        lonlat = self.world_map.to_wgs84(self.position)
+        self.records.append(
+            {
+                "step": np.full(self.n_agents, self.steps),
+                "agent_id": np.arange(self.n_agents),
+                "kind": self.kind_of,
+                "x_m": self.position[:, 0].copy(),
+                "y_m": self.position[:, 1].copy(),
+                "lon": lonlat[:, 0],
+                "lat": lonlat[:, 1],
+                "speed_mps": self.speed.copy(),
+                "neighbours": self.neighbours_now.copy(),
+                "distinct_neighbours": self.distinct_neighbours.copy(),
+                "mobility_class": np.where(self.hm, "HM", "LM"),
+                "area": self.area.copy(),
+                "policy": self.policy_of_agent,
+                "accuracy": self.accuracy.copy(),
+                "loss": self.loss.copy(),
+            }
+        )
+
+    def agent_table(self):
+        """One row per agent per recorded step (the ``agents.parquet`` schema)."""
+        import pandas as pd
+
+        return pd.concat([pd.DataFrame(r) for r in self.records], ignore_index=True)
+
+    def model_table(self):
+        """One row per step (the ``model.csv`` schema)."""
+        frame = self.datacollector.get_model_vars_dataframe()
+        frame.index.name = "step"
+        return frame.reset_index()
+
+    def sync_geometries(self) -> None:
+        """Copy array positions into the GeoAgents' WGS84 geometries (display, export)."""
+        lonlat = self.world_map.to_wgs84(self.position)
+        for agent, (lon, lat) in zip(self.device_agents, lonlat, strict=True):
+            agent.geometry = Point(lon, lat)
+        self.space._recreate_rtree()  # mesa-geo has no public API for moved agents
+
+    def neighbour_lists(self) -> list[np.ndarray]:
+        return [
+            self.adjacency.indices[self.adjacency.indptr[i] : self.adjacency.indptr[i + 1]]
+            for i in range(self.n_agents)
+        ]

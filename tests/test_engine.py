@@ -1,0 +1,223 @@
+"""Learning engine (model/learning/engine.py): backends, mixing, state, validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+
+from model.errors import ConfigError
+from model.learning.data import load_dataset
+from model.learning.engine import make_engine
+from model.learning.partition import partition_iid, partition_shards
+from model.maths.mixing import dpsgd_weights, global_average_weights
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return load_dataset("mnist5k", root=None, test_size=200, seed=0)
+
+
+def ring(n: int) -> sp.csr_matrix:
+    a = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        a[i, (i + 1) % n] = a[(i + 1) % n, i] = True
+    return sp.csr_matrix(a)
+
+
+def engine(ds, backend="loop", n=6, parts=None, **kw):
+    opts = dict(net="mlp", lr=0.05, batch_size=16, local_steps=3, seed=7)
+    opts.update(kw)
+    if parts is None:
+        parts = partition_shards(ds.train_labels, n, rng=np.random.default_rng(0))
+    return make_engine(backend, dataset=ds, parts=parts, **opts)
+
+
+def max_diff(a, b) -> float:
+    return max(float((x - y).abs().max()) for x, y in zip(a.params, b.params, strict=True))
+
+
+@pytest.mark.parametrize("net", ["mlp", "cnn"])
+def test_loop_and_batched_agree_after_steps_and_mix(ds, net):
+    # Prepare: momentum, weight decay and prox all on; a partial mask; a ring mix
+    kw = dict(net=net, momentum=0.5, weight_decay=1e-3, prox_rho=0.1)
+    loop, batched = engine(ds, "loop", **kw), engine(ds, "batched", **kw)
+    mask = np.array([True, False, True, True, False, True])
+    # Execute
+    for e in (loop, batched):
+        e.train()
+        e.mix(dpsgd_weights(ring(6)))
+        e.train(mask=mask)
+    # Assert: same numbers up to float rounding; masked-out agents did move only by mixing
+    assert max_diff(loop, batched) < 1e-5
+    assert max(
+        float((x - y).abs().max())
+        for x, y in zip(loop.momentum_buffers, batched.momentum_buffers, strict=True)
+    ) < 1e-5
+    assert max_diff(loop, engine(ds, "loop", **kw)) > 1e-3  # training changed something
+
+
+def test_train_returns_nan_for_untrained_and_leaves_them_alone(ds):
+    # Prepare
+    e = engine(ds)
+    before = e.snapshot(1)
+    # Execute
+    losses = e.train(mask=np.array([True, False, True, False, False, False]))
+    # Assert
+    assert np.isfinite(losses[[0, 2]]).all() and np.isnan(losses[[1, 3, 4, 5]]).all()
+    assert all(torch.equal(a, b) for a, b in zip(before, e.snapshot(1), strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(before, e.snapshot(0), strict=True))
+
+
+def test_workers_2_is_bit_identical_to_workers_1(ds):
+    # Prepare
+    one = engine(ds, n=5, momentum=0.9, workers=1)
+    two = engine(ds, n=5, momentum=0.9, workers=2)
+    try:
+        # Execute
+        out = []
+        for e in (one, two):
+            a = e.train()
+            e.mix(dpsgd_weights(ring(5)))
+            b = e.train(mask=np.arange(5) != 2)
+            out.append((a, b, e.evaluate()))
+        # Assert
+        for x, y in zip(one.params + one.momentum_buffers, two.params + two.momentum_buffers,
+                        strict=True):
+            assert torch.equal(x, y)
+        np.testing.assert_array_equal(out[0][0], out[1][0])
+        np.testing.assert_array_equal(out[0][1], out[1][1])
+        np.testing.assert_array_equal(out[0][2][0], out[1][2][0])
+    finally:
+        two.close()
+
+
+def test_prox_term_pulls_towards_start(ds):
+    # Prepare: same batches, rho = 0 vs rho = 10 (lr * rho = 0.5, stable)
+    plain, prox = engine(ds, local_steps=10), engine(ds, local_steps=10, prox_rho=10.0)
+    start = torch.cat([p.reshape(6, -1) for p in plain.params], 1).clone()
+
+    def drift(e):
+        return float((torch.cat([p.reshape(6, -1) for p in e.params], 1) - start).norm())
+
+    # Execute
+    plain.train()
+    prox.train()
+    # Assert
+    assert drift(prox) < 0.6 * drift(plain)
+
+
+def test_state_dict_round_trip_continues_identically(ds, tmp_path):
+    # Prepare: train a, checkpoint through a file, load into a fresh b
+    kw = dict(momentum=0.9, same_init=False)
+    a = engine(ds, **kw)
+    a.train()
+    a.train()
+    torch.save(a.state_dict(), tmp_path / "engine.pt")
+    b = engine(ds, **kw)
+    assert max_diff(a, b) > 0
+    b.load_state_dict(torch.load(tmp_path / "engine.pt", weights_only=True))
+    # Execute: both continue (same batches only if RNG states were restored)
+    la, lb = a.train(), b.train()
+    # Assert
+    np.testing.assert_array_equal(la, lb)
+    assert max_diff(a, b) == 0.0
+    for x, y in zip(a.momentum_buffers, b.momentum_buffers, strict=True):
+        assert torch.equal(x, y)
+
+
+def test_mix_is_w_times_params(ds):
+    # Prepare
+    e = engine(ds, same_init=False)
+    w = dpsgd_weights(ring(6))
+    before = [p.clone() for p in e.params]
+    # Execute
+    e.mix(w)
+    # Assert: every layer equals the dense product
+    dense = torch.tensor(w.toarray(), dtype=torch.float32)
+    for old, new in zip(before, e.params, strict=True):
+        expected = (dense @ old.reshape(6, -1)).reshape(old.shape)
+        torch.testing.assert_close(new, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_global_average_gives_consensus_zero(ds):
+    e = engine(ds, same_init=False)
+    assert e.consensus() > 0.1
+    e.mix(global_average_weights(6))
+    assert e.consensus() < 1e-5
+
+
+def test_snapshot_set_agent_combine_average(ds):
+    # Prepare
+    e = engine(ds, same_init=False)
+    s0, s1 = e.snapshot(0), e.snapshot(1)
+    # Execute
+    mid = e.combine([s0, s1], [0.25, 0.75])
+    avg = e.average(agents=np.array([0, 1]), weights=np.array([1.0, 3.0]))
+    e.train()
+    e.set_agent(2, mid)
+    # Assert: snapshots are copies, combine is the weighted sum, set_agent copies
+    assert not torch.equal(s0[0], e.params[0][0])
+    torch.testing.assert_close(mid[0], 0.25 * s0[0] + 0.75 * s1[0])
+    torch.testing.assert_close(avg[0], mid[0])
+    assert all(torch.equal(p[2], m) for p, m in zip(e.params, mid, strict=True))
+
+
+def test_loss_of_matches_manual_cross_entropy(ds):
+    # Prepare
+    e = engine(ds, same_init=False)
+    e.train()
+    # Execute
+    value = e.loss_of(1, on_agent=3, max_samples=64)
+    same = e.loss_of(e.snapshot(1), on_agent=3, max_samples=64)
+    # Assert: CE of model 1 on 64 of agent 3's own samples
+    idx = torch.from_numpy(e._loss_order[3][:64])
+    assert set(idx.tolist()) <= set(e.parts[3].tolist())
+    logits = e._fn.logits(e.snapshot(1), ds.x_train[idx])
+    assert value == pytest.approx(float(F.cross_entropy(logits, ds.y_train[idx])), rel=1e-6)
+    assert value == same
+
+
+def test_evaluate_learns_something_and_subsets_agree(ds):
+    # Prepare: iid data, a few rounds
+    parts = partition_iid(ds.train_labels, 4, rng=np.random.default_rng(0))
+    e = engine(ds, parts=parts, local_steps=30, batch_size=32, lr=0.1)
+    acc0, _ = e.evaluate()
+    # Execute
+    e.train()
+    acc, loss = e.evaluate()
+    sub_acc, sub_loss = e.evaluate(agents=np.array([2, 0]))
+    # Assert
+    assert acc0.mean() < 0.3 and acc.mean() > 0.6
+    np.testing.assert_allclose(sub_acc, acc[[2, 0]])
+    np.testing.assert_allclose(sub_loss, loss[[2, 0]])
+
+
+def test_attributes(ds):
+    e = engine(ds)
+    assert e.n_agents == 6 and e.data_sizes.sum() == 4000
+    assert e.label_hist.shape == (6, 10) and e.label_hist.sum() == 4000
+    assert e.num_params == 784 * 128 + 128 + 128 * 10 + 10
+    assert [tuple(p.shape) for p in e.params][:2] == [(6, 128, 784), (6, 128)]
+
+
+def test_global_torch_rng_untouched(ds):
+    state = torch.random.get_rng_state()
+    engine(ds, same_init=False)
+    assert torch.equal(state, torch.random.get_rng_state())
+
+
+def test_validation_errors_name_the_setting(ds):
+    parts = [np.arange(10), np.arange(10, 100)]
+    with pytest.raises(ConfigError, match="batch_size"):
+        engine(ds, parts=parts, batch_size=16)
+    with pytest.raises(ConfigError, match="backend"):
+        engine(ds, backend="gpu")
+    with pytest.raises(ConfigError, match="workers"):
+        engine(ds, backend="batched", workers=2)
+    with pytest.raises(ConfigError, match="lr"):
+        engine(ds, lr=0.0)
+    with pytest.raises(ConfigError, match="model"):
+        engine(ds, net="resnet")
