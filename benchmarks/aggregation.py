@@ -54,19 +54,29 @@ def main() -> None:
     sizes = [100] if args.quick else [int(s) for s in args.sizes.split(",")]
     torch.set_num_threads(1)
     ds = load_dataset("mnist5k", root=None, test_size=100, seed=0)
-    print(f"{'net':5} {'N':>5} {'params/agent':>12} {'sparse matmul':>14} {'state_dict loop':>16}"
-          f" {'ratio':>7}")
+    print(
+        f"{'net':5} {'N':>5} {'params/agent':>12} {'sparse matmul':>14} {'state_dict loop':>16}"
+        f" {'ratio':>7}"
+    )
     for net in args.nets.split(","):
         for n in sizes:
             rng = np.random.default_rng(0)
             parts = [rng.choice(ds.n_train, 16, replace=False) for _ in range(n)]
             eng = make_engine(
-                "loop", net=net, dataset=ds, parts=parts, lr=0.01, batch_size=16,
-                local_steps=1, seed=0, same_init=False,
+                "loop",
+                net=net,
+                dataset=ds,
+                parts=parts,
+                lr=0.01,
+                batch_size=16,
+                local_steps=1,
+                seed=0,
+                same_init=False,
             )
             names = eng._fn.names
-            states = [{k: p[i].clone() for k, p in zip(names, eng.params, strict=True)}
-                      for i in range(n)]
+            states = [
+                {k: p[i].clone() for k, p in zip(names, eng.params, strict=True)} for i in range(n)
+            ]
             w = dpsgd_weights(contact_graph(n, args.degree, seed=n))
             eng.mix(w)  # warm-up
             for i in range(n):
@@ -77,12 +87,16 @@ def main() -> None:
             t = time.perf_counter()
             looped = state_dict_loop(states, w)
             t_loop = time.perf_counter() - t
-            err = max(float((looped[i][k] - p[i]).abs().max())
-                      for i in range(0, n, max(1, n // 20))
-                      for k, p in zip(names, eng.params, strict=True))
+            err = max(
+                float((looped[i][k] - p[i]).abs().max())
+                for i in range(0, n, max(1, n // 20))
+                for k, p in zip(names, eng.params, strict=True)
+            )
             assert err < 1e-4, err
-            print(f"{net:5} {n:5d} {eng.num_params:12d} {t_sparse:12.3f} s {t_loop:14.3f} s "
-                  f"{t_loop / t_sparse:6.1f}x")
+            print(
+                f"{net:5} {n:5d} {eng.num_params:12d} {t_sparse:12.3f} s {t_loop:14.3f} s "
+                f"{t_loop / t_sparse:6.1f}x"
+            )
             del eng, states, looped
 
 

@@ -83,8 +83,14 @@ def main() -> None:
             parts = overlapping_parts(n, ds.n_train, 2 * args.batch, seed=n)
             for backend in ("loop", "batched"):
                 eng = make_engine(
-                    backend, net=net, dataset=ds, parts=parts, lr=0.01,
-                    batch_size=args.batch, local_steps=args.steps, seed=0,
+                    backend,
+                    net=net,
+                    dataset=ds,
+                    parts=parts,
+                    lr=0.01,
+                    batch_size=args.batch,
+                    local_steps=args.steps,
+                    seed=0,
                 )
                 dt = time_train(eng)
                 steps = n * args.steps / dt
@@ -98,8 +104,15 @@ def main() -> None:
         times = {}
         for workers in (1, 2):
             eng = make_engine(
-                "loop", net=net, dataset=ds, parts=parts, lr=0.01, batch_size=args.batch,
-                local_steps=args.steps, seed=0, workers=workers,
+                "loop",
+                net=net,
+                dataset=ds,
+                parts=parts,
+                lr=0.01,
+                batch_size=args.batch,
+                local_steps=args.steps,
+                seed=0,
+                workers=workers,
             )
             times[workers] = time_train(eng)
             eng.close()
@@ -112,7 +125,13 @@ def main() -> None:
     steps = 2 if args.quick else 10
     parts = overlapping_parts(n_round, ds.n_train, 2 * 64, seed=2)
     eng = make_engine(
-        "loop", net="cnn", dataset=ds, parts=parts, lr=0.01, batch_size=64, local_steps=steps,
+        "loop",
+        net="cnn",
+        dataset=ds,
+        parts=parts,
+        lr=0.01,
+        batch_size=64,
+        local_steps=steps,
         seed=0,
     )
     w = dpsgd_weights(geometric_graph(n_round, 5.0, seed=0))

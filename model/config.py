@@ -197,6 +197,28 @@ class Config:
     mobility_alpha: float = _setting(
         0.0, "mobility_aware: alpha in W_ij = 1/N + alpha (X_ij - 1/N)", unit_interval
     )
+    cache_size: int = _setting(10, "cached_lru: cache size C_max (seed 003)", at_least_one)
+    tau_max: int = _setting(5, "cached_lru: staleness tolerance tau_max in steps", at_least_one)
+    cache_groups: str = _setting(
+        "", "cached_group_lru: per-area cache limits, e.g. 4,3,3 (empty = even split)"
+    )
+    dam_distance: str = _setting(
+        "l2", "dam/dcm: distribution distance (seed 001 eq. 5: l2)", one_of("l2", "tv")
+    )
+    psfl_sigma: float = _setting(
+        40.0, "psfl: federation bound sigma on accumulated dissimilarity", positive
+    )
+    psfl_walker: bool = _setting(False, "psfl: one sensor visits every area in turn (seed 004)")
+    psfl_walker_stay: int = _setting(
+        5, "psfl: steps the walker stays in each area", at_least_one
+    )
+    servers: int = _setting(3, "mofel: number of edge servers (one territory each)", at_least_one)
+    train_time_s: float = _setting(
+        60.0, "mofel: local training time of a client in seconds", positive
+    )
+    required_accuracy: float = _setting(
+        0.9, "mofel: a server requests training while below this accuracy", unit_interval
+    )
 
     # ------------------------------------------------------------------------------
     def count(self, kind: str) -> int:

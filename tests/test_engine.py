@@ -52,10 +52,13 @@ def test_loop_and_batched_agree_after_steps_and_mix(ds, net):
         e.train(mask=mask)
     # Assert: same numbers up to float rounding; masked-out agents did move only by mixing
     assert max_diff(loop, batched) < 1e-5
-    assert max(
-        float((x - y).abs().max())
-        for x, y in zip(loop.momentum_buffers, batched.momentum_buffers, strict=True)
-    ) < 1e-5
+    assert (
+        max(
+            float((x - y).abs().max())
+            for x, y in zip(loop.momentum_buffers, batched.momentum_buffers, strict=True)
+        )
+        < 1e-5
+    )
     assert max_diff(loop, engine(ds, "loop", **kw)) > 1e-3  # training changed something
 
 
@@ -84,8 +87,9 @@ def test_workers_2_is_bit_identical_to_workers_1(ds):
             b = e.train(mask=np.arange(5) != 2)
             out.append((a, b, e.evaluate()))
         # Assert
-        for x, y in zip(one.params + one.momentum_buffers, two.params + two.momentum_buffers,
-                        strict=True):
+        for x, y in zip(
+            one.params + one.momentum_buffers, two.params + two.momentum_buffers, strict=True
+        ):
             assert torch.equal(x, y)
         np.testing.assert_array_equal(out[0][0], out[1][0])
         np.testing.assert_array_equal(out[0][1], out[1][1])

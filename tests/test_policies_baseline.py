@@ -38,8 +38,12 @@ def ds():
 def table(engine) -> AgentTable:
     n = engine.n_agents
     return AgentTable(
-        kind=np.array(["vehicle"] * n), speed=np.ones(n), data_size=engine.data_sizes,
-        area=np.zeros(n, dtype=int), label_hist=engine.label_hist, hm=np.zeros(n, dtype=bool),
+        kind=np.array(["vehicle"] * n),
+        speed=np.ones(n),
+        data_size=engine.data_sizes,
+        area=np.zeros(n, dtype=int),
+        label_hist=engine.label_hist,
+        hm=np.zeros(n, dtype=bool),
         pos=np.zeros((n, 2)),
     )
 
@@ -47,8 +51,12 @@ def table(engine) -> AgentTable:
 def context(engine, adjacency, members=None, step=1) -> ExchangeContext:
     members = np.arange(engine.n_agents) if members is None else np.asarray(members)
     return ExchangeContext(
-        step=step, members=members, adjacency=sp.csr_matrix(adjacency), engine=engine,
-        agents=table(engine), rng=np.random.default_rng(0),
+        step=step,
+        members=members,
+        adjacency=sp.csr_matrix(adjacency),
+        engine=engine,
+        agents=table(engine),
+        rng=np.random.default_rng(0),
     )
 
 
@@ -133,21 +141,24 @@ def test_central_fedavg_makes_members_identical_and_spares_others(ds):
 
 def test_combine_rows_stacks_groups_and_rejects_overlap():
     # Prepare: group A = {0, 1} averages, group B = {2} local, agent 3 in no group
-    rows_a = sp.csr_matrix(np.array([[.5, .5, 0, 0], [.5, .5, 0, 0], [0, 0, 1, 0],
-                                     [.25, .25, .25, .25]]))
+    rows_a = sp.csr_matrix(
+        np.array([[0.5, 0.5, 0, 0], [0.5, 0.5, 0, 0], [0, 0, 1, 0], [0.25, 0.25, 0.25, 0.25]])
+    )
     groups = [(np.array([0, 1]), Exchange(rows=rows_a)), (np.array([2]), Exchange())]
     # Execute
     w = combine_rows(groups, 4).toarray()
     # Assert: only members' rows are taken; others are the identity
-    np.testing.assert_allclose(w, [[.5, .5, 0, 0], [.5, .5, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+    np.testing.assert_allclose(w, [[0.5, 0.5, 0, 0], [0.5, 0.5, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
     with pytest.raises(ConfigError, match="exactly one policy group"):
         combine_rows([(np.array([0, 1]), Exchange()), (np.array([1]), Exchange())], 4)
 
 
 def test_dpsgd_full_mixing_beats_local_training_on_shards(ds):
     # Prepare: 10 agents on seed 003 shards (1-4 shards each, mostly 1-2 labels)
-    engines = {name: make(ds, n=10, local_steps=10, batch_size=16, lr=0.05, same_init=True)
-               for name in ("local", "dpsgd")}
+    engines = {
+        name: make(ds, n=10, local_steps=10, batch_size=16, lr=0.05, same_init=True)
+        for name in ("local", "dpsgd")
+    }
     # Execute: 6 rounds, everybody meets everybody (complete contact graph)
     for name, e in engines.items():
         policy = make_policy(name, settings=SETTINGS)

@@ -10,25 +10,36 @@ Typical use (what the Mesa model does each step)::
     eng.train()                       # K local steps per agent
     eng.mix(W)                        # W: scipy CSR, row-stochastic (model.maths.mixing)
     acc, loss = eng.evaluate()
+
+Names are imported lazily (PEP 562), so ``import model.learning.partition`` (e.g. for the
+config's name check) does not import torch.
 """
 
-from model.learning.data import DATASETS, Dataset, DatasetUnavailable, load_dataset
-from model.learning.engine import BACKENDS, Engine, make_engine
-from model.learning.nets import NETS, build_net, flops_per_sample
-from model.learning.partition import PARTITIONS, label_histograms, make_partition
+from __future__ import annotations
 
-__all__ = [
-    "BACKENDS",
-    "DATASETS",
-    "NETS",
-    "PARTITIONS",
-    "Dataset",
-    "DatasetUnavailable",
-    "Engine",
-    "build_net",
-    "flops_per_sample",
-    "label_histograms",
-    "load_dataset",
-    "make_engine",
-    "make_partition",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DATASETS": "data",
+    "Dataset": "data",
+    "DatasetUnavailable": "data",
+    "load_dataset": "data",
+    "BACKENDS": "engine",
+    "Engine": "engine",
+    "make_engine": "engine",
+    "NETS": "nets",
+    "build_net": "nets",
+    "flops_per_sample": "nets",
+    "PARTITIONS": "partition",
+    "label_histograms": "partition",
+    "make_partition": "partition",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'model.learning' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"model.learning.{_EXPORTS[name]}"), name)

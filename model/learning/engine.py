@@ -28,6 +28,7 @@ worker processes hold shared-memory views of them. Never rebind ``engine.params[
 from __future__ import annotations
 
 import math
+import multiprocessing
 import multiprocessing.connection as mpc
 import warnings
 import weakref
@@ -109,9 +110,7 @@ class _Functional:
     def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         return functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
 
-    def ce(self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> (
-        torch.Tensor
-    ):
+    def ce(self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(self.logits(params, x), y)
 
     def autograd_step(
@@ -301,9 +300,17 @@ class Engine:
         agent_chunk: int | None = None,
     ) -> None:
         _validate(
-            backend=self.backend, parts=parts, n_train=dataset.n_train, lr=lr,
-            batch_size=batch_size, local_steps=local_steps, momentum=momentum,
-            weight_decay=weight_decay, prox_rho=prox_rho, device=device, workers=workers,
+            backend=self.backend,
+            parts=parts,
+            n_train=dataset.n_train,
+            lr=lr,
+            batch_size=batch_size,
+            local_steps=local_steps,
+            momentum=momentum,
+            weight_decay=weight_decay,
+            prox_rho=prox_rho,
+            device=device,
+            workers=workers,
             agent_chunk=agent_chunk,
         )
         self.net_name = net
@@ -498,11 +505,14 @@ class Engine:
 
     def consensus(self) -> float:
         """Mean distance of the agents' models to their average: mean_i ||x_i - x_bar||."""
+        n = self.n_agents
         with torch.no_grad():
-            sq = torch.zeros(self.n_agents, dtype=torch.float64, device=self.device)
+            sq = torch.zeros(n, dtype=torch.float64, device=self.device)
             for p in self.params:
-                flat = p.reshape(self.n_agents, -1).double()
-                sq += (flat - flat.mean(0, keepdim=True)).pow(2).sum(1)
+                flat = p.reshape(n, -1)
+                mean = flat.mean(0, keepdim=True)
+                for s in range(0, n, 256):  # bounded temporaries at large N
+                    sq[s : s + 256] += (flat[s : s + 256] - mean).pow(2).sum(1).double()
             return float(sq.sqrt().mean())
 
     # --- state --------------------------------------------------------------------------------
@@ -521,7 +531,8 @@ class Engine:
         """Restore parameters, momentum buffers and batch-sampling RNGs (in place)."""
         if state.get("format") != STATE_FORMAT or state.get("net") != self.net_name:
             raise ConfigError(
-                "state", (state.get("format"), state.get("net")),
+                "state",
+                (state.get("format"), state.get("net")),
                 f"an engine state of format {STATE_FORMAT} for net {self.net_name}",
             )
         if state.get("n_agents") != self.n_agents or len(state["params"]) != len(self.params):
@@ -558,8 +569,14 @@ class LoopEngine(Engine):
         if self.workers == 1:
             with _threads(1):
                 return _train_loop_agents(
-                    self._fn, self.params, self.momentum_buffers, self._x, self._y, agents,
-                    batches, self._hyper,
+                    self._fn,
+                    self.params,
+                    self.momentum_buffers,
+                    self._x,
+                    self._y,
+                    agents,
+                    batches,
+                    self._hyper,
                 )
         return self._get_pool().run("train", agents, batches, self._hyper)
 
@@ -575,8 +592,14 @@ class LoopEngine(Engine):
                 t.share_memory_()
             self._pool = _Pool(
                 self.workers,
-                (self.net_name, self._input_shape, self._num_classes, self.params,
-                 self.momentum_buffers, data),
+                (
+                    self.net_name,
+                    self._input_shape,
+                    self._num_classes,
+                    self.params,
+                    self.momentum_buffers,
+                    data,
+                ),
             )
             self._finalizer = weakref.finalize(self, _Pool.close, self._pool)
         return self._pool
@@ -608,7 +631,8 @@ class BatchedEngine(Engine):
             sel = torch.from_numpy(chunk).to(self.device)
             ps = self.params if whole else [p.index_select(0, sel) for p in self.params]
             bs = (
-                self.momentum_buffers if whole
+                self.momentum_buffers
+                if whole
                 else [b.index_select(0, sel) for b in self.momentum_buffers]
             )
             anchor = [p.clone() for p in ps] if hp.prox_rho else None
@@ -674,9 +698,19 @@ def make_engine(
     if backend not in BACKENDS:
         raise ConfigError("backend", backend, "one of " + ", ".join(BACKENDS))
     return BACKENDS[backend](
-        net=net, dataset=dataset, parts=parts, lr=lr, batch_size=batch_size,
-        local_steps=local_steps, momentum=momentum, weight_decay=weight_decay,
-        prox_rho=prox_rho, device=device, seed=seed, workers=workers, same_init=same_init,
+        net=net,
+        dataset=dataset,
+        parts=parts,
+        lr=lr,
+        batch_size=batch_size,
+        local_steps=local_steps,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        prox_rho=prox_rho,
+        device=device,
+        seed=seed,
+        workers=workers,
+        same_init=same_init,
         agent_chunk=agent_chunk,
     )
 
@@ -722,6 +756,10 @@ def _validate(
         raise ConfigError("device", device, "cpu (no CUDA device is available here)")
     if workers > 1 and (backend != "loop" or dev.type != "cpu"):
         raise ConfigError("workers", workers, "1 unless backend = loop on the CPU")
+    if workers > 1 and multiprocessing.current_process().daemon:
+        raise ConfigError(
+            "workers", workers, "1 inside a daemonic process (e.g. a mesa.batch_run worker)"
+        )
     sizes = np.array([np.asarray(p).size for p in parts])
     for i, p in enumerate(parts):
         arr = np.asarray(p)
@@ -730,7 +768,8 @@ def _validate(
     small = int(np.argmin(sizes))
     if batch_size > sizes[small]:
         raise ConfigError(
-            "batch_size", batch_size,
+            "batch_size",
+            batch_size,
             f"at most the smallest agent's data ({sizes[small]} samples, agent {small}); "
             "batches are drawn without replacement",
         )

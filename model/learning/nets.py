@@ -48,8 +48,12 @@ def cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """
     c = input_shape[0]
     body = nn.Sequential(
-        nn.Conv2d(c, 10, 5), nn.ReLU(), nn.AvgPool2d(2),
-        nn.Conv2d(10, 20, 5), nn.ReLU(), nn.AvgPool2d(2),
+        nn.Conv2d(c, 10, 5),
+        nn.ReLU(),
+        nn.AvgPool2d(2),
+        nn.Conv2d(10, 20, 5),
+        nn.ReLU(),
+        nn.AvgPool2d(2),
         nn.Flatten(),
     )
     flat = _flat_size(body, input_shape)
@@ -66,8 +70,12 @@ def cached_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """
     c = input_shape[0]
     body = nn.Sequential(
-        nn.Conv2d(c, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c, 16, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
         nn.Flatten(),
     )
     flat = _flat_size(body, input_shape)
@@ -84,13 +92,21 @@ def lenet5(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     c, h = input_shape[0], input_shape[1]
     pad = 2 if h < 32 else 0
     body = nn.Sequential(
-        nn.Conv2d(c, 6, 5, padding=pad), nn.ReLU(), nn.AvgPool2d(2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.AvgPool2d(2),
+        nn.Conv2d(c, 6, 5, padding=pad),
+        nn.ReLU(),
+        nn.AvgPool2d(2),
+        nn.Conv2d(6, 16, 5),
+        nn.ReLU(),
+        nn.AvgPool2d(2),
         nn.Flatten(),
     )
     flat = _flat_size(body, input_shape)
     return nn.Sequential(
-        *body, nn.Linear(flat, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+        *body,
+        nn.Linear(flat, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
         nn.Linear(84, num_classes),
     )
 
@@ -121,9 +137,9 @@ def num_params(net: nn.Module) -> int:
     return sum(p.numel() for p in net.parameters())
 
 
-def flops_per_sample(net: nn.Module, input_shape: tuple[int, ...], *, backward: bool = True) -> (
-    float
-):
+def flops_per_sample(
+    net: nn.Module, input_shape: tuple[int, ...], *, backward: bool = True
+) -> float:
     """FLOPs of one sample through ``net`` (2 per multiply-add of Conv2d / Linear layers).
 
     ``backward=True`` returns forward + backward, estimated as 3x the forward (the backward

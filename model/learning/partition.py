@@ -45,9 +45,9 @@ def _check_agents(labels: np.ndarray, n_agents: int) -> np.ndarray:
     return labels
 
 
-def partition_iid(labels: np.ndarray, n_agents: int, *, rng: np.random.Generator) -> list[
-    np.ndarray
-]:
+def partition_iid(
+    labels: np.ndarray, n_agents: int, *, rng: np.random.Generator
+) -> list[np.ndarray]:
     """Shuffle all samples and deal them out in N near-equal parts (sizes differ by <= 1)."""
     labels = _check_agents(labels, n_agents)
     return [np.sort(p) for p in np.array_split(rng.permutation(labels.size), n_agents)]
@@ -74,9 +74,9 @@ def shard_counts(n_agents: int) -> np.ndarray:
     return out
 
 
-def partition_shards(labels: np.ndarray, n_agents: int, *, rng: np.random.Generator) -> list[
-    np.ndarray
-]:
+def partition_shards(
+    labels: np.ndarray, n_agents: int, *, rng: np.random.Generator
+) -> list[np.ndarray]:
     """Seed 003 extreme non-i.i.d.: sort by label, cut into 2N shards, deal 4/3/2/1 shards.
 
     Within a label the order is random (so a shard is a random sample of its 1-2 labels);
@@ -86,7 +86,8 @@ def partition_shards(labels: np.ndarray, n_agents: int, *, rng: np.random.Genera
     n_shards = 2 * n_agents
     if n_shards > labels.size:
         raise ConfigError(
-            "n_agents", n_agents,
+            "n_agents",
+            n_agents,
             f"shards need 2N <= training samples ({labels.size}); use fewer agents",
         )
     order = rng.permutation(labels.size)
@@ -121,7 +122,8 @@ def partition_dirichlet(
         raise ConfigError("dirichlet_alpha", alpha, "a finite number > 0")
     if min_size * n_agents > labels.size:
         raise ConfigError(
-            "n_agents", n_agents,
+            "n_agents",
+            n_agents,
             f"N * min_size ({min_size}) <= training samples ({labels.size})",
         )
     by_class = [np.flatnonzero(labels == c) for c in np.unique(labels)]
@@ -137,7 +139,8 @@ def partition_dirichlet(
         if min(p.size for p in out) >= min_size:
             return out
     raise ConfigError(
-        "dirichlet_alpha", alpha,
+        "dirichlet_alpha",
+        alpha,
         f"a larger alpha or fewer agents: {max_tries} draws left an agent with < {min_size} "
         "samples",
     )
@@ -196,14 +199,16 @@ def partition_area(
         pool = np.concatenate(pools[a]) if pools[a] else np.empty(0, dtype=np.int64)
         if pool.size < members.size:
             raise ConfigError(
-                "area_labels", list(area_labels[a]),
+                "area_labels",
+                list(area_labels[a]),
                 f"enough samples for area {a}'s {members.size} agents (has {pool.size})",
             )
         if per_agent is not None:
             need = per_agent * members.size
             if need > pool.size:
                 raise ConfigError(
-                    "per_agent", per_agent,
+                    "per_agent",
+                    per_agent,
                     f"<= {pool.size // members.size} (area {a}: {pool.size} samples, "
                     f"{members.size} agents)",
                 )
@@ -218,9 +223,9 @@ def partition_area(
     return parts
 
 
-def label_histograms(labels: np.ndarray, parts: Sequence[np.ndarray], num_classes: int) -> (
-    np.ndarray
-):
+def label_histograms(
+    labels: np.ndarray, parts: Sequence[np.ndarray], num_classes: int
+) -> np.ndarray:
     """``[N, C]`` sample count per agent and class (what DAM/DCM and PSFL read)."""
     labels = np.asarray(labels).reshape(-1)
     out = np.zeros((len(parts), num_classes), dtype=np.int64)

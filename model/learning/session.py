@@ -127,8 +127,8 @@ class LearningSession:
         mask = np.ones(model.n_agents, bool)
         for policy, members in self.policies.values():
             chosen = policy.train_mask(self._context(members))
-            if chosen is not None:
-                mask[members] = np.asarray(chosen, bool)[members]
+            if chosen is not None:  # a bool per member (ExchangePolicy.train_mask)
+                mask[members] = np.asarray(chosen, bool)
         self.engine.train(mask=None if mask.all() else mask)
         exchanges: list[tuple[np.ndarray, Exchange]] = []
         for policy, members in self.policies.values():

@@ -53,8 +53,9 @@ def member_mask(n: int, members: np.ndarray | None) -> np.ndarray:
     return mask
 
 
-def _member_graph(adjacency: sp.spmatrix, members: np.ndarray | None) -> tuple[sp.csr_matrix,
-                                                                              np.ndarray]:
+def _member_graph(
+    adjacency: sp.spmatrix, members: np.ndarray | None
+) -> tuple[sp.csr_matrix, np.ndarray]:
     """Validate the contact graph; keep only member-member edges. Returns (A, mask)."""
     a = sp.csr_matrix(adjacency, dtype=bool)
     n = a.shape[0]
