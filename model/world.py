@@ -21,6 +21,7 @@ from typing import Any
 import mesa
 import numpy as np
 import scipy.sparse as sp
+from mesa.time import EventGenerator, Priority, Schedule
 from mesa_geo import GeoSpace
 from shapely.geometry import Point
 
@@ -328,8 +329,81 @@ class MobiDFLModel(mesa.Model):
             agent.geometry = Point(lon, lat)
         self.space._recreate_rtree()  # mesa-geo has no public API for moved agents
 
+    # --- checkpoints -----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue this run exactly (see :mod:`model.checkpoint`)."""
+        return {
+            "steps": self.steps,
+            "rng": self.rng.bit_generator.state,
+            "random": self.random.getstate(),
+            "position": self.position.copy(),
+            "speed": self.speed.copy(),
+            "mobility": [mobility.state_dict() for *_, mobility in self.groups],
+            "met": {"indptr": self.met.indptr.copy(), "indices": self.met.indices.copy()},
+            "adjacency": {
+                "indptr": self.adjacency.indptr.copy(),
+                "indices": self.adjacency.indices.copy(),
+            },
+            "accuracy": self.accuracy.copy(),
+            "loss": self.loss.copy(),
+            "consensus": self.consensus,
+            "policy_metrics": dict(self.policy_metrics),
+            "model_vars": {k: list(v) for k, v in self.datacollector.model_vars.items()},
+            "records": self.records,
+            "learner": None if self.learner is None else self.learner.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict` of a run built with the same config."""
+        n = self.n_agents
+        self.rng.bit_generator.state = state["rng"]
+        self.random.setstate(_as_random_state(state["random"]))
+        self.position = np.asarray(state["position"], float).copy()
+        self.speed = np.asarray(state["speed"], float).copy()
+        for (*_, mobility), mobility_state in zip(self.groups, state["mobility"], strict=True):
+            mobility.load_state_dict(mobility_state)
+        self.met = _bool_csr(state["met"], n)
+        self.adjacency = _bool_csr(state["adjacency"], n)
+        self.neighbours_now = np.diff(self.adjacency.indptr)
+        self.distinct_neighbours = np.diff(self.met.indptr)
+        self.accuracy[:] = state["accuracy"]
+        self.loss[:] = state["loss"]
+        self.consensus = float(state["consensus"])
+        self.policy_metrics = dict(state["policy_metrics"])
+        for key, values in state["model_vars"].items():
+            self.datacollector.model_vars[key] = list(values)
+        self.records = list(state["records"])
+        if self.learner is not None:
+            self.learner.load_state_dict(state["learner"])
+        self._restart_clock(int(state["steps"]))
+
+    def _restart_clock(self, steps: int) -> None:
+        """Set Mesa's step counter and re-arm its step schedule after ``steps`` steps.
+
+        Mesa 3.5 drives ``step`` from a private recurring event; a resumed model must
+        continue at step ``steps + 1``, so the event generator is replaced.
+        """
+        self.steps = steps
+        self.time = float(steps)
+        self._default_schedule.stop()
+        self._default_schedule = EventGenerator(
+            self, self._do_step, Schedule(interval=1.0, start=steps + 1.0), priority=Priority.HIGH
+        ).start()
+
     def neighbour_lists(self) -> list[np.ndarray]:
         return [
             self.adjacency.indices[self.adjacency.indptr[i] : self.adjacency.indptr[i + 1]]
             for i in range(self.n_agents)
         ]
+
+
+def _bool_csr(parts: dict[str, np.ndarray], n: int) -> sp.csr_matrix:
+    indices = np.asarray(parts["indices"])
+    return sp.csr_matrix(
+        (np.ones(len(indices), bool), indices, np.asarray(parts["indptr"])), shape=(n, n)
+    )
+
+
+def _as_random_state(state: Any) -> tuple:
+    version, internal, gauss = state
+    return (int(version), tuple(int(v) for v in internal), gauss)

@@ -46,7 +46,7 @@ class LearningSession:
             workers=config.workers,
         )
         self.policies: dict[str, tuple[Any, np.ndarray]] = {}
-        for name in dict.fromkeys(model.policy_of_agent):
+        for name in map(str, dict.fromkeys(model.policy_of_agent)):
             members = np.flatnonzero(model.policy_of_agent == name)
             policy = make_policy(name, settings=config)
             policy.setup(
