@@ -68,3 +68,11 @@ def test_every_public_setting_is_documented():
         "device", "eval_every", "test_size", "policy", "vehicle.policy", "sensor.policy",
     ):
         assert required in names
+
+
+def test_readme_documents_every_setting():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    missing = [name for name in public_names() if f"`{name}`" not in readme]
+    assert not missing, f"README settings table lacks {missing}: run `mobidfl settings --markdown`"

@@ -348,3 +348,104 @@ def test_next_destination_keeps_until_reached_then_draws() -> None:
     assert next_destination(7, None, candidates=[1, 2], probabilities=[1.0, 0.0], rng=rng) == 1
     with pytest.raises(ConfigError, match="probabilities"):
         next_destination(7, 7, candidates=[1, 2], probabilities=[0.3, 0.3], rng=rng)
+
+
+# ------------------------------------------------------------------------------------------
+# rectangular grids (MobiDFL's maps.grid.Grid is rows x cols; cell = row * cols + col)
+# ------------------------------------------------------------------------------------------
+def test_rectangular_grid_helpers_are_row_major_over_cols() -> None:
+    # Prepare: 2 rows x 3 cols -> cells 0 1 2 / 3 4 5.
+    # Execute
+    coords = cell_coordinates(grid=(2, 3))
+    # Assert
+    assert coords.tolist() == [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
+    assert cell_index(1, 2, grid=(2, 3)) == 5
+    assert cell_row_col(5, grid=(2, 3)) == (1, 2)
+    with pytest.raises(ConfigError, match="grid"):
+        cell_coordinates(grid=(2, 0))
+    with pytest.raises(ConfigError, match="cell"):
+        cell_row_col(6, grid=(2, 3))
+    # a square grid given as (G, G) behaves exactly like G
+    np.testing.assert_array_equal(cell_coordinates(grid=(4, 4)), cell_coordinates(grid=4))
+
+
+def test_rectangular_cells_within_and_step_toward_by_hand() -> None:
+    # 3 rows x 4 cols: (1,1) = 5; radius 1 -> (0,1)=1, (1,0)=4, (1,1)=5, (1,2)=6, (2,1)=9.
+    assert cells_within(5, radius=1.0, grid=(3, 4)).tolist() == [1, 4, 5, 6, 9]
+    # 2 rows x 10 cols, from (0,0) toward (1,9) = 19 with R_m = 5:
+    #   (0,5): in the disc (25), squared distance to (1,9) = 1 + 16 = 17
+    #   (1,4): in the disc (17), squared distance = 0 + 25 = 25  -> (0,5) = cell 5 wins.
+    assert step_toward(0, 19, rm_cells=5.0, grid=(2, 10)) == 5
+    # On a 10 x 2 grid the same geometry transposed: toward (9,1) = 19 -> (5,0) = cell 10.
+    assert step_toward(0, 19, rm_cells=5.0, grid=(10, 2)) == 10
+
+
+def test_rectangular_label_distribution_and_centres_by_hand() -> None:
+    # Prepare: 1 row x 5 cols, R_c = 1. Static A at col 0 counts [3, 1], B at col 4 [0, 2];
+    # no mobile data. Cells 0,1 see A; 3,4 see B; cell 2 sees nobody.
+    dist = label_distribution_at_cells([0, 4], [[3, 1], [0, 2]], None, grid=(1, 5), rc=1.0)
+    # Assert (eq. 4)
+    np.testing.assert_allclose(
+        dist, [[0.75, 0.25], [0.75, 0.25], [0, 0], [0, 1], [0, 1]], atol=1e-15
+    )
+    # Alg. 1: each client alone; cells 0,1 tie for A, 3,4 for B -> two centres, one per side.
+    for seed in range(10):
+        centres = dcm_centres([0, 4], grid=(1, 5), rc=1.0, rng=np.random.default_rng(seed))
+        assert len(centres) == 2
+        assert sorted(c // 3 for c in centres) == [0, 1]  # one in {0,1}, one in {3,4}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.integers(1, 9),
+    cols=st.integers(1, 9),
+    data=st.data(),
+    radius=st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 2.9, 3.0, 5.0, 100.0, math.inf]),
+    metric=st.sampled_from(["euclidean", "chebyshev"]),
+)
+def test_cells_within_matches_brute_force_on_rectangles(
+    rows: int, cols: int, data, radius: float, metric: str
+) -> None:
+    # Prepare
+    centre = data.draw(st.integers(0, rows * cols - 1))
+    r0, c0 = divmod(centre, cols)
+    # Execute
+    got = cells_within(centre, radius=radius, grid=(rows, cols), metric=metric)  # type: ignore[arg-type]
+    # Assert: every cell checked with the plain formula.
+    want = [
+        r * cols + c
+        for r in range(rows)
+        for c in range(cols)
+        if (math.hypot(r - r0, c - c0) if metric == "euclidean" else max(abs(r - r0), abs(c - c0)))
+        <= radius
+    ]
+    assert got.tolist() == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 12),
+    cols=st.integers(1, 12),
+    data=st.data(),
+    rm=st.sampled_from([1.0, 1.5, 2.0, 3.0, 5.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_rectangular_moves_never_exceed_rm(
+    rows: int, cols: int, data, rm: float, seed: int
+) -> None:
+    # Prepare
+    rng = np.random.default_rng(seed)
+    current = data.draw(st.integers(0, rows * cols - 1))
+    dest = data.draw(st.integers(0, rows * cols - 1))
+    for _ in range(2 * (rows + cols)):
+        # Execute: one eq. 7 step and one eq. 3 draw from the same cell
+        new = step_toward(current, dest, rm_cells=rm, grid=(rows, cols))
+        rnd = random_grid_destination(current, rm_cells=rm, grid=(rows, cols), rng=rng)
+        # Assert
+        r0, c0 = divmod(current, cols)
+        for cell in (new, rnd):
+            assert 0 <= cell < rows * cols
+            r1, c1 = divmod(cell, cols)
+            assert math.hypot(r1 - r0, c1 - c0) <= rm + 1e-12
+        current = new
+    assert current == dest  # every eq. 7 step gets strictly closer: it arrives

@@ -1,6 +1,6 @@
 """Mobility models, one file each, registered by name (one import line per model)."""
 
-from agents.mobility import manhattan, random_grid, random_walk, static  # noqa: F401
+from agents.mobility import dam, manhattan, random_grid, random_walk, static  # noqa: F401
 from agents.mobility.base import (
     MOBILITY_MODELS,
     MobilityContext,

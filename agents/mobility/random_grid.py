@@ -8,6 +8,7 @@ import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from agents.mobility.static import distinct_cells
+from model.maths.distribution import random_grid_destination
 
 
 class GridMobility(MobilityModel):
@@ -26,6 +27,11 @@ class GridMobility(MobilityModel):
         )
         self.position = grid.centres(self.cell)
         self.last_speed = np.zeros(self.count)
+
+    @property
+    def grid_shape(self) -> tuple[int, int]:
+        """``(rows, cols)`` of the map's grid, the ``grid`` argument of the pure maths."""
+        return (self.world.grid.rows, self.world.grid.cols)
 
     def speeds(self) -> np.ndarray:
         return self.last_speed
@@ -57,27 +63,22 @@ class GridMobility(MobilityModel):
         self.last_speed = np.asarray(state["speed"], float).copy()
 
 
-def cells_within_rm(grid_rows: int, grid_cols: int, cell: int, rm_cells: float) -> np.ndarray:
-    """Cells whose centre is within ``rm_cells`` cell widths of ``cell`` (itself included)."""
-    row, col = divmod(int(cell), grid_cols)
-    rows, cols = np.divmod(np.arange(grid_rows * grid_cols), grid_cols)
-    return np.flatnonzero(np.hypot(rows - row, cols - col) <= rm_cells + 1e-9)
-
-
 @register_mobility
 class RandomGrid(GridMobility):
     """Seed 001, eq. 3: the next cell is uniform among the cells within R_m.
 
-    ``rm_cells = inf`` makes every cell reachable (the paper's unconstrained case).
+    ``rm_cells = inf`` makes every cell reachable (the paper's unconstrained case). The draw
+    is :func:`model.maths.distribution.random_grid_destination` (Euclidean cell distance,
+    staying put allowed), the one implementation of eq. 3.
     """
 
     name = "random_grid"
 
     def next_cells(self, ctx: MobilityContext) -> np.ndarray:
-        grid = self.world.grid
+        shape = self.grid_shape
+        rm = float(self.settings.rm_cells)
         return np.array(
-            [
-                ctx.rng.choice(cells_within_rm(grid.rows, grid.cols, c, self.settings.rm_cells))
-                for c in self.cell
-            ]
+            [random_grid_destination(int(c), rm_cells=rm, grid=shape, rng=ctx.rng)
+             for c in self.cell],
+            dtype=np.int64,
         )

@@ -3,10 +3,12 @@
 
 Clients live on a ``G x G`` grid of locations ``(p, q)``. Cells are numbered row-major:
 ``cell = row * G + col`` with ``row, col in [0, G)`` (the paper counts from 1; distances are the
-same). All radii (``R_c``, ``R_m``) are in cell units and distances are Euclidean between cell
-centres, as in the paper (``||L - L'||_2``, eqs. 3-9 and Alg. 1; e.g. ``R_c = 3`` on an 18 x 18
-grid). A caller with metres converts with ``radius_m / cell_size_m``. ``metric="chebyshev"`` is
-offered as a non-paper alternative (square neighbourhoods).
+same). Every ``grid`` argument also accepts ``(rows, cols)`` for a rectangular grid (MobiDFL's
+``maps.grid.Grid`` over a map is ``rows x cols``); then ``cell = row * cols + col``, the same
+numbering as ``Grid``. All radii (``R_c``, ``R_m``) are in cell units and distances are
+Euclidean between cell centres, as in the paper (``||L - L'||_2``, eqs. 3-9 and Alg. 1; e.g.
+``R_c = 3`` on an 18 x 18 grid). A caller with metres converts with ``radius_m / cell_size_m``.
+``metric="chebyshev"`` is offered as a non-paper alternative (square neighbourhoods).
 
 A mobile client (DAM/DCM) draws a destination with probability proportional to the distance
 between the label distribution seen there and the one seen where it stands (eqs. 4-6 / 9),
@@ -25,6 +27,7 @@ from model.errors import ConfigError
 
 __all__ = [
     "GridMetric",
+    "GridShape",
     "DistributionDistance",
     "cell_coordinates",
     "cell_index",
@@ -42,6 +45,8 @@ __all__ = [
 ]
 
 GridMetric = Literal["euclidean", "chebyshev"]
+GridShape = int | tuple[int, int]
+"""``G`` for the paper's ``G x G`` grid, or ``(rows, cols)``."""
 DistributionDistance = Literal["l2", "tv"]
 
 _ZERO_DISTANCE = 1e-12  # distances below this are rounding noise between equal distributions
@@ -50,9 +55,18 @@ _ZERO_DISTANCE = 1e-12  # distances below this are rounding noise between equal 
 # --------------------------------------------------------------------------------------------
 # grid helpers
 # --------------------------------------------------------------------------------------------
-def _check_grid(grid: int) -> None:
-    if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or grid < 1:
-        raise ConfigError("grid", grid, "an integer >= 1 (cells per side)")
+def _shape(grid: GridShape) -> tuple[int, int]:
+    """``(rows, cols)`` of a grid given as ``G`` (square) or ``(rows, cols)``."""
+    dims = grid if isinstance(grid, tuple | list) else (grid, grid)
+    if len(dims) != 2 or any(
+        isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1 for d in dims
+    ):
+        raise ConfigError("grid", grid, "an integer >= 1 (cells per side) or (rows, cols)")
+    return int(dims[0]), int(dims[1])
+
+
+def _check_grid(grid: GridShape) -> tuple[int, int]:
+    return _shape(grid)
 
 
 def _check_radius(name: str, value: float) -> None:
@@ -67,46 +81,46 @@ def _check_metric(metric: str) -> None:
         raise ConfigError("metric", metric, "'euclidean' (paper) or 'chebyshev'")
 
 
-def _as_cells(cells: ArrayLike, *, grid: int, name: str) -> np.ndarray:
+def _as_cells(cells: ArrayLike, *, n_cells: int, name: str) -> np.ndarray:
     arr = np.asarray(cells)
     if arr.size and (not np.issubdtype(arr.dtype, np.integer) or arr.min() < 0
-                     or arr.max() >= grid * grid):
-        raise ConfigError(name, arr.tolist(), f"integer cell indices in [0, {grid * grid})")
+                     or arr.max() >= n_cells):
+        raise ConfigError(name, arr.tolist(), f"integer cell indices in [0, {n_cells})")
     return arr.astype(np.int64, copy=False)
 
 
-def cell_index(row: int, col: int, *, grid: int) -> int:
+def cell_index(row: int, col: int, *, grid: GridShape) -> int:
     """Row-major cell index of grid location ``(row, col)`` (0-based)."""
-    _check_grid(grid)
-    if not (0 <= row < grid and 0 <= col < grid):
-        raise ConfigError("(row, col)", (row, col), f"both in [0, {grid})")
-    return int(row) * int(grid) + int(col)
+    rows, cols = _check_grid(grid)
+    if not (0 <= row < rows and 0 <= col < cols):
+        raise ConfigError("(row, col)", (row, col), f"row in [0, {rows}), col in [0, {cols})")
+    return int(row) * cols + int(col)
 
 
-def cell_row_col(cell: int, *, grid: int) -> tuple[int, int]:
+def cell_row_col(cell: int, *, grid: GridShape) -> tuple[int, int]:
     """Inverse of :func:`cell_index`."""
-    _check_grid(grid)
-    if not 0 <= cell < grid * grid:
-        raise ConfigError("cell", cell, f"an index in [0, {grid * grid})")
-    return int(cell) // int(grid), int(cell) % int(grid)
+    rows, cols = _check_grid(grid)
+    if not 0 <= cell < rows * cols:
+        raise ConfigError("cell", cell, f"an index in [0, {rows * cols})")
+    return int(cell) // cols, int(cell) % cols
 
 
-def cell_coordinates(*, grid: int) -> np.ndarray:
-    """``(G*G, 2)`` int array of ``(row, col)`` for every cell, row-major (the set ``G_L``)."""
-    _check_grid(grid)
-    rows, cols = np.divmod(np.arange(grid * grid, dtype=np.int64), grid)
-    return np.stack([rows, cols], axis=1)
+def cell_coordinates(*, grid: GridShape) -> np.ndarray:
+    """``(rows*cols, 2)`` int array of ``(row, col)`` for every cell, row-major (``G_L``)."""
+    rows, cols = _check_grid(grid)
+    r, c = np.divmod(np.arange(rows * cols, dtype=np.int64), cols)
+    return np.stack([r, c], axis=1)
 
 
 def _pairwise_within(
-    a: np.ndarray, b: np.ndarray, radius: float, *, grid: int, metric: GridMetric
+    a: np.ndarray, b: np.ndarray, radius: float, *, cols: int, metric: GridMetric
 ) -> np.ndarray:
     """Boolean ``(len(a), len(b))``: cell ``a[i]`` lies within ``radius`` of cell ``b[j]``.
 
     Euclidean compares exact integer squared distances with ``radius**2`` (no sqrt rounding).
     """
-    ra, ca = np.divmod(a, grid)
-    rb, cb = np.divmod(b, grid)
+    ra, ca = np.divmod(a, cols)
+    rb, cb = np.divmod(b, cols)
     dr = np.abs(ra[:, None] - rb[None, :])
     dc = np.abs(ca[:, None] - cb[None, :])
     if np.isinf(radius):
@@ -117,33 +131,41 @@ def _pairwise_within(
 
 
 def cells_within(
-    centre: int, *, radius: float, grid: int, metric: GridMetric = "euclidean"
+    centre: int, *, radius: float, grid: GridShape, metric: GridMetric = "euclidean"
 ) -> np.ndarray:
     """Cells ``L`` of the grid with ``||L - centre|| <= radius`` (sorted indices).
 
-    This is the set in eq. 3 and the set ``Gamma`` of eq. 7 (seed 001).
+    This is the set in eq. 3 and the set ``Gamma`` of eq. 7 (seed 001). Only the bounding box
+    of the disc is scanned, so the cost does not grow with the grid for a finite radius.
     """
-    _check_grid(grid)
+    rows, cols = _check_grid(grid)
     _check_radius("radius", radius)
     _check_metric(metric)
-    c = _as_cells(np.array([centre]), grid=grid, name="centre")
-    mask = _pairwise_within(np.arange(grid * grid), c, radius, grid=grid, metric=metric)[:, 0]
-    return np.flatnonzero(mask)
+    c = int(_as_cells(np.array([centre]), n_cells=rows * cols, name="centre")[0])
+    if np.isinf(radius):
+        return np.arange(rows * cols)
+    r0, c0 = divmod(c, cols)
+    reach = int(np.floor(radius))
+    rr = np.arange(max(0, r0 - reach), min(rows, r0 + reach + 1))
+    cc = np.arange(max(0, c0 - reach), min(cols, c0 + reach + 1))
+    box = (rr[:, None] * cols + cc[None, :]).ravel()  # row-major, hence sorted
+    mask = _pairwise_within(box, np.array([c]), radius, cols=cols, metric=metric)[:, 0]
+    return box[mask]
 
 
 def coverage_matrix(
-    static_cells: ArrayLike, *, grid: int, rc: float, metric: GridMetric = "euclidean"
+    static_cells: ArrayLike, *, grid: GridShape, rc: float, metric: GridMetric = "euclidean"
 ) -> np.ndarray:
-    """``(G*G, S)`` bool: a client standing at cell ``L`` can talk to static client ``j``.
+    """``(rows*cols, S)`` bool: a client standing at cell ``L`` can talk to static client ``j``.
 
     Seed 001 §III: ``j`` is a neighbour when ``||L - L_j^(0)||_2 <= R_c``; used by eq. 4
     (``zeta_{i_m, L}``) and Alg. 1 (lines 6, 8, 11).
     """
-    _check_grid(grid)
+    rows, cols = _check_grid(grid)
     _check_radius("rc", rc)
     _check_metric(metric)
-    s = _as_cells(np.atleast_1d(static_cells), grid=grid, name="static_cells")
-    return _pairwise_within(np.arange(grid * grid), s, rc, grid=grid, metric=metric)
+    s = _as_cells(np.atleast_1d(static_cells), n_cells=rows * cols, name="static_cells")
+    return _pairwise_within(np.arange(rows * cols), s, rc, cols=cols, metric=metric)
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,7 +176,7 @@ def label_distribution_at_cells(
     static_counts: ArrayLike,
     mobile_counts: ArrayLike | None,
     *,
-    grid: int,
+    grid: GridShape,
     rc: float,
     metric: GridMetric = "euclidean",
 ) -> np.ndarray:
@@ -169,12 +191,12 @@ def label_distribution_at_cells(
         static_counts: ``(S, Y)`` per-client label counts.
         mobile_counts: ``(Y,)`` label counts of the mobile client; None for a client holding no
             data (e.g. a pure relay).
-        grid: cells per side ``G``.
+        grid: cells per side ``G``, or ``(rows, cols)``.
         rc: communication radius ``R_c`` in cells.
         metric: grid distance (paper: euclidean).
 
     Returns:
-        ``(G*G, Y)`` float array; each row sums to 1, or is all zero where nobody with data is
+        ``(rows*cols, Y)`` float array; each row sums to 1, or is all zero where nobody with data is
         in reach (eq. 4 is 0/0 there).
     """
     counts = np.asarray(static_counts, dtype=np.float64)
@@ -245,12 +267,12 @@ def dam_probabilities(
     ``_proportional``).
 
     Args:
-        distributions: ``(G*G, Y)`` from :func:`label_distribution_at_cells`.
+        distributions: ``(cells, Y)`` from :func:`label_distribution_at_cells`.
         current_cell: the client's cell ``L^(t-1)``.
         distance: ``"l2"`` (eq. 5) or ``"tv"``.
 
     Returns:
-        ``(G*G,)`` probabilities summing to 1.
+        ``(cells,)`` probabilities summing to 1.
     """
     dist = np.asarray(distributions, dtype=np.float64)
     if dist.ndim != 2 or not 0 <= current_cell < dist.shape[0]:
@@ -290,7 +312,7 @@ def dcm_probabilities(
 def dcm_centres(
     static_cells: ArrayLike,
     *,
-    grid: int,
+    grid: GridShape,
     rc: float,
     rng: np.random.Generator,
     metric: GridMetric = "euclidean",
@@ -332,7 +354,7 @@ def random_grid_destination(
     current: int,
     *,
     rm_cells: float,
-    grid: int,
+    grid: GridShape,
     rng: np.random.Generator,
     metric: GridMetric = "euclidean",
 ) -> int:
@@ -350,7 +372,7 @@ def step_toward(
     destination_cell: int,
     *,
     rm_cells: float,
-    grid: int,
+    grid: GridShape,
     metric: GridMetric = "euclidean",
 ) -> int:
     """Where a mobile client ends the round when heading for a destination (seed 001, eq. 7).
@@ -361,17 +383,17 @@ def step_toward(
     ``rm_cells >= 1`` every step strictly reduces the distance to the destination; with
     ``rm_cells < 1`` the client cannot move.
     """
-    _check_grid(grid)
+    rows, cols = _check_grid(grid)
     _check_radius("rm_cells", rm_cells)
     _check_metric(metric)
-    cur, des = _as_cells(np.array([current_cell, destination_cell]), grid=grid,
+    cur, des = _as_cells(np.array([current_cell, destination_cell]), n_cells=rows * cols,
                          name="current_cell/destination_cell")
-    if _pairwise_within(np.array([des]), np.array([cur]), rm_cells, grid=grid,
+    if _pairwise_within(np.array([des]), np.array([cur]), rm_cells, cols=cols,
                         metric=metric)[0, 0]:
         return int(des)
     gamma = cells_within(int(cur), radius=rm_cells, grid=grid, metric=metric)
-    rows, cols = np.divmod(gamma, grid)
-    dr, dc = rows - des // grid, cols - des % grid
+    g_rows, g_cols = np.divmod(gamma, cols)
+    dr, dc = g_rows - des // cols, g_cols - des % cols
     # eq. 7 measures closeness to the destination with ||.||_2 whatever the radius metric.
     return int(gamma[np.argmin(dr * dr + dc * dc)])  # argmin returns the first (smallest index)
 

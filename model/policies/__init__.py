@@ -3,10 +3,13 @@
 Importing this package imports every policy module once; add one line per new policy.
 """
 
+from model.policies import cached as _cached  # noqa: F401
 from model.policies import central_fedavg as _central_fedavg  # noqa: F401
+from model.policies import defedavg as _defedavg  # noqa: F401
 from model.policies import dpsgd as _dpsgd  # noqa: F401
 from model.policies import fedavg_weighted as _fedavg_weighted  # noqa: F401
 from model.policies import local as _local  # noqa: F401
+from model.policies import mobility_aware as _mobility_aware  # noqa: F401
 from model.policies.base import (
     POLICIES,
     AgentTable,

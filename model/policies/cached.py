@@ -1,0 +1,247 @@
+"""``cached_lru`` and ``cached_group_lru``: Cached-DFL (seed 003, Wang et al., AAAI 2025).
+
+Every member keeps, besides its own model, a cache of models of other agents it met directly
+or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
+
+1. local update (lines 1-9, 16): done by the engine before :meth:`exchange` (with the
+   proximal term ``prox_rho``);
+2. cache update (line 17, Alg. 2): stale models (``t - tau >= tau_max``) leave every cache
+   at the start of the epoch; then each encounter of two members during the step runs
+   :func:`model.maths.cache.exchange_pair` (both sides computed from the caches they held
+   when they met, each sending its freshly trained model ``x~_j(t)`` with timestamp ``t``
+   and its cache). Encounters are processed one after another, so a model can travel
+   several hops within one epoch, as in the authors' code where pairs are replayed second
+   by second; MobiDFL's contacts carry no time within the step, so the encounter order is
+   a random permutation drawn from ``ctx.rng``;
+3. aggregation (lines 10-13, 18): ``x_i(t+1) = sum_j alpha_j x~_j(tau)`` over the own model
+   and the cached ones with ``alpha_j = n_j / sum n`` (sample counts,
+   :func:`model.maths.cache.aggregation_weights`).
+
+Cache entries hold the tuples returned by ``engine.snapshot(i)`` (immutable, shared): a
+model cached by 30 agents is stored once; nothing is ever copied. ``cached_group_lru``
+splits the cache into one sub-cache per home area (the origin's ``ctx.agents.area``),
+"each sub-cache is updated by local models from its associated group, using the LRU
+policy" (seed 003, "Grouped Mobility Patterns").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from model.errors import ConfigError
+from model.maths.cache import (
+    CacheEntry,
+    aggregation_weights,
+    cache_stats,
+    evict_stale,
+    exchange_pair,
+)
+from model.maths.mixing import member_mask
+from model.policies.base import (
+    AgentTable,
+    Exchange,
+    ExchangeContext,
+    ExchangePolicy,
+    register_policy,
+)
+
+STATE_FORMAT = 1
+
+
+def member_edges(adjacency: sp.spmatrix, members: np.ndarray) -> np.ndarray:
+    """Encounters of this step between two members: ``[E, 2]`` pairs ``(i, j)``, ``i < j``."""
+    a = sp.csr_matrix(adjacency, dtype=bool)
+    mask = member_mask(a.shape[0], members)
+    upper = sp.triu(a, k=1).tocoo()
+    keep = mask[upper.row] & mask[upper.col]
+    return np.stack([upper.row[keep], upper.col[keep]], axis=1).astype(np.int64)
+
+
+def even_group_limits(cache_size: int, groups: int) -> list[int]:
+    """``cache_size`` split over ``groups`` sub-caches, the remainder to the first ones.
+
+    Seed 003: "On each vehicle, we evenly divide the cache for the three areas" (10 -> 4,3,3).
+    """
+    if groups < 1:
+        raise ConfigError("areas", groups, "an integer >= 1")
+    base, extra = divmod(int(cache_size), int(groups))
+    return [base + (1 if g < extra else 0) for g in range(groups)]
+
+
+def parse_group_limits(text: str, *, cache_size: int, groups: int) -> list[int]:
+    """Per-area sub-cache sizes from the ``cache_groups`` setting (empty = even split)."""
+    if not text.strip():
+        return even_group_limits(cache_size, groups)
+    try:
+        limits = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError("cache_groups", text, "comma-separated integers, e.g. 4,3,3") from None
+    if len(limits) != groups or any(v < 0 for v in limits) or sum(limits) < 1:
+        raise ConfigError(
+            "cache_groups",
+            text,
+            f"{groups} non-negative integers (one per area, setting 'areas') with sum >= 1",
+        )
+    return limits
+
+
+class CachedPolicy(ExchangePolicy):
+    """Shared machinery of the LRU and group-LRU Cached-DFL policies."""
+
+    metric_names: ClassVar[tuple[str, ...]] = ("cache_size_mean", "cache_age_mean")
+
+    def __init__(self, *, settings: Any) -> None:
+        super().__init__(settings=settings)
+        self.caches: dict[int, dict[int, CacheEntry]] = {}
+
+    # --- configuration ------------------------------------------------------------------------
+    @property
+    def tau_max(self) -> int:
+        return int(self.settings.tau_max)
+
+    def _limits(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`exchange_pair` that bound the cache."""
+        return {"cache_size": int(self.settings.cache_size)}
+
+    def _group_of(self, agents: AgentTable, origin: int) -> int:
+        return 0
+
+    # --- policy interface ---------------------------------------------------------------------
+    def setup(
+        self,
+        *,
+        members: np.ndarray,
+        engine: Any,
+        agents: AgentTable,
+        rng: np.random.Generator,
+        model: Any = None,
+    ) -> None:
+        """Empty caches for every member (Alg. 1 input: no cached models at t = 0)."""
+        self._limits()  # fail early on bad cache settings
+        for i in np.asarray(members).reshape(-1):
+            self._group_of(agents, int(i))
+        self.caches = {int(i): {} for i in np.asarray(members).reshape(-1)}
+
+    def exchange(self, ctx: ExchangeContext) -> Exchange:
+        """Seed 003, Alg. 1 lines 17-18 for every member: cache update, then aggregation."""
+        now, tau_max, limits = int(ctx.step), self.tau_max, self._limits()
+        sizes = ctx.agents.data_size
+        members = [int(i) for i in ctx.members]
+        # Alg. 1 line 17 runs CACHEUPDATE every epoch: stale models leave every cache first.
+        caches = {
+            i: evict_stale(self.caches.get(i, {}), now=now, tau_max=tau_max) for i in members
+        }
+        # x~_i(t): the freshly trained models, one shared snapshot each.
+        own = {
+            i: CacheEntry(
+                origin=i,
+                timestamp=now,
+                size=int(sizes[i]),
+                group=self._group_of(ctx.agents, i),
+                payload=ctx.engine.snapshot(i),
+            )
+            for i in members
+        }
+        edges = member_edges(ctx.adjacency, ctx.members)
+        for e in ctx.rng.permutation(len(edges)):
+            i, j = int(edges[e, 0]), int(edges[e, 1])
+            caches[i], caches[j] = exchange_pair(
+                caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max, **limits
+            )
+        assign = {}
+        for i in members:
+            entries = list(caches[i].values())
+            if not entries:
+                continue  # nothing cached: x_i(t+1) = x~_i(t), already in the engine
+            weights = aggregation_weights(int(sizes[i]), entries)
+            snapshots = [own[i].payload, *(e.payload for e in entries)]
+            assign[i] = ctx.engine.combine(snapshots, weights)
+        self.caches = caches
+        metrics: dict[str, float] = {}
+        if members:
+            count, age = cache_stats(caches.values(), now=now)
+            metrics = {"cache_size_mean": count, "cache_age_mean": age}
+        return Exchange(assign=assign, metrics=metrics)
+
+    # --- checkpoints --------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Caches as plain ints and lists of tensors; each shared snapshot is stored once."""
+        index: dict[int, int] = {}
+        snapshots: list[list[Any]] = []
+        entries: list[list[int]] = []
+        for owner, cache in self.caches.items():
+            for e in cache.values():
+                key = id(e.payload)
+                if key not in index:
+                    index[key] = len(snapshots)
+                    snapshots.append(list(e.payload))
+                entries.append(
+                    [int(owner), int(e.origin), int(e.timestamp), int(e.size), int(e.group),
+                     index[key]]
+                )
+        return {
+            "format": STATE_FORMAT,
+            "owners": [int(o) for o in self.caches],
+            "entries": entries,
+            "snapshots": snapshots,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`; entries that shared a snapshot share it again."""
+        if state.get("format") != STATE_FORMAT:
+            raise ConfigError("state", state.get("format"), f"a {self.name} state of format 1")
+        shared: list[tuple[Any, ...]] = [tuple(s) for s in state["snapshots"]]
+        caches: dict[int, dict[int, CacheEntry]] = {int(o): {} for o in state["owners"]}
+        for owner, origin, timestamp, size, group, snap in state["entries"]:
+            caches[int(owner)][int(origin)] = CacheEntry(
+                origin=int(origin),
+                timestamp=int(timestamp),
+                size=int(size),
+                group=int(group),
+                payload=shared[int(snap)],
+            )
+        self.caches = caches
+
+
+@register_policy
+class CachedLRUPolicy(CachedPolicy):
+    """Cached-DFL with the LRU cache update (seed 003, Alg. 2), ``C_max = cache_size``."""
+
+    name = "cached_lru"
+
+
+@register_policy
+class CachedGroupLRUPolicy(CachedPolicy):
+    """Cached-DFL with group-based LRU: one LRU sub-cache per home area (seed 003, Fig. 6).
+
+    Sub-cache sizes come from ``cache_groups`` (e.g. ``4,3,3``) or an even split of
+    ``cache_size`` over ``areas``. Within a group, Alg. 2 lines 17-18 keep the newest
+    models (:func:`model.maths.cache.group_lru_update`, variant ``partition`` = the paper's
+    text: a group never borrows room another leaves free).
+    """
+
+    name = "cached_group_lru"
+
+    def _limits(self) -> dict[str, Any]:
+        return {"group_limits": self.group_limits}
+
+    @property
+    def group_limits(self) -> Sequence[int]:
+        return parse_group_limits(
+            str(self.settings.cache_groups),
+            cache_size=int(self.settings.cache_size),
+            groups=int(self.settings.areas),
+        )
+
+    def _group_of(self, agents: AgentTable, origin: int) -> int:
+        group = int(agents.area[origin])
+        groups = int(self.settings.areas)
+        if not 0 <= group < groups:
+            raise ConfigError(
+                f"area of agent {origin}", group, f"a home area in [0, {groups}) (setting 'areas')"
+            )
+        return group
