@@ -1,4 +1,4 @@
-"""Model averaging cost: one sparse matmul per layer vs a per-agent state_dict loop.
+"""Model averaging cost: one matmul per layer (Engine.mix) vs a per-agent state_dict loop.
 
 The engine stores all agents' parameters as per-layer stacks, so a mixing step
 ``x_i <- sum_j W_ij x_j`` is ``W @ stack.reshape(N, -1)`` per layer (:meth:`Engine.mix`).
@@ -55,7 +55,7 @@ def main() -> None:
     torch.set_num_threads(1)
     ds = load_dataset("mnist5k", root=None, test_size=100, seed=0)
     print(
-        f"{'net':5} {'N':>5} {'params/agent':>12} {'sparse matmul':>14} {'state_dict loop':>16}"
+        f"{'net':5} {'N':>5} {'params/agent':>12} {'Engine.mix':>14} {'state_dict loop':>16}"
         f" {'ratio':>7}"
     )
     for net in args.nets.split(","):
@@ -98,6 +98,42 @@ def main() -> None:
                 f"{t_loop / t_sparse:6.1f}x"
             )
             del eng, states, looped
+    dense_vs_sparse(quick=args.quick)
+
+
+def dense_vs_sparse(*, quick: bool) -> None:
+    """Why ``Engine.mix`` uses a dense W above ``engine.DENSE_MIX_DENSITY`` non-zeros."""
+    print(f"\n{'N':>5} {'neighbours':>10} {'density':>8} {'CSR':>9} {'dense':>9} {'CSR/dense':>9}")
+    cases = [(100, 10), (200, 120)] if quick else [(200, 120), (1000, 10), (1000, 50)]
+    width = 101_770  # one MLP agent (784-128-10)
+    for n, degree in cases:
+        w = dpsgd_weights(contact_graph(n, degree, seed=1))
+        x = torch.randn(n, width)
+        density = w.nnz / n**2
+        dense = torch.from_numpy(w.toarray().astype(np.float32))
+        sparse = _csr(w)
+        t = time.perf_counter()
+        y_sparse = sparse @ x
+        t_sparse = time.perf_counter() - t
+        t = time.perf_counter()
+        y_dense = dense @ x
+        t_dense = time.perf_counter() - t
+        assert float((y_sparse - y_dense).abs().max()) < 1e-4
+        print(
+            f"{n:5d} {degree:10d} {density:8.3f} {t_sparse:7.3f} s {t_dense:7.3f} s "
+            f"{t_sparse / t_dense:8.2f}x"
+        )
+
+
+def _csr(w: sp.csr_matrix) -> torch.Tensor:
+    w = sp.csr_matrix(w)
+    w.sort_indices()
+    return torch.sparse_csr_tensor(  # the CSR operator Engine.mix uses below the threshold
+        torch.from_numpy(w.indptr.astype(np.int64)),
+        torch.from_numpy(w.indices.astype(np.int64)),
+        torch.from_numpy(w.data.astype(np.float32)),
+        size=w.shape,
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,11 @@ class WorldMap:
 
     def to_wgs84(self, xy: np.ndarray) -> np.ndarray:
         """Metres in the map CRS to (lon, lat)."""
-        transformer = Transformer.from_crs(self.crs, "EPSG:4326", always_xy=True)
-        lon, lat = transformer.transform(xy[:, 0], xy[:, 1])
+        lon, lat = _to_wgs84(self.crs).transform(xy[:, 0], xy[:, 1])
         return np.stack([lon, lat], axis=-1)
+
+
+@functools.lru_cache(maxsize=16)
+def _to_wgs84(crs: str) -> Transformer:
+    """Building a pyproj Transformer costs milliseconds; every step's export reuses one."""
+    return Transformer.from_crs(crs, "EPSG:4326", always_xy=True)

@@ -128,6 +128,7 @@ class MobiDFLModel(mesa.Model):
         seed: overrides ``config.seed`` (Mesa convention).
         rng: accepted for ``mesa.batch_run`` replicates; an integer is used as the seed.
         world: a prebuilt :class:`maps.world.WorldMap` to share between runs.
+        scenario: passed to Mesa (SolaraViz's Reset always passes one); unused here.
         **settings: any public setting by name (``vehicles=50``, ``vehicle_policy=...``,
             or dotted names through a dict: ``**{"vehicle.policy": "dpsgd"}``).
     """
@@ -139,6 +140,7 @@ class MobiDFLModel(mesa.Model):
         seed: int | None = None,
         rng: Any = None,
         world: WorldMap | None = None,
+        scenario: Any = None,
         **settings: Any,
     ) -> None:
         config = (config or Config()).updated(settings)
@@ -146,7 +148,8 @@ class MobiDFLModel(mesa.Model):
             seed = int(rng)
         if seed is not None:
             config = config.updated(seed=int(seed))
-        super().__init__(rng=config.seed)  # Mesa 3.5 deprecates seed= in favour of rng=
+        # Mesa 3.5 deprecates seed= in favour of rng=; SolaraViz's Reset passes a scenario.
+        super().__init__(rng=config.seed, scenario=scenario)
         self.config = config
         self.world_map = world or shared_world_map(config)
         self.space = GeoSpace(crs="epsg:4326", warn_crs_conversion=False)

@@ -1,0 +1,45 @@
+"""MobiDFL interactive exploration (issue #6): ``solara run app.py --host 127.0.0.1``.
+
+Mesa's ``SolaraViz`` gives the controls (Step / Play / Reset, the parameter inputs) and the
+draggable grid; the map, plots and agent panel come from :mod:`analysis.app_components`
+(that module says why they are our own components). Everything works offline: the streets
+are drawn from the map's own geometry and OSM web tiles are an opt-in checkbox.
+
+Settings without an input (or different starting values) come from the environment, e.g.
+``MOBIDFL_APP_SETTINGS="vehicles=150 model=mlp local_steps=1 test_size=200" solara run app.py``
+(names as in ``mobidfl settings``; ``map=PATH`` or ``map_file=PATH`` for a map file).
+
+Map data © OpenStreetMap contributors (ODbL).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from mesa.visualization import SolaraViz
+
+from analysis.app_components import (
+    AccuracyPlot,
+    AgentInfo,
+    AppModel,
+    ContactsPlot,
+    MapView,
+    NeighboursPlot,
+    env_settings,
+    initial_settings,
+    model_params,
+)
+
+torch.set_num_threads(1)  # measured: 2 threads on the 2 shared cores can be 10x slower
+
+params = model_params(env_settings(os.environ.get("MOBIDFL_APP_SETTINGS", "")))
+start = initial_settings(params)
+params["fallback"] = start  # a rejected input on Reset falls back to the starting scenario
+model = AppModel(**start)
+page = SolaraViz(
+    model,
+    components=[MapView, AgentInfo, AccuracyPlot, ContactsPlot, NeighboursPlot],
+    model_params=params,
+    name="MobiDFL: mobility-aware decentralized federated learning",
+)

@@ -1,0 +1,276 @@
+"""The interactive app (issue #6): its map/plot builders, and the real page in Chromium.
+
+WHY: the app is what users look at first; Python-side checks cannot see a map that renders
+nothing or a Step button that does not reach the model. The browser test starts
+``solara run app.py`` offline through the harness (tests/browser.py), clicks Step three
+times with 200 agents and checks what the page shows. The other tests check the GeoJSON and
+settings helpers the page is built from, without a browser.
+Set-up for the browser test: ``.ci/browser_deps.sh`` and ``.ci/solara_assets.sh``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.app_components import (
+    AGENT_CLASS,
+    AppModel,
+    agents_geojson,
+    contacts_geojson,
+    env_settings,
+    initial_settings,
+    lonlat,
+    model_params,
+    status_text,
+)
+from tests.browser import (
+    CHROMIUM,
+    REPO_ROOT,
+    chromium_page,
+    free_port,
+    solara_server,
+    wait_for_solara_app,
+)
+
+APP = REPO_ROOT / "app.py"
+SETUP_HINT = "run .ci/browser_deps.sh and .ci/solara_assets.sh"
+# 200 agents of all four kinds, a small learning config so a step is quick.
+APP_SETTINGS = (
+    "vehicles=150 pedestrians=30 sensors=10 uavs=10 model=mlp local_steps=1 test_size=200 "
+    "batch_size=8"
+)
+N_AGENTS = 200
+
+
+@pytest.fixture(scope="module")
+def small_model() -> AppModel:
+    model = AppModel(vehicles=6, pedestrians=3, sensors=2, uavs=2, learning=False, seed=3)
+    model.step()
+    return model
+
+
+# --- builders (no browser) ------------------------------------------------------------------
+def test_agents_geojson_one_shape_per_agent_around_its_position(small_model: AppModel) -> None:
+    # Prepare: the model after one step; expected centres are its positions in WGS84.
+    expected = lonlat(small_model, small_model.position)
+
+    # Execute
+    features = agents_geojson(small_model)["features"]
+
+    # Assert: one closed polygon per agent, centred on the agent, with its kind and index.
+    assert [f["properties"]["index"] for f in features] == list(range(small_model.n_agents))
+    for feature in features:
+        index = feature["properties"]["index"]
+        ring = np.array(feature["geometry"]["coordinates"][0])
+        assert np.allclose(ring[0], ring[-1])
+        assert np.allclose(ring[:-1].mean(axis=0), expected[index], atol=2e-5)
+        assert feature["properties"]["kind"] == small_model.kind_of[index]
+    sides = {f["properties"]["kind"]: len(f["geometry"]["coordinates"][0]) - 1 for f in features}
+    assert sides == {"vehicle": 12, "pedestrian": 3, "sensor": 4, "uav": 4}
+
+
+def test_contacts_geojson_draws_each_pair_once_and_thins(small_model: AppModel) -> None:
+    # Prepare: the number of contact pairs this step from the adjacency.
+    pairs = small_model.adjacency.nnz // 2
+    assert pairs > 2, "scenario should have contacts"
+
+    # Execute: all lines, then at most 2.
+    full = contacts_geojson(small_model)["features"][0]
+    thin = contacts_geojson(small_model, max_lines=2)["features"][0]
+
+    # Assert
+    assert len(full["geometry"]["coordinates"]) == pairs == full["properties"]["total"]
+    assert len(thin["geometry"]["coordinates"]) == 2 == thin["properties"]["drawn"]
+    assert thin["properties"]["total"] == pairs
+    ends = lonlat(small_model, small_model.position)
+    first = np.array(full["geometry"]["coordinates"][0])
+    assert min(np.abs(ends - first[0]).sum(1)) < 1e-6
+    assert min(np.abs(ends - first[1]).sum(1)) < 1e-6
+    with pytest.raises(ValueError, match="max_lines"):
+        contacts_geojson(small_model, max_lines=-1)
+
+
+def test_status_text_reports_step_time_and_learning(small_model: AppModel) -> None:
+    # Execute
+    text = status_text(small_model)
+
+    # Assert: step 1 of 120 s, learning off, the contact count.
+    assert text.startswith("Step 1 · simulated time 0:02:00 · learning off")
+    assert f"{small_model.adjacency.nnz // 2} contacts" in text
+
+
+def test_settings_from_environment_become_inputs_or_fixed_parameters() -> None:
+    # Execute
+    settings = env_settings("vehicles=250 test_size=200 map=/tmp/x.graphml lr=0.1")
+    params = model_params(settings)
+
+    # Assert: typed values; a slider grows to hold 250; unknown inputs become fixed params.
+    assert settings == {"vehicles": 250, "test_size": 200, "map": "/tmp/x.graphml", "lr": 0.1}
+    assert params["vehicles"]["value"] == 250 and params["vehicles"]["max"] == 250
+    assert params["test_size"] == 200
+    assert params["map_file"]["value"] == "/tmp/x.graphml"
+    assert initial_settings(params)["lr"] == 0.1
+    with pytest.raises(ValueError, match="radius_m"):
+        env_settings("radius_m=-5")
+    with pytest.raises(ValueError, match="name=value"):
+        env_settings("vehicles")
+
+
+def test_rejected_input_falls_back_with_a_message() -> None:
+    # Execute: an unreadable map with a fallback (given as the app's inputs, as on Reset),
+    # then without one.
+    fallback = {"map": "nyc_uws", "map_file": "", "vehicles": 2, "learning": False}
+    model = AppModel(map_file="no/such/map.graphml", vehicles=3, learning=False,
+                     fallback=fallback)
+
+    # Assert: the fallback scenario runs and the message names the setting.
+    assert model.n_agents == 2
+    assert "map" in model.app_error and "showing the default scenario" in model.app_error
+    with pytest.raises(ValueError, match="map"):
+        AppModel(map_file="no/such/map.graphml", vehicles=3, learning=False)
+
+
+def test_reset_rebuilds_the_model_from_the_inputs_as_solaraviz_does() -> None:
+    # Prepare: the app's inputs with a small scenario and learning off, and its first model.
+    from mesa.visualization.solara_viz import _build_model_init_kwargs  # Reset's own helper
+
+    params = model_params({"vehicles": 4, "pedestrians": 2, "sensors": 1, "uavs": 1,
+                           "learning": False, "radius_m": 150.0})
+    first = AppModel(**initial_settings(params))
+
+    # Execute: what SolaraViz's Reset does (it adds Mesa's default ``scenario``).
+    kwargs = _build_model_init_kwargs(first, initial_settings(params),
+                                      add_scenario_when_empty=True,
+                                      require_model_accepts_scenario=True)
+    again = type(first)(**kwargs)
+
+    # Assert: same scenario, fresh state, no error.
+    assert again.app_error is None and again.steps == 0
+    assert again.n_agents == first.n_agents == 8
+    assert again.config == first.config and again.config.radius_m == 150.0
+    assert np.array_equal(again.position, first.position)
+
+
+# --- the real page ----------------------------------------------------------------------------
+CLICK_STEP_AND_WAIT = """
+async ({target, agentSelector, plotSelector}) => {
+  const paths = () => [...document.querySelectorAll(agentSelector)]
+      .map(p => p.getAttribute('d')).join('|');
+  const plot = () => document.querySelector(plotSelector)?.getAttribute('src') || '';
+  const status = () => document.querySelector('.mobidfl-status')?.textContent || '';
+  const button = [...document.querySelectorAll('button')]
+      .find(b => b.textContent.trim() === 'Step');
+  const before = {paths: paths(), plot: plot()};
+  const t0 = performance.now();
+  button.click();
+  return await new Promise((resolve, reject) => {
+    const check = () => {
+      const elapsed = performance.now() - t0;
+      if (status().startsWith(`Step ${target} `) && paths() !== before.paths
+          && plot() !== before.plot) {
+        resolve(elapsed);
+      } else if (elapsed > 60000) {
+        reject(new Error(`no update after 60 s: ${status()}`));
+      } else {
+        setTimeout(check, 5);
+      }
+    };
+    check();
+  });
+}
+"""
+
+PLOT_SVG = """
+async (selector) => {
+  const src = document.querySelector(selector).getAttribute('src');
+  const text = await (await fetch(src)).text();
+  return btoa(unescape(encodeURIComponent(text)));
+}
+"""
+
+
+def _markers(svg: str, gid: str) -> int:
+    """Number of markers (``<use>``) in the matplotlib line whose SVG id is ``gid``."""
+    match = re.search(rf'<g id="{gid}">(.*?)</g>\s*</g>', svg, re.S)
+    return 0 if match is None else match.group(1).count("<use ")
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} absent; {SETUP_HINT}")
+def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
+    # Prepare: the app with 200 agents, offline; wait until the map shows all agents.
+    from playwright.sync_api import expect
+
+    env = {"MOBIDFL_APP_SETTINGS": APP_SETTINGS}
+    agents = f"path.{AGENT_CLASS}"
+    plot = ".mobidfl-accuracy-plot img"
+    with (
+        solara_server(APP, port=free_port(), env=env, timeout_s=120) as server,
+        chromium_page(viewport=(1400, 1000)) as browser,
+    ):
+        page = browser.page
+        started = time.perf_counter()
+        page.goto(server.url)
+        try:
+            wait_for_solara_app(page, timeout_ms=90_000)
+            expect(page.locator(agents)).to_have_count(N_AGENTS, timeout=60_000)
+        except Exception as exc:  # add what the browser saw to the failure message
+            msg = f"app did not load ({exc}); problems: {browser.problems}; {SETUP_HINT}"
+            raise AssertionError(msg) from exc
+        load_s = time.perf_counter() - started
+        status = page.locator(".mobidfl-status")
+        expect(status).to_contain_text("Step 0 ")
+        paths_before = [page.locator(agents).nth(i).get_attribute("d") for i in range(N_AGENTS)]
+        page.screenshot(path=str(tmp_path / "app_step0.png"), full_page=True)
+
+        # Execute: click Step three times, timing click -> status, map and plot all updated.
+        args = {"agentSelector": agents, "plotSelector": plot}
+        timings_ms = [
+            page.evaluate(CLICK_STEP_AND_WAIT, {**args, "target": step}) for step in (1, 2, 3)
+        ]
+        # hover an agent: its details appear in the agent panel
+        page.locator(agents).nth(N_AGENTS - 1).hover(force=True)
+        info = page.locator(".mobidfl-agent-details")
+        expect(info).to_contain_text("kind")
+        expect(page.locator(".mobidfl-agent-info")).to_contain_text("training labels")
+        shot = tmp_path / "app_after_3_steps.png"
+        page.screenshot(path=str(shot), full_page=True)
+
+        # Assert: counter, moved agents, accuracy points, no errors, nothing fetched online.
+        expect(status).to_contain_text("Step 3 · simulated time 0:06:00 · mean accuracy")
+        paths_after = [page.locator(agents).nth(i).get_attribute("d") for i in range(N_AGENTS)]
+        moved = sum(a != b for a, b in zip(paths_before, paths_after, strict=True))
+        assert moved >= 150, f"only {moved} of {N_AGENTS} agent shapes moved"
+        svg = base64.b64decode(page.evaluate(PLOT_SVG, plot)).decode()
+        assert _markers(svg, "acc-mean") == 4, "accuracy plot should show steps 0..3"
+        for kind in ("vehicle", "pedestrian", "sensor", "uav"):
+            assert _markers(svg, f"acc-{kind}") == 4, kind
+        status_text_now = status.text_content() or ""
+        assert browser.problems == [], browser.problems
+        assert server.cdn_misses == [], f"fetched outside the local cache: {server.cdn_misses}"
+
+        # Execute + Assert: the OSM base layer is opt-in; switched on, it asks for web tiles
+        # (which the offline browser blocks) and the street layer is still drawn.
+        page.get_by_label("OSM web tiles (needs internet)").check(force=True)
+        expect(page.locator(".leaflet-tile-pane img.leaflet-tile").first).to_be_attached()
+        assert any("tile.openstreetmap.org" in url for url in browser.blocked_requests)
+        expect(page.locator(agents)).to_have_count(N_AGENTS)
+    step_s = re.search(r"step took ([0-9.]+) s", status_text_now)
+    print(
+        f"\napp with {N_AGENTS} agents: page + model ready in {load_s:.1f} s; "
+        f"click Step -> updated view (status, map, accuracy plot): "
+        + ", ".join(f"{t / 1000:.2f} s" for t in timings_ms)
+        + (f"; model step itself {step_s.group(1)} s" if step_s else "")
+        + f"\nscreenshots: {tmp_path / 'app_step0.png'}, {shot}"
+    )
+    from PIL import Image
+
+    with Image.open(shot) as image:
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
+    assert colours is None or len(colours) > 50, "screenshot is (nearly) blank"
