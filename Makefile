@@ -40,6 +40,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/mobility.py
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/aggregation.py
+	$(PY) benchmarks/sweep.py
 
 app: $(VENV)/.installed
 	$(VENV)/bin/solara run app.py --host 127.0.0.1

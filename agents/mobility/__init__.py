@@ -1,6 +1,14 @@
 """Mobility models, one file each, registered by name (one import line per model)."""
 
-from agents.mobility import dam, manhattan, random_grid, random_walk, static  # noqa: F401
+from agents.mobility import (  # noqa: F401
+    dam,
+    manhattan,
+    random_grid,
+    random_walk,
+    routes,
+    static,
+    walker,
+)
 from agents.mobility.base import (
     MOBILITY_MODELS,
     MobilityContext,

@@ -10,6 +10,8 @@ from model.policies import dpsgd as _dpsgd  # noqa: F401
 from model.policies import fedavg_weighted as _fedavg_weighted  # noqa: F401
 from model.policies import local as _local  # noqa: F401
 from model.policies import mobility_aware as _mobility_aware  # noqa: F401
+from model.policies import mofel as _mofel  # noqa: F401
+from model.policies import psfl as _psfl  # noqa: F401
 from model.policies.base import (
     POLICIES,
     AgentTable,

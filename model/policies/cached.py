@@ -12,7 +12,9 @@ or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
    and its cache). Encounters are processed one after another, so a model can travel
    several hops within one epoch, as in the authors' code where pairs are replayed second
    by second; MobiDFL's contacts carry no time within the step, so the encounter order is
-   a random permutation drawn from ``ctx.rng``;
+   a random permutation drawn from the policy's own generator (seeded by ``seed``, so
+   that the model's mobility stream, and hence every contact, is the same as under any
+   other policy with the same seed: comparisons between policies are paired);
 3. aggregation (lines 10-13, 18): ``x_i(t+1) = sum_j alpha_j x~_j(tau)`` over the own model
    and the cached ones with ``alpha_j = n_j / sum n`` (sample counts,
    :func:`model.maths.cache.aggregation_weights`).
@@ -22,6 +24,11 @@ model cached by 30 agents is stored once; nothing is ever copied. ``cached_group
 splits the cache into one sub-cache per home area (the origin's ``ctx.agents.area``),
 "each sub-cache is updated by local models from its associated group, using the LRU
 policy" (seed 003, "Grouped Mobility Patterns").
+
+Caveat (measured): :mod:`model.maths.cache` breaks timestamp ties by the smaller origin id.
+When contacts are dense, all cached models carry the current epoch, so every agent keeps
+the same lowest-numbered origins and the others' models are never aggregated; the
+authors' code (a stable sort) keeps ties in arrival order instead.
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ from model.policies.base import (
 )
 
 STATE_FORMAT = 1
+RNG_TAG = 0xCAC4E
+"""Second word of the policy generator's seed ``[seed, RNG_TAG]``."""
 
 
 def member_edges(adjacency: sp.spmatrix, members: np.ndarray) -> np.ndarray:
@@ -97,6 +106,7 @@ class CachedPolicy(ExchangePolicy):
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)
         self.caches: dict[int, dict[int, CacheEntry]] = {}
+        self.rng = np.random.default_rng([int(getattr(settings, "seed", 0)), RNG_TAG])
 
     # --- configuration ------------------------------------------------------------------------
     @property
@@ -147,7 +157,7 @@ class CachedPolicy(ExchangePolicy):
             for i in members
         }
         edges = member_edges(ctx.adjacency, ctx.members)
-        for e in ctx.rng.permutation(len(edges)):
+        for e in self.rng.permutation(len(edges)):
             i, j = int(edges[e, 0]), int(edges[e, 1])
             caches[i], caches[j] = exchange_pair(
                 caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max, **limits
@@ -185,6 +195,7 @@ class CachedPolicy(ExchangePolicy):
                 )
         return {
             "format": STATE_FORMAT,
+            "rng": self.rng.bit_generator.state,
             "owners": [int(o) for o in self.caches],
             "entries": entries,
             "snapshots": snapshots,
@@ -205,6 +216,7 @@ class CachedPolicy(ExchangePolicy):
                 payload=shared[int(snap)],
             )
         self.caches = caches
+        self.rng.bit_generator.state = state["rng"]
 
 
 @register_policy

@@ -9,7 +9,9 @@ it met in the epoch), weighted by the two sample counts::
     x_i <- (n_i x_i + n_j x_j) / (n_i + n_j)
 
 MobiDFL has no within-step contact times, so the one peer is drawn uniformly at random from
-the members met during the step (``ctx.rng``); agents that met nobody keep their model.
+the members met during the step; agents that met nobody keep their model. The draws come
+from the policy's own generator (seeded by ``seed``), not from the model's, so the mobility
+and contacts of a run do not depend on the policy (paired comparisons between policies).
 Every agent picks its own peer, so ``i`` may average with ``j`` while ``j`` averages with
 ``k`` (as in the authors' code, where the last contact differs per car).
 
@@ -22,6 +24,8 @@ How it differs from the other neighbourhood policies:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -29,6 +33,9 @@ from model.errors import ConfigError
 from model.maths.mixing import member_mask
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 from model.policies.dpsgd import member_degree_mean
+
+RNG_TAG = 0xDEFED
+"""Second word of the policy generator's seed ``[seed, RNG_TAG]``."""
 
 
 def pairwise_rows(
@@ -87,12 +94,23 @@ class DeFedAvgPolicy(ExchangePolicy):
 
     name = "defedavg"
 
+    def __init__(self, *, settings: Any) -> None:
+        super().__init__(settings=settings)
+        self.rng = np.random.default_rng([int(getattr(settings, "seed", 0)), RNG_TAG])
+
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         rows, peer = pairwise_rows(
-            ctx.adjacency, ctx.agents.data_size, ctx.members, rng=ctx.rng
+            ctx.adjacency, ctx.agents.data_size, ctx.members, rng=self.rng
         )
         paired = float((peer[ctx.members] >= 0).mean()) if ctx.members.size else 0.0
         return Exchange(
             rows=rows,
             metrics={"degree_mean": member_degree_mean(ctx), "paired_fraction": paired},
         )
+
+    def state_dict(self) -> dict:
+        """The peer-drawing generator's state (plain ints)."""
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]

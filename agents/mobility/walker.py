@@ -1,0 +1,179 @@
+"""Seed 004's sensor field: static sensors in rectangular areas, plus the moving ★ node.
+
+PSFL (Domini et al., ACSOS 2024, Sec. IV-A) places sensors on a 7 x 8 grid and splits space
+into k areas, each with its own label subset. Its code (Alchemist ``PhenomenaDistribution``,
+``computeSubAreas``) cuts the bounding box into ``floor(sqrt(k))`` rows x ``ceil(k / rows)``
+columns of equal rectangles, numbered row-major; rectangles beyond k belong to area k - 1
+(5 areas: a 2 x 3 layout whose last two rectangles form area 4). This model reproduces that
+layout for the grid cells (it overrides the map's k-means areas through ``home_area``),
+because the paper's areas are compact blocks of similar size, while k-means on a street grid
+gives 9 areas of 2 to 11 sensors.
+
+With ``psfl_walker = true`` the group's last member is the ★ node of the movement
+experiment (Sec. IV-A, last paragraph; Fig. 7): it visits every area in turn and stays
+``psfl_walker_stay`` steps in each (paper: 5 steps, 140 in all). Its code
+(``MoveInAreas``) heads for the centre of each area in the boustrophedon order
+0, 1, 2, 5, 4, 3, 6, 7, 8; here the ★ node jumps in one step to the cell nearest that
+centre (flying the straight line, so ``contact = during`` sees the path) instead of
+travelling at 0.2 cells per step. The other members sit on distinct cells, as ``static``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from agents.mobility.static import GRID_KINDS, distinct_cells
+from model.errors import ConfigError
+
+__all__ = ["PsflWalker", "area_layout", "rectangle_areas", "snake_order"]
+
+
+def area_layout(k: int) -> tuple[int, int]:
+    """(rows, cols) of seed 004's area rectangles: rows = floor(sqrt(k)), cols = ceil(k/rows)."""
+    if k < 1:
+        raise ConfigError("areas", k, "an integer >= 1")
+    rows = math.isqrt(k)
+    return rows, -(-k // rows)
+
+
+def rectangle_areas(
+    xy: np.ndarray, *, bounds: tuple[float, float, float, float], k: int
+) -> np.ndarray:
+    """Area id of each point under seed 004's rectangle layout (see module docstring).
+
+    Args:
+        xy: ``[n, 2]`` positions in metres.
+        bounds: (west, south, east, north) of the field.
+        k: number of areas.
+
+    Returns:
+        Int array ``[n]`` in ``[0, k)``; points outside the bounds take the nearest rectangle.
+    """
+    rows, cols = area_layout(k)
+    west, south, east, north = bounds
+    if not (east > west and north > south):
+        raise ConfigError("bounds", bounds, "west < east and south < north")
+    xy = np.asarray(xy, dtype=float).reshape(-1, 2)
+    col = np.clip(((xy[:, 0] - west) / (east - west) * cols).astype(int), 0, cols - 1)
+    row = np.clip(((xy[:, 1] - south) / (north - south) * rows).astype(int), 0, rows - 1)
+    return np.minimum(row * cols + col, k - 1)
+
+
+def snake_order(k: int) -> list[int]:
+    """Areas in boustrophedon order over the layout (seed 004 code: 0,1,2,5,4,3,6,7,8 for 9).
+
+    Consecutive areas are adjacent rectangles, so each move of the ★ node crosses one border.
+    """
+    rows, cols = area_layout(k)
+    order: list[int] = []
+    for r in range(rows):
+        line = [min(r * cols + c, k - 1) for c in range(cols)]
+        for a in line if r % 2 == 0 else reversed(line):
+            if a not in order:
+                order.append(a)
+    return order
+
+
+@register_mobility
+class PsflWalker(MobilityModel):
+    """Static sensors in seed 004's rectangular areas; optionally the last one walks (★).
+
+    Attributes:
+        home_area: area of every member at the start (read by the Mesa model as ``area``,
+            hence by the ``area`` data partition).
+        walkers: local indices of the moving members (empty, or the last member).
+        tour: areas the ★ node visits, in order; ``stops``: the cell it stands on in each.
+    """
+
+    name = "psfl_walker"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if self.kind not in GRID_KINDS:
+            raise ConfigError(
+                f"{self.kind}.mobility", self.name, f"only for grid kinds ({', '.join(GRID_KINDS)})"
+            )
+        settings = self.settings
+        grid = self.world.grid
+        self.k = int(settings.areas)
+        self.stay = int(settings.psfl_walker_stay)
+        if self.stay < 1:
+            raise ConfigError("psfl_walker_stay", self.stay, "an integer >= 1")
+        n_walk = 1 if bool(settings.psfl_walker) and self.count > 0 else 0
+        self.walkers = np.arange(self.count - n_walk, self.count, dtype=np.int64)
+        n_static = self.count - n_walk
+        cells = distinct_cells(
+            grid_cells=grid.n_cells, count=n_static, kind=self.kind, rng=kwargs["rng"]
+        )
+        self.bounds = (
+            grid.x0,
+            grid.y0,
+            grid.x0 + grid.cols * grid.cell_m,
+            grid.y0 + grid.rows * grid.cell_m,
+        )
+        centres = grid.centres()
+        cell_area = self.area_of(centres)
+        if np.bincount(cell_area, minlength=self.k).min() == 0:
+            raise ConfigError(
+                "areas", self.k, f"at most {grid.n_cells} areas (every area needs a grid cell)"
+            )
+        self.tour = snake_order(self.k)
+        self.stops = np.array(
+            [self._centre_cell(centres, cell_area, a) for a in self.tour], dtype=np.int64
+        )
+        self.t = 0
+        position = np.zeros((self.count, 2))
+        position[:n_static] = grid.centres(cells)
+        if n_walk:
+            position[self.walkers] = centres[self.stops[0]]
+        self.position = position
+        self.home_area = self.area_of(self.position)
+        self.last_speed = np.zeros(self.count)
+
+    @staticmethod
+    def _centre_cell(centres: np.ndarray, cell_area: np.ndarray, area: int) -> int:
+        """The cell of ``area`` nearest the centroid of its cells (``MoveInAreas`` target)."""
+        cells = np.flatnonzero(cell_area == area)
+        centroid = centres[cells].mean(axis=0)
+        return int(cells[np.argmin(np.hypot(*(centres[cells] - centroid).T))])
+
+    def area_of(self, xy: np.ndarray) -> np.ndarray:
+        """Area of any position under the rectangle layout."""
+        return rectangle_areas(xy, bounds=self.bounds, k=self.k)
+
+    def current_areas(self) -> np.ndarray:
+        """Area each member stands in now (differs from ``home_area`` only for the ★ node)."""
+        return self.area_of(self.position)
+
+    def tour_index(self, step: int) -> int:
+        """Which stop of the tour the ★ node is at after ``step`` steps (last stop forever)."""
+        return min(int(step) // self.stay, len(self.tour) - 1)
+
+    def speeds(self) -> np.ndarray:
+        return self.last_speed
+
+    def max_step_distance(self, step_s: float) -> float:
+        west, south, east, north = self.bounds
+        return float(np.hypot(east - west, north - south)) if self.walkers.size else 0.0
+
+    def advance(self, ctx: MobilityContext) -> np.ndarray:
+        start = self.position
+        self.t += 1
+        end = start.copy()
+        if self.walkers.size:
+            end[self.walkers] = self.world.grid.centres(self.stops[self.tour_index(self.t)])
+        self.last_speed = np.hypot(*(end - start).T) / ctx.step_s
+        self.position = end
+        return start[None] + ctx.fractions[:, None, None] * (end - start)[None]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "t": self.t, "speed": self.last_speed.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.t = int(state["t"])
+        self.last_speed = np.asarray(state["speed"], float).copy()

@@ -1,0 +1,1 @@
+"""Paper experiments: one script per seed paper, each with run(scale=, seeds=) and main()."""

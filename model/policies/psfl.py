@@ -1,0 +1,412 @@
+"""``psfl``: proximity-based self-federated learning (seed 004, Domini et al., ACSOS 2024).
+
+Per step (Alg. 1), after every member trained locally (line 3):
+
+1. models are exchanged with the contacts of the step (line 4) and every contact pair gets
+   the loss-based dissimilarity of eq. 3, ds(i, j) = L(D_i, nn_j) + L(D_j, nn_i), with
+   ``engine.loss_of`` (mean cross-entropy on at most :attr:`PsflPolicy.loss_samples` local
+   samples);
+2. one round of the multi-leader election (Sec. III-B steps 1-4; the ScaFi ``S`` block of
+   the paper's code), :func:`model.maths.psfl.election_round`;
+3. the gradient field G from the elected leaders, accumulating ds along paths; a candidacy
+   whose accumulated error exceeds sigma (``psfl_sigma``) is ignored and the competition
+   keeps the lowest accumulated error, ties by lowest id
+   (:func:`model.maths.psfl.gradient_field`, line 5);
+4. every leader averages its federation's models with FedAvg (weights |D_k|, Sec. IV-A) and
+   sends the result back to every member (lines 6-9) -> ``Exchange.assign``. A node that no
+   leader reaches within sigma keeps its own model (it proclaims itself next round).
+
+Sensors sense the data of the place where they stand (the paper's code reads each node's
+dataset from the environment at its position, ``senseEnvData(phenomena)``): when a moving
+node (the ★ node of :mod:`agents.mobility.walker`) enters another area it replaces its
+local data by samples of that area, drawn from the pool of the area's sensors.
+
+Metrics (Sec. IV-B): ``federations`` = |F| (distinct leaders followed), ``federation_errors``
+= sum over federations of eq. 6 (members whose area differs from their leader's),
+``leader_changes`` = DL of eq. 7 summed over the moving node(s) (NaN without one),
+``leader_changes_all`` = members whose leader changed, ``unassigned`` = members no leader
+reaches within sigma, ``ds_intra_mean`` / ``ds_inter_mean`` = mean ds over contact pairs in
+the same / different areas (the scale sigma is compared with), ``area_acc_mean`` = mean
+accuracy of each member's model on the test samples of its own labels (the paper tests each
+node on its area's test data), ``federation_acc_mean`` = mean over federations of that
+accuracy averaged within the federation (Fig. 6).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch.func import functional_call
+
+from model.errors import ConfigError
+from model.learning.nets import build_net
+from model.maths.psfl import (
+    ElectionState,
+    GradientField,
+    Graph,
+    correctness,
+    dissimilarity_edges,
+    election_round,
+    fedavg_within,
+    federation_count,
+    federations,
+    gradient_field,
+    initial_election_state,
+    to_graph,
+)
+from model.policies.base import (
+    AgentTable,
+    Exchange,
+    ExchangeContext,
+    ExchangePolicy,
+    register_policy,
+)
+
+__all__ = ["PsflPolicy", "area_accuracy", "set_agent_data"]
+
+STATE_FORMAT = 1
+
+
+def area_accuracy(
+    engine: Any,
+    dataset: Any,
+    *,
+    agents: np.ndarray | None = None,
+    template: Any = None,
+    models: dict[int, tuple[torch.Tensor, ...]] | None = None,
+) -> np.ndarray:
+    """Accuracy of each agent's model on the test samples whose label it holds.
+
+    Why: seed 004 tests every node on the test data of its own area (its code's
+    ``DistributedTestSetEvaluation`` reads the test layer at the node's position), not on
+    all classes; under area label skew "the labels the node holds" is exactly its area's
+    label set. NaN for an agent whose labels have no test sample.
+
+    Args:
+        engine: the learning engine (reads ``params``, ``label_hist``, ``net_name``).
+        dataset: the run's :class:`model.learning.data.Dataset` (``x_test``, ``y_test``).
+        agents: which agents (default: all).
+        template: a module built like the engine's net (built here when ``None``).
+        models: parameters to use instead of the engine's for some agents (e.g. the
+            federation models a policy is about to assign).
+    """
+    idx = np.arange(engine.n_agents) if agents is None else np.asarray(agents, np.int64)
+    net = template or build_net(engine.net_name, dataset.input_shape, dataset.num_classes)
+    names = [n for n, _ in net.named_parameters()]
+    models = models or {}
+    x = dataset.x_test.to(engine.device)
+    y = dataset.y_test.to(engine.device)
+    y_np = dataset.y_test.numpy()
+    out = np.full(idx.size, np.nan)
+    masks: dict[bytes, torch.Tensor] = {}
+    with torch.no_grad():
+        for a, i in enumerate(idx.tolist()):
+            held = engine.label_hist[i] > 0
+            key = held.tobytes()
+            if key not in masks:
+                masks[key] = torch.from_numpy(np.flatnonzero(held[y_np])).to(engine.device)
+            sel = masks[key]
+            if sel.numel() == 0:
+                continue
+            tensors = models.get(i) or tuple(p[i] for p in engine.params)
+            params = dict(zip(names, tensors, strict=True))
+            logits = functional_call(net, params, (x.index_select(0, sel),))
+            out[a] = float((logits.argmax(1) == y.index_select(0, sel)).float().mean())
+    return out
+
+
+def set_agent_data(engine: Any, agent: int, order: np.ndarray, *, labels: np.ndarray) -> None:
+    """Give ``agent`` new local training data (a sensor that moved senses a new area).
+
+    Args:
+        engine: the learning engine.
+        agent: global agent id.
+        order: the new sample indices in the (random) order ``loss_of`` reads them.
+        labels: training labels of the whole dataset (for the label histogram).
+
+    Uses ``engine.set_data(agent, order)`` when the engine offers it; otherwise updates the
+    engine's per-agent partition, size, label histogram and the sample order ``loss_of``
+    reads, in place (the size and histogram arrays are shared with the agent table).
+    """
+    order = np.asarray(order, dtype=np.int64).reshape(-1)
+    if order.size < engine.batch_size:
+        raise ConfigError(
+            "psfl_walker", f"{order.size} samples to sense", f">= batch_size ({engine.batch_size})"
+        )
+    setter = getattr(engine, "set_data", None)
+    if callable(setter):
+        setter(agent, order)
+        return
+    engine.parts[agent] = np.sort(order)
+    engine.data_sizes[agent] = order.size
+    engine.label_hist[agent] = np.bincount(labels[order], minlength=engine.label_hist.shape[1])
+    engine._loss_order[agent] = order.copy()  # what engine.loss_of reads (no public setter)
+
+
+@register_policy
+class PsflPolicy(ExchangePolicy):
+    """Self-organising federations bounded by accumulated loss dissimilarity (seed 004).
+
+    Attributes:
+        state: the election memory (:class:`model.maths.psfl.ElectionState`, member-local).
+        leader_of: leader (global agent id, -1 = none) of every member after the last step.
+        walker_leaders: one row per step with the leader of each moving node (eq. 7 input).
+        data_area: the area whose data each member holds now (xi(n) of eq. 6).
+        last_graph, last_ds, last_field: the last step's contact graph (member-local ids),
+            per-edge ds (aligned with ``last_graph.indices``) and gradient field (for
+            inspection and tests; not checkpointed, recomputed every step).
+    """
+
+    name = "psfl"
+    metric_names: ClassVar[tuple[str, ...]] = (
+        "federations",
+        "federation_errors",
+        "leader_changes",
+        "leader_changes_all",
+        "unassigned",
+        "ds_intra_mean",
+        "ds_inter_mean",
+        "area_acc_mean",
+        "federation_acc_mean",
+    )
+    loss_samples: ClassVar[int] = 256
+    """Local samples per loss term of eq. 3 (all of them for seed 004-sized sensors)."""
+
+    def __init__(self, *, settings: Any) -> None:
+        super().__init__(settings=settings)
+        sigma = float(settings.psfl_sigma)
+        if not (np.isfinite(sigma) and sigma > 0):
+            raise ConfigError("psfl_sigma", settings.psfl_sigma, "a finite number > 0")
+        self.sigma = sigma
+        self.members = np.empty(0, dtype=np.int64)
+        self.state: ElectionState | None = None
+        self.leader_of = np.empty(0, dtype=np.int64)
+        self.walker_leaders: list[list[int]] = []
+        self.walkers = np.empty(0, dtype=np.int64)
+        self.data_area = np.empty(0, dtype=np.int64)
+        self.sensed: dict[int, np.ndarray] = {}
+        self._rng = np.random.default_rng([int(getattr(settings, "seed", 0)), 0x95F1])
+        self._home_area = np.empty(0, dtype=np.int64)
+        self._home_parts: list[np.ndarray] = []
+        self._engine: Any = None
+        self._model: Any = None
+        self._template: Any = None
+        self._acc = (float("nan"), float("nan"))
+        self.last_graph: Graph | None = None
+        self.last_ds = np.empty(0)
+        self.last_field: GradientField | None = None
+
+    # --- set-up --------------------------------------------------------------------------
+    def setup(
+        self,
+        *,
+        members: np.ndarray,
+        engine: Any,
+        agents: AgentTable,
+        rng: np.random.Generator,
+        model: Any = None,
+    ) -> None:
+        """Everyone starts as its own candidate and leader (Fig. 4, first snapshot)."""
+        members = np.asarray(members, dtype=np.int64).reshape(-1)
+        self.members = members
+        self.state = initial_election_state(members.size)
+        self.leader_of = members.copy()
+        self._home_area = np.asarray(agents.area, dtype=np.int64)[members].copy()
+        self.data_area = self._home_area.copy()
+        self._home_parts = [np.asarray(engine.parts[i]).copy() for i in members]
+        self._engine, self._model = engine, model
+        self.walkers = self._find_walkers(model, members)
+
+    @staticmethod
+    def _find_walkers(model: Any, members: np.ndarray) -> np.ndarray:
+        """Global ids of moving sensors: mobility groups that declare ``walkers``."""
+        found: list[int] = []
+        for _, span, mobility in getattr(model, "groups", ()):
+            local = getattr(mobility, "walkers", None)
+            if local is not None:
+                found.extend((span.start + np.asarray(local, dtype=np.int64)).tolist())
+        return np.asarray([w for w in found if w in set(members.tolist())], dtype=np.int64)
+
+    def _ensure(self, ctx: ExchangeContext) -> None:
+        if self.state is None:
+            self.setup(
+                members=ctx.members, engine=ctx.engine, agents=ctx.agents, rng=ctx.rng,
+                model=ctx.model,
+            )
+        elif not np.array_equal(np.asarray(ctx.members), self.members):
+            raise ConfigError("members", ctx.members.tolist()[:8], "the members set up at step 0")
+
+    # --- sensing (before local training) -------------------------------------------------
+    def train_mask(self, ctx: ExchangeContext) -> np.ndarray | None:
+        """All members train; first a moved sensor senses the data of its new area."""
+        self._ensure(ctx)
+        self._sense(ctx)
+        return None
+
+    def _walker_areas(self, model: Any) -> dict[int, int]:
+        areas: dict[int, int] = {}
+        for _, span, mobility in getattr(model, "groups", ()):
+            if getattr(mobility, "walkers", None) is None:
+                continue
+            now = mobility.current_areas()
+            for w in np.asarray(mobility.walkers, dtype=np.int64).tolist():
+                areas[span.start + w] = int(now[w])
+        return areas
+
+    def _sense(self, ctx: ExchangeContext) -> None:
+        if self.walkers.size == 0 or ctx.model is None:
+            return
+        local_of = {int(g): k for k, g in enumerate(self.members)}
+        labels = ctx.model.learner.dataset.train_labels
+        for w, area in self._walker_areas(ctx.model).items():
+            k = local_of.get(w)
+            if k is None or area == self.data_area[k]:
+                continue
+            owners = np.flatnonzero((self._home_area == area) & (self.members != w))
+            if owners.size == 0:
+                continue
+            pool = np.concatenate([self._home_parts[o] for o in owners])
+            size = min(self._home_parts[k].size, pool.size)
+            order = self._rng.choice(pool, size=size, replace=False)
+            set_agent_data(ctx.engine, w, order, labels=labels)
+            self.sensed[w] = order
+            self.data_area[k] = area
+
+    # --- one step of Alg. 1 ----------------------------------------------------------------
+    def exchange(self, ctx: ExchangeContext) -> Exchange:
+        self._ensure(ctx)
+        members, engine = self.members, ctx.engine
+        if members.size == 0:
+            return Exchange()
+        graph = to_graph(sp.csr_matrix(ctx.adjacency)[members][:, members])
+        rows, cols = graph.rows, graph.indices
+        cap = self.loss_samples
+        loss_edges = np.array(
+            [
+                engine.loss_of(int(members[j]), on_agent=int(members[i]), max_samples=cap)
+                for i, j in zip(rows.tolist(), cols.tolist(), strict=True)
+            ],
+            dtype=float,
+        )
+        ds = dissimilarity_edges(graph, loss_edges)
+        self_loss = np.array(
+            [engine.loss_of(int(g), on_agent=int(g), max_samples=cap) for g in members]
+        )
+        # The paper's code measures ds including the node itself (2 L_ii), see election_round.
+        self.state = election_round(graph, ds, self.sigma, self.state, self_ds=2 * self_loss)
+        field = gradient_field(graph, ds, self.state.is_leader, sigma=self.sigma)
+        self.last_graph, self.last_ds, self.last_field = graph, ds, field
+        leader_local = field.leader_of
+        groups = federations(leader_local)
+        assign: dict[int, tuple[torch.Tensor, ...]] = {}
+        for fed in groups:
+            if fed.size < 2:
+                continue
+            ids = members[fed]
+            weights = fedavg_within(np.arange(fed.size), engine.data_sizes[ids])
+            average = engine.average(agents=ids, weights=weights)
+            assign.update({int(i): average for i in ids})
+
+        leader = np.where(leader_local >= 0, members[np.maximum(leader_local, 0)], -1)
+        changed = leader != self.leader_of
+        self.leader_of = leader
+        metrics = {
+            "federations": float(federation_count(leader_local)),
+            "federation_errors": float(sum(correctness(leader_local, self.data_area).values())),
+            "leader_changes_all": float(changed.sum()),
+            "unassigned": float((leader_local < 0).sum()),
+            "leader_changes": float("nan"),
+        }
+        if self.walkers.size:
+            local_of = {int(g): k for k, g in enumerate(members.tolist())}
+            pos = np.array([local_of[int(w)] for w in self.walkers], dtype=np.int64)
+            self.walker_leaders.append(leader[pos].tolist())
+            metrics["leader_changes"] = float(changed[pos].sum())
+        same = self.data_area[rows] == self.data_area[cols]
+        metrics["ds_intra_mean"] = float(ds[same].mean()) if same.any() else float("nan")
+        metrics["ds_inter_mean"] = float(ds[~same].mean()) if (~same).any() else float("nan")
+        if self._is_eval_step(ctx.step):
+            self._acc = self._accuracy(ctx, groups, assign)
+        metrics["area_acc_mean"], metrics["federation_acc_mean"] = self._acc
+        return Exchange(assign=assign, metrics=metrics)
+
+    def _is_eval_step(self, step: int) -> bool:
+        every = int(getattr(self.settings, "eval_every", 1))
+        return step % every == 0 or step == getattr(self.settings, "steps", None)
+
+    def _accuracy(
+        self,
+        ctx: ExchangeContext,
+        groups: list[np.ndarray],
+        assign: dict[int, tuple[torch.Tensor, ...]],
+    ) -> tuple[float, float]:
+        """(mean over members, mean over federations) of the own-label test accuracy.
+
+        Uses the models members hold after this step's assignment (``assign``).
+        """
+        learner = getattr(ctx.model, "learner", None)
+        if learner is None:
+            return float("nan"), float("nan")
+        dataset = learner.dataset
+        if self._template is None:
+            self._template = build_net(
+                ctx.engine.net_name, dataset.input_shape, dataset.num_classes
+            )
+        acc = area_accuracy(
+            ctx.engine, dataset, agents=self.members, template=self._template, models=assign
+        )
+        per_fed = [float(np.nanmean(acc[f])) for f in groups if np.isfinite(acc[f]).any()]
+        mean_all = float(np.nanmean(acc)) if np.isfinite(acc).any() else float("nan")
+        return mean_all, float(np.mean(per_fed)) if per_fed else float("nan")
+
+    # --- checkpoint ------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        if self.state is None:
+            return {"format": STATE_FORMAT, "initialised": False}
+        return {
+            "format": STATE_FORMAT,
+            "initialised": True,
+            "members": torch.from_numpy(self.members.copy()),
+            "lead": torch.from_numpy(self.state.lead.copy()),
+            "abdicated": torch.from_numpy(self.state.abdicated.copy()),
+            "distance": torch.from_numpy(np.asarray(self.state.distance, dtype=np.float64)),
+            "leader_of": torch.from_numpy(self.leader_of.copy()),
+            "walker_leaders": [list(r) for r in self.walker_leaders],
+            "data_area": torch.from_numpy(self.data_area.copy()),
+            "sensed": {int(w): torch.from_numpy(i.copy()) for w, i in self.sensed.items()},
+            "rng": self._rng.bit_generator.state,
+            "acc": list(self._acc),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("format") != STATE_FORMAT:
+            raise ConfigError(
+                "state", state.get("format"), f"a psfl state of format {STATE_FORMAT}"
+            )
+        if not state.get("initialised"):
+            self.state = None
+            return
+        members = state["members"].numpy().astype(np.int64)
+        if self.state is not None and not np.array_equal(members, self.members):
+            raise ConfigError("state", "members", "the same psfl members as this run")
+        self.members = members
+        self.state = ElectionState(
+            lead=state["lead"].numpy().astype(np.int64),
+            abdicated=state["abdicated"].numpy().astype(bool),
+            distance=state["distance"].numpy().astype(float),
+        )
+        self.leader_of = state["leader_of"].numpy().astype(np.int64)
+        self.walker_leaders = [list(r) for r in state["walker_leaders"]]
+        self.data_area = state["data_area"].numpy().astype(np.int64)
+        self.sensed = {int(w): t.numpy().astype(np.int64) for w, t in state["sensed"].items()}
+        self._rng.bit_generator.state = state["rng"]
+        self._acc = (float(state["acc"][0]), float(state["acc"][1]))
+        if self.sensed:
+            learner = getattr(self._model, "learner", None)
+            if self._engine is None or learner is None:
+                raise ConfigError("state", "sensed data", "a psfl policy set up inside a model")
+            for w, order in self.sensed.items():
+                set_agent_data(self._engine, w, order, labels=learner.dataset.train_labels)
