@@ -65,7 +65,7 @@ def test_lru_update_follows_alg2_line_by_line() -> None:
     #  3 is replaced by the peer's @9 (9 > 8), 5@8 is added, the owner's own model is skipped.
     assert _ts(unlimited) == {4: 10, 1: 9, 3: 9, 5: 8}
     assert unlimited[3] is peer_cache[3] and unlimited[1] is own[1]  # same objects, no copies
-    #  lines 17-18: newest first; the 1@9 / 3@9 tie is broken by smaller origin id.
+    #  lines 17-18: newest first; the 1@9 / 3@9 tie keeps arrival order (1 held, 3 just arrived).
     assert list(three) == [4, 1, 3]
     assert list(two) == [4, 1]
     assert own == own_before and peer_cache == peer_before
@@ -94,7 +94,7 @@ def test_group_lru_partition_keeps_each_group_within_its_limit() -> None:
     # Assert: merged = g0 {5@5, 1@4, 2@3}, g1 {4@5, 6@4, 3@2}
     #   group 0 keeps its newest 1 -> 5; group 1 keeps its newest 2 -> 4, 6.
     assert set(grouped) == {5, 4, 6}
-    #   plain LRU of size 3 would keep 4@5, 5@5, 1@4 (1 beats 6 on the id tie): two of group 0.
+    #   plain LRU of size 3 would keep 4@5, 5@5, 1@4 (1 held before 6 arrived: ties keep arrival order): two of group 0.
     assert set(plain) == {4, 5, 1}
 
 
@@ -151,11 +151,12 @@ def test_exchange_pair_plain_lru_hand_case() -> None:
     # Execute
     new_i, new_j = exchange_pair(ci, cj, ei, ej, now=6, tau_max=3, cache_size=2)
     # Assert: i sees {1@6, 3@5, 4@5, 2@4} (0@4 is itself) -> newest two: 1@6, then 3@5 (the
-    # 3@5 / 4@5 tie goes to the smaller id).
+    # 3@5 / 4@5 tie keeps arrival order: i already held 3@5, 4@5 arrives from j).
     assert _ts(new_i) == {1: 6, 3: 5}
-    # j sees {0@6 (replaces its 0@4), 3@5 (newer than its 3@3), 4@5, 2@4} -> 0@6, 3@5.
-    assert _ts(new_j) == {0: 6, 3: 5}
-    assert new_j[0] is ei and new_j[3] is ci[3]
+    # j sees {0@6 (replaces its 0@4), 3@5 (newer than its 3@3), 4@5, 2@4} -> 0@6, then the
+    # 4@5 it already held beats the 3@5 that arrives now (ties keep arrival order, no id bias).
+    assert _ts(new_j) == {0: 6, 4: 5}
+    assert new_j[0] is ei and new_j[4] is cj[4]
 
 
 def test_aggregation_weights_are_sample_count_shares() -> None:
@@ -313,7 +314,7 @@ def test_group_lru_invariants_over_random_encounters(scenario, limits, variant) 
                                   now=t, tau_max=tau_max, cache_size=None)
             for g in range(m):
                 in_group = sorted((e for e in merged_i.values() if e.group == g),
-                                  key=lambda e: (-e.timestamp, e.origin))
+                                  key=lambda e: -e.timestamp)  # stable: ties in arrival order
                 kept = [e.origin for e in in_group if e.origin in new_i]
                 if variant == "partition":
                     # exactly the newest min(limit, available) of that group survive

@@ -133,7 +133,8 @@ class LearningSession:
         exchanges: list[tuple[np.ndarray, Exchange]] = []
         for policy, members in self.policies.values():
             exchanges.append((members, policy.exchange(self._context(members))))
-        self.engine.mix(combine_rows(exchanges, model.n_agents))
+        if any(exchange.rows is not None for _, exchange in exchanges):
+            self.engine.mix(combine_rows(exchanges, model.n_agents))  # identity otherwise
         model.policy_metrics = {}
         for _, exchange in exchanges:
             for agent, params in exchange.assign.items():

@@ -25,10 +25,9 @@ splits the cache into one sub-cache per home area (the origin's ``ctx.agents.are
 "each sub-cache is updated by local models from its associated group, using the LRU
 policy" (seed 003, "Grouped Mobility Patterns").
 
-Caveat (measured): :mod:`model.maths.cache` breaks timestamp ties by the smaller origin id.
-When contacts are dense, all cached models carry the current epoch, so every agent keeps
-the same lowest-numbered origins and the others' models are never aggregated; the
-authors' code (a stable sort) keeps ties in arrival order instead.
+Timestamp ties (common when contacts are dense: all cached models carry the current
+epoch) keep arrival order, as the authors' stable sort does; breaking them by origin id
+made every agent keep the same lowest-numbered origins (measured, see caching_003).
 """
 
 from __future__ import annotations
