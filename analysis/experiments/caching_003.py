@@ -31,16 +31,14 @@ paper) is already close to centralised FedAvg. Table 2 is also run with 30 s epo
 paper's first row): 7.6 direct contacts per epoch instead of 17.6, still far above the
 paper's rate.
 
-Measured at ``small`` (3 seeds): Fig. 2's order holds (final accuracy CFL 91.6 ± 1.3 >
-LRU 85.0 ± 5.9 > DFL 72.7 ± 4.9 %), all-neighbour averaging reaches 91.2 ± 1.4 %; Table 2
-saturates (every cache holds all 29 other models, age 0, at every tau_max with 120 s
-epochs; 23.5 -> 29 models at 30 s); Fig. 6: group LRU 84.8 ± 5.5 vs LRU 85.2 ± 4.7 vs DFL
-41.3 ± 4.6 %, i.e. no group-LRU advantage. Both LRU results depend on how
-:mod:`model.maths.cache` breaks timestamp ties (smaller origin id): in these dense runs
-all cached models share the current timestamp, so every car keeps the same ten
-lowest-numbered cars. Breaking ties by arrival order instead (the authors' stable sort)
-gave LRU 90.2 ± 1.7 % in Fig. 2 and group LRU 88.0 ± 2.5 % vs LRU 71.5 ± 5.5 % in Fig. 6,
-the paper's direction.
+Measured at ``small`` (3 seeds, ties in the caches kept in arrival order as in the
+authors' code): Fig. 2's order holds (final accuracy CFL 91.6 ± 1.3 > LRU 90.2 ± 1.7 >
+DFL 72.6 ± 5.0 %); all-neighbour averaging reaches 91.2 ± 1.4 %; Table 2 saturates (every
+cache holds all 29 other models, age 0, at every tau_max with 120 s epochs; 23.5 -> 29
+models at 30 s); Fig. 6: group LRU 88.0 ± 2.5 > LRU 71.5 ± 5.5 > DFL 41.3 ± 4.6 %, the
+paper's direction. An earlier cache version broke timestamp ties by the smaller origin id:
+in these dense runs every car then kept the same ten lowest-numbered cars (LRU 85.0 ± 5.9 %
+in Fig. 2, and no group-LRU advantage in Fig. 6).
 
 Scales (run times measured on this 2-core machine while other jobs ran, one thread):
 
