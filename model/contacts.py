@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
 DENSE_DEDUP_LIMIT = 20_000
-"""Up to this many agents (a 400 MB bitmap) repeats are removed with a dense bitmap."""
+"""Up to this many agents (a 400 MB bitmap) crowded steps de-duplicate with a dense bitmap."""
 
 
 def sub_samples(*, max_step_distance: float, radius_m: float) -> int:
@@ -59,9 +59,7 @@ def chord_pairs(start: np.ndarray, end: np.ndarray, radius: float) -> np.ndarray
     return candidates[closest <= radius]
 
 
-def contact_matrix(
-    trajectory: np.ndarray, *, radius_m: float, mode: str
-) -> sp.csr_matrix:
+def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.csr_matrix:
     """Symmetric boolean N x N contacts of one step, no self loops.
 
     Args:
@@ -78,14 +76,25 @@ def contact_matrix(
         chord_pairs(trajectory[f], trajectory[f + 1], radius_m)
         for f in range(trajectory.shape[0] - 1)
     )
-    if n <= DENSE_DEDUP_LIMIT:
-        # Sub-intervals find the same pair again and again; a dense bitmap removes the
-        # repeats in O(pairs), where summing duplicates in a sparse matrix sorts them.
-        seen = np.zeros((n, n), bool)
-        for pairs in found:
+    # Sub-intervals find the same pair again and again. Few pairs: a sparse matrix sums the
+    # repeats cheaply. Many (a crowded map): a dense bitmap removes them in O(pairs), where
+    # the sparse path would sort ~1e9 entries (benchmarks/mobility.py: 120 s -> 40 s a step).
+    collected: list[np.ndarray] = []
+    total, seen = 0, None
+    for pairs in found:
+        if seen is not None:
             seen[pairs[:, 0], pairs[:, 1]] = True
+            continue
+        collected.append(pairs)
+        total += len(pairs)
+        if n <= DENSE_DEDUP_LIMIT and total > n * n // 16:
+            seen = np.zeros((n, n), bool)
+            for earlier in collected:
+                seen[earlier[:, 0], earlier[:, 1]] = True
+            collected = []
+    if seen is not None:
         return symmetric_adjacency(np.argwhere(seen), n)
-    return symmetric_adjacency(np.concatenate(list(found)), n)
+    return symmetric_adjacency(np.concatenate(collected) if collected else np.empty((0, 2), int), n)
 
 
 def symmetric_adjacency(pairs: np.ndarray, n: int) -> sp.csr_matrix:

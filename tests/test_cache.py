@@ -94,7 +94,8 @@ def test_group_lru_partition_keeps_each_group_within_its_limit() -> None:
     # Assert: merged = g0 {5@5, 1@4, 2@3}, g1 {4@5, 6@4, 3@2}
     #   group 0 keeps its newest 1 -> 5; group 1 keeps its newest 2 -> 4, 6.
     assert set(grouped) == {5, 4, 6}
-    #   plain LRU of size 3 would keep 4@5, 5@5, 1@4 (1 held before 6 arrived: ties keep arrival order): two of group 0.
+    #   plain LRU of size 3 would keep 4@5, 5@5, 1@4 (1 held before 6 arrived; ties keep
+    #   arrival order): two of group 0.
     assert set(plain) == {4, 5, 1}
 
 

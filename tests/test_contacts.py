@@ -45,3 +45,19 @@ def test_near_miss_outside_radius_is_not_a_contact():
 def test_sub_samples_grow_with_speed_times_step_over_radius():
     assert sub_samples(max_step_distance=0.0, radius_m=100.0) == 1
     assert sub_samples(max_step_distance=1666.8, radius_m=100.0) == 34
+
+
+def test_crowded_steps_use_the_bitmap_and_agree_with_the_sparse_path(monkeypatch):
+    import model.contacts as contacts
+
+    # Prepare: 300 agents crossing a 200 m box: far more than n^2/16 pair sightings
+    rng = np.random.default_rng(3)
+    start, end = rng.random((300, 2)) * 200, rng.random((300, 2)) * 200
+    trajectory = np.stack([start, (start + end) / 2, end])
+    # Execute
+    crowded = contact_matrix(trajectory, radius_m=100.0, mode="during")
+    monkeypatch.setattr(contacts, "DENSE_DEDUP_LIMIT", 0)  # force the sparse path
+    sparse = contact_matrix(trajectory, radius_m=100.0, mode="during")
+    # Assert
+    assert crowded.nnz > 300 * 300 // 16
+    assert (crowded != sparse).nnz == 0
