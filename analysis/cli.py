@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from model.atomic import write_text_atomic as _write_text
 from model.config import Config, settings_table
 from model.errors import ConfigError
 
@@ -124,6 +125,7 @@ def _run_to_end(
     with tqdm(
         total=config.steps, initial=model.steps, desc="steps", unit="step", disable=quiet
     ) as bar:
+
         def progress(step: int) -> None:
             if checkpoint_every and (step % checkpoint_every == 0 or step == config.steps):
                 save_atomic(model.state_dict(), out / CHECKPOINT_DIR / CHECKPOINT_STATE)
@@ -222,7 +224,9 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="write into a non-empty --out")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
-        "--checkpoint-every", type=int, metavar="N",
+        "--checkpoint-every",
+        type=int,
+        metavar="N",
         help="write the full state to OUT/checkpoint/ every N steps (atomic)",
     )
     run.add_argument(
@@ -233,16 +237,21 @@ def make_parser() -> argparse.ArgumentParser:
     settings.add_argument("--markdown", action="store_true")
     settings.set_defaults(func=cmd_settings)
     sweep = sub.add_parser("sweep", help="run a grid of settings x seeds (mesa.batch_run)")
-    sweep.add_argument("sweep", nargs="?", help="sweep TOML file (default with --resume: "
-                       "OUT/sweep.toml)")
+    sweep.add_argument(
+        "sweep", nargs="?", help="sweep TOML file (default with --resume: OUT/sweep.toml)"
+    )
     sweep.add_argument("--out", required=True, help="output folder")
     sweep.add_argument("--resume", action="store_true", help="skip runs already finished")
-    sweep.add_argument("--retry-errors", action="store_true",
-                       help="with --resume: also re-run runs that raised")
+    sweep.add_argument(
+        "--retry-errors", action="store_true", help="with --resume: also re-run runs that raised"
+    )
     sweep.add_argument("--backend", default="local", help="local (processes) or ray")
     sweep.add_argument("--address", help="Ray cluster: auto or ray://HOST:PORT")
-    sweep.add_argument("--processes", type=int,
-                       help="local worker processes (default: free cores; 0 = this process)")
+    sweep.add_argument(
+        "--processes",
+        type=int,
+        help="local worker processes (default: free cores; 0 = this process)",
+    )
     sweep.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray CPUs per run")
     sweep.add_argument("--gpus-per-run", type=float, default=0.0, help="Ray GPUs per run")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -262,18 +271,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"mobidfl: error: {exc}", file=sys.stderr)
         return 2
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and ``os.replace`` (never half-written)."""
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 if __name__ == "__main__":

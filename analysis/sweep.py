@@ -58,6 +58,7 @@ from typing import Any
 
 import pandas as pd
 
+from model.atomic import write_text_atomic as _write_text
 from model.config import KINDS, Config, public_names
 from model.errors import ConfigError
 
@@ -302,8 +303,13 @@ def tidy_rows(rows: list[dict[str, Any]], spec: RunSpec) -> pd.DataFrame:
     metrics = [c for c in frame.columns if c not in settings and c not in ("step", "seed")]
     frame = frame[["step", *metrics]].copy()
     for position, (name, value) in enumerate(
-        [("run_id", spec.run_id), ("point", spec.point), ("replicate", spec.replicate),
-         ("seed", spec.seed), *spec.settings.items()]
+        [
+            ("run_id", spec.run_id),
+            ("point", spec.point),
+            ("replicate", spec.replicate),
+            ("seed", spec.seed),
+            *spec.settings.items(),
+        ]
     ):
         frame.insert(position, name, value)
     return frame
@@ -403,9 +409,13 @@ def run_sweep(
     from tqdm import tqdm
 
     with tqdm(
-        total=len(specs), initial=len(specs) - len(todo), desc="runs", unit="run",
+        total=len(specs),
+        initial=len(specs) - len(todo),
+        desc="runs",
+        unit="run",
         disable=not progress,
     ) as bar:
+
         def record(result: RunResult) -> None:
             manifest.record(result)
             bar.set_postfix(ok=manifest.count("ok"), error=manifest.count("error"))
@@ -613,15 +623,3 @@ def _parquet_meta(path: Path) -> dict[str, Any]:
     raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
     meta = json.loads(raw) if raw else {}
     return {"status": "ok", **{k: v for k, v in meta.items() if k != "status"}}
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
