@@ -629,13 +629,12 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     defaults = Config()
     overrides = dict(overrides or {})
     params: dict[str, Any] = {
-        "map": {"type": "Select", "value": "nyc_uws", "values": list(BUNDLED), "label": "Map"},
+        "map": {"type": "Select", "value": defaults.map, "values": list(BUNDLED), "label": "Map"},
         "map_file": {"type": "InputText", "value": "", "label": "Map file / spec (overrides Map)"},
     }
-    app_counts = {"vehicles": 20, "pedestrians": 10, "sensors": 6, "uavs": 4}
-    for kind in KINDS:
+    for kind in KINDS:  # the app starts on the default world (README, "The default world")
         name = COUNT_SETTING[kind]
-        params[name] = {"type": "SliderInt", "value": app_counts[name], "label": name.title(),
+        params[name] = {"type": "SliderInt", "value": defaults.count(kind), "label": name.title(),
                         "min": 0, "max": 200, "step": 1}
     mobility = _choices("mobility")
     policies = _choices("policy")

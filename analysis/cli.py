@@ -154,6 +154,15 @@ def _run_to_end(
     if "acc_mean" in table:
         summary += f", final acc_mean {last['acc_mean']:.4f}"
     print(summary)
+    density, saturated = model.density_summary()
+    print(density)
+    if saturated:
+        print(
+            "mobidfl: warning: saturated contact regime (every agent meets most of the fleet "
+            "each step, so mobility hardly matters): use a larger map, fewer agents or a "
+            "smaller radius_m",
+            file=sys.stderr,
+        )
     return 0
 
 

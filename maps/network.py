@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
+import scipy.sparse as sp
+import shapely
+from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
+
+from maps.edges import EdgeTable, ranges
 
 STRAIGHT, LEFT, RIGHT, BACK = 0, 1, 2, 3
 _MIN_LENGTH = 0.01
@@ -64,65 +69,97 @@ class StreetNetwork:
     @classmethod
     def from_graph(cls, graph: nx.MultiDiGraph, *, directed: bool = True) -> StreetNetwork:
         """Build the arrays from the largest strongly connected component of ``graph``."""
-        work = nx.MultiDiGraph(graph)
+        return cls.from_table(table_from_graph(graph), directed=directed)
+
+    @classmethod
+    def from_table(cls, table: EdgeTable, *, directed: bool = True) -> StreetNetwork:
+        """Build the arrays from an :class:`EdgeTable`, all edges at once (no per-edge Python).
+
+        ``directed=False`` is the walk network: every street can be walked both ways, so the
+        opposite direction is added wherever the table lacks it. Only the largest strongly
+        connected component is kept, so an agent can never get stuck.
+        """
+        n = table.n_nodes
         if not directed:
-            for u, v, data in list(graph.edges(data=True)):
-                if not work.has_edge(v, u):
-                    rev = dict(data)
-                    geom = data.get("geometry")
-                    if geom is not None:
-                        rev["geometry"] = type(geom)(list(geom.coords)[::-1])
-                    work.add_edge(v, u, **rev)
-        component = max(nx.strongly_connected_components(work), key=len)
-        work = work.subgraph(component).copy()
-        node_ids = np.array(list(work.nodes), dtype=object)
-        index = {n: i for i, n in enumerate(node_ids)}
-        node_xy = np.array([[work.nodes[n]["x"], work.nodes[n]["y"]] for n in node_ids], float)
-        us, vs, lens, pts, pt0, pt1 = [], [], [], [], [], []
-        n_points = 0
-        for u, v, data in work.edges(data=True):
-            geom = data.get("geometry")
-            coords = (
-                np.asarray(geom.coords, float)[:, :2]
-                if geom is not None
-                else np.array([node_xy[index[u]], node_xy[index[v]]])
-            )
-            coords[0], coords[-1] = node_xy[index[u]], node_xy[index[v]]
-            seg = np.hypot(*np.diff(coords, axis=0).T)
-            keep = np.concatenate([[True], seg > 1e-9])
-            coords = coords[keep] if keep.sum() >= 2 else coords[[0, -1]]
-            us.append(index[u])
-            vs.append(index[v])
-            pt0.append(n_points)
-            pts.append(coords)
-            n_points += len(coords)
-            pt1.append(n_points)
-            lens.append(max(float(np.hypot(*np.diff(coords, axis=0).T).sum()), _MIN_LENGTH))
-        edge_u, edge_v = np.array(us), np.array(vs)
-        edge_len = np.array(lens)
+            forward = table.edge_u.astype(np.int64) * n + table.edge_v
+            backward = table.edge_v.astype(np.int64) * n + table.edge_u
+            table = table.with_reverse(~np.isin(backward, forward))
+        adjacency = sp.csr_matrix(
+            (np.ones(table.n_edges, bool), (table.edge_u, table.edge_v)), shape=(n, n)
+        )
+        _, labels = connected_components(adjacency, directed=True, connection="strong")
+        keep_node = labels == np.argmax(np.bincount(labels))
+        keep_edge = keep_node[table.edge_u] & keep_node[table.edge_v]
+        if keep_node.sum() < 2 or not keep_edge.any():
+            raise ValueError("the street map has no connected streets (no strongly "
+                             "connected part with two or more intersections)")
+        table = table.subset(keep_edge)
+        new_index = np.cumsum(keep_node) - 1
+        node_xy = table.node_xy[keep_node]
+        edge_u, edge_v = new_index[table.edge_u], new_index[table.edge_v]
+        n_edges = len(edge_u)
+
+        # Geometry: ends snapped onto their nodes, repeated points dropped.
+        coords = table.coords.copy()
+        first, last = table.ptr[:-1], table.ptr[1:] - 1
+        coords[first] = node_xy[edge_u]
+        coords[last] = node_xy[edge_v]
+        edge_of_point = np.repeat(np.arange(n_edges), table.point_counts)
+        keep = np.ones(len(coords), bool)
+        keep[1:] = np.hypot(*np.diff(coords, axis=0).T) > 1e-9
+        keep[first] = True
+        short = np.bincount(edge_of_point, weights=keep, minlength=n_edges) < 2
+        keep[last[short]] = True
+        coords, edge_of_point = coords[keep], edge_of_point[keep]
+        counts = np.bincount(edge_of_point, minlength=n_edges)
+        pt1 = np.cumsum(counts)
+        pt0 = pt1 - counts
+        seg = np.zeros(len(coords))
+        seg[1:] = np.hypot(*np.diff(coords, axis=0).T)
+        seg[pt0] = 0.0
+        edge_len = np.maximum(np.bincount(edge_of_point, weights=seg, minlength=n_edges),
+                              _MIN_LENGTH)
+        running = np.cumsum(seg)
+        local = running - running[pt0][edge_of_point]
         edge_base = np.concatenate([[0.0], np.cumsum(edge_len + 1.0)[:-1]])
-        local = [
-            np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(p, axis=0).T))]) for p in pts
-        ]
-        pts_key = np.concatenate([edge_base[e] + s for e, s in enumerate(local)])
         order = np.argsort(edge_u, kind="stable")
-        out_ptr = np.searchsorted(edge_u[order], np.arange(len(node_ids) + 1))
         return cls(
             node_xy=node_xy,
-            node_ids=node_ids,
+            node_ids=np.asarray(table.node_ids)[keep_node] if len(table.node_ids) else
+            np.flatnonzero(keep_node),
             edge_u=edge_u,
             edge_v=edge_v,
             edge_len=edge_len,
-            pts_xy=np.concatenate(pts),
-            pts_key=pts_key,
+            pts_xy=coords,
+            pts_key=edge_base[edge_of_point] + local,
             edge_base=edge_base,
-            edge_pt0=np.array(pt0),
-            edge_pt1=np.array(pt1),
-            crs=str(graph.graph.get("crs", "EPSG:32618")),
+            edge_pt0=pt0,
+            edge_pt1=pt1,
+            crs=table.crs,
             directed=directed,
-            out_ptr=out_ptr,
+            out_ptr=np.searchsorted(edge_u[order], np.arange(len(node_xy) + 1)),
             out_edges=order,
         )
+
+    # --- persistence ---------------------------------------------------------------
+    ARRAYS = ("node_xy", "node_ids", "edge_u", "edge_v", "edge_len", "pts_xy", "pts_key",
+              "edge_base", "edge_pt0", "edge_pt1", "out_ptr", "out_edges")
+
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """Plain arrays (no pickled objects) for the map cache."""
+        out = {f"{prefix}{name}": getattr(self, name) for name in self.ARRAYS}
+        ids = self.node_ids
+        if ids.dtype == object:
+            ids = ids.astype(str)
+        out[f"{prefix}node_ids"] = ids
+        out[f"{prefix}meta"] = np.array([self.crs, "directed" if self.directed else "walk"])
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> StreetNetwork:
+        crs, mode = (str(v) for v in arrays[f"{prefix}meta"])
+        values = {name: np.asarray(arrays[f"{prefix}{name}"]) for name in cls.ARRAYS}
+        return cls(**values, crs=crs, directed=mode == "directed")
 
     # --- geometry ------------------------------------------------------------------
     @property
@@ -197,49 +234,63 @@ class StreetNetwork:
         key = (tuple(probs), None if allowed_nodes is None else allowed_nodes.tobytes())
         if key in self._tables:
             return self._tables[key]
-        ptr, nxt, prob, turn = [0], [], [], []
-        for e in range(self.n_edges):
-            v = self.edge_v[e]
-            outs = self.out_edges[self.out_ptr[v] : self.out_ptr[v + 1]]
-            candidates = [f for f in outs if self.edge_v[f] != self.edge_u[e]]
-            if allowed_nodes is not None:
-                inside = [f for f in candidates if allowed_nodes[self.edge_v[f]]]
-                candidates = inside or (
-                    [] if any(allowed_nodes[self.edge_v[f]] for f in outs) else candidates
-                )
-            if not candidates:
-                back = [f for f in outs if self.edge_v[f] == self.edge_u[e]]
-                candidates = back or list(outs)
-            h_in = self.heading(e, at_end=True)
-            classes = [self._classify(h_in, self.heading(f, at_end=False)) for f in candidates]
-            weights = np.array([probs[c] if c != BACK else 0.0 for c in classes])
-            counts = {c: classes.count(c) for c in set(classes)}
-            weights = weights / np.array([counts[c] for c in classes])
-            if weights.sum() <= 0:
-                weights = np.ones(len(candidates))
-            weights = weights / weights.sum()
-            nxt.extend(candidates)
-            prob.extend(weights)
-            turn.extend(classes)
-            ptr.append(len(nxt))
-        ptr_a, prob_a = np.array(ptr), np.array(prob)
-        cum = np.empty_like(prob_a)
-        for e in range(self.n_edges):
-            cum[ptr_a[e] : ptr_a[e + 1]] = e + np.cumsum(prob_a[ptr_a[e] : ptr_a[e + 1]])
-            cum[ptr_a[e + 1] - 1] = e + 1.0
-        table = TurnTable(ptr_a, np.array(nxt), prob_a, np.array(turn), cum)
+        table = self._build_turn_table(np.asarray(probs, float), allowed_nodes)
         self._tables[key] = table
         return table
 
-    @staticmethod
-    def _classify(h_in: np.ndarray, h_out: np.ndarray) -> int:
-        cross = h_in[0] * h_out[1] - h_in[1] * h_out[0]
-        angle = np.degrees(np.arctan2(cross, float(h_in @ h_out)))
-        if abs(angle) <= 45.0:
-            return STRAIGHT
-        if abs(angle) >= 160.0:
-            return BACK
-        return LEFT if angle > 0 else RIGHT
+    def _build_turn_table(
+        self, probs: np.ndarray, allowed_nodes: np.ndarray | None
+    ) -> TurnTable:
+        """All edges' next-edge distributions at once (candidates as one flat array)."""
+        n_edges = self.n_edges
+        v = self.edge_v
+        outs_n = self.out_ptr[v + 1] - self.out_ptr[v]
+        owner = np.repeat(np.arange(n_edges), outs_n)
+        cand = self.out_edges[ranges(self.out_ptr[v], outs_n)]
+        back = self.edge_v[cand] == self.edge_u[owner]
+        use = ~back
+        if allowed_nodes is not None:
+            inside = allowed_nodes[self.edge_v[cand]]
+            any_inside_forward = np.bincount(owner, weights=use & inside, minlength=n_edges) > 0
+            any_inside = np.bincount(owner, weights=inside, minlength=n_edges) > 0
+            restricted = any_inside_forward[owner]
+            blocked = (~any_inside_forward & any_inside)[owner]
+            use = np.where(restricted, use & inside, np.where(blocked, False, use))
+        empty = np.bincount(owner, weights=use, minlength=n_edges) == 0
+        has_back = np.bincount(owner, weights=back, minlength=n_edges) > 0
+        fallback = empty[owner]
+        use = np.where(fallback, np.where(has_back[owner], back, True), use)
+        owner, cand = owner[use], cand[use]
+
+        h_in = self._headings(at_end=True)[owner]
+        h_out = self._headings(at_end=False)[cand]
+        cross = h_in[:, 0] * h_out[:, 1] - h_in[:, 1] * h_out[:, 0]
+        angle = np.degrees(np.arctan2(cross, (h_in * h_out).sum(1)))
+        turn = np.where(
+            np.abs(angle) <= 45.0,
+            STRAIGHT,
+            np.where(np.abs(angle) >= 160.0, BACK, np.where(angle > 0, LEFT, RIGHT)),
+        )
+        class_count = np.bincount(owner * 4 + turn, minlength=4 * n_edges)[owner * 4 + turn]
+        weights = np.where(turn == BACK, 0.0, np.append(probs, 0.0)[turn]) / class_count
+        total = np.bincount(owner, weights=weights, minlength=n_edges)
+        per_edge = np.bincount(owner, minlength=n_edges)
+        weights = np.where(total[owner] > 0, weights, 1.0)
+        total = np.where(total > 0, total, per_edge)
+        prob = weights / total[owner]
+        ptr = np.concatenate([[0], np.cumsum(per_edge)])
+        running = np.cumsum(prob)
+        cum = owner + running - np.concatenate([[0.0], running])[ptr[:-1]][owner]
+        cum[ptr[1:] - 1] = np.arange(n_edges) + 1.0
+        return TurnTable(ptr, cand, prob, turn, cum)
+
+    def _headings(self, *, at_end: bool) -> np.ndarray:
+        """Unit direction of every edge where it starts (or ends)."""
+        if at_end:
+            seg = self.pts_xy[self.edge_pt1 - 1] - self.pts_xy[self.edge_pt1 - 2]
+        else:
+            seg = self.pts_xy[self.edge_pt0 + 1] - self.pts_xy[self.edge_pt0]
+        return seg / np.maximum(np.hypot(*seg.T), 1e-12)[:, None]
 
     def random_edges(
         self, count: int, rng: np.random.Generator, *, allowed_nodes: np.ndarray | None = None
@@ -299,3 +350,40 @@ class StreetNetwork:
             edges[active] = new
             offsets[active] = 0.0
         return edges, offsets
+
+
+def table_from_graph(graph: nx.MultiDiGraph) -> EdgeTable:
+    """An osmnx-style projected graph as an :class:`EdgeTable` (one pass over its edges).
+
+    Edges without a ``geometry`` are straight; geometries are oriented from ``u`` to ``v``.
+    """
+    node_ids = np.array(list(graph.nodes), dtype=object)
+    index = {node: i for i, node in enumerate(node_ids)}
+    node_xy = np.array([(d["x"], d["y"]) for _, d in graph.nodes(data=True)], float).reshape(
+        -1, 2
+    )
+    edges = list(graph.edges(data="geometry"))
+    edge_u = np.array([index[u] for u, _, _ in edges], np.int64)
+    edge_v = np.array([index[v] for _, v, _ in edges], np.int64)
+    geoms = np.array([g for *_, g in edges], dtype=object)
+    table = _with_geometries(node_ids, node_xy, edge_u, edge_v, geoms,
+                             str(graph.graph.get("crs", "EPSG:32618")))
+    return table.oriented()
+
+
+def _with_geometries(node_ids, node_xy, edge_u, edge_v, geoms, crs) -> EdgeTable:
+    """Attach polylines (shapely geometries or None = straight) to edges, vectorised."""
+    has = np.array([g is not None for g in geoms], bool) if len(geoms) else np.zeros(0, bool)
+    counts = np.full(len(edge_u), 2, np.int64)
+    geom_coords, owner = (np.zeros((0, 2)), np.zeros(0, np.int64))
+    if has.any():
+        geom_coords, owner = shapely.get_coordinates(geoms[has], return_index=True)
+        counts[has] = np.bincount(owner, minlength=int(has.sum()))
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    coords = np.empty((int(ptr[-1]), 2))
+    straight = np.flatnonzero(~has)
+    coords[ptr[straight]] = node_xy[edge_u[straight]]
+    coords[ptr[straight] + 1] = node_xy[edge_v[straight]]
+    curved = np.flatnonzero(has)
+    coords[ranges(ptr[curved], counts[curved])] = geom_coords[:, :2]
+    return EdgeTable(node_ids, node_xy, edge_u, edge_v, coords, ptr, crs)

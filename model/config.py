@@ -32,6 +32,14 @@ COUNT_SETTING: dict[str, str] = {
     "uav": "uavs",
 }
 
+KIND_POLICY: dict[str, str] = {
+    "vehicle": "cached_lru",  # Cached-DFL (Wang et al., AAAI 2025): cars carry model caches
+    "pedestrian": "dpsgd",  # de Heredia (2024), Alg. 1: walkers average with who they meet
+    "sensor": "fedavg_weighted",  # Reza et al. (DAM/DCM), eq. 2: static clients ...
+    "uav": "fedavg_weighted",  # ... and the mobile clients that visit them share one policy
+}
+"""What ``policy = "auto"`` (the default) gives each kind: the seed system built for it."""
+
 Check = Callable[[Any], str | None]
 """A check returns ``None`` when the value is fine, else the text saying what is allowed."""
 
@@ -63,14 +71,16 @@ def one_of(*choices: str) -> Check:
     return check
 
 
-def _registered(registry_name: str) -> Check:
+def _registered(registry_name: str, *, allow_auto: bool = False) -> Check:
     """Check a name against a registry resolved lazily (registries import this module)."""
 
     def check(value: str | None) -> str | None:
         if value is None:
             return None
-        names = _registry_names(registry_name)
-        return None if value in names else "one of " + ", ".join(sorted(names))
+        names = sorted(_registry_names(registry_name))
+        if registry_name == "policy" and allow_auto:
+            names = ["auto", *names]
+        return None if value in names else "one of " + ", ".join(names)
 
     return check
 
@@ -126,16 +136,19 @@ class Config:
 
     # --- world ---------------------------------------------------------------------
     map: str = _setting(
-        "nyc_uws",
-        "street map: nyc_uws (bundled), helsinki_drive, helsinki_walk, grid:RxC[:SPACING], "
-        "a .graphml/.osm/.osm.bz2/.osm.pbf file, or place:NAME / bbox:W,S,E,N / "
+        "manhattan_grid",
+        "street map: helsinki_drive, helsinki_walk, nyc_uws (bundled real OSM), "
+        "manhattan_grid (synthetic, Manhattan-sized), grid:RxC[:SPACING], a .graphml/.osm/"
+        ".osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, or place:NAME / bbox:W,S,E,N / "
         "point:LAT,LON,DIST_M (online, cached)",
     )
-    map_cache: str = _setting("~/.cache/mobidfl/maps", "folder where online maps are cached")
-    vehicles: int = _setting(20, "number of vehicles", non_negative)
-    pedestrians: int = _setting(0, "number of pedestrians", non_negative)
-    sensors: int = _setting(0, "number of static sensors (one per grid cell)", non_negative)
-    uavs: int = _setting(0, "number of UAVs (move between grid cells)", non_negative)
+    map_cache: str = _setting(
+        "~/.cache/mobidfl/maps", "folder where built street arrays and online maps are cached"
+    )
+    vehicles: int = _setting(100, "number of vehicles (Cached-DFL: 100 cars)", non_negative)
+    pedestrians: int = _setting(40, "number of pedestrians", non_negative)
+    sensors: int = _setting(30, "number of static sensors (one per grid cell)", non_negative)
+    uavs: int = _setting(6, "number of UAVs (move between grid cells)", non_negative)
     steps: int = _setting(20, "number of steps (global epochs)", at_least_one)
     step_s: float = _setting(120.0, "seconds per step (seed 003: 120 s epochs)", positive)
     seed: int = _setting(0, "random seed (mobility, data, models)")
@@ -193,7 +206,12 @@ class Config:
     workers: int = _setting(1, "worker processes for the loop backend", at_least_one)
     eval_every: int = _setting(1, "evaluate every E steps", at_least_one)
     test_size: int = _setting(500, "shared test sample size", at_least_one)
-    policy: str = _setting("dpsgd", "exchange policy for all kinds", _registered("policy"))
+    policy: str = _setting(
+        "auto",
+        "exchange policy for all kinds; auto = each kind's own seed system (vehicle "
+        "cached_lru, pedestrian dpsgd, sensor and uav fedavg_weighted)",
+        _registered("policy", allow_auto=True),
+    )
     mobility_alpha: float = _setting(
         0.0, "mobility_aware: alpha in W_ij = 1/N + alpha (X_ij - 1/N)", unit_interval
     )
@@ -228,7 +246,8 @@ class Config:
         return getattr(self, kind)
 
     def policy_of(self, kind: str) -> str:
-        return self.kind(kind).policy or self.policy
+        chosen = self.kind(kind).policy or self.policy
+        return KIND_POLICY[kind] if chosen == "auto" else chosen
 
     def partition_of(self, kind: str) -> str:
         return self.kind(kind).partition or self.partition

@@ -65,6 +65,34 @@ def mean_distinct_neighbours(model: MobiDFLModel) -> float:
     return float(model.distinct_neighbours.mean())
 
 
+SATURATED_SHARE = 0.3
+"""Mean neighbours above this share of the fleet: everyone meets everyone, mobility is moot."""
+
+
+def fleet_share_in_contact(model: MobiDFLModel) -> float:
+    """Mean neighbours this step as a share of the rest of the fleet (contact density)."""
+    return float(model.neighbours_now.mean()) / max(model.n_agents - 1, 1)
+
+
+def kind_share_in_contact(model: MobiDFLModel, kind: str) -> float:
+    """Mean same-kind neighbours of ``kind`` as a share of the rest of that kind.
+
+    Policies mix among their own members (usually one kind), so a kind can be saturated
+    even when the whole fleet is not (e.g. fast cars among slow pedestrians).
+    """
+    members = model.kind_of == kind
+    count = int(members.sum())
+    if count < 2:
+        return float("nan")
+    same = model.adjacency[members][:, members]
+    return float(same.nnz) / count / (count - 1)
+
+
+def fleet_share_met(model: MobiDFLModel) -> float:
+    """Share of the rest of the fleet an agent has met so far (Cached-DFL's mixing reach)."""
+    return float(model.distinct_neighbours.mean()) / max(model.n_agents - 1, 1)
+
+
 def _nanmean(values: np.ndarray) -> float:
     return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
 
@@ -221,7 +249,13 @@ class MobiDFLModel(mesa.Model):
             "contacts": contact_pairs,
             "neighbours_mean": mean_neighbours,
             "distinct_neighbours_mean": mean_distinct_neighbours,
+            "neighbours_share": fleet_share_in_contact,
+            "met_share": fleet_share_met,
         }
+        kinds = list(dict.fromkeys(self.kind_of))
+        if len(kinds) > 1:
+            for kind in kinds:
+                reporters[f"neighbours_share_{kind}"] = partial(kind_share_in_contact, kind=kind)
         if self.hm.any():
             reporters["distinct_neighbours_hm"] = partial(distinct_neighbours_of_class, high=True)
             reporters["distinct_neighbours_lm"] = partial(
@@ -281,6 +315,34 @@ class MobiDFLModel(mesa.Model):
         self.datacollector.collect(self)
         if self.steps % config.record_every == 0 or self.steps == config.steps:
             self._record_agents()
+
+    def density_summary(self) -> tuple[str, bool]:
+        """One line on contact density over the steps so far, and whether it is saturated.
+
+        Saturated = on average an agent is in contact with more than
+        :data:`SATURATED_SHARE` of the fleet each step: then every policy sees nearly the
+        same complete graph and mobility effects cannot appear (use a larger map, fewer
+        agents or a shorter ``radius_m``).
+        """
+        table = self.model_table()
+        moving = table[table["step"] > 0]
+        if moving.empty:
+            return "density: no step run yet", False
+        neighbours = float(moving["neighbours_mean"].mean())
+        share = float(moving["neighbours_share"].mean())
+        met = float(table["met_share"].iloc[-1])
+        text = (
+            f"density: {neighbours:.2f} neighbours per agent per step ({share:.1%} of the "
+            f"fleet), {met:.1%} of the fleet met by step {self.steps}"
+        )
+        per_kind = {
+            column.removeprefix("neighbours_share_"): float(moving[column].mean())
+            for column in moving.columns
+            if column.startswith("neighbours_share_") and moving[column].notna().any()
+        }
+        if per_kind:
+            text += "; same-kind: " + ", ".join(f"{k} {v:.1%}" for k, v in per_kind.items())
+        return text, max([share, *per_kind.values()]) > SATURATED_SHARE
 
     def run(self, *, steps: int | None = None, progress: Callable[[int], None] | None = None):
         """Run ``steps`` (default: the ``steps`` setting) steps; ``progress(step)`` after each."""

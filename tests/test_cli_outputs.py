@@ -11,6 +11,7 @@ import pytest
 from analysis.cli import main
 
 SMALL = [
+    "--set", "map=nyc_uws", "--set", "policy=dpsgd",
     "--set", "vehicles=12", "--set", "pedestrians=4", "--set", "sensors=3", "--set", "uavs=2",
     "--set", "steps=3", "--set", "local_steps=2", "--set", "test_size=200", "--quiet",
 ]
@@ -91,13 +92,14 @@ def test_same_seed_same_agents_different_seed_different(tmp_path):
     [
         ("vehicles=-1", "setting 'vehicles' = -1"),
         ("map=atlantis", "setting 'map' = 'atlantis'"),
-        ("sensors=5000", "setting 'sensors' = 5000"),
+        ("sensors=500", "setting 'sensors' = 500"),
         ("turn_right=0.3", "sum to 1"),
     ],
 )
 def test_bad_input_fails_before_anything_is_written(tmp_path, capsys, assignment, fragment):
     out = tmp_path / "never"
-    code = main(["run", "--out", str(out), "--set", assignment, "--quiet"])
+    code = main(["run", "--out", str(out), "--set", "map=nyc_uws", "--set", assignment,
+                 "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert fragment in err and len(err.splitlines()) == 1

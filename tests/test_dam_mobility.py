@@ -143,7 +143,8 @@ def test_real_run_never_moves_more_than_rm(mobility: str) -> None:
     # Prepare: seed 001's world at toy size: 12 x 12 cells, 8 sensors, 3 UAVs, R_m = 2.
     model = MobiDFLModel(
         **{
-            "map": "grid:2x2:120", "cell_m": 10.0, "vehicles": 0, "sensors": 8, "uavs": 3,
+            "map": "grid:2x2:120", "cell_m": 10.0, "vehicles": 0, "pedestrians": 0,
+            "sensors": 8, "uavs": 3,
             "uav.mobility": mobility, "rm_cells": 2.0, "radius_m": 30.1, "contact": "end",
             "policy": "fedavg_weighted", "partition": "dirichlet", "dirichlet_alpha": 0.05,
             "steps": 12, "local_steps": 1, "batch_size": 10, "eval_every": 12,
@@ -229,7 +230,8 @@ def test_model_checkpoint_resume_equals_uninterrupted_run(tmp_path, mobility: st
     from model.checkpoint import load, save_atomic
 
     settings = {
-        "map": "grid:2x2:80", "cell_m": 10.0, "vehicles": 0, "sensors": 5, "uavs": 2,
+        "map": "grid:2x2:80", "cell_m": 10.0, "vehicles": 0, "pedestrians": 0, "sensors": 5,
+        "uavs": 2,
         "uav.mobility": mobility, "rm_cells": 1.0, "radius_m": 20.1, "contact": "end",
         "policy": "fedavg_weighted", "partition": "dirichlet", "dirichlet_alpha": 0.05,
         "steps": 8, "local_steps": 1, "batch_size": 10, "eval_every": 4, "test_size": 100,

@@ -8,8 +8,10 @@ import pytest
 
 from model.errors import ConfigError
 from model.world import MobiDFLModel
+from tests.worlds import NO_AGENTS, UWS_CARS
 
-RUN = dict(vehicles=20, steps=15, test_size=300, eval_every=15, partition="shards")
+RUN = dict({k: v for k, v in UWS_CARS.items() if k != "policy"}, steps=15, test_size=300,
+           eval_every=15, partition="shards")
 
 
 def _final_accuracy(policy: str, seed: int) -> float:
@@ -39,7 +41,8 @@ def test_same_seed_gives_identical_model_csv():
 def test_kinds_can_use_different_policies_in_one_run():
     # Prepare
     model = MobiDFLModel(
-        vehicles=10, sensors=6, steps=3, test_size=100, vehicle_policy="dpsgd",
+        **NO_AGENTS | {"vehicles": 10, "sensors": 6}, map="nyc_uws", steps=3, test_size=100,
+        vehicle_policy="dpsgd",
         sensor_policy="local",
     )
     sensors = np.flatnonzero(model.kind_of == "sensor")

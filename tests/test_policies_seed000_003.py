@@ -20,9 +20,11 @@ from model.policies import AgentTable, ExchangeContext, make_policy
 from model.policies.cached import even_group_limits, parse_group_limits
 from model.policies.defedavg import pairwise_rows
 from model.world import MobiDFLModel
+from tests.worlds import NO_AGENTS
 
 TINY = dict(local_steps=1, batch_size=8, test_size=60, eval_every=1)
-WALKERS = {"vehicles": 0, "pedestrians": 10, "pedestrian.mobility": "random_walk"}
+WALKERS = {**NO_AGENTS, "map": "nyc_uws", "pedestrians": 10,
+           "pedestrian.mobility": "random_walk"}
 
 
 def path_graph(n: int) -> sp.csr_matrix:

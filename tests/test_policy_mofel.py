@@ -14,12 +14,15 @@ from model.config import Config
 from model.errors import ConfigError
 from model.maths.mofel import Cycle, Selection, Visits, feasible, nfc
 from model.world import MobiDFLModel
+from tests.worlds import NO_AGENTS
 
 TAU = 60.0
 
 
 def build(policy: str, *, speed: float = 10.0, vehicles: int = 30, steps: int = 36, **kw):
     settings = dict(
+        NO_AGENTS,
+        map="nyc_uws",
         vehicles=vehicles,
         steps=steps,
         step_s=10.0,
@@ -196,7 +199,8 @@ def test_territories_split_the_map_when_servers_differ_from_areas():
 def test_mofel_needs_route_mobility():
     # Execute / Assert
     with pytest.raises(ConfigError, match="vehicle.mobility"):
-        MobiDFLModel(vehicles=4, steps=1, test_size=50, **{"vehicle.policy": "mofel"})
+        MobiDFLModel(**NO_AGENTS | {"vehicles": 4}, steps=1, test_size=50,
+                     **{"vehicle.policy": "mofel"})
 
 
 def test_route_predictions_match_the_drive_and_paths_are_shortest(nyc):

@@ -28,6 +28,8 @@ TINY = {
     "map": "grid:4x5:100",  # 400 m x 300 m: 4 x 3 = 12 cells of 100 m
     "cell_m": 100.0,
     "vehicles": 0,
+    "pedestrians": 0,
+    "uavs": 0,
     "sensors": 12,
     "sensor.mobility": "psfl_walker",
     "areas": 3,

@@ -129,7 +129,9 @@ def test_parameter_figures_need_their_parameter_swept(sweep_dir):
 def test_single_run_report_with_mixed_policies_plots_one_curve_per_policy(tmp_path):
     # Prepare
     out = tmp_path / "run"
-    assert main(["run", "--out", str(out), "--quiet", "--set", "vehicles=6",
+    assert main(["run", "--out", str(out), "--quiet", "--set", "map=nyc_uws",
+                 "--set", "policy=dpsgd", "--set", "sensors=0", "--set", "uavs=0",
+                 "--set", "vehicles=6",
                  "--set", "pedestrians=4", "--set", "steps=3", "--set", "local_steps=1",
                  "--set", "test_size=100", "--set", "pedestrian.policy=local",
                  "--set", "seed=4"]) == 0

@@ -16,7 +16,12 @@ from model.world import MobiDFLModel
 
 BASE = """
 [base]
+map = "nyc_uws"
 vehicles = 6
+pedestrians = 0
+sensors = 0
+uavs = 0
+policy = "dpsgd"
 steps = 3
 local_steps = 1
 test_size = 100
@@ -102,7 +107,8 @@ def test_each_run_equals_the_model_run_directly_with_its_seed(local_sweep):
     # Prepare
     _, out = local_sweep
     runs = load_runs(out)
-    settings = dict(vehicles=6, steps=3, local_steps=1, test_size=100,
+    settings = dict(map="nyc_uws", vehicles=6, pedestrians=0, sensors=0, uavs=0,
+                    policy="dpsgd", steps=3, local_steps=1, test_size=100,
                     **{"vehicle.mobility": "random_walk"})
     finals = {}
     for (seed, p), table in runs.groupby(["seed", "hm_fraction"]):

@@ -163,6 +163,9 @@ def base_settings(scale: Scale, *, seed: int) -> dict[str, Any]:
     return {
         "map": "nyc_uws",
         "vehicles": scale.cars,
+        "pedestrians": 0,
+        "sensors": 0,
+        "uavs": 0,
         "vehicle.mobility": "manhattan",
         "vehicle.speed": 13.89,
         "turn_straight": 0.5,

@@ -28,6 +28,8 @@ import torch
 from model.world import MobiDFLModel
 
 SCENARIO = {
+    "map": "nyc_uws",
+    "pedestrians": 0,
     "vehicle.policy": "cached_lru",
     "sensor.policy": "psfl",
     "uav.policy": "fedavg_weighted",

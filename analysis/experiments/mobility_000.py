@@ -161,6 +161,8 @@ def settings_for(scale: Scale, *, p: float, alpha: float, seed: int) -> dict[str
         "map": MAP,
         "vehicles": 0,
         "pedestrians": scale.clients,
+        "sensors": 0,
+        "uavs": 0,
         "pedestrian.mobility": "random_walk",
         "hm_fraction": p,
         "beta": PAPER_BETA,

@@ -1,0 +1,181 @@
+"""A street map as flat arrays: the common form every map source is turned into.
+
+An :class:`EdgeTable` is a directed multigraph in projected metres: one row per direction
+a street can be travelled (a two-way street is two rows), each with its polyline geometry
+oriented from ``u`` to ``v``. Every operation here works on whole arrays at once, so a
+borough of ~18k intersections and ~55k street segments is handled in well under a second
+(no per-edge Python: the reason v0.1 needed over a minute for such a map).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pyproj import CRS, Transformer
+
+_NOT_METRIC = (3857, 900913)  # web Mercator: projected, but metres grow with latitude
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(s, s + n)`` for every (s, n), without a Python loop."""
+    lengths = np.asarray(lengths, np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(np.asarray(starts, np.int64), lengths) + np.arange(total) - offsets
+
+
+@dataclass
+class EdgeTable:
+    """Directed street edges with their geometries (metres in ``crs``).
+
+    Attributes:
+        node_ids: original node identifiers (OSM ids or generated), one per node.
+        node_xy: ``[n, 2]`` node positions.
+        edge_u, edge_v: node indices of each directed edge.
+        coords: ``[P, 2]`` geometry points of all edges, edge ``e`` owning
+            ``coords[ptr[e]:ptr[e + 1]]`` (at least two points, oriented u -> v).
+        ptr: ``[E + 1]`` offsets into ``coords``.
+        crs: the projected CRS of all coordinates.
+    """
+
+    node_ids: np.ndarray
+    node_xy: np.ndarray
+    edge_u: np.ndarray
+    edge_v: np.ndarray
+    coords: np.ndarray
+    ptr: np.ndarray
+    crs: str
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_xy)
+
+    @property
+    def n_edges(self) -> int:
+        return len(self.edge_u)
+
+    @property
+    def point_counts(self) -> np.ndarray:
+        return np.diff(self.ptr)
+
+    def subset(self, edges: np.ndarray) -> EdgeTable:
+        """The table restricted to ``edges`` (indices or a boolean mask); nodes kept."""
+        edges = np.flatnonzero(edges) if np.asarray(edges).dtype == bool else np.asarray(edges)
+        counts = self.point_counts[edges]
+        coords = self.coords[ranges(self.ptr[edges], counts)]
+        ptr = np.concatenate([[0], np.cumsum(counts)])
+        return EdgeTable(
+            self.node_ids, self.node_xy, self.edge_u[edges], self.edge_v[edges], coords, ptr,
+            self.crs,
+        )
+
+    def with_reverse(self, edges: np.ndarray) -> EdgeTable:
+        """Append the opposite direction of ``edges`` (indices or mask), geometry reversed."""
+        edges = np.flatnonzero(edges) if np.asarray(edges).dtype == bool else np.asarray(edges)
+        if not len(edges):
+            return self
+        counts = self.point_counts[edges]
+        starts = self.ptr[edges]
+        local = ranges(np.zeros(len(edges), np.int64), counts)
+        reverse = np.repeat(starts + counts - 1, counts) - local
+        ptr = np.concatenate([self.ptr, self.ptr[-1] + np.cumsum(counts)])
+        return EdgeTable(
+            self.node_ids,
+            self.node_xy,
+            np.concatenate([self.edge_u, self.edge_v[edges]]),
+            np.concatenate([self.edge_v, self.edge_u[edges]]),
+            np.concatenate([self.coords, self.coords[reverse]]),
+            ptr,
+            self.crs,
+        )
+
+    def oriented(self) -> EdgeTable:
+        """Geometries reversed where they start nearer ``v`` than ``u`` (osmnx omits order)."""
+        first = self.coords[self.ptr[:-1]]
+        last = self.coords[self.ptr[1:] - 1]
+        at_u = self.node_xy[self.edge_u]
+        flip = ((first - at_u) ** 2).sum(1) > ((last - at_u) ** 2).sum(1)
+        if not flip.any():
+            return self
+        counts = self.point_counts
+        local = ranges(np.zeros(self.n_edges, np.int64), counts)
+        start = np.repeat(self.ptr[:-1], counts)
+        index = np.where(
+            np.repeat(flip, counts), start + np.repeat(counts - 1, counts) - local, start + local
+        )
+        return EdgeTable(
+            self.node_ids, self.node_xy, self.edge_u, self.edge_v, self.coords[index], self.ptr,
+            self.crs,
+        )
+
+    def projected(self) -> EdgeTable:
+        """Coordinates in metres: a geographic table is moved to its UTM zone (as osmnx)."""
+        crs = CRS.from_user_input(self.crs)
+        if crs.is_projected and crs.to_epsg() not in _NOT_METRIC:
+            return self
+        centre = self.node_xy.mean(axis=0)
+        lon, lat = Transformer.from_crs(crs, "EPSG:4326", always_xy=True).transform(*centre)
+        zone = int(np.floor((lon + 180.0) / 6.0)) % 60 + 1
+        target = f"EPSG:{32600 + zone if lat >= 0 else 32700 + zone}"
+        move = Transformer.from_crs(crs, target, always_xy=True).transform
+        node_xy = np.column_stack(move(self.node_xy[:, 0], self.node_xy[:, 1]))
+        coords = np.column_stack(move(self.coords[:, 0], self.coords[:, 1]))
+        return EdgeTable(
+            self.node_ids, node_xy, self.edge_u, self.edge_v, coords, self.ptr, target
+        )
+
+
+def from_segments(
+    start_xy: np.ndarray,
+    end_xy: np.ndarray,
+    *,
+    crs: str,
+    two_way: np.ndarray | bool = True,
+    geometry: tuple[np.ndarray, np.ndarray] | None = None,
+    snap_m: float = 0.5,
+) -> EdgeTable:
+    """Join street segments into a graph: segments whose ends coincide share a node.
+
+    Ends are matched after rounding to ``snap_m`` (in the units of ``crs``; geographic
+    tables are projected first so the tolerance is in metres).
+
+    Args:
+        start_xy, end_xy: ``[E, 2]`` segment ends.
+        crs: CRS of the coordinates.
+        two_way: per segment (or for all), whether it can be travelled end -> start too.
+        geometry: optional ``(coords, ptr)`` polylines per segment (start to end).
+        snap_m: distance under which two ends are the same intersection.
+    """
+    start_xy = np.asarray(start_xy, float)
+    end_xy = np.asarray(end_xy, float)
+    n = len(start_xy)
+    if geometry is None:
+        coords = np.stack([start_xy, end_xy], axis=1).reshape(-1, 2)
+        ptr = np.arange(0, 2 * n + 1, 2)
+    else:
+        coords, ptr = geometry
+    ends = np.concatenate([start_xy, end_xy])
+    table = EdgeTable(
+        np.arange(0), ends, np.arange(n), np.arange(n) + n, np.asarray(coords, float),
+        np.asarray(ptr), crs,
+    ).projected()
+    keys = np.round(table.node_xy / snap_m).astype(np.int64)
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    node_xy = np.zeros((len(unique), 2))
+    np.add.at(node_xy, inverse, table.node_xy)
+    node_xy /= np.bincount(inverse, minlength=len(unique))[:, None]
+    joined = EdgeTable(
+        np.arange(len(unique), dtype=np.int64),
+        node_xy,
+        inverse[:n],
+        inverse[n:],
+        table.coords,
+        table.ptr,
+        table.crs,
+    )
+    both = np.broadcast_to(np.asarray(two_way, bool), (n,))
+    return joined.with_reverse(np.flatnonzero(both))

@@ -1,0 +1,275 @@
+"""City-scale maps: vectorised street arrays, new map formats, the array cache, density."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from maps.network import StreetNetwork
+from maps.sources import load_edges, load_graph, manhattan_grid
+from maps.world import WorldMap, street_networks
+from model.errors import ConfigError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+PROBS = (0.5, 0.25, 0.25)
+
+
+def _edges(net) -> list[tuple[str, str, float]]:
+    ids = net.node_ids
+    return sorted(
+        (str(ids[u]), str(ids[v]), round(float(length), 6))
+        for u, v, length in zip(net.edge_u, net.edge_v, net.edge_len, strict=True)
+    )
+
+
+def _turns(net, table) -> list[tuple]:
+    ids = net.node_ids
+    rows = []
+    for e in range(net.n_edges):
+        for k in range(table.ptr[e], table.ptr[e + 1]):
+            f = table.nxt[k]
+            rows.append((str(ids[net.edge_u[e]]), str(ids[net.edge_v[e]]),
+                         round(float(net.edge_len[e]), 4), str(ids[net.edge_v[f]]),
+                         round(float(net.edge_len[f]), 4), round(float(table.prob[k]), 9),
+                         int(table.turn[k])))
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("spec", ["nyc_uws", "helsinki_drive"])
+@pytest.mark.parametrize("directed", [True, False])
+def test_vectorised_network_equals_the_v01_per_edge_build(spec, directed):
+    from legacy_network import StreetNetwork as Legacy  # v0.1's per-edge code, the oracle
+
+    # Prepare
+    graph = load_graph(spec)
+    allowed_fraction = 0.5
+    # Execute
+    old = Legacy.from_graph(graph, directed=directed)
+    new = StreetNetwork.from_graph(graph, directed=directed)
+    inside = set(map(str, new.node_ids[: int(len(new.node_ids) * allowed_fraction)]))
+    new_allowed = np.array([str(i) in inside for i in new.node_ids])
+    old_allowed = np.array([str(i) in inside for i in old.node_ids])
+    # Assert: same edges, lengths, and Manhattan turn distributions (also area-restricted)
+    assert _edges(new) == _edges(old)
+    assert _turns(new, new.turn_table(PROBS)) == _turns(old, old.turn_table(PROBS))
+    assert _turns(new, new.turn_table(PROBS, allowed_nodes=new_allowed)) == _turns(
+        old, old.turn_table(PROBS, allowed_nodes=old_allowed)
+    )
+
+
+def _segments_csv(path: Path, rows: list[str], header: str = "StartLat,StartLong,EndLat,EndLong"):
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _csv_grid(path: Path) -> Path:
+    """A 3 x 3 lattice of two-way segments in Manhattan, as in Cached-DFL's public data."""
+    lat = [40.7800, 40.7809, 40.7818]  # ~100 m apart
+    lon = [-73.9700, -73.9688, -73.9676]  # ~100 m apart
+    rows = []
+    for i in range(3):
+        for j in range(2):
+            rows.append(f"{lat[i]},{lon[j]},{lat[i]},{lon[j + 1]}")
+            rows.append(f"{lat[j]},{lon[i]},{lat[j + 1]},{lon[i]}")
+    return _segments_csv(path, rows)
+
+
+def test_segment_csv_in_cached_dfl_format_becomes_a_projected_map(tmp_path):
+    # Prepare
+    path = _csv_grid(tmp_path / "segments.csv")
+    # Execute
+    drive, walk = street_networks(str(path), cache_dir=tmp_path / "cache")
+    # Assert: 9 intersections joined at shared ends, 12 two-way segments of ~100 m in UTM 18N
+    assert len(drive.node_xy) == 9
+    assert drive.n_edges == 24
+    assert "32618" in drive.crs
+    assert np.all((drive.edge_len > 95) & (drive.edge_len < 105))
+
+
+def test_segment_csv_runs_a_model(tmp_path):
+    from model.world import MobiDFLModel
+
+    # Prepare
+    path = _csv_grid(tmp_path / "segments.csv")
+    # Execute
+    model = MobiDFLModel(map=str(path), map_cache=str(tmp_path / "cache"), vehicles=6,
+                         pedestrians=0, sensors=0, uavs=0, learning=False, steps=2).run()
+    # Assert: cars stay on the streets of the CSV
+    assert model.steps == 2
+    assert model.world_map.drive.distance_to_network(model.position).max() < 1e-6
+
+
+@pytest.mark.parametrize(
+    "rows, header, fragment",
+    [
+        (["40.78,-73.97,40.79"], "StartLat,StartLong,EndLat", "missing: EndLong"),
+        (["40.78,abc,40.79,-73.97"], None, "numeric coordinates in every row (line 2)"),
+        (["40.78,-73.97,40.79,-73.96", "95.0,-73.97,40.79,-73.96"], None,
+         "latitudes in [-90, 90]"),
+        ([], None, "at least one road segment"),
+    ],
+)
+def test_bad_segment_csv_fails_with_one_line_naming_the_file(tmp_path, rows, header, fragment):
+    # Prepare
+    path = _segments_csv(tmp_path / "bad.csv", rows, header or "StartLat,StartLong,EndLat,EndLong")
+    # Execute
+    with pytest.raises(ConfigError) as info:
+        street_networks(str(path), cache_dir=tmp_path / "cache")
+    # Assert
+    message = str(info.value)
+    assert str(path) in message and fragment in message and "\n" not in message
+
+
+def test_map_with_no_connected_part_fails_with_one_line(tmp_path):
+    # Prepare: one one-way segment: no strongly connected part with two intersections
+    path = _segments_csv(tmp_path / "oneway.csv", ["40.78,-73.97,40.79,-73.97,true"],
+                         "StartLat,StartLong,EndLat,EndLong,oneway")
+    # Execute
+    with pytest.raises(ConfigError) as info:
+        WorldMap.build(str(path), cell_m=100.0, areas=1, seed=0, cache_dir=tmp_path / "c")
+    # Assert
+    assert "connected streets" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("suffix", [".gpkg", ".geojson"])
+def test_linestring_files_join_at_shared_end_points(tmp_path, suffix):
+    import geopandas as gpd
+    from shapely.geometry import LineString, MultiLineString
+
+    # Prepare: a square of streets (one as a MultiLineString) in WGS84, plus a curved street
+    a, b, c, d = (24.94, 60.170), (24.942, 60.170), (24.942, 60.171), (24.94, 60.171)
+    frame = gpd.GeoDataFrame(
+        {"name": ["s", "e", "n", "w"]},
+        geometry=[LineString([a, b]), MultiLineString([[b, (24.942, 60.1705)],
+                                                       [(24.942, 60.1705), c]]),
+                  LineString([c, (24.941, 60.1712), d]), LineString([d, a])],
+        crs="EPSG:4326",
+    )
+    path = tmp_path / f"streets{suffix}"
+    frame.to_file(path)
+    # Execute
+    drive, walk = street_networks(str(path), cache_dir=tmp_path / "cache")
+    # Assert: 5 intersections (the split east street adds one), all streets two-way
+    assert len(walk.node_xy) == 5
+    assert walk.n_edges == 10
+    assert "32635" in walk.crs
+    west, south, east, north = walk.bounds
+    assert 100 < east - west < 120 and 100 < north - south < 140
+
+
+def test_warm_load_reads_the_cache_and_a_changed_file_is_rebuilt(tmp_path, monkeypatch):
+    import maps.world as world_module
+
+    # Prepare
+    path = _csv_grid(tmp_path / "segments.csv")
+    cache = tmp_path / "cache"
+    first, _ = street_networks(str(path), cache_dir=cache)
+    files = list(cache.glob("net-*.npz"))
+
+    def no_source(*args, **kwargs):
+        raise AssertionError("the source was read although the cache is warm")
+
+    # Execute: warm load without the source loader
+    monkeypatch.setattr(world_module, "load_edges", no_source)
+    warm, _ = street_networks(str(path), cache_dir=cache)
+    monkeypatch.undo()
+    # a changed file (one segment removed) must not come from the old cache entry
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1]) + "\n")
+    changed, _ = street_networks(str(path), cache_dir=cache)
+    # Assert
+    assert len(files) == 1
+    assert np.array_equal(warm.pts_xy, first.pts_xy) and warm.crs == first.crs
+    assert changed.n_edges == first.n_edges - 2
+    assert len(list(cache.glob("net-*.npz"))) == 2
+
+
+def test_damaged_cache_file_is_rebuilt(tmp_path):
+    # Prepare
+    path = _csv_grid(tmp_path / "segments.csv")
+    cache = tmp_path / "cache"
+    street_networks(str(path), cache_dir=cache)
+    (entry,) = cache.glob("net-*.npz")
+    entry.write_bytes(b"not a zip file")
+    # Execute
+    drive, _ = street_networks(str(path), cache_dir=cache)
+    # Assert
+    assert drive.n_edges == 24
+    with np.load(entry) as arrays:
+        assert "drive_pts_xy" in arrays
+
+
+def test_map_cache_that_is_a_file_is_refused(tmp_path):
+    # Prepare
+    path = _csv_grid(tmp_path / "segments.csv")
+    blocker = tmp_path / "cache"
+    blocker.write_text("")
+    # Execute / Assert
+    with pytest.raises(ConfigError, match="setting 'map_cache'"):
+        street_networks(str(path), cache_dir=blocker)
+
+
+def test_manhattan_grid_has_manhattan_dimensions_and_one_way_streets():
+    # Execute
+    table = manhattan_grid()
+    drive = StreetNetwork.from_table(table, directed=True)
+    # Assert: 12 x 200 intersections, all reachable by car; ~2.97 km x 15.9 km
+    assert table.n_nodes == 2400 and len(drive.node_xy) == 2400
+    segments = 200 * 11 + 12 * 199
+    assert segments < drive.n_edges < 2 * segments  # most streets one-way
+    street_km = 200 * 11 * 0.270 + 12 * 199 * 0.080  # 785 km of street segments
+    assert street_km < drive.edge_len.sum() / 1000 < 1.2 * street_km
+    c, s = np.cos(np.radians(29.0)), np.sin(np.radians(29.0))
+    unrotated = drive.node_xy @ np.array([[c, s], [-s, c]])  # undo the 29° clockwise turn
+    extent = np.ptp(unrotated, axis=0)
+    assert np.allclose(extent, [2970.0, 15920.0], rtol=1e-3)
+
+
+@pytest.mark.parametrize("spec, fragment", [
+    ("grid:3x3:0", "spacing > 0"),
+    ("grid:100000x100000", "at most 4,000,000 intersections"),
+    ("grid:axb", "grid:RxC"),
+    ("bbox:-73.9,40.8,-74.0,40.7", "WEST<EAST"),
+])
+def test_bad_generated_or_online_maps_fail_fast(spec, fragment, tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_edges(spec, cache_dir=tmp_path)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_density_is_recorded_and_saturation_is_flagged():
+    from model.world import MobiDFLModel
+
+    # Prepare / Execute: 20 cars on the 0.6 km² Upper West Side vs 20 on manhattan_grid
+    dense = MobiDFLModel(map="nyc_uws", vehicles=20, pedestrians=0, sensors=0, uavs=0,
+                         learning=False, steps=3, seed=1).run()
+    sparse = MobiDFLModel(map="manhattan_grid", vehicles=20, pedestrians=0, sensors=0, uavs=0,
+                          learning=False, steps=3, seed=1).run()
+    dense_text, dense_saturated = dense.density_summary()
+    sparse_text, sparse_saturated = sparse.density_summary()
+    table = dense.model_table()
+    # Assert
+    assert {"neighbours_share", "met_share"} <= set(table.columns)
+    assert np.isclose(table["neighbours_share"].iloc[-1], table["neighbours_mean"].iloc[-1] / 19)
+    assert dense_saturated and not sparse_saturated
+    assert "of the fleet" in dense_text and "met by step 3" in sparse_text
+
+
+def test_default_world_has_all_four_kinds_and_is_not_saturated():
+    from model.config import KINDS, Config
+    from model.world import MobiDFLModel
+
+    # Prepare
+    config = Config()
+    # Execute
+    model = MobiDFLModel(learning=False, steps=3, seed=2).run()
+    _, saturated = model.density_summary()
+    # Assert: every kind present, each with its own seed system's policy
+    assert all(config.count(kind) > 0 for kind in KINDS)
+    assert {config.policy_of(kind) for kind in KINDS} >= {"cached_lru", "dpsgd"}
+    assert set(model.kind_of) == set(KINDS)
+    assert not saturated
