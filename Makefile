@@ -9,7 +9,7 @@ OUT ?= results/default
 RUN_ARGS ?=
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 
-.PHONY: setup run test lint bench app fashion-mnist clean
+.PHONY: setup run test lint bench app readme fashion-mnist clean
 
 $(VENV)/.installed: pyproject.toml .ci/find_python.sh .ci/solara_assets.sh
 	@py=$$(PYTHON="$(PYTHON)" .ci/find_python.sh); \
@@ -37,10 +37,14 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 bench: $(VENV)/.installed
+	$(PY) benchmarks/map_load.py
 	$(PY) benchmarks/mobility.py
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/aggregation.py
 	$(PY) benchmarks/sweep.py
+
+readme: $(VENV)/.installed
+	$(PY) -m analysis.readme README.md
 
 app: $(VENV)/.installed
 	$(VENV)/bin/solara run app.py --host 127.0.0.1

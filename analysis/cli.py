@@ -169,9 +169,9 @@ def _run_to_end(
 def cmd_settings(args: argparse.Namespace) -> int:
     rows = settings_table()
     if args.markdown:
-        print("| setting | default | meaning |\n|---|---|---|")
-        for name, default, help_text in rows:
-            print(f"| `{name}` | `{default}` | {help_text.replace('|', '/')} |")
+        from analysis.readme import settings_markdown
+
+        print(settings_markdown(), end="")
     else:
         width = max(len(r[0]) for r in rows)
         for name, default, help_text in rows:

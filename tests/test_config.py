@@ -76,3 +76,16 @@ def test_readme_documents_every_setting():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     missing = [name for name in public_names() if f"`{name}`" not in readme]
     assert not missing, f"README settings table lacks {missing}: run `mobidfl settings --markdown`"
+
+
+def test_readme_settings_table_is_generated_from_the_config():
+    from pathlib import Path
+
+    from analysis.readme import with_settings_table
+
+    # Prepare
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    # Execute
+    regenerated = with_settings_table(readme)
+    # Assert: `make readme` would change nothing (defaults and help texts are in sync)
+    assert regenerated == readme, "README settings table is stale: run `make readme`"
