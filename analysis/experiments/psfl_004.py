@@ -141,7 +141,7 @@ def run_areas(*, policy: str, areas: int, sigma: float, steps: int, seed: int) -
     model = MobiDFLModel(**settings).run()
     table = model.model_table()
     learner = model.learner
-    own = area_accuracy(learner.engine, learner.dataset)
+    own = area_accuracy(learner.engine)
     row: dict[str, Any] = {
         "table": "areas",
         "policy": policy,

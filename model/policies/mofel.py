@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -59,24 +59,20 @@ from model.errors import ConfigError
 from model.maths.mofel import Cycle, Visits, select, select_a1, select_a2
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 
+if TYPE_CHECKING:
+    from model.learning.engine import Engine
+
 __all__ = ["MofelA1Policy", "MofelA2Policy", "MofelBase", "MofelPolicy", "server_accuracy"]
 
 _TOL = 1e-6  # seconds: float slack between predicted and simulated edge-entry times
 
 
-def server_accuracy(engine: Any, params: tuple[torch.Tensor, ...]) -> float:
-    """Accuracy of one parameter tuple on the engine's shared test sample.
+def server_accuracy(engine: Engine, params: tuple[torch.Tensor, ...]) -> float:
+    """Accuracy of one server model on the engine's shared test sample.
 
-    Servers are not agents, so :meth:`Engine.evaluate` (agents only) cannot be used; this
-    calls the same evaluation routine on a one-model stack.
+    Servers are not agents: :meth:`Engine.evaluate_params` evaluates a parameter tuple.
     """
-    from model.learning.engine import _evaluate_agents  # no public per-params evaluation yet
-
-    stacks = [p.unsqueeze(0) for p in params]
-    out = _evaluate_agents(
-        engine._fn, stacks, engine._x_test, engine._y_test, np.zeros(1, np.int64), 2048
-    )
-    return float(out[0, 0])
+    return engine.evaluate_params(params)[0]
 
 
 @dataclass
