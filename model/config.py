@@ -220,6 +220,17 @@ class Config:
         0.9, "mofel: a server requests training while below this accuracy", unit_interval
     )
 
+    # --- paper fidelity
+    psfl_loss: str = _setting(
+        "batch_sum",
+        "psfl: scale of L(D_i, nn_j) in eq. 3: batch_sum (authors' code, the scale of the "
+        "paper's sigma 20/40/80) or mean (eq. 3 as printed)",
+        one_of("batch_sum", "mean"),
+    )
+    psfl_loss_batch: int = _setting(
+        64, "psfl: evaluation batch of psfl_loss = batch_sum (authors' code: 64)", at_least_one
+    )
+
     # ------------------------------------------------------------------------------
     def count(self, kind: str) -> int:
         return int(getattr(self, COUNT_SETTING[kind]))

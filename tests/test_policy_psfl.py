@@ -39,6 +39,8 @@ TINY = {
     "batch_size": 16,
     "test_size": 200,
     "seed": 1,
+    "psfl_loss": "mean",  # these tests were written on eq. 3's mean scale
+    "area_labels": "0,1,2;3,4,5,6;7,8,9",
 }
 
 
@@ -147,8 +149,9 @@ def _context(engine, area, adjacency, step) -> ExchangeContext:
     )
 
 
-def _elect(engine, area, adjacency, sigma: float, rounds: int = 8):
-    policy = make_policy("psfl", settings=SimpleNamespace(psfl_sigma=sigma, seed=0))
+def _elect(engine, area, adjacency, sigma: float, rounds: int = 8, scale: str = "mean"):
+    settings = SimpleNamespace(psfl_sigma=sigma, seed=0, psfl_loss=scale, psfl_loss_batch=64)
+    policy = make_policy("psfl", settings=settings)
     saved = engine.state_dict()
     try:
         for step in range(1, rounds + 1):
@@ -184,8 +187,39 @@ def test_eq3_dissimilarity_is_the_sum_of_both_cross_losses(specialised):
     for i, j in ((0, 1), (1, 2)):
         row = graph.indices[graph.indptr[i] : graph.indptr[i + 1]]
         k = graph.indptr[i] + int(np.flatnonzero(row == j)[0])
-        expected = engine.loss_of(j, on_agent=i) + engine.loss_of(i, on_agent=j)
+        everything = 10**6  # eq. 3 averages over all of D_i
+        expected = engine.loss_of(j, on_agent=i, max_samples=everything) + engine.loss_of(
+            i, on_agent=j, max_samples=everything
+        )
         assert ds[k] == pytest.approx(expected, rel=1e-5)
+
+
+def _batch_sum_oracle(engine, model: int, on_agent: int, batch: int = 64) -> float:
+    """Sum of batch-mean losses, rebuilt from prefix means of ``engine.loss_of``."""
+    n = int(engine.data_sizes[on_agent])
+    cuts = [*range(0, n, batch), n]
+    prefix = [0.0] + [
+        m * engine.loss_of(model, on_agent=on_agent, max_samples=m) for m in cuts[1:]
+    ]
+    return sum((prefix[b + 1] - prefix[b]) / (cuts[b + 1] - cuts[b]) for b in range(len(cuts) - 1))
+
+
+def test_eq3_at_the_authors_code_scale_sums_batch_means(specialised):
+    # Prepare
+    engine, area, adjacency = specialised
+    assert (engine.data_sizes > 64).all()  # several batches per node, so the scales differ
+    # Execute
+    policy, _ = _elect(engine, area, adjacency, sigma=4.0, rounds=1, scale="batch_sum")
+    mean_policy, _ = _elect(engine, area, adjacency, sigma=4.0, rounds=1, scale="mean")
+    graph, ds = policy.last_graph, policy.last_ds
+    # Assert: ds = batch-summed L_ij + L_ji (FLutils.evaluate with batch 64), several times
+    # the mean-scale ds of the same edge
+    for i, j in ((0, 1), (1, 2)):
+        row = graph.indices[graph.indptr[i] : graph.indptr[i + 1]]
+        k = graph.indptr[i] + int(np.flatnonzero(row == j)[0])
+        expected = _batch_sum_oracle(engine, j, i) + _batch_sum_oracle(engine, i, j)
+        assert ds[k] == pytest.approx(expected, rel=1e-4)
+        assert ds[k] > 2.5 * mean_policy.last_ds[k]
 
 
 def test_a_loose_sigma_merges_the_areas(specialised):

@@ -4,8 +4,12 @@ Per step (Alg. 1), after every member trained locally (line 3):
 
 1. models are exchanged with the contacts of the step (line 4) and every contact pair gets
    the loss-based dissimilarity of eq. 3, ds(i, j) = L(D_i, nn_j) + L(D_j, nn_i), with
-   ``engine.loss_of`` (mean cross-entropy on at most :attr:`PsflPolicy.loss_samples` local
-   samples);
+   L(D_i, nn_j) from ``engine.sample_losses`` (cross-entropy = the code's NLL on
+   log-softmax) over all of D_i, reduced by :func:`model.maths.psfl.eq3_loss` at the
+   scale of ``psfl_loss``: ``batch_sum`` (default: the authors' code sums the batch-mean
+   NLL over batches of ``psfl_loss_batch`` = 64, the scale the paper's sigma 20/40/80
+   were set on) or ``mean`` (eq. 3 as printed). The paper's text and code disagree here;
+   the default was chosen for that reason, before any result was looked at;
 2. one round of the multi-leader election (Sec. III-B steps 1-4; the ScaFi ``S`` block of
    the paper's code), :func:`model.maths.psfl.election_round`;
 3. the gradient field G from the elected leaders, accumulating ds along paths; a candidacy
@@ -48,6 +52,7 @@ from model.maths.psfl import (
     correctness,
     dissimilarity_edges,
     election_round,
+    eq3_loss,
     fedavg_within,
     federation_count,
     federations,
@@ -142,8 +147,8 @@ class PsflPolicy(ExchangePolicy):
         "area_acc_mean",
         "federation_acc_mean",
     )
-    loss_samples: ClassVar[int] = 256
-    """Local samples per loss term of eq. 3 (all of them for seed 004-sized sensors)."""
+    loss_samples: ClassVar[int | None] = None
+    """Local samples per loss term of eq. 3 (``None`` = all of D_i, as eq. 3 and the code)."""
 
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)
@@ -151,6 +156,8 @@ class PsflPolicy(ExchangePolicy):
         if not (np.isfinite(sigma) and sigma > 0):
             raise ConfigError("psfl_sigma", settings.psfl_sigma, "a finite number > 0")
         self.sigma = sigma
+        self.loss_scale = str(getattr(settings, "psfl_loss", "batch_sum"))
+        self.loss_batch = int(getattr(settings, "psfl_loss_batch", 64))
         self.members = np.empty(0, dtype=np.int64)
         self.state: ElectionState | None = None
         self.leader_of = np.empty(0, dtype=np.int64)
@@ -244,6 +251,11 @@ class PsflPolicy(ExchangePolicy):
             self.data_area[k] = area
 
     # --- one step of Alg. 1 ----------------------------------------------------------------
+    def _loss(self, engine: Engine, model: int, on_agent: int) -> float:
+        """L(D_i, nn_j) of eq. 3 at the scale of ``psfl_loss`` (:func:`eq3_loss`)."""
+        per_sample = engine.sample_losses(model, on_agent=on_agent, max_samples=self.loss_samples)
+        return eq3_loss(per_sample, scale=self.loss_scale, batch=self.loss_batch)
+
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         self._ensure(ctx)
         members, engine = self.members, ctx.engine
@@ -251,18 +263,15 @@ class PsflPolicy(ExchangePolicy):
             return Exchange()
         graph = to_graph(sp.csr_matrix(ctx.adjacency)[members][:, members])
         rows, cols = graph.rows, graph.indices
-        cap = self.loss_samples
         loss_edges = np.array(
             [
-                engine.loss_of(int(members[j]), on_agent=int(members[i]), max_samples=cap)
+                self._loss(engine, int(members[j]), int(members[i]))
                 for i, j in zip(rows.tolist(), cols.tolist(), strict=True)
             ],
             dtype=float,
         )
         ds = dissimilarity_edges(graph, loss_edges)
-        self_loss = np.array(
-            [engine.loss_of(int(g), on_agent=int(g), max_samples=cap) for g in members]
-        )
+        self_loss = np.array([self._loss(engine, int(g), int(g)) for g in members])
         # The paper's code measures ds including the node itself (2 L_ii), see election_round.
         self.state = election_round(graph, ds, self.sigma, self.state, self_ds=2 * self_loss)
         field = gradient_field(graph, ds, self.state.is_leader, sigma=self.sigma)
