@@ -176,7 +176,8 @@ class Config:
     dirichlet_alpha: float = _setting(0.5, "Dirichlet concentration alpha", positive)
     area_labels: str = _setting(
         "",
-        "area partition: label lists per area, e.g. 9,0,1,2;3,4,5,6;6,7,8,9 (empty = even split)",
+        "area partition: label lists per area, e.g. 9,0,1,2;3,4,5,6;6,7,8,9; empty = overlapping "
+        "windows of >= 3 labels; disjoint = contiguous disjoint blocks (PSFL's code)",
     )
     area_within: str = _setting(
         "iid", "area partition: how an area's samples are split", one_of("iid", "shards")
@@ -253,17 +254,20 @@ class Config:
         return (self.turn_straight, self.turn_left, self.turn_right)
 
     def area_label_lists(self, num_classes: int) -> list[list[int]]:
-        """Labels of each area: the ``area_labels`` setting or an even split of the classes."""
+        """Labels of each area (``area_labels``).
+
+        Empty (default): overlapping circular windows of at least 3 labels
+        (:func:`model.maths.distribution.overlapping_area_labels`: no area holds a single
+        label; 3 areas of 10 classes: {0..3}, {3..6}, {6..9}, cf. Cached-DFL's
+        {9,0,1,2}, {3,4,5,6}, {6,7,8,9}). ``disjoint``: PSFL's code split into contiguous
+        disjoint blocks. Otherwise explicit ';'-separated lists.
+        """
+        from model.maths.distribution import disjoint_area_labels, overlapping_area_labels
+
         if not self.area_labels.strip():
-            step = num_classes / self.areas
-            blocks = [
-                list(range(round(a * step), round((a + 1) * step))) for a in range(self.areas)
-            ]
-            if any(not block for block in blocks):
-                raise ConfigError(
-                    "areas", self.areas, f"at most {num_classes} areas (one label each)"
-                )
-            return blocks
+            return overlapping_area_labels(num_classes, self.areas)
+        if self.area_labels.strip() == "disjoint":
+            return disjoint_area_labels(num_classes, self.areas)
         try:
             lists = [[int(v) for v in part.split(",")] for part in self.area_labels.split(";")]
         except ValueError:
