@@ -58,6 +58,9 @@ class LearningSession:
                 model=model,
             )
             self.policies[name] = (policy, members)
+        self.needs_encounter_times = any(
+            policy.needs_encounter_times for policy, _ in self.policies.values()
+        )
         self.metric_names: list[str] = []
         for policy, _ in self.policies.values():
             for metric in policy.metric_names:
@@ -120,6 +123,7 @@ class LearningSession:
             agents=self.agent_table(),
             rng=self.model.rng,
             model=self.model,
+            encounters=self.model.encounters,
         )
 
     def step(self) -> None:

@@ -86,6 +86,10 @@ class ExchangeContext:
     agents: AgentTable
     rng: np.random.Generator
     model: Any = None  # the Mesa model, for infrastructure-based policies (edge servers)
+    encounters: tuple[np.ndarray, np.ndarray] | None = None
+    """This step's contact pairs ``[E, 2]`` (i < j) and their first-contact times (fraction
+    of the step, :func:`model.contacts.contact_times`); only for policies that set
+    ``needs_encounter_times`` (``None`` otherwise)."""
 
 
 @dataclass
@@ -101,6 +105,8 @@ class ExchangePolicy(ABC):
     """Base class of exchange policies; subclasses set ``name`` and implement ``exchange``."""
 
     name: ClassVar[str]
+    needs_encounter_times: ClassVar[bool] = False
+    """True: the model computes ``ExchangeContext.encounters`` (time order of contacts)."""
     metric_names: ClassVar[tuple[str, ...]] = ()
     """Every metric ``exchange`` may put in ``Exchange.metrics`` (columns of ``model.csv``);
     an undeclared one raises (:func:`check_metrics`) instead of being dropped."""
