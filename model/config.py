@@ -231,6 +231,12 @@ class Config:
     psfl_loss_batch: int = _setting(
         64, "psfl: evaluation batch of psfl_loss = batch_sum (authors' code: 64)", at_least_one
     )
+    psfl_walker_speed: float = _setting(
+        0.2,
+        "psfl: speed of the moving node between area centres in grid cells per step "
+        "(authors' code 0.2; inf = jump in one step)",
+        positive,
+    )
 
     # ------------------------------------------------------------------------------
     def count(self, kind: str) -> int:

@@ -70,9 +70,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from agents.mobility import make_mobility
+from model.config import Config
 from model.errors import ConfigError
 from model.policies.psfl import area_accuracy
-from model.world import MobiDFLModel
+from model.world import MobiDFLModel, shared_world_map
 
 PAPER_FEDERATIONS = {(3, 20.0): 5.2, (9, 80.0): 8.65}
 """|F| in the paper where it differs from the number of areas (Fig. 5)."""
@@ -168,10 +170,31 @@ def run_areas(*, policy: str, areas: int, sigma: float, steps: int, seed: int) -
     return row
 
 
+def tour_steps(settings: dict[str, Any]) -> int:
+    """Steps until the travelling ★ node arrives at its last stop (+1: that step counts)."""
+    config = Config().updated(settings)
+    mobility = make_mobility(
+        "psfl_walker",
+        world=shared_world_map(config),
+        kind="sensor",
+        count=config.sensors,
+        settings=config,
+        rng=np.random.default_rng(0),
+    )
+    stops = mobility.world.grid.centres(mobility.stops)
+    legs = np.hypot(*np.diff(stops, axis=0).T)
+    per_leg = np.ceil(legs / mobility.speed_m - 1e-9) if np.isfinite(mobility.speed_m) else 1
+    return int(np.sum(per_leg)) + (config.psfl_walker_stay - 1) * (len(stops) - 1) + 1
+
+
 def run_walker(*, areas: int, sigma: float, stay: int, tail: int, seed: int) -> list[dict]:
-    """The ★-node run (Fig. 7): one row per step with DL, |F| and eq. 6 errors."""
+    """The ★-node run (Fig. 7): one row per step with DL, |F| and eq. 6 errors.
+
+    The ★ node travels between area centres (``psfl_walker_speed``); ``offset`` counts the
+    steps since it entered the area it is in (-1 before it first leaves area 0 and after
+    the tour), from its position after every step.
+    """
     start = time.perf_counter()
-    steps = areas * stay + tail
     settings = BASE | {
         "policy": "psfl",
         "areas": areas,
@@ -179,20 +202,29 @@ def run_walker(*, areas: int, sigma: float, stay: int, tail: int, seed: int) -> 
         "sensors": BASE["sensors"] + 1,
         "psfl_walker": True,
         "psfl_walker_stay": stay,
-        "steps": steps,
-        "eval_every": steps,
         "seed": seed,
     }
+    tour = tour_steps(settings)
+    steps = tour + tail
+    settings |= {"steps": steps, "eval_every": steps}
     model = MobiDFLModel(**settings).run()
     table = model.model_table().iloc[1:]
+    mobility = model.groups[0][2]
+    agents = model.agent_table()
+    walker = int(mobility.walkers[0])
+    track = agents[agents.agent_id == walker].sort_values("step")
+    area_now = mobility.area_of(track[["x_m", "y_m"]].to_numpy())  # index = step 0..steps
     seconds = time.perf_counter() - start
     rows = []
+    entered = 0
     for step, dl, fed, err in zip(
         table["step"], table["leader_changes"], table["federations"], table["federation_errors"],
         strict=True,
     ):
-        stop = min(int(step) // stay, areas - 1)
-        touring = 1 <= int(step) // stay <= areas - 1
+        step = int(step)
+        if area_now[step] != area_now[step - 1]:
+            entered = step
+        touring = entered > 0 and step < tour
         rows.append(
             {
                 "table": "walker",
@@ -200,10 +232,10 @@ def run_walker(*, areas: int, sigma: float, stay: int, tail: int, seed: int) -> 
                 "areas": areas,
                 "sigma": sigma,
                 "seed": seed,
-                "step": int(step),
-                "stop": stop,
-                "offset": int(step) - stop * stay if touring else -1,
-                "after_tour": int(step) >= areas * stay,
+                "step": step,
+                "stop": int(area_now[step]),
+                "offset": step - entered if touring else -1,
+                "after_tour": step >= tour,
                 "dl": float(dl),
                 "federations": float(fed),
                 "federation_errors": float(err),
