@@ -231,6 +231,34 @@ class Config:
     psfl_loss_batch: int = _setting(
         64, "psfl: evaluation batch of psfl_loss = batch_sum (authors' code: 64)", at_least_one
     )
+    train_time_min_fraction: float = _setting(
+        0.05,
+        "mofel: client training times drawn U(f train_time_s, train_time_s) per client "
+        "(paper Sec. 5.3: U(1, 20) min, f = 0.05; 1 = one time for all)",
+        lambda v: None if 0.0 < v <= 1.0 else "a number in (0, 1]",
+    )
+    route_speed_min: float = _setting(
+        1.0 / 60.0,
+        "route: client speeds drawn U(route_speed_min, <kind>.speed) m/s per client "
+        "(MoFeL Sec. 5.3: v_min = 1 m/min)",
+        non_negative,
+    )
+    mofel_max_clients: int = _setting(
+        0,
+        "mofel/mofel_a2: at most this many clients per cycle (0 = no cap: eq. 1 has none)",
+        non_negative,
+    )
+    mofel_horizon: float = _setting(
+        2.0,
+        "mofel: the station's prediction interval Delta in units of the largest training "
+        "time (the paper has Delta but gives no value)",
+        positive,
+    )
+    mofel_node_limit: int = _setting(
+        20_000,
+        "mofel: branch-and-bound node limit of the exact selection (deterministic; no clock)",
+        at_least_one,
+    )
     psfl_walker_speed: float = _setting(
         0.2,
         "psfl: speed of the moving node between area centres in grid cells per step "

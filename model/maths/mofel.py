@@ -474,7 +474,7 @@ def _milp_size(problem: _Problem) -> int:
 
 
 def _solve_milp(
-    problem: _Problem, tau: np.ndarray, t0: float, horizon: float, time_limit: float | None
+    problem: _Problem, tau: np.ndarray, t0: float, horizon: float, node_limit: int | None
 ) -> Selection | None:
     n_slots = len(problem.eligible)
     n_srv = problem.servers.size
@@ -534,8 +534,8 @@ def _solve_milp(
             add([(j, 1.0) for j in js], 0.0, float(problem.budget))  # eq. 10
     a = sp.csr_array((vals, (rows, cols)), shape=(len(lb), n_var))
     options: dict[str, float] = {"mip_rel_gap": 0.0}  # exact, so tie-breaks are honoured
-    if time_limit is not None:
-        options["time_limit"] = float(time_limit)
+    if node_limit is not None:  # a work limit, never a clock: same input, same answer
+        options["node_limit"] = int(node_limit)
     res = milp(
         cost,
         constraints=LinearConstraint(a, np.asarray(lb), np.asarray(ub)),
@@ -553,7 +553,7 @@ def _solve_milp(
             continue
         members = [c for (c, q), j in pair_index.items() if q == p and x[j]]
         chosen[p] = (on[0], np.asarray(members, dtype=np.int64))
-    method = "milp" if res.status == 0 else "milp_time_limit"
+    method = "milp" if res.status == 0 else "milp_node_limit"
     return _finish(problem, chosen, tau, method, {"variables": float(n_var)})
 
 
@@ -568,7 +568,7 @@ def select_exact(
     max_clients: int | Sequence[int] | None = None,
     max_trainings_per_client: int = 1,
     finish_within_horizon: bool = True,
-    time_limit: float | None = None,
+    node_limit: int | None = None,
 ) -> Selection:
     """The central station's selection, solved exactly with ``scipy.optimize.milp`` (HiGHS).
 
@@ -591,11 +591,12 @@ def select_exact(
         max_trainings_per_client: eq. 10's threshold (1: each client serves one server).
         finish_within_horizon: also end every cycle by t0 + Delta (y_nst is defined only
             inside the interval, eqs. 2-4).
-        time_limit: seconds for HiGHS; on expiry the best found is returned with method
-            ``"milp_time_limit"``.
+        node_limit: branch-and-bound nodes for HiGHS (deterministic, unlike a time
+            limit); when reached the best found is returned with method
+            ``"milp_node_limit"``.
 
     Raises:
-        RuntimeError: HiGHS found no solution (only possible with a time limit).
+        RuntimeError: HiGHS found no solution (only possible with a node limit).
     """
     tau = np.asarray(train_time, dtype=float).ravel()
     problem = _build_problem(
@@ -609,9 +610,9 @@ def select_exact(
         max_trainings_per_client=max_trainings_per_client,
         finish_within_horizon=finish_within_horizon,
     )
-    result = _solve_milp(problem, tau, t0, horizon, time_limit)
+    result = _solve_milp(problem, tau, t0, horizon, node_limit)
     if result is None:
-        raise RuntimeError("milp returned no solution for the MoFeL selection (time limit?)")
+        raise RuntimeError("milp returned no solution for the MoFeL selection (node limit?)")
     return result
 
 
@@ -698,17 +699,18 @@ def select(
     max_clients: int | Sequence[int] | None = None,
     max_trainings_per_client: int = 1,
     finish_within_horizon: bool = True,
-    time_limit: float | None = 10.0,
+    node_limit: int | None = 20_000,
 ) -> Selection:
     """MoFeL selection; ``method='auto'`` solves exactly when the MILP is small enough.
 
     Why a switch: the exact problem grows fast (seed 002, Sec. 6 says so too). Measured here
     (2 shared cores, 100 clients, 4 servers, max 10 per server): ~200 variables 0.3 s, ~500
     about 1-3 s, ~900 about 3-8 s. Above ``exact_max_variables`` (binary variables: slots +
-    eligible client-server pairs), or if HiGHS hits ``time_limit`` with a worse answer than
+    eligible client-server pairs), or if HiGHS hits ``node_limit`` with a worse answer than
     the greedy one, the greedy selection is returned. ``Selection.method`` says which was
-    used (``"milp"``, ``"milp_time_limit"`` or ``"greedy"``); ``notes["variables"]`` gives the
-    MILP size. Other arguments: see :func:`select_exact`.
+    used (``"milp"``, ``"milp_node_limit"`` or ``"greedy"``); ``notes["variables"]`` gives the
+    MILP size. The limit counts branch-and-bound nodes, not seconds, so the same input gives
+    the same selection on a loaded machine. Other arguments: see :func:`select_exact`.
     """
     if method not in METHODS:
         raise ConfigError("method", method, f"one of {METHODS}")
@@ -727,7 +729,7 @@ def select(
     size = _milp_size(problem)
     exact: Selection | None = None
     if method == "milp" or (method == "auto" and size <= exact_max_variables):
-        exact = _solve_milp(problem, tau, t0, horizon, time_limit)
+        exact = _solve_milp(problem, tau, t0, horizon, node_limit)
         if exact is not None and exact.method == "milp":
             return exact
     greedy = _greedy(problem, tau)
