@@ -72,8 +72,15 @@ def engine():
     ds = load_dataset("mnist5k", root=None, test_size=50, seed=0)
     parts = partition_iid(ds.train_labels[:300], 3, rng=np.random.default_rng(0))
     return make_engine(
-        "loop", net="mlp", dataset=ds, parts=parts, lr=0.05, batch_size=8, local_steps=1,
-        seed=0, same_init=False,
+        "loop",
+        net="mlp",
+        dataset=ds,
+        parts=parts,
+        lr=0.05,
+        batch_size=8,
+        local_steps=1,
+        seed=0,
+        same_init=False,
     )
 
 
@@ -88,8 +95,12 @@ def _relay(engine, times: list[float]):
         adjacency=sp.csr_matrix(adjacency),
         engine=engine,
         agents=AgentTable(
-            kind=np.array(["vehicle"] * n), speed=np.ones(n), data_size=engine.data_sizes,
-            area=np.zeros(n, int), label_hist=engine.label_hist, hm=np.zeros(n, bool),
+            kind=np.array(["vehicle"] * n),
+            speed=np.ones(n),
+            data_size=engine.data_sizes,
+            area=np.zeros(n, int),
+            label_hist=engine.label_hist,
+            hm=np.zeros(n, bool),
             pos=np.zeros((n, 2)),
         ),
         rng=np.random.default_rng(0),
@@ -121,9 +132,21 @@ def test_relay_in_the_reverse_order_does_not_reach_c(engine):
 def test_model_passes_time_ordered_encounters_to_the_cache_policy():
     # Prepare: a real run on the street grid, contacts during the step
     model = MobiDFLModel(
-        map="grid:4x4:100", vehicles=10, pedestrians=0, sensors=0, uavs=0, steps=1,
-        policy="cached_lru", contact="during", step_s=60.0, radius_m=60.0, local_steps=1,
-        batch_size=8, test_size=50, partition="iid", seed=2,
+        map="grid:4x4:100",
+        vehicles=10,
+        pedestrians=0,
+        sensors=0,
+        uavs=0,
+        steps=1,
+        policy="cached_lru",
+        contact="during",
+        step_s=60.0,
+        radius_m=60.0,
+        local_steps=1,
+        batch_size=8,
+        test_size=50,
+        partition="iid",
+        seed=2,
     )
     # Execute
     model.step()

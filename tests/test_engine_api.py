@@ -27,8 +27,15 @@ def engine(dataset):
     ds = dataset
     parts = partition_iid(ds.train_labels[:400], 4, rng=np.random.default_rng(0))
     e = make_engine(
-        "loop", net="mlp", dataset=ds, parts=parts, lr=0.05, batch_size=8, local_steps=2,
-        seed=0, same_init=False,
+        "loop",
+        net="mlp",
+        dataset=ds,
+        parts=parts,
+        lr=0.05,
+        batch_size=8,
+        local_steps=2,
+        seed=0,
+        same_init=False,
     )
     e.train()
     return e
@@ -99,8 +106,18 @@ def test_an_undeclared_metric_raises_instead_of_being_dropped():
 def test_dpsgd_degree_mean_reaches_the_model_table():
     # Prepare / Execute
     model = MobiDFLModel(
-        map="grid:4x4:100", vehicles=6, pedestrians=0, sensors=0, uavs=0, steps=2,
-        policy="dpsgd", local_steps=1, batch_size=8, test_size=50, partition="iid", seed=0,
+        map="grid:4x4:100",
+        vehicles=6,
+        pedestrians=0,
+        sensors=0,
+        uavs=0,
+        steps=2,
+        policy="dpsgd",
+        local_steps=1,
+        batch_size=8,
+        test_size=50,
+        partition="iid",
+        seed=0,
     ).run()
     # Assert
     table = model.model_table()
