@@ -207,7 +207,10 @@ class Config:
         "l2", "dam/dcm: distribution distance (seed 001 eq. 5: l2)", one_of("l2", "tv")
     )
     psfl_sigma: float = _setting(
-        40.0, "psfl: federation bound sigma on accumulated dissimilarity", positive
+        40.0,
+        "psfl: federation bound sigma on accumulated dissimilarity (paper: 20/40/80 at "
+        "psfl_loss = batch_sum)",
+        positive,
     )
     psfl_walker: bool = _setting(False, "psfl: one sensor visits every area in turn (seed 004)")
     psfl_walker_stay: int = _setting(
@@ -215,7 +218,7 @@ class Config:
     )
     servers: int = _setting(3, "mofel: number of edge servers (one territory each)", at_least_one)
     train_time_s: float = _setting(
-        60.0, "mofel: local training time of a client in seconds", positive
+        60.0, "mofel: longest local training time tau_max of a client in seconds", positive
     )
     required_accuracy: float = _setting(
         0.9, "mofel: a server requests training while below this accuracy", unit_interval
