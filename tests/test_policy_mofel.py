@@ -13,9 +13,10 @@ from maps.world import WorldMap
 from model.checkpoint import load, save_atomic
 from model.config import Config
 from model.errors import ConfigError
-from model.maths.mofel import Cycle, Selection, Visits, feasible, nfc
+from model.maths.mofel import Cycle, Selection, Visits, feasible
 from model.policies.mofel import client_train_times
 from model.world import MobiDFLModel
+from tests.mofel_oracle import nfc
 
 TAU = 60.0
 
@@ -114,6 +115,22 @@ def test_mofel_has_no_frustrated_clients_where_a1_has_many(runs):
     assert nfc_of["mofel"] == 0 and nfc_of["mofel_a2"] == 0
     assert nfc_of["mofel_a1"] >= 5
     assert recount == sum(sum(c["frustrated"]) for c in log)
+
+
+def test_ntc_counts_only_cycles_all_of_whose_started_clients_finished(runs):
+    # Prepare: A1 frustrates clients, so it has both kinds of aggregated cycles
+    _, a1, _ = runs["mofel_a1"]
+    # Execute: recount from the cycle log
+    complete = partial = 0
+    for c in a1.cycle_log:
+        started, done = np.asarray(c["started"]), np.asarray(c["completed"])
+        if done.any():
+            complete += int(done[started].all())
+            partial += int(not done[started].all())
+    # Assert (Sec. 4-5.2): NTC = complete cycles only; partial ones are counted apart
+    assert partial > 0
+    assert a1.counts["ntc"] == complete
+    assert a1.counts["ntc_partial"] == partial
 
 
 def test_metrics_reach_model_table(runs):
