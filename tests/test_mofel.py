@@ -307,3 +307,36 @@ def test_milp_equals_brute_force_on_tiny_random_cases(case) -> None:
     sel = select_exact(visits, tau, requests, t0, horizon)
     # Assert: same lexicographic optimum (served, clients, -delays) as exhaustive search.
     assert selection_key(sel, t0=t0) == _brute_force(visits, tau, requests, t0, horizon)
+
+
+def test_exact_selection_is_limited_by_nodes_never_by_the_clock(monkeypatch) -> None:
+    # Prepare: a random 30-client, 3-server case; record the options HiGHS receives
+    import model.maths.mofel.selection as selection
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for c in range(30):
+        t = 0.0
+        for _ in range(3):
+            stay = float(rng.uniform(2.0, 12.0))
+            rows.append((c, int(rng.integers(3)), t, t + stay))
+            t += stay
+    visits = _visits(rows)
+    tau = rng.uniform(1.0, 5.0, 30)
+    seen: list[dict] = []
+    real = selection.milp
+
+    def spy(*args, **kwargs):
+        seen.append(dict(kwargs["options"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(selection, "milp", spy)
+    # Execute: the same input twice, with a tight node limit
+    first = select(visits, tau, [0, 1, 2], 0.0, 10.0, method="milp", node_limit=1)
+    second = select(visits, tau, [0, 1, 2], 0.0, 10.0, method="milp", node_limit=1)
+    # Assert: a work limit only, and the same answer both times
+    assert seen and all("time_limit" not in o and o["node_limit"] == 1 for o in seen)
+    assert first.method == second.method
+    assert [(c.server, c.start, c.clients.tolist()) for c in first.cycles] == [
+        (c.server, c.start, c.clients.tolist()) for c in second.cycles
+    ]
