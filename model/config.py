@@ -189,7 +189,8 @@ class Config:
     dirichlet_alpha: float = _setting(0.5, "Dirichlet concentration alpha", positive)
     area_labels: str = _setting(
         "",
-        "area partition: label lists per area, e.g. 9,0,1,2;3,4,5,6;6,7,8,9 (empty = even split)",
+        "area partition: label lists per area, e.g. 9,0,1,2;3,4,5,6;6,7,8,9; empty = overlapping "
+        "windows of >= 3 labels; disjoint = contiguous disjoint blocks (PSFL's code)",
     )
     area_within: str = _setting(
         "iid", "area partition: how an area's samples are split", one_of("iid", "shards")
@@ -224,7 +225,10 @@ class Config:
         "l2", "dam/dcm: distribution distance (seed 001 eq. 5: l2)", one_of("l2", "tv")
     )
     psfl_sigma: float = _setting(
-        40.0, "psfl: federation bound sigma on accumulated dissimilarity", positive
+        40.0,
+        "psfl: federation bound sigma on accumulated dissimilarity (paper: 20/40/80 at "
+        "psfl_loss = batch_sum)",
+        positive,
     )
     psfl_walker: bool = _setting(False, "psfl: one sensor visits every area in turn (seed 004)")
     psfl_walker_stay: int = _setting(
@@ -232,10 +236,55 @@ class Config:
     )
     servers: int = _setting(3, "mofel: number of edge servers (one territory each)", at_least_one)
     train_time_s: float = _setting(
-        60.0, "mofel: local training time of a client in seconds", positive
+        60.0, "mofel: longest local training time tau_max of a client in seconds", positive
     )
     required_accuracy: float = _setting(
         0.9, "mofel: a server requests training while below this accuracy", unit_interval
+    )
+
+    # --- paper fidelity
+    psfl_loss: str = _setting(
+        "batch_sum",
+        "psfl: scale of L(D_i, nn_j) in eq. 3: batch_sum (authors' code, the scale of the "
+        "paper's sigma 20/40/80) or mean (eq. 3 as printed)",
+        one_of("batch_sum", "mean"),
+    )
+    psfl_loss_batch: int = _setting(
+        64, "psfl: evaluation batch of psfl_loss = batch_sum (authors' code: 64)", at_least_one
+    )
+    train_time_min_fraction: float = _setting(
+        0.05,
+        "mofel: client training times drawn U(f train_time_s, train_time_s) per client "
+        "(paper Sec. 5.3: U(1, 20) min, f = 0.05; 1 = one time for all)",
+        lambda v: None if 0.0 < v <= 1.0 else "a number in (0, 1]",
+    )
+    route_speed_min: float = _setting(
+        1.0 / 60.0,
+        "route: client speeds drawn U(route_speed_min, <kind>.speed) m/s per client "
+        "(MoFeL Sec. 5.3: v_min = 1 m/min)",
+        non_negative,
+    )
+    mofel_max_clients: int = _setting(
+        0,
+        "mofel/mofel_a2: at most this many clients per cycle (0 = no cap: eq. 1 has none)",
+        non_negative,
+    )
+    mofel_horizon: float = _setting(
+        2.0,
+        "mofel: the station's prediction interval Delta in units of the largest training "
+        "time (the paper has Delta but gives no value)",
+        positive,
+    )
+    mofel_node_limit: int = _setting(
+        20_000,
+        "mofel: branch-and-bound node limit of the exact selection (deterministic; no clock)",
+        at_least_one,
+    )
+    psfl_walker_speed: float = _setting(
+        0.2,
+        "psfl: speed of the moving node between area centres in grid cells per step "
+        "(authors' code 0.2; inf = jump in one step)",
+        positive,
     )
 
     # ------------------------------------------------------------------------------
@@ -261,17 +310,20 @@ class Config:
         return (self.turn_straight, self.turn_left, self.turn_right)
 
     def area_label_lists(self, num_classes: int) -> list[list[int]]:
-        """Labels of each area: the ``area_labels`` setting or an even split of the classes."""
+        """Labels of each area (``area_labels``).
+
+        Empty (default): overlapping circular windows of at least 3 labels
+        (:func:`model.maths.distribution.overlapping_area_labels`: no area holds a single
+        label; 3 areas of 10 classes: {0..3}, {3..6}, {6..9}, cf. Cached-DFL's
+        {9,0,1,2}, {3,4,5,6}, {6,7,8,9}). ``disjoint``: PSFL's code split into contiguous
+        disjoint blocks. Otherwise explicit ';'-separated lists.
+        """
+        from model.maths.distribution import disjoint_area_labels, overlapping_area_labels
+
         if not self.area_labels.strip():
-            step = num_classes / self.areas
-            blocks = [
-                list(range(round(a * step), round((a + 1) * step))) for a in range(self.areas)
-            ]
-            if any(not block for block in blocks):
-                raise ConfigError(
-                    "areas", self.areas, f"at most {num_classes} areas (one label each)"
-                )
-            return blocks
+            return overlapping_area_labels(num_classes, self.areas)
+        if self.area_labels.strip() == "disjoint":
+            return disjoint_area_labels(num_classes, self.areas)
         try:
             lists = [[int(v) for v in part.split(",")] for part in self.area_labels.split(";")]
         except ValueError:

@@ -29,7 +29,7 @@ from agents import AGENT_CLASSES
 from agents.mobility import MobilityContext, MobilityModel, make_mobility
 from maps.world import WorldMap
 from model.config import KINDS, Config
-from model.contacts import contact_matrix, sub_samples
+from model.contacts import contact_matrix, contact_times, sub_samples
 
 _MAP_CACHE: dict[tuple, WorldMap] = {}
 
@@ -214,6 +214,7 @@ class MobiDFLModel(mesa.Model):
 
         self.adjacency = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
         self.met = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
+        self.encounters: tuple[np.ndarray, np.ndarray] | None = None  # time-ordered contacts
         self.neighbours_now = np.zeros(self.n_agents, int)
         self.distinct_neighbours = np.zeros(self.n_agents, int)
         self.accuracy = np.full(self.n_agents, np.nan)
@@ -307,6 +308,10 @@ class MobiDFLModel(mesa.Model):
         self.adjacency = contact_matrix(
             trajectory, radius_m=config.radius_m, mode=config.contact
         )
+        if self.learner is not None and self.learner.needs_encounter_times:
+            self.encounters = contact_times(
+                trajectory, radius_m=config.radius_m, mode=config.contact
+            )
         self.neighbours_now = np.diff(self.adjacency.indptr)
         self.met = (self.met + self.adjacency).astype(bool)
         self.distinct_neighbours = np.diff(self.met.indptr)

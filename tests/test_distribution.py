@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from model.config import Config
 from model.errors import ConfigError
 from model.maths.distribution import (
     cell_coordinates,
@@ -19,9 +20,11 @@ from model.maths.distribution import (
     dam_probabilities,
     dcm_centres,
     dcm_probabilities,
+    disjoint_area_labels,
     distribution_distance,
     label_distribution_at_cells,
     next_destination,
+    overlapping_area_labels,
     random_grid_destination,
     step_toward,
 )
@@ -449,3 +452,39 @@ def test_rectangular_moves_never_exceed_rm(
             assert math.hypot(r1 - r0, c1 - c0) <= rm + 1e-12
         current = new
     assert current == dest  # every eq. 7 step gets strictly closer: it arrives
+
+
+# --- area label sets (Config.area_label_lists) -----------------------------------------------
+@pytest.mark.parametrize("areas", [1, 2, 3, 5, 9, 12])
+def test_default_area_labels_cover_all_classes_and_no_area_holds_one_label(areas):
+    # Prepare / Execute
+    lists = overlapping_area_labels(10, areas)
+    # Assert: >= 3 distinct labels per area, every class used, k lists
+    assert len(lists) == areas
+    assert all(len(set(labels)) >= 3 for labels in lists)
+    assert set().union(*map(set, lists)) == set(range(10))
+
+
+def test_default_area_labels_overlap_like_cached_dfl_groups():
+    # Prepare / Execute
+    three = overlapping_area_labels(10, 3)
+    nine = overlapping_area_labels(10, 9)
+    # Assert: neighbours share labels (Cached-DFL's groups share 6 and 9)
+    assert three == [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
+    assert nine[0] == [0, 1, 2] and nine[8] == [8, 9, 0]
+    # PSFL's code split of EMNIST-letters' 27 outputs over 9 areas: 3 labels each, disjoint
+    assert disjoint_area_labels(27, 9)[0] == [0, 1, 2]
+    assert disjoint_area_labels(10, 9)[1] == [2]  # why it is not the default for 10 classes
+
+
+def test_config_area_labels_modes():
+    # Prepare / Execute / Assert
+    assert Config(areas=3).area_label_lists(10) == overlapping_area_labels(10, 3)
+    assert Config(areas=3, area_labels="disjoint").area_label_lists(10) == [
+        [0, 1, 2, 3], [4, 5, 6], [7, 8, 9]
+    ]
+    assert Config(areas=3, area_labels="9,0,1,2;3,4,5,6;6,7,8,9").area_label_lists(10)[0] == [
+        9, 0, 1, 2
+    ]
+    with pytest.raises(ConfigError, match="area_labels"):
+        Config(areas=2, area_labels="0,1;2;3").area_label_lists(10)

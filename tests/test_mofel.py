@@ -11,20 +11,23 @@ from hypothesis import strategies as st
 
 from model.maths.mofel import (
     Visits,
-    can_ever_train,
     connected_until,
-    connection_indicator,
-    evaluate_cycles,
     feasible,
-    nfc,
-    ntc,
-    route_visits,
     select,
     select_a1,
     select_a2,
     select_exact,
     select_greedy,
     selection_key,
+)
+from tests.mofel_oracle import (
+    can_ever_train,
+    connection_indicator,
+    evaluate_cycles,
+    nfc,
+    ntc,
+    route_visits,
+    visits_from_routes,
 )
 
 
@@ -49,7 +52,7 @@ def test_route_visits_stays_reach_over_speed_in_each_territory() -> None:
 
 def test_connected_until_feasible_and_indicator_on_hand_case() -> None:
     # Prepare: the same client as above, plus client 1 always in server 1 on [0, 100).
-    v0 = Visits.from_routes(
+    v0 = visits_from_routes(
         [[0, 1, 0]], np.array([10.0, 20.0]), np.array([2.0]), start=5.0, progress=4.0
     )
     visits = Visits(
@@ -304,3 +307,36 @@ def test_milp_equals_brute_force_on_tiny_random_cases(case) -> None:
     sel = select_exact(visits, tau, requests, t0, horizon)
     # Assert: same lexicographic optimum (served, clients, -delays) as exhaustive search.
     assert selection_key(sel, t0=t0) == _brute_force(visits, tau, requests, t0, horizon)
+
+
+def test_exact_selection_is_limited_by_nodes_never_by_the_clock(monkeypatch) -> None:
+    # Prepare: a random 30-client, 3-server case; record the options HiGHS receives
+    import model.maths.mofel.selection as selection
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for c in range(30):
+        t = 0.0
+        for _ in range(3):
+            stay = float(rng.uniform(2.0, 12.0))
+            rows.append((c, int(rng.integers(3)), t, t + stay))
+            t += stay
+    visits = _visits(rows)
+    tau = rng.uniform(1.0, 5.0, 30)
+    seen: list[dict] = []
+    real = selection.milp
+
+    def spy(*args, **kwargs):
+        seen.append(dict(kwargs["options"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(selection, "milp", spy)
+    # Execute: the same input twice, with a tight node limit
+    first = select(visits, tau, [0, 1, 2], 0.0, 10.0, method="milp", node_limit=1)
+    second = select(visits, tau, [0, 1, 2], 0.0, 10.0, method="milp", node_limit=1)
+    # Assert: a work limit only, and the same answer both times
+    assert seen and all("time_limit" not in o and o["node_limit"] == 1 for o in seen)
+    assert first.method == second.method
+    assert [(c.server, c.start, c.clients.tolist()) for c in first.cycles] == [
+        (c.server, c.start, c.clients.tolist()) for c in second.cycles
+    ]

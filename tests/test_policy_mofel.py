@@ -9,11 +9,14 @@ from scipy.sparse.csgraph import dijkstra
 
 from agents.mobility import MobilityContext, make_mobility
 from agents.mobility.routes import shortest_paths
+from maps.world import WorldMap
 from model.checkpoint import load, save_atomic
 from model.config import Config
 from model.errors import ConfigError
-from model.maths.mofel import Cycle, Selection, Visits, feasible, nfc
+from model.maths.mofel import Cycle, Selection, Visits, feasible
+from model.policies.mofel import client_train_times
 from model.world import MobiDFLModel
+from tests.mofel_oracle import nfc
 from tests.worlds import NO_AGENTS
 
 TAU = 60.0
@@ -36,6 +39,10 @@ def build(policy: str, *, speed: float = 10.0, vehicles: int = 30, steps: int = 
         train_time_s=TAU,
         required_accuracy=0.99,
         seed=0,
+        train_time_min_fraction=0.05,  # the paper's per-client tau_n ~ U(1, 20) min
+        route_speed_min=1.0 / 60.0,  # and v_n ~ U(1 m/min, v_max)
+        mofel_max_clients=0,
+        mofel_horizon=2.0,
     )
     settings.update(kw)
     return MobiDFLModel(
@@ -85,11 +92,12 @@ def test_mofel_selects_only_clients_that_stay_for_their_whole_training(runs):
     cycles = policy.cycle_log + [r.to_dict() for r in policy.active if r.start <= now]
     # Execute: every selected (client, server, start) against what really happened
     checks = [
-        bool(feasible(actual, c, cyc["server"], cyc["start"], TAU))
+        bool(feasible(actual, c, cyc["server"], cyc["start"], cyc["duration"]))
         for cyc in cycles
         for c in np.asarray(cyc["clients"]).tolist()
     ]
-    # Assert: many selections, none of them left before start + train_time
+    # Assert: many selections, none of them left before the cycle's end (eq. 8: the
+    # slowest selected client's training time)
     assert len(checks) >= 30
     assert all(checks)
     assert policy.counts["nfc"] == 0
@@ -105,11 +113,27 @@ def test_mofel_has_no_frustrated_clients_where_a1_has_many(runs):
         tuple(Cycle(c["server"], c["start"], c["duration"], np.asarray(c["clients"])) for c in log),
         "a1",
     )
-    recount = nfc(sel, actual, np.full(runs["mofel_a1"][0].n_agents, TAU))
+    recount = nfc(sel, actual, np.asarray(a1.train_time))
     # Assert
     assert nfc_of["mofel"] == 0 and nfc_of["mofel_a2"] == 0
     assert nfc_of["mofel_a1"] >= 5
     assert recount == sum(sum(c["frustrated"]) for c in log)
+
+
+def test_ntc_counts_only_cycles_all_of_whose_started_clients_finished(runs):
+    # Prepare: A1 frustrates clients, so it has both kinds of aggregated cycles
+    _, a1, _ = runs["mofel_a1"]
+    # Execute: recount from the cycle log
+    complete = partial = 0
+    for c in a1.cycle_log:
+        started, done = np.asarray(c["started"]), np.asarray(c["completed"])
+        if done.any():
+            complete += int(done[started].all())
+            partial += int(not done[started].all())
+    # Assert (Sec. 4-5.2): NTC = complete cycles only; partial ones are counted apart
+    assert partial > 0
+    assert a1.counts["ntc"] == complete
+    assert a1.counts["ntc_partial"] == partial
 
 
 def test_metrics_reach_model_table(runs):
@@ -196,6 +220,35 @@ def test_territories_split_the_map_when_servers_differ_from_areas():
     assert set(np.unique(labels).tolist()) == {0, 1}
 
 
+def test_route_speeds_and_training_times_are_drawn_per_client():
+    # Prepare / Execute: the same seed twice, and one speed for all
+    world = WorldMap.build("nyc_uws", cell_m=100.0, areas=4, seed=0)
+    settings = Config().updated(
+        {"vehicle.mobility": "route", "vehicle.speed": 10.0, "route_speed_min": 1.0 / 60.0}
+    )
+    draw = [
+        make_mobility(
+            "route", world=world, kind="vehicle", count=200, settings=settings,
+            rng=np.random.default_rng(k),
+        ).speeds()
+        for k in (0, 1)
+    ]
+    same = make_mobility(
+        "route", world=world, kind="vehicle", count=5, rng=np.random.default_rng(0),
+        settings=settings.updated({"route_speed_min": 10.0}),
+    ).speeds()
+    tau = client_train_times(500, longest=60.0, min_fraction=0.05, seed=3)
+    # Assert: v_n ~ U(1 m/min, v_max) per client (MoFeL Sec. 5.3), independent of the
+    # model's generator; tau_n ~ U(3, 60) s; equal bounds give one value for all
+    assert np.array_equal(draw[0], draw[1])
+    assert draw[0].min() >= 1.0 / 60.0 and draw[0].max() <= 10.0
+    assert draw[0].std() > 2.0 and abs(draw[0].mean() - 5.0) < 0.6
+    assert (same == 10.0).all()
+    assert tau.min() >= 3.0 and tau.max() <= 60.0 and abs(tau.mean() - 31.5) < 2.0
+    assert np.array_equal(tau, client_train_times(500, longest=60.0, min_fraction=0.05, seed=3))
+    assert (client_train_times(4, longest=60.0, min_fraction=1.0, seed=3) == 60.0).all()
+
+
 def test_mofel_needs_route_mobility():
     # Execute / Assert
     with pytest.raises(ConfigError, match="vehicle.mobility"):
@@ -205,7 +258,9 @@ def test_mofel_needs_route_mobility():
 
 def test_route_predictions_match_the_drive_and_paths_are_shortest(nyc):
     # Prepare
-    settings = Config().updated({"vehicle.mobility": "route", "vehicle.speed": 9.0})
+    settings = Config().updated(
+        {"vehicle.mobility": "route", "vehicle.speed": 9.0, "route_speed_min": 4.0}
+    )
     rng = np.random.default_rng(3)
     mover = make_mobility("route", world=nyc, kind="vehicle", count=20, settings=settings, rng=rng)
     mover.ensure_horizon(400.0)

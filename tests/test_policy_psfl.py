@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -41,6 +42,8 @@ TINY = {
     "batch_size": 16,
     "test_size": 200,
     "seed": 1,
+    "psfl_loss": "mean",  # these tests were written on eq. 3's mean scale
+    "area_labels": "0,1,2;3,4,5,6;7,8,9",
 }
 
 
@@ -149,8 +152,9 @@ def _context(engine, area, adjacency, step) -> ExchangeContext:
     )
 
 
-def _elect(engine, area, adjacency, sigma: float, rounds: int = 8):
-    policy = make_policy("psfl", settings=SimpleNamespace(psfl_sigma=sigma, seed=0))
+def _elect(engine, area, adjacency, sigma: float, rounds: int = 8, scale: str = "mean"):
+    settings = SimpleNamespace(psfl_sigma=sigma, seed=0, psfl_loss=scale, psfl_loss_batch=64)
+    policy = make_policy("psfl", settings=settings)
     saved = engine.state_dict()
     try:
         for step in range(1, rounds + 1):
@@ -186,8 +190,39 @@ def test_eq3_dissimilarity_is_the_sum_of_both_cross_losses(specialised):
     for i, j in ((0, 1), (1, 2)):
         row = graph.indices[graph.indptr[i] : graph.indptr[i + 1]]
         k = graph.indptr[i] + int(np.flatnonzero(row == j)[0])
-        expected = engine.loss_of(j, on_agent=i) + engine.loss_of(i, on_agent=j)
+        everything = 10**6  # eq. 3 averages over all of D_i
+        expected = engine.loss_of(j, on_agent=i, max_samples=everything) + engine.loss_of(
+            i, on_agent=j, max_samples=everything
+        )
         assert ds[k] == pytest.approx(expected, rel=1e-5)
+
+
+def _batch_sum_oracle(engine, model: int, on_agent: int, batch: int = 64) -> float:
+    """Sum of batch-mean losses, rebuilt from prefix means of ``engine.loss_of``."""
+    n = int(engine.data_sizes[on_agent])
+    cuts = [*range(0, n, batch), n]
+    prefix = [0.0] + [
+        m * engine.loss_of(model, on_agent=on_agent, max_samples=m) for m in cuts[1:]
+    ]
+    return sum((prefix[b + 1] - prefix[b]) / (cuts[b + 1] - cuts[b]) for b in range(len(cuts) - 1))
+
+
+def test_eq3_at_the_authors_code_scale_sums_batch_means(specialised):
+    # Prepare
+    engine, area, adjacency = specialised
+    assert (engine.data_sizes > 64).all()  # several batches per node, so the scales differ
+    # Execute
+    policy, _ = _elect(engine, area, adjacency, sigma=4.0, rounds=1, scale="batch_sum")
+    mean_policy, _ = _elect(engine, area, adjacency, sigma=4.0, rounds=1, scale="mean")
+    graph, ds = policy.last_graph, policy.last_ds
+    # Assert: ds = batch-summed L_ij + L_ji (FLutils.evaluate with batch 64), several times
+    # the mean-scale ds of the same edge
+    for i, j in ((0, 1), (1, 2)):
+        row = graph.indices[graph.indptr[i] : graph.indptr[i + 1]]
+        k = graph.indptr[i] + int(np.flatnonzero(row == j)[0])
+        expected = _batch_sum_oracle(engine, j, i) + _batch_sum_oracle(engine, i, j)
+        assert ds[k] == pytest.approx(expected, rel=1e-4)
+        assert ds[k] > 2.5 * mean_policy.last_ds[k]
 
 
 def test_a_loose_sigma_merges_the_areas(specialised):
@@ -218,7 +253,7 @@ def test_area_layout_follows_the_paper_code():
 def test_walker_visits_every_area_in_turn_and_stays_the_set_time():
     # Prepare: the paper's 7 x 8 field with 9 areas, 56 static sensors + the ★ node
     world = WorldMap.build("grid:8x9:100", cell_m=100.0, areas=9, seed=0)
-    settings = Config(areas=9, psfl_walker=True, psfl_walker_stay=5)
+    settings = Config(areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=math.inf)
     rng = np.random.default_rng(0)
     mover = make_mobility(
         "psfl_walker", world=world, kind="sensor", count=57, settings=settings, rng=rng
@@ -244,15 +279,49 @@ def test_walker_visits_every_area_in_turn_and_stays_the_set_time():
     assert np.bincount(mover.home_area[:56]).tolist() == [6, 4, 6, 9, 6, 9, 6, 4, 6]
 
 
+@pytest.mark.parametrize("speed", [0.2, 0.5])
+def test_walker_travels_at_its_speed_and_stays_at_each_stop(speed):
+    # Prepare: the paper's 7 x 8 field with 9 areas, the ★ node at `speed` cells per step
+    world = WorldMap.build("grid:8x9:100", cell_m=100.0, areas=9, seed=0)
+    settings = Config(areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=speed)
+    rng = np.random.default_rng(0)
+    mover = make_mobility(
+        "psfl_walker", world=world, kind="sensor", count=57, settings=settings, rng=rng
+    )
+    ctx = MobilityContext(model=None, step_s=120.0, fractions=np.array([0.5, 1.0]), rng=rng)
+    stops = world.grid.centres(mover.stops)
+    # Execute
+    track = [mover.position[-1].copy()]
+    for _ in range(400):
+        mover.advance(ctx)
+        track.append(mover.position[-1].copy())
+    track = np.array(track)
+    # Assert: never faster than the speed (no teleport), every area visited in snake order
+    hops = np.hypot(*np.diff(track, axis=0).T)
+    assert hops.max() <= speed * 100.0 + 1e-9
+    areas = mover.area_of(track)
+    assert [a for a, _ in itertools.groupby(areas.tolist())] == snake_order(9)
+    # at every stop but the last it stands still exactly `stay` step-ends, then leaves
+    at_stop = [np.flatnonzero(np.hypot(*(track - s).T) < 1e-9) for s in stops]
+    assert [len(t) for t in at_stop[:-1]] == [5] * 8
+    # the tour length: travel + stays (the arrival step is the first of the 5), about the
+    # paper's 140 steps at 0.2 cells per step
+    legs = np.hypot(*np.diff(stops, axis=0).T)
+    expected = int(np.ceil(legs / (speed * 100.0) - 1e-9).sum()) + 4 * 8
+    assert at_stop[-1][0] == expected
+    if speed == 0.2:
+        assert 120 <= expected <= 160
+
+
 def test_walker_senses_each_area_s_data_in_a_real_run():
     # Prepare: 12 sensors + the ★ node moving every step through the 3 areas
     model = MobiDFLModel(
         **(TINY | {"sensors": 13}), psfl_sigma=5.0, psfl_walker=True, psfl_walker_stay=1,
-        steps=4,
+        psfl_walker_speed=math.inf, steps=4,
     )
     policy = model.learner.policies["psfl"][0]
     walker = int(policy.walkers[0])
-    area_labels = Config(areas=3).area_label_lists(10)
+    area_labels = Config(areas=3, area_labels=TINY["area_labels"]).area_label_lists(10)
     mobility = model.groups[0][2]
     seen = [int(mobility.current_areas()[-1])]
     assert set(np.flatnonzero(model.learner.engine.label_hist[walker])) <= set(area_labels[0])
@@ -273,6 +342,7 @@ def test_walker_senses_each_area_s_data_in_a_real_run():
 def test_state_round_trip_resumes_exactly(tmp_path):
     # Prepare: a ★ run interrupted after 3 of 6 steps
     settings = TINY | {"sensors": 13, "psfl_walker": True, "psfl_walker_stay": 1}
+    settings |= {"psfl_walker_speed": 1.0}  # moves across a border within the 6 steps
     settings |= {"psfl_sigma": 3.0, "steps": 6}
     straight = MobiDFLModel(**settings).run()
     first = MobiDFLModel(**settings)

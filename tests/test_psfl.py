@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from model.errors import ConfigError
 from model.maths.psfl import (
     correctness,
     dissimilarity_edges,
@@ -15,6 +16,7 @@ from model.maths.psfl import (
     edge_weights,
     elect_leaders,
     election_round,
+    eq3_loss,
     fedavg_within,
     federation_count,
     federations,
@@ -349,3 +351,27 @@ def test_leader_changes_eq7() -> None:
     np.testing.assert_array_equal(dl, [0, 1, 0, 1, 0])
     np.testing.assert_array_equal(dl2[:, 1], [1, 0, 0, 0, 1])
     assert dl2.shape == (5, 2)
+
+
+# --- eq. 3 scale (paper text vs the authors' code) --------------------------------------------
+def test_eq3_loss_mean_and_batch_sum_by_hand():
+    # Prepare: 5 per-sample losses, batches of 2 -> [1, 3], [5, 7], [9]
+    losses = np.array([1.0, 3.0, 5.0, 7.0, 9.0])
+    # Execute
+    mean = eq3_loss(losses, scale="mean")
+    summed = eq3_loss(losses, scale="batch_sum", batch=2)
+    one_batch = eq3_loss(losses, scale="batch_sum", batch=64)
+    # Assert: the mean of eq. 3; the code's sum of batch means 2 + 6 + 9 = 17
+    assert mean == pytest.approx(5.0)
+    assert summed == pytest.approx(17.0)
+    assert one_batch == pytest.approx(mean)  # one batch: both scales agree
+
+
+def test_eq3_loss_rejects_bad_input():
+    # Prepare / Execute / Assert
+    with pytest.raises(ConfigError, match="psfl_loss"):
+        eq3_loss(np.ones(3), scale="sum")
+    with pytest.raises(ConfigError, match="sample_losses"):
+        eq3_loss(np.array([1.0, np.nan]))
+    with pytest.raises(ConfigError, match="psfl_loss_batch"):
+        eq3_loss(np.ones(3), batch=0)

@@ -11,13 +11,18 @@ member then really drives. Predictions are therefore exact while the plan lasts
 (:meth:`Route.predicted_edges`: the edge sequence with entry times).
 
 Vehicles use the directed drive network (one-way streets respected), other kinds the walk
-network. Speed is the kind's ``speed`` setting (constant, as in ``manhattan``). Edge
+network. Each member keeps one speed, drawn once per member U(``route_speed_min``, the
+kind's ``speed``) (MoFeL Sec. 4: "the client's speed is an inherent characteristic of the
+client"; Sec. 5.3: v_n ~ U(v_min = 1 m/min, v_max)); set ``route_speed_min`` equal to the
+kind's speed for one speed for all. Speeds come from their own generator (seeded by
+``seed`` and the kind), so they do not shift any other random stream. Edge
 changes are time-stamped inside the step (:attr:`Route.last_transitions`), so departures
 are known to the second, not only at step ends.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections import deque
 from typing import Any
 
@@ -77,6 +82,15 @@ class ShortestPaths:
         return [self.edge_of[a * n + b] for a, b in zip(nodes[:-1], nodes[1:], strict=True)]
 
 
+def member_speeds(count: int, *, low: float, high: float, seed: int, kind: str) -> np.ndarray:
+    """Per-member speeds U(min(low, high), high) from a generator of (seed, kind) only."""
+    low = min(float(low), float(high))
+    if low >= high:
+        return np.full(count, float(high))
+    rng = np.random.default_rng([int(seed), 0x5BEED, zlib.crc32(kind.encode())])
+    return rng.uniform(low, high, size=count)
+
+
 _PATHS: dict[int, tuple[StreetNetwork, ShortestPaths]] = {}
 
 
@@ -116,6 +130,13 @@ class Route(MobilityModel):
         seeds = np.random.SeedSequence(int(rng.integers(2**63))).spawn(self.count)
         self.trip_rngs = [np.random.default_rng(s) for s in seeds]
         self.time = 0.0
+        self.speed_of = member_speeds(
+            self.count,
+            low=float(getattr(self.settings, "route_speed_min", self.kind_settings.speed)),
+            high=float(self.kind_settings.speed),
+            seed=int(getattr(self.settings, "seed", 0)),
+            kind=self.kind,
+        )
         speed = self.speeds()
         with np.errstate(divide="ignore", invalid="ignore"):
             back = np.where(speed > 0, self.offset / np.where(speed > 0, speed, 1.0), 0.0)
@@ -130,6 +151,10 @@ class Route(MobilityModel):
             empty_f,
             empty_i,
         )
+
+    def speeds(self) -> np.ndarray:
+        """Each member's own constant speed (m/s)."""
+        return self.speed_of
 
     # --- planning -----------------------------------------------------------------------
     def _add_trip(self, i: int) -> None:

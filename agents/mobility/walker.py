@@ -13,9 +13,15 @@ With ``psfl_walker = true`` the group's last member is the ★ node of the movem
 experiment (Sec. IV-A, last paragraph; Fig. 7): it visits every area in turn and stays
 ``psfl_walker_stay`` steps in each (paper: 5 steps, 140 in all). Its code
 (``MoveInAreas``) heads for the centre of each area in the boustrophedon order
-0, 1, 2, 5, 4, 3, 6, 7, 8; here the ★ node jumps in one step to the cell nearest that
-centre (flying the straight line, so ``contact = during`` sees the path) instead of
-travelling at 0.2 cells per step. The other members sit on distinct cells, as ``static``.
+0, 1, 2, 5, 4, 3, 6, 7, 8, moving ``speed`` units per event in a straight line toward it,
+and once within reach waits ``waitFor`` events before heading for the next. Here the ★
+node travels the straight line to the cell nearest each area's centroid at
+``psfl_walker_speed`` grid cells per step (default 0.2 cells per step, the speed recorded
+for the authors' code when this model was written; ``inf`` = the earlier one-step jump),
+entering the areas on its way as it crosses their borders (the PSFL policy then senses
+the new area's data). The step it arrives counts as the first of its ``psfl_walker_stay``
+steps at the stop. At 0.2 cells per step, 9 areas on the 7 x 8 field take about 140
+steps, the paper's run length. The other members sit on distinct cells, as ``static``.
 """
 
 from __future__ import annotations
@@ -125,7 +131,12 @@ class PsflWalker(MobilityModel):
         self.stops = np.array(
             [self._centre_cell(centres, cell_area, a) for a in self.tour], dtype=np.int64
         )
+        self.speed_m = float(getattr(settings, "psfl_walker_speed", math.inf)) * grid.cell_m
+        if not self.speed_m > 0:
+            raise ConfigError("psfl_walker_speed", self.speed_m / grid.cell_m, "a number > 0")
         self.t = 0
+        self.leg = 0  # index in ``tour`` of the stop the ★ node heads for / stands on
+        self.dwell = 1  # steps counted at the current stop (the start counts as one)
         position = np.zeros((self.count, 2))
         position[:n_static] = grid.centres(cells)
         if n_walk:
@@ -149,31 +160,53 @@ class PsflWalker(MobilityModel):
         """Area each member stands in now (differs from ``home_area`` only for the ★ node)."""
         return self.area_of(self.position)
 
-    def tour_index(self, step: int) -> int:
-        """Which stop of the tour the ★ node is at after ``step`` steps (last stop forever)."""
-        return min(int(step) // self.stay, len(self.tour) - 1)
-
     def speeds(self) -> np.ndarray:
         return self.last_speed
 
     def max_step_distance(self, step_s: float) -> float:
+        if not self.walkers.size:
+            return 0.0
         west, south, east, north = self.bounds
-        return float(np.hypot(east - west, north - south)) if self.walkers.size else 0.0
+        return float(min(np.hypot(east - west, north - south), self.speed_m))
+
+    def _walker_end(self, here: np.ndarray) -> np.ndarray:
+        """One step of the ★ node's tour from ``here`` (stay, or travel toward the stop)."""
+        stop = self.world.grid.centres(self.stops[self.leg])
+        standing = float(np.hypot(*(stop - here))) < 1e-6  # metres (UTM-sized coordinates)
+        if standing and (self.dwell < self.stay or self.leg == len(self.tour) - 1):
+            self.dwell += 1
+            return here
+        if standing:
+            self.leg, self.dwell = self.leg + 1, 0
+        target = self.world.grid.centres(self.stops[self.leg])
+        gap = float(np.hypot(*(target - here)))
+        if gap <= self.speed_m:
+            self.dwell = 1  # arrived: this step is the first of the stay
+            return target
+        return here + (target - here) * (self.speed_m / gap)
 
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         start = self.position
         self.t += 1
         end = start.copy()
-        if self.walkers.size:
-            end[self.walkers] = self.world.grid.centres(self.stops[self.tour_index(self.t)])
+        for w in self.walkers.tolist():
+            end[w] = self._walker_end(start[w])
         self.last_speed = np.hypot(*(end - start).T) / ctx.step_s
         self.position = end
         return start[None] + ctx.fractions[:, None, None] * (end - start)[None]
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "t": self.t, "speed": self.last_speed.copy()}
+        return {
+            **super().state_dict(),
+            "t": self.t,
+            "leg": self.leg,
+            "dwell": self.dwell,
+            "speed": self.last_speed.copy(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.t = int(state["t"])
+        self.leg = int(state["leg"])
+        self.dwell = int(state["dwell"])
         self.last_speed = np.asarray(state["speed"], float).copy()

@@ -36,6 +36,7 @@ SCENARIO = {
     "uav.mobility": "dcm",
     "partition": "area",
     "psfl_sigma": 5.0,
+    "psfl_loss": "mean",  # sigma 5 was set on eq. 3's per-sample mean scale
 }
 SCALES = {
     "ci": dict(vehicles=20, sensors=12, uavs=3, steps=10, test_size=200),

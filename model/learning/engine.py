@@ -504,7 +504,69 @@ class Engine:
         with torch.no_grad():
             return float(self._fn.ce(params, self._x[idx], self._y[idx]))
 
+    def sample_losses(
+        self, model: int | Params, *, on_agent: int, max_samples: int | None = None
+    ) -> np.ndarray:
+        """Per-sample CE of ``model`` on agent ``on_agent``'s training samples.
+
+        Samples are read in the agent's fixed random order (the one :meth:`loss_of` uses),
+        at most ``max_samples`` of them (``None`` = all). PSFL (Domini et al., ACSOS 2024)
+        reduces these to the L(D_i, nn_j) of its eq. 3 (:func:`model.maths.psfl.eq3_loss`).
+        """
+        if isinstance(model, int | np.integer):
+            params: Sequence[torch.Tensor] = [p[int(model)] for p in self.params]
+        else:
+            params = model
+        order = self._loss_order[on_agent]
+        order = order if max_samples is None else order[:max_samples]
+        idx = torch.from_numpy(order).to(self.device)
+        with torch.no_grad():
+            logits = self._fn.logits(params, self._x[idx])
+            return F.cross_entropy(logits, self._y[idx], reduction="none").double().cpu().numpy()
+
+    def set_data(self, agent: int, indices: np.ndarray) -> None:
+        """Give ``agent`` new local training data (a moving sensor senses a new area).
+
+        ``indices`` are training-set sample indices, in the order :meth:`loss_of` and
+        :meth:`sample_losses` read them. Updates the agent's partition, its size and label
+        histogram in place (``data_sizes``/``label_hist`` are shared with agent tables).
+        """
+        order = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if not 0 <= int(agent) < self.n_agents:
+            raise ConfigError("agent", agent, f"an agent id in [0, {self.n_agents})")
+        if order.size < self.batch_size:
+            raise ConfigError("indices", order.size, f">= batch_size ({self.batch_size}) samples")
+        n_train = int(self._y.shape[0])
+        if order.min() < 0 or order.max() >= n_train or np.unique(order).size != order.size:
+            raise ConfigError("indices", order.size, f"distinct sample ids in [0, {n_train})")
+        labels = self._y.cpu().numpy()
+        self.parts[agent] = np.sort(order)
+        self.data_sizes[agent] = order.size
+        self.label_hist[agent] = np.bincount(labels[order], minlength=self.label_hist.shape[1])
+        self._loss_order[agent] = order.copy()
+
     # --- evaluation ------------------------------------------------------------------------
+    def evaluate_params(
+        self, params: Sequence[torch.Tensor], *, labels: Sequence[int] | None = None
+    ) -> tuple[float, float]:
+        """Accuracy and mean CE of one parameter tuple (not an agent's) on the test sample.
+
+        Infrastructure models (MoFeL's edge servers) and federation models use this.
+        ``labels`` restricts the test sample to those classes (PSFL tests each node on its
+        area's labels); NaN, NaN when no test sample has one of them.
+        """
+        if len(params) != len(self.params):
+            raise ConfigError("params", len(params), f"{len(self.params)} parameter tensors")
+        x, y = self._x_test, self._y_test
+        if labels is not None:
+            keep = torch.isin(y, torch.as_tensor(list(labels), dtype=y.dtype, device=y.device))
+            if not bool(keep.any()):
+                return float("nan"), float("nan")
+            x, y = x[keep], y[keep]
+        stacks = [torch.as_tensor(p).to(self.device).unsqueeze(0) for p in params]
+        out = _evaluate_agents(self._fn, stacks, x, y, np.zeros(1, np.int64), 2048)
+        return float(out[0, 0]), float(out[1, 0])
+
     def evaluate(
         self, *, agents: np.ndarray | None = None, chunk: int = 2048
     ) -> tuple[np.ndarray, np.ndarray]:

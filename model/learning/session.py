@@ -15,6 +15,7 @@ from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import make_partition
 from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
+from model.policies.base import check_metrics
 
 if TYPE_CHECKING:
     from model.world import MobiDFLModel
@@ -57,9 +58,12 @@ class LearningSession:
                 model=model,
             )
             self.policies[name] = (policy, members)
+        self.needs_encounter_times = any(
+            policy.needs_encounter_times for policy, _ in self.policies.values()
+        )
         self.metric_names: list[str] = []
         for policy, _ in self.policies.values():
-            for metric in getattr(policy, "metric_names", ()):
+            for metric in policy.metric_names:
                 if metric not in self.metric_names:
                     self.metric_names.append(metric)
 
@@ -119,6 +123,7 @@ class LearningSession:
             agents=self.agent_table(),
             rng=self.model.rng,
             model=self.model,
+            encounters=self.model.encounters,
         )
 
     def step(self) -> None:
@@ -132,7 +137,9 @@ class LearningSession:
         self.engine.train(mask=None if mask.all() else mask)
         exchanges: list[tuple[np.ndarray, Exchange]] = []
         for policy, members in self.policies.values():
-            exchanges.append((members, policy.exchange(self._context(members))))
+            exchange = policy.exchange(self._context(members))
+            check_metrics(policy, exchange.metrics)
+            exchanges.append((members, exchange))
         if any(exchange.rows is not None for _, exchange in exchanges):
             self.engine.mix(combine_rows(exchanges, model.n_agents))  # identity otherwise
         model.policy_metrics = {}

@@ -17,6 +17,7 @@ keeps it until reached (eq. 8), and moves toward it at most ``R_m`` per round (e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -26,6 +27,8 @@ from numpy.typing import ArrayLike
 from model.errors import ConfigError
 
 __all__ = [
+    "disjoint_area_labels",
+    "overlapping_area_labels",
     "GridMetric",
     "GridShape",
     "DistributionDistance",
@@ -425,3 +428,41 @@ def next_destination(
     if cand.shape != prob.shape or cand.size == 0 or not np.isclose(prob.sum(), 1.0):
         raise ConfigError("probabilities", prob.tolist(), "one per candidate, summing to 1")
     return int(cand[rng.choice(cand.size, p=prob)])
+
+
+MIN_AREA_LABELS = 3
+"""Fewest labels an area holds by default: PSFL's EMNIST-letters split (Domini et al., ACSOS
+2024; its code's ``np.array_split(arange(27), k)``) gives 3 labels per area at its largest k
+(9 areas), 5-6 at k = 5 and 9 at k = 3."""
+
+
+def disjoint_area_labels(num_classes: int, areas: int) -> list[list[int]]:
+    """PSFL's code split: the classes cut into ``areas`` contiguous disjoint blocks.
+
+    ``np.array_split(arange(C), k)`` (``FLutils.dataset_to_nodes_partitioning``). With 10
+    classes and 9 areas eight areas hold a single label.
+    """
+    if not 1 <= areas <= num_classes:
+        raise ConfigError("areas", areas, f"1 to {num_classes} areas (one label each at least)")
+    return [block.tolist() for block in np.array_split(np.arange(num_classes), areas)]
+
+
+def overlapping_area_labels(
+    num_classes: int, areas: int, *, min_labels: int = MIN_AREA_LABELS
+) -> list[list[int]]:
+    """Default area label sets: overlapping circular windows, so no area holds one label.
+
+    Area ``a`` gets the ``w`` consecutive labels (mod C) starting at ``floor(a C / k)``, with
+    ``w = max(ceil(C / k), min_labels)`` (capped at C). Neighbouring windows share labels
+    whenever ``w > C / k``, as in Cached-DFL's group split {9,0,1,2}, {3,4,5,6}, {6,7,8,9}
+    (Wang et al., AAAI 2025), and no area holds fewer labels than PSFL's EMNIST split gives
+    at 9 areas (3). For C = 10: k = 3 -> {0..3}, {3..6}, {6..9}; k = 9 -> {0,1,2},
+    {1,2,3}, ..., {8,9,0}.
+    """
+    if num_classes < 1 or areas < 1:
+        raise ConfigError("areas", areas, "at least one area and one class")
+    width = min(num_classes, max(math.ceil(num_classes / areas), int(min_labels)))
+    return [
+        [(a * num_classes // areas + t) % num_classes for t in range(width)]
+        for a in range(areas)
+    ]

@@ -37,6 +37,7 @@ __all__ = [
     "dissimilarity_matrix",
     "edge_weights",
     "elect_leaders",
+    "eq3_loss",
     "election_round",
     "fedavg_within",
     "federation_count",
@@ -150,6 +151,46 @@ def edge_weights(adjacency: object, ds: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # Eq. 3: loss-based dissimilarity
 # --------------------------------------------------------------------------------------------
+
+
+LOSS_SCALES = ("batch_sum", "mean")
+"""How L(D_i, nn_j) of eq. 3 is reduced over D_i (setting ``psfl_loss``)."""
+
+
+def eq3_loss(sample_losses: np.ndarray, *, scale: str = "batch_sum", batch: int = 64) -> float:
+    """L(D_i, nn_j) of PSFL eq. 3 from the per-sample losses of nn_j on D_i.
+
+    The paper and its code disagree on the scale, and sigma (20 / 40 / 80) is compared with
+    sums of these values (G of Sec. III-B), so the scale decides what a sigma means:
+
+    * ``mean`` -- eq. 3 as printed: ``(1 / |D_i|) sum_{(x,y) in D_i} l(f(x; nn_j), y)``;
+    * ``batch_sum`` -- the authors' code (``FLutils.evaluate``, called on the node's
+      training data with ``batch_size = 64``): the *sum over mini-batches* of the
+      batch-mean NLL, i.e. ``sum_b mean_{(x,y) in B_b} l`` over consecutive batches of
+      ``batch`` samples, the last one possibly smaller. This is ``ceil(|D_i| / batch)``
+      times the mean when losses are even, about 9x for the paper's ~550 training samples
+      per node, and it is the quantity the paper's sigma values were set against.
+
+    Args:
+        sample_losses: per-sample losses in the node's fixed sample order.
+        scale: ``"batch_sum"`` or ``"mean"``.
+        batch: evaluation batch size of ``batch_sum`` (the authors' code: 64).
+    """
+    losses = np.asarray(sample_losses, dtype=np.float64).reshape(-1)
+    if scale not in LOSS_SCALES:
+        raise ConfigError("psfl_loss", scale, "one of " + ", ".join(LOSS_SCALES))
+    if losses.size == 0:
+        raise ConfigError("sample_losses", 0, "at least one sample")
+    if not np.isfinite(losses).all() or (losses < 0).any():
+        raise ConfigError("sample_losses", "non-finite or negative", "finite losses >= 0")
+    if scale == "mean":
+        return float(losses.mean())
+    if int(batch) < 1:
+        raise ConfigError("psfl_loss_batch", batch, "an integer >= 1")
+    starts = np.arange(0, losses.size, int(batch))
+    sums = np.add.reduceat(losses, starts)
+    sizes = np.diff(np.append(starts, losses.size))
+    return float((sums / sizes).sum())
 
 
 def _check_loss(loss: np.ndarray, name: str) -> np.ndarray:

@@ -55,6 +55,7 @@ __all__ = [
     "ExchangeContext",
     "ExchangePolicy",
     "apply_assignments",
+    "check_metrics",
     "combine_rows",
     "make_policy",
     "register_policy",
@@ -85,6 +86,10 @@ class ExchangeContext:
     agents: AgentTable
     rng: np.random.Generator
     model: Any = None  # the Mesa model, for infrastructure-based policies (edge servers)
+    encounters: tuple[np.ndarray, np.ndarray] | None = None
+    """This step's contact pairs ``[E, 2]`` (i < j) and their first-contact times (fraction
+    of the step, :func:`model.contacts.contact_times`); only for policies that set
+    ``needs_encounter_times`` (``None`` otherwise)."""
 
 
 @dataclass
@@ -100,6 +105,11 @@ class ExchangePolicy(ABC):
     """Base class of exchange policies; subclasses set ``name`` and implement ``exchange``."""
 
     name: ClassVar[str]
+    needs_encounter_times: ClassVar[bool] = False
+    """True: the model computes ``ExchangeContext.encounters`` (time order of contacts)."""
+    metric_names: ClassVar[tuple[str, ...]] = ()
+    """Every metric ``exchange`` may put in ``Exchange.metrics`` (columns of ``model.csv``);
+    an undeclared one raises (:func:`check_metrics`) instead of being dropped."""
 
     def __init__(self, *, settings: Any) -> None:
         """``settings`` is the run config (attribute access, e.g. ``settings.mobility_alpha``)."""
@@ -130,6 +140,17 @@ class ExchangePolicy(ABC):
 
     def load_state_dict(self, state: dict) -> None:  # noqa: B027 - stateless default
         """Restore what :meth:`state_dict` returned."""
+
+
+def check_metrics(policy: ExchangePolicy, metrics: dict[str, float]) -> None:
+    """Raise when ``policy`` returned a metric its class does not declare in ``metric_names``."""
+    undeclared = sorted(set(metrics) - set(policy.metric_names))
+    if undeclared:
+        raise ConfigError(
+            f"{type(policy).__name__}.metric_names",
+            undeclared,
+            f"declared metrics only ({', '.join(policy.metric_names) or 'none'})",
+        )
 
 
 POLICIES: dict[str, type[ExchangePolicy]] = {}

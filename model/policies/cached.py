@@ -10,11 +10,13 @@ or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
    :func:`model.maths.cache.exchange_pair` (both sides computed from the caches they held
    when they met, each sending its freshly trained model ``x~_j(t)`` with timestamp ``t``
    and its cache). Encounters are processed one after another, so a model can travel
-   several hops within one epoch, as in the authors' code where pairs are replayed second
-   by second; MobiDFL's contacts carry no time within the step, so the encounter order is
-   a random permutation drawn from the policy's own generator (seeded by ``seed``, so
-   that the model's mobility stream, and hence every contact, is the same as under any
-   other policy with the same seed: comparisons between policies are paired);
+   several hops within one epoch, in the order of first contact within the step
+   (:func:`model.contacts.contact_times`: the moment the pair's sampled motion first comes
+   within R), as in the authors' code where cars advance in 1 s sub-steps and exchange as
+   they meet. Ties (all pairs under ``contact = end``, which has no time) keep the order
+   of a random permutation drawn from the policy's own generator (seeded by ``seed``, so
+   the model's mobility stream, and hence every contact, is the same as under any other
+   policy with the same seed: comparisons between policies are paired);
 3. aggregation (lines 10-13, 18): ``x_i(t+1) = sum_j alpha_j x~_j(tau)`` over the own model
    and the cached ones with ``alpha_j = n_j / sum n`` (sample counts,
    :func:`model.maths.cache.aggregation_weights`).
@@ -69,6 +71,28 @@ def member_edges(adjacency: sp.spmatrix, members: np.ndarray) -> np.ndarray:
     return np.stack([upper.row[keep], upper.col[keep]], axis=1).astype(np.int64)
 
 
+def encounter_order(
+    pairs: np.ndarray, times: np.ndarray, members: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Member-member ``pairs`` sorted by first-contact ``times``; ties in a random order.
+
+    Cached-DFL (Wang et al., AAAI 2025, Alg. 2 applied per encounter): a relay A-B then
+    B-C within one epoch carries A's model to C only in that order.
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    times = np.asarray(times, dtype=float).reshape(-1)
+    if pairs.shape[0] != times.size:
+        raise ConfigError("encounters", (pairs.shape[0], times.size), "one time per pair")
+    mask = np.zeros(int(pairs.max(initial=-1)) + 1, bool)
+    idx = np.asarray(members, dtype=np.int64)
+    mask[idx[idx < mask.size]] = True
+    keep = mask[pairs[:, 0]] & mask[pairs[:, 1]] if pairs.size else np.zeros(0, bool)
+    pairs, times = pairs[keep], times[keep]
+    shuffled = rng.permutation(len(pairs))
+    order = shuffled[np.argsort(times[shuffled], kind="stable")]
+    return pairs[order]
+
+
 def even_group_limits(cache_size: int, groups: int) -> list[int]:
     """``cache_size`` split over ``groups`` sub-caches, the remainder to the first ones.
 
@@ -101,6 +125,7 @@ class CachedPolicy(ExchangePolicy):
     """Shared machinery of the LRU and group-LRU Cached-DFL policies."""
 
     metric_names: ClassVar[tuple[str, ...]] = ("cache_size_mean", "cache_age_mean")
+    needs_encounter_times: ClassVar[bool] = True
 
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)
@@ -155,9 +180,8 @@ class CachedPolicy(ExchangePolicy):
             )
             for i in members
         }
-        edges = member_edges(ctx.adjacency, ctx.members)
-        for e in self.rng.permutation(len(edges)):
-            i, j = int(edges[e, 0]), int(edges[e, 1])
+        edges = self._encounter_order(ctx)
+        for i, j in edges.tolist():
             caches[i], caches[j] = exchange_pair(
                 caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max, **limits
             )
@@ -175,6 +199,20 @@ class CachedPolicy(ExchangePolicy):
             count, age = cache_stats(caches.values(), now=now)
             metrics = {"cache_size_mean": count, "cache_age_mean": age}
         return Exchange(assign=assign, metrics=metrics)
+
+    def _encounter_order(self, ctx: ExchangeContext) -> np.ndarray:
+        """This step's member encounters ``[E, 2]`` in the order the caches meet.
+
+        Time order of first contact within the step (``ctx.encounters``, the authors' code's
+        1 s sub-steps); pairs with the same time (all of them under ``contact = end``)
+        keep the order of a random permutation drawn from the policy's generator. Without
+        times (a context built by hand) the order is that random permutation.
+        """
+        if ctx.encounters is None:
+            edges = member_edges(ctx.adjacency, ctx.members)
+            return edges[self.rng.permutation(len(edges))]
+        pairs, times = ctx.encounters
+        return encounter_order(pairs, times, ctx.members, self.rng)
 
     # --- checkpoints --------------------------------------------------------------------------
     def state_dict(self) -> dict:

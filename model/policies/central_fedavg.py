@@ -8,6 +8,8 @@ mixing block (M^2 non-zeros would make the sparse matmul quadratic in M).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 
 
@@ -16,6 +18,7 @@ class CentralFedAvgPolicy(ExchangePolicy):
     """Global FedAvg over the members, weights proportional to their data sizes."""
 
     name = "central_fedavg"
+    metric_names: ClassVar[tuple[str, ...]] = ("participants",)
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         if ctx.members.size == 0:

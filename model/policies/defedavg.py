@@ -24,7 +24,7 @@ How it differs from the other neighbourhood policies:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -93,6 +93,7 @@ class DeFedAvgPolicy(ExchangePolicy):
     """Pairwise data-size-weighted averaging with one peer met during the step."""
 
     name = "defedavg"
+    metric_names: ClassVar[tuple[str, ...]] = ("degree_mean", "paired_fraction")
 
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)

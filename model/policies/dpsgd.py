@@ -6,6 +6,8 @@ Seed 000, Sec. 5.3 and Alg. 1 line 6: ``W_ij = 1/|M_i|`` over ``M_i`` = the neig
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from model.maths.mixing import dpsgd_weights
@@ -25,6 +27,7 @@ class DPSGDPolicy(ExchangePolicy):
     """Equal-weight averaging with the members met during the step."""
 
     name = "dpsgd"
+    metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         rows = dpsgd_weights(ctx.adjacency, ctx.members)

@@ -6,6 +6,8 @@ Seed 001, eq. (2): ``w_ij = |D_j| / (|D_i| + sum_{k in N_i} |D_k|)`` for ``j`` i
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from model.maths.mixing import fedavg_weights
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 from model.policies.dpsgd import member_degree_mean
@@ -16,6 +18,7 @@ class FedAvgWeightedPolicy(ExchangePolicy):
     """Data-size-weighted averaging with the members met during the step."""
 
     name = "fedavg_weighted"
+    metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         rows = fedavg_weights(ctx.adjacency, ctx.agents.data_size, ctx.members)

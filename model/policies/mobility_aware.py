@@ -12,6 +12,8 @@ weight stays non-negative; the thesis' released code defaults to 2).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from model.maths.mixing import mobility_aware_weights
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 from model.policies.dpsgd import member_degree_mean
@@ -22,6 +24,7 @@ class MobilityAwarePolicy(ExchangePolicy):
     """Seed 000 Alg. 1 line 6 with the mobility-aware weights of Sec. 5.4."""
 
     name = "mobility_aware"
+    metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         """One row per member from this step's contacts and the agents' current speeds."""

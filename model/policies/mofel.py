@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -59,24 +59,36 @@ from model.errors import ConfigError
 from model.maths.mofel import Cycle, Visits, select, select_a1, select_a2
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 
+if TYPE_CHECKING:
+    from model.learning.engine import Engine
+
 __all__ = ["MofelA1Policy", "MofelA2Policy", "MofelBase", "MofelPolicy", "server_accuracy"]
 
 _TOL = 1e-6  # seconds: float slack between predicted and simulated edge-entry times
 
 
-def server_accuracy(engine: Any, params: tuple[torch.Tensor, ...]) -> float:
-    """Accuracy of one parameter tuple on the engine's shared test sample.
+def server_accuracy(engine: Engine, params: tuple[torch.Tensor, ...]) -> float:
+    """Accuracy of one server model on the engine's shared test sample.
 
-    Servers are not agents, so :meth:`Engine.evaluate` (agents only) cannot be used; this
-    calls the same evaluation routine on a one-model stack.
+    Servers are not agents: :meth:`Engine.evaluate_params` evaluates a parameter tuple.
     """
-    from model.learning.engine import _evaluate_agents  # no public per-params evaluation yet
+    return engine.evaluate_params(params)[0]
 
-    stacks = [p.unsqueeze(0) for p in params]
-    out = _evaluate_agents(
-        engine._fn, stacks, engine._x_test, engine._y_test, np.zeros(1, np.int64), 2048
-    )
-    return float(out[0, 0])
+
+def client_train_times(
+    count: int, *, longest: float, min_fraction: float, seed: int
+) -> np.ndarray:
+    """tau_n per client, U(min_fraction * longest, longest) (MoFeL Sec. 5.3: U(1, 20) min).
+
+    "The client's speed and the time required for training are inherent characteristics of
+    the client" (Sec. 4): drawn once, from a generator of ``seed`` only, so every policy of
+    a comparison sees the same clients.
+    """
+    low = float(min_fraction) * float(longest)
+    if low >= longest:
+        return np.full(count, float(longest))
+    rng = np.random.default_rng([int(seed), 0x7A0])
+    return rng.uniform(low, float(longest), size=count)
 
 
 @dataclass
@@ -132,13 +144,14 @@ class MofelBase(ExchangePolicy):
 
     metric_names: ClassVar[tuple[str, ...]] = (
         "ntc",
+        "ntc_partial",
         "nfc",
         "server_acc_mean",
         "server_acc_std",
         "participants",
     )
     clients_per_cycle: ClassVar[int] = 10
-    horizon_factor: ClassVar[float] = 2.0
+    """A1's clients per cycle: the paper says only "randomly defines clients' participation"."""
 
     # --- set-up ---------------------------------------------------------------------
     def setup(
@@ -162,8 +175,18 @@ class MofelBase(ExchangePolicy):
         n_clients = self.members.size
         self.engine = engine
         self.data_size = np.asarray(agents.data_size, float)[self.members]
-        self.train_time = np.full(n_clients, float(cfg.train_time_s))
-        self.horizon = self.horizon_factor * float(self.train_time.max(initial=0.0))
+        self.train_time = client_train_times(
+            n_clients,
+            longest=float(cfg.train_time_s),
+            min_fraction=float(getattr(cfg, "train_time_min_fraction", 1.0)),
+            seed=int(cfg.seed),
+        )
+        self.horizon = float(getattr(cfg, "mofel_horizon", 2.0)) * float(
+            self.train_time.max(initial=0.0)
+        )
+        cap = int(getattr(cfg, "mofel_max_clients", 0))
+        self.max_clients: int | None = cap if cap > 0 else None
+        self.node_limit = int(getattr(cfg, "mofel_node_limit", 20_000))
         client_of = np.full(model.n_agents, -1, np.int64)
         client_of[self.members] = np.arange(n_clients)
         # (mobility, client id per group member (-1: not ours), edge -> territory)
@@ -201,7 +224,7 @@ class MofelBase(ExchangePolicy):
         acc0 = server_accuracy(engine, start) if start is not None else float("nan")
         self.server_acc = np.full(self.n_servers, acc0)
         self.held = np.full((n_clients, 2), -1, np.int64)  # (server, version) of held model
-        self.counts = {"ntc": 0, "nfc": 0, "participants": 0}
+        self.counts = {"ntc": 0, "ntc_partial": 0, "nfc": 0, "participants": 0}
         self.synced = 0
         self.now = 0.0
 
@@ -295,7 +318,11 @@ class MofelBase(ExchangePolicy):
                 )  # FedAvg: weights = sample counts
                 self.server_version[s] += 1
                 self.server_acc[s] = server_accuracy(self.engine, self.server_params[s])
-                self.counts["ntc"] += 1
+                # NTC (Sec. 5.2) counts cycles performed; MoFeL "requires the aggregation of
+                # results of all local training" (Sec. 4), so a cycle counts only when every
+                # client that started it finished; one with a frustrated client is partial
+                complete = bool(done[run.started].all())
+                self.counts["ntc" if complete else "ntc_partial"] += 1
             self._log(run, completed=done)
         self._reindex(keep)
 
@@ -373,6 +400,7 @@ class MofelBase(ExchangePolicy):
         acc = self.server_acc
         return {
             "ntc": float(self.counts["ntc"]),
+            "ntc_partial": float(self.counts["ntc_partial"]),
             "nfc": float(self.counts["nfc"]),
             "server_acc_mean": float(np.mean(acc)),
             "server_acc_std": float(np.std(acc)),
@@ -472,7 +500,7 @@ class MofelBase(ExchangePolicy):
         self.terr = np.asarray(state["terr"], np.int64).copy()
         self.terr_since = np.asarray(state["terr_since"], float).copy()
         self.held = np.asarray(state["held"], np.int64).copy()
-        self.counts = {k: int(v) for k, v in state["counts"].items()}
+        self.counts = {"ntc_partial": 0} | {k: int(v) for k, v in state["counts"].items()}
         self.cycle_log = [dict(entry) for entry in state["cycle_log"]]
         self.synced = int(state["synced"])
         self.now = float(state["now"])
@@ -524,11 +552,12 @@ class MofelPolicy(MofelBase):
             self.horizon,
             method="auto",
             min_clients=1,
-            max_clients=self.clients_per_cycle,
+            max_clients=self.max_clients,
             max_trainings_per_client=1,
             finish_within_horizon=True,
+            node_limit=self.node_limit,
         )
-        self.solve_seconds += time.perf_counter() - started
+        self.solve_seconds += time.perf_counter() - started  # reported only, never decides
         if sel.cycles:
             key = "milp" if sel.method.startswith("milp") else "greedy"
             self.solver_counts[key] += 1
@@ -608,7 +637,7 @@ class MofelA2Policy(MofelBase):
             self.train_time,
             alert,
             self.now,
-            max_clients=self.clients_per_cycle,
+            max_clients=self.max_clients,
             min_clients=1,
             rng=ctx.rng,
         )

@@ -4,8 +4,12 @@ Per step (Alg. 1), after every member trained locally (line 3):
 
 1. models are exchanged with the contacts of the step (line 4) and every contact pair gets
    the loss-based dissimilarity of eq. 3, ds(i, j) = L(D_i, nn_j) + L(D_j, nn_i), with
-   ``engine.loss_of`` (mean cross-entropy on at most :attr:`PsflPolicy.loss_samples` local
-   samples);
+   L(D_i, nn_j) from ``engine.sample_losses`` (cross-entropy = the code's NLL on
+   log-softmax) over all of D_i, reduced by :func:`model.maths.psfl.eq3_loss` at the
+   scale of ``psfl_loss``: ``batch_sum`` (default: the authors' code sums the batch-mean
+   NLL over batches of ``psfl_loss_batch`` = 64, the scale the paper's sigma 20/40/80
+   were set on) or ``mean`` (eq. 3 as printed). The paper's text and code disagree here;
+   the default was chosen for that reason, before any result was looked at;
 2. one round of the multi-leader election (Sec. III-B steps 1-4; the ScaFi ``S`` block of
    the paper's code), :func:`model.maths.psfl.election_round`;
 3. the gradient field G from the elected leaders, accumulating ds along paths; a candidacy
@@ -34,15 +38,13 @@ accuracy averaged within the federation (Fig. 6).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 import torch
-from torch.func import functional_call
 
 from model.errors import ConfigError
-from model.learning.nets import build_net
 from model.maths.psfl import (
     ElectionState,
     GradientField,
@@ -50,6 +52,7 @@ from model.maths.psfl import (
     correctness,
     dissimilarity_edges,
     election_round,
+    eq3_loss,
     fedavg_within,
     federation_count,
     federations,
@@ -65,85 +68,57 @@ from model.policies.base import (
     register_policy,
 )
 
+if TYPE_CHECKING:
+    from model.learning.engine import Engine
+
 __all__ = ["PsflPolicy", "area_accuracy", "set_agent_data"]
 
 STATE_FORMAT = 1
 
 
 def area_accuracy(
-    engine: Any,
-    dataset: Any,
+    engine: Engine,
     *,
     agents: np.ndarray | None = None,
-    template: Any = None,
     models: dict[int, tuple[torch.Tensor, ...]] | None = None,
 ) -> np.ndarray:
     """Accuracy of each agent's model on the test samples whose label it holds.
 
-    Why: seed 004 tests every node on the test data of its own area (its code's
-    ``DistributedTestSetEvaluation`` reads the test layer at the node's position), not on
-    all classes; under area label skew "the labels the node holds" is exactly its area's
-    label set. NaN for an agent whose labels have no test sample.
+    Why: PSFL (Domini et al., ACSOS 2024) tests every node on the test data of its own area
+    (its code's ``DistributedTestSetEvaluation`` reads the test layer at the node's
+    position), not on all classes; under area label skew "the labels the node holds" is
+    exactly its area's label set. NaN for an agent whose labels have no test sample.
 
     Args:
-        engine: the learning engine (reads ``params``, ``label_hist``, ``net_name``).
-        dataset: the run's :class:`model.learning.data.Dataset` (``x_test``, ``y_test``).
+        engine: the learning engine (:meth:`Engine.evaluate_params`, ``label_hist``).
         agents: which agents (default: all).
-        template: a module built like the engine's net (built here when ``None``).
         models: parameters to use instead of the engine's for some agents (e.g. the
             federation models a policy is about to assign).
     """
     idx = np.arange(engine.n_agents) if agents is None else np.asarray(agents, np.int64)
-    net = template or build_net(engine.net_name, dataset.input_shape, dataset.num_classes)
-    names = [n for n, _ in net.named_parameters()]
     models = models or {}
-    x = dataset.x_test.to(engine.device)
-    y = dataset.y_test.to(engine.device)
-    y_np = dataset.y_test.numpy()
     out = np.full(idx.size, np.nan)
-    masks: dict[bytes, torch.Tensor] = {}
-    with torch.no_grad():
-        for a, i in enumerate(idx.tolist()):
-            held = engine.label_hist[i] > 0
-            key = held.tobytes()
-            if key not in masks:
-                masks[key] = torch.from_numpy(np.flatnonzero(held[y_np])).to(engine.device)
-            sel = masks[key]
-            if sel.numel() == 0:
-                continue
-            tensors = models.get(i) or tuple(p[i] for p in engine.params)
-            params = dict(zip(names, tensors, strict=True))
-            logits = functional_call(net, params, (x.index_select(0, sel),))
-            out[a] = float((logits.argmax(1) == y.index_select(0, sel)).float().mean())
+    for a, i in enumerate(idx.tolist()):
+        held = np.flatnonzero(engine.label_hist[i] > 0)
+        tensors = models.get(i) or engine.snapshot(i)
+        out[a] = engine.evaluate_params(tensors, labels=held.tolist())[0]
     return out
 
 
-def set_agent_data(engine: Any, agent: int, order: np.ndarray, *, labels: np.ndarray) -> None:
+def set_agent_data(engine: Engine, agent: int, order: np.ndarray) -> None:
     """Give ``agent`` new local training data (a sensor that moved senses a new area).
 
     Args:
-        engine: the learning engine.
+        engine: the learning engine (:meth:`Engine.set_data`).
         agent: global agent id.
         order: the new sample indices in the (random) order ``loss_of`` reads them.
-        labels: training labels of the whole dataset (for the label histogram).
-
-    Uses ``engine.set_data(agent, order)`` when the engine offers it; otherwise updates the
-    engine's per-agent partition, size, label histogram and the sample order ``loss_of``
-    reads, in place (the size and histogram arrays are shared with the agent table).
     """
     order = np.asarray(order, dtype=np.int64).reshape(-1)
     if order.size < engine.batch_size:
         raise ConfigError(
             "psfl_walker", f"{order.size} samples to sense", f">= batch_size ({engine.batch_size})"
         )
-    setter = getattr(engine, "set_data", None)
-    if callable(setter):
-        setter(agent, order)
-        return
-    engine.parts[agent] = np.sort(order)
-    engine.data_sizes[agent] = order.size
-    engine.label_hist[agent] = np.bincount(labels[order], minlength=engine.label_hist.shape[1])
-    engine._loss_order[agent] = order.copy()  # what engine.loss_of reads (no public setter)
+    engine.set_data(agent, order)
 
 
 @register_policy
@@ -172,8 +147,8 @@ class PsflPolicy(ExchangePolicy):
         "area_acc_mean",
         "federation_acc_mean",
     )
-    loss_samples: ClassVar[int] = 256
-    """Local samples per loss term of eq. 3 (all of them for seed 004-sized sensors)."""
+    loss_samples: ClassVar[int | None] = None
+    """Local samples per loss term of eq. 3 (``None`` = all of D_i, as eq. 3 and the code)."""
 
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)
@@ -181,6 +156,8 @@ class PsflPolicy(ExchangePolicy):
         if not (np.isfinite(sigma) and sigma > 0):
             raise ConfigError("psfl_sigma", settings.psfl_sigma, "a finite number > 0")
         self.sigma = sigma
+        self.loss_scale = str(getattr(settings, "psfl_loss", "batch_sum"))
+        self.loss_batch = int(getattr(settings, "psfl_loss_batch", 64))
         self.members = np.empty(0, dtype=np.int64)
         self.state: ElectionState | None = None
         self.leader_of = np.empty(0, dtype=np.int64)
@@ -193,7 +170,6 @@ class PsflPolicy(ExchangePolicy):
         self._home_parts: list[np.ndarray] = []
         self._engine: Any = None
         self._model: Any = None
-        self._template: Any = None
         self._acc = (float("nan"), float("nan"))
         self.last_graph: Graph | None = None
         self.last_ds = np.empty(0)
@@ -260,7 +236,6 @@ class PsflPolicy(ExchangePolicy):
         if self.walkers.size == 0 or ctx.model is None:
             return
         local_of = {int(g): k for k, g in enumerate(self.members)}
-        labels = ctx.model.learner.dataset.train_labels
         for w, area in self._walker_areas(ctx.model).items():
             k = local_of.get(w)
             if k is None or area == self.data_area[k]:
@@ -271,11 +246,16 @@ class PsflPolicy(ExchangePolicy):
             pool = np.concatenate([self._home_parts[o] for o in owners])
             size = min(self._home_parts[k].size, pool.size)
             order = self._rng.choice(pool, size=size, replace=False)
-            set_agent_data(ctx.engine, w, order, labels=labels)
+            set_agent_data(ctx.engine, w, order)
             self.sensed[w] = order
             self.data_area[k] = area
 
     # --- one step of Alg. 1 ----------------------------------------------------------------
+    def _loss(self, engine: Engine, model: int, on_agent: int) -> float:
+        """L(D_i, nn_j) of eq. 3 at the scale of ``psfl_loss`` (:func:`eq3_loss`)."""
+        per_sample = engine.sample_losses(model, on_agent=on_agent, max_samples=self.loss_samples)
+        return eq3_loss(per_sample, scale=self.loss_scale, batch=self.loss_batch)
+
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         self._ensure(ctx)
         members, engine = self.members, ctx.engine
@@ -283,18 +263,15 @@ class PsflPolicy(ExchangePolicy):
             return Exchange()
         graph = to_graph(sp.csr_matrix(ctx.adjacency)[members][:, members])
         rows, cols = graph.rows, graph.indices
-        cap = self.loss_samples
         loss_edges = np.array(
             [
-                engine.loss_of(int(members[j]), on_agent=int(members[i]), max_samples=cap)
+                self._loss(engine, int(members[j]), int(members[i]))
                 for i, j in zip(rows.tolist(), cols.tolist(), strict=True)
             ],
             dtype=float,
         )
         ds = dissimilarity_edges(graph, loss_edges)
-        self_loss = np.array(
-            [engine.loss_of(int(g), on_agent=int(g), max_samples=cap) for g in members]
-        )
+        self_loss = np.array([self._loss(engine, int(g), int(g)) for g in members])
         # The paper's code measures ds including the node itself (2 L_ii), see election_round.
         self.state = election_round(graph, ds, self.sigma, self.state, self_ds=2 * self_loss)
         field = gradient_field(graph, ds, self.state.is_leader, sigma=self.sigma)
@@ -347,17 +324,7 @@ class PsflPolicy(ExchangePolicy):
 
         Uses the models members hold after this step's assignment (``assign``).
         """
-        learner = getattr(ctx.model, "learner", None)
-        if learner is None:
-            return float("nan"), float("nan")
-        dataset = learner.dataset
-        if self._template is None:
-            self._template = build_net(
-                ctx.engine.net_name, dataset.input_shape, dataset.num_classes
-            )
-        acc = area_accuracy(
-            ctx.engine, dataset, agents=self.members, template=self._template, models=assign
-        )
+        acc = area_accuracy(ctx.engine, agents=self.members, models=assign)
         per_fed = [float(np.nanmean(acc[f])) for f in groups if np.isfinite(acc[f]).any()]
         mean_all = float(np.nanmean(acc)) if np.isfinite(acc).any() else float("nan")
         return mean_all, float(np.mean(per_fed)) if per_fed else float("nan")
@@ -405,8 +372,7 @@ class PsflPolicy(ExchangePolicy):
         self._rng.bit_generator.state = state["rng"]
         self._acc = (float(state["acc"][0]), float(state["acc"][1]))
         if self.sensed:
-            learner = getattr(self._model, "learner", None)
-            if self._engine is None or learner is None:
-                raise ConfigError("state", "sensed data", "a psfl policy set up inside a model")
+            if self._engine is None:
+                raise ConfigError("state", "sensed data", "a psfl policy set up with an engine")
             for w, order in self.sensed.items():
-                set_agent_data(self._engine, w, order, labels=learner.dataset.train_labels)
+                set_agent_data(self._engine, w, order)
