@@ -152,6 +152,8 @@ def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
                     xs.append(float(child.get("x")))
                     ys.append(float(child.get("y")))
             elem.clear()
+    except ConfigError:
+        raise
     except ET.ParseError as exc:
         raise ConfigError("trace_file", str(path), f"well-formed XML ({exc})") from None
     except (TypeError, ValueError):
