@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import io
 import os
 import subprocess
@@ -85,15 +86,16 @@ class SumoTools:
 
 def sumo_tools() -> SumoTools:
     """Locate SUMO; a missing installation is a one-line :class:`ConfigError`."""
+    # The eclipse-sumo wheel's own files, found through its distribution metadata (a
+    # module named ``sumo`` earlier on sys.path, e.g. benchmarks/sumo.py, must not matter).
     try:
-        with _own_proj_env():
-            import sumo
-    except ImportError:
+        dist = importlib.metadata.distribution("eclipse-sumo")
+    except importlib.metadata.PackageNotFoundError:
         raise ConfigError("vehicle.mobility", "sumo", INSTALL) from None
-    home = Path(getattr(sumo, "SUMO_HOME", "") or os.environ.get("SUMO_HOME", ""))
+    home = Path(str(dist.locate_file("sumo")))
     if not home.is_dir():
         raise ConfigError("vehicle.mobility", "sumo", INSTALL)
-    tools = SumoTools(home=home, version=str(getattr(sumo, "__version__", "?")))
+    tools = SumoTools(home=home, version=dist.version)
     tools.binary("netconvert")
     tools.binary("duarouter")
     return tools

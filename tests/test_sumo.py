@@ -3,7 +3,7 @@ exact resume, trace replay with the same contacts, one-line errors."""
 
 from __future__ import annotations
 
-import sys
+import importlib.metadata
 
 import numpy as np
 import pandas as pd
@@ -142,7 +142,10 @@ def test_sumo_errors_are_one_line(cache, tmp_path, monkeypatch, nyc):
     with pytest.raises(ConfigError, match="netconvert"):
         sumo_net.SumoTools(home=tmp_path, version="0").binary("netconvert")
     # SUMO not installed at all
-    monkeypatch.setitem(sys.modules, "sumo", None)
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", not_installed)
     with pytest.raises(ConfigError, match="eclipse-sumo") as err:
         sumo_net.sumo_tools()
     assert "\n" not in str(err.value)
