@@ -51,9 +51,9 @@ def test_sumo_cars_stay_on_streets_keep_ids_and_repeat_with_the_seed(cache):
     mobility = first.groups[0][2]
     again = MobiDFLModel(**_settings(cache)).run().agent_table()
     other = MobiDFLModel(**_settings(cache, seed=6)).run().agent_table()
-    # Assert: every position within 3 m of a drive street of the map
+    # Assert: every position within 5 m of a drive street of the map (junction interiors)
     xy = table[["x_m", "y_m"]].to_numpy()
-    assert first.world_map.drive.distance_to_network(xy).max() < 3.0
+    assert first.world_map.drive.distance_to_network(xy).max() < 5.0
     # Assert: 16 agents every step (cars that arrived were re-inserted, not replaced)
     assert (table.groupby("step").agent_id.nunique() == 16).all()
     assert mobility.reinserted > 0
@@ -74,7 +74,7 @@ def test_any_map_converts_grid_and_network_is_cached(cache):
     assert net.parent.name == "sumo" and str(net).startswith(cache)
     assert len(sumo_net.network_edges(net)) == model.world_map.drive.n_edges
     xy = model.agent_table()[["x_m", "y_m"]].to_numpy()
-    assert model.world_map.drive.distance_to_network(xy).max() < 3.0
+    assert model.world_map.drive.distance_to_network(xy).max() < 5.0
 
 
 def test_resumed_sumo_run_gives_the_same_outputs(cache, tmp_path):
@@ -156,3 +156,41 @@ def test_sumo_errors_are_one_line(cache, tmp_path, monkeypatch, nyc):
     with pytest.raises(ConfigError, match="netconvert can convert") as err:
         sumo_net.build_network(broken, speed_mps=13.89, cache_dir=tmp_path, map_name="bad")
     assert "\n" not in str(err.value)
+
+
+def _grid_osm(rows: int = 4, cols: int = 4) -> str:
+    """A small OSM XML extract: a street grid, every other avenue one-way."""
+    nodes, ways = [], []
+    for r in range(rows):
+        for c in range(cols):
+            lat, lon = 40.78 + r * 0.0009, -73.97 + c * 0.0012
+            nodes.append(f'<node id="{1 + r * cols + c}" lat="{lat:.7f}" lon="{lon:.7f}"/>')
+    for r in range(rows):
+        refs = "".join(f'<nd ref="{1 + r * cols + c}"/>' for c in range(cols))
+        ways.append(f'<way id="{100 + r}">{refs}<tag k="highway" v="residential"/></way>')
+    for c in range(cols):
+        refs = "".join(f'<nd ref="{1 + r * cols + c}"/>' for r in range(rows))
+        oneway = "yes" if c % 2 else "no"
+        ways.append(
+            f'<way id="{200 + c}">{refs}<tag k="highway" v="residential"/>'
+            f'<tag k="oneway" v="{oneway}"/></way>'
+        )
+    body = "\n".join(nodes + ways)
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n<osm version="0.6">\n{body}\n</osm>\n'
+
+
+def test_cli_runs_sumo_on_an_osm_file(cache, tmp_path):
+    # Prepare
+    osm = tmp_path / "extract.osm"
+    osm.write_text(_grid_osm())
+    out = tmp_path / "out"
+    settings = [f"map={osm}", f"map_cache={cache}", "vehicle.mobility=sumo", "vehicles=6",
+                "steps=2", "learning=false", "seed=1"]
+    # Execute
+    code = main(["run", "--out", str(out), "--quiet", *[p for s in settings for p in ("--set", s)]])
+    # Assert: the run is written and the cars are on the extract's streets
+    assert code == 0
+    agents = pd.read_parquet(out / "agents.parquet")
+    world = MobiDFLModel(map=str(osm), map_cache=cache, vehicles=1, learning=False).world_map
+    assert world.drive.distance_to_network(agents[["x_m", "y_m"]].to_numpy()).max() < 5.0
+    assert agents.lat.between(40.779, 40.784).all()
