@@ -47,7 +47,14 @@ from typing import Any
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from maps.sumo_net import build_network, import_libsumo, random_trips, sumo_tools
+from maps.sumo_net import (
+    EdgeRouter,
+    build_network,
+    connections,
+    import_libsumo,
+    random_trips,
+    sumo_tools,
+)
 from model.errors import ConfigError
 
 SPEED_FACTOR = "normc(1,0.1,0.8,1.2)"
@@ -117,6 +124,7 @@ class Sumo(MobilityModel):
             cache_dir=cfg.map_cache,
             tools=tools,
         )
+        self.router = EdgeRouter(*connections(self.net_file), self.world.drive.edge_len)
         rng: np.random.Generator = kwargs["rng"]
         self.depart_u = rng.random(self.count)  # where on its origin edge each car starts
         self.sumo_seed = int(rng.integers(2**31 - 1))
@@ -170,7 +178,7 @@ class Sumo(MobilityModel):
             length = libsumo.lane.getLength(lane)
             pos = float(self.depart_u[i]) * max(length - 1.0, 0.0)
             xy[i] = point_along(np.asarray(libsumo.lane.getShape(lane)), pos)
-            libsumo.route.add(f"r{i}", [origin, target])
+            libsumo.route.add(f"r{i}", self._route(origin, target))
             libsumo.vehicle.add(
                 vid, f"r{i}", typeID="car", depart="0", departPos=repr(pos),
                 departLane="best", departSpeed="0",
@@ -184,6 +192,15 @@ class Sumo(MobilityModel):
         self.prev_t, self.prev_xy = self.cur_t, self.cur_xy.copy()
         if replay_until is None:
             self.position = self.cur_xy.copy()
+
+    def _route(self, origin: str, target: str) -> list[str]:
+        """The shortest route over SUMO's connections (both ends are ``e<k>`` edges).
+
+        The network is strongly connected, but netconvert drops U-turns except at dead
+        ends; if no route is left, SUMO routes the two-edge trip itself.
+        """
+        edges = self.router.route(int(origin[1:]), int(target[1:]))
+        return [origin, target] if edges is None else [f"e{k}" for k in edges]
 
     def _check_owner(self) -> None:
         if _OWNER["token"] is not self._token:
@@ -218,7 +235,7 @@ class Sumo(MobilityModel):
         target = str(self.destination[self.trip_of[i]])
         self.reinserted += 1
         route = f"r{i}_{self.reinserted}"
-        libsumo.route.add(route, [here, target])
+        libsumo.route.add(route, self._route(here, target))
         pos = max(libsumo.lane.getLength(f"{here}_0") - 0.1, 0.0)
         libsumo.vehicle.add(
             self.ids[i], route, typeID="car", depart="now", departPos=repr(pos),
