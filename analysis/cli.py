@@ -143,6 +143,8 @@ def _run_to_end(
         model.agent_table().to_parquet(staging / "agents.parquet", index=False)
         save_summary(table, staging / "summary.png", title=f"MobiDFL: {config.map}")
         write_gis(model, staging, geojson=geojson)
+        for *_, mobility in model.groups:  # e.g. sumo's trace.csv (sumo_fcd)
+            mobility.write_outputs(staging)
         out.mkdir(parents=True, exist_ok=True)
         for item in staging.iterdir():
             os.replace(item, out / item.name)

@@ -123,6 +123,16 @@ class KindSettings:
     )
 
 
+def _trace_file(value: str) -> str | None:
+    """An empty name (no trace) or an existing ``.xml``/``.csv`` file (SUMO FCD or CSV)."""
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if path.suffix.lower() not in (".xml", ".csv"):
+        return "a SUMO FCD .xml or a .csv trace file"
+    return None if path.is_file() else "an existing SUMO FCD .xml or .csv trace file"
+
+
 def _kind_default(mobility: str, speed: float) -> Any:
     return field(
         default_factory=lambda: KindSettings(mobility=mobility, speed=speed),
@@ -174,6 +184,26 @@ class Config:
     )
     area_free: int = _setting(
         0, "area_restricted: members free to leave their home area (seed 003)", non_negative
+    )
+    # --- SUMO traffic and traces (issue 14; agents/mobility/sumo.py, trace.py)
+    sumo_step_length: float = _setting(
+        1.0, "sumo: seconds per SUMO step (--step-length)", positive
+    )
+    sumo_warmup_s: float = _setting(
+        60.0, "sumo: seconds of SUMO traffic before step 0 (at least one SUMO step)",
+        non_negative,
+    )
+    sumo_fringe_factor: float = _setting(
+        1.0, "sumo: randomTrips.py --fringe-factor (trips from/to the map's border)", positive
+    )
+    sumo_fcd: bool = _setting(
+        False, "sumo: write the sampled positions as trace.csv into --out (for `trace`)"
+    )
+    trace_file: str = _setting(
+        "", "trace: SUMO FCD .xml or CSV (id,time,lon,lat or id,time,x,y)", _trace_file
+    )
+    trace_crs: str = _setting(
+        "", "trace: CRS of x,y in trace_file (empty = the map's CRS; EPSG:4326 for geo FCD)"
     )
     record_every: int = _setting(1, "write agents.parquet rows every N steps", at_least_one)
     vehicle: KindSettings = _kind_default("manhattan", 13.89)

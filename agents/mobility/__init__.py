@@ -7,6 +7,8 @@ from agents.mobility import (  # noqa: F401
     random_walk,
     routes,
     static,
+    sumo,
+    trace,
     walker,
 )
 from agents.mobility.base import (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -70,6 +71,10 @@ class MobilityModel(ABC):
     @abstractmethod
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         """Move one step; return positions at ``ctx.fractions``, shape ``[F, count, 2]``."""
+
+    def write_outputs(self, folder: Path) -> list[Path]:
+        """Write this model's own output files into a run's folder (default: none)."""
+        return []
 
     def state_dict(self) -> dict[str, Any]:
         return {"position": self.position.copy(), "hm": self.hm.copy()}

@@ -1,0 +1,90 @@
+"""Replay of a recorded trace (SUMO FCD or CSV): ``trace_file``, read by :mod:`maps.traces`.
+
+Each kind whose mobility is ``trace`` takes the next block of trace ids (kinds in the order
+vehicle, pedestrian, sensor, uav), so two kinds never share an id. Agents before their
+first / after their last record are parked where they entered / left the trace
+(:mod:`maps.traces` says why not far off the map). Trace time 0 (its first record) is
+MobiDFL time 0; after the trace ends everybody stays parked.
+
+Sub-times: the step is sampled at least as finely as the trace itself (one sub-time per
+recorded interval) and at least as the contact rule needs for the fastest recorded motion,
+so no recorded point is skipped. A trace written by a SUMO-driven run (``sumo_fcd``) has
+records exactly at that run's sub-times, so its replay samples the same times, gets the
+same positions and the same contacts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from maps.traces import positions_at, read_trace, resolution
+from model.config import KINDS
+from model.errors import ConfigError
+
+MAX_RECORDS_PER_STEP = 1000
+"""Cap on the sub-times forced by a very fine trace (a 0.1 s trace with 120 s steps)."""
+
+
+@register_mobility
+class TraceReplay(MobilityModel):
+    """Positions interpolated from a recorded trace."""
+
+    name = "trace"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        cfg = self.settings
+        if not cfg.trace_file:
+            raise ConfigError("trace_file", "", f"a trace file for {self.kind}.mobility = trace")
+        trace = read_trace(cfg.trace_file, map_crs=self.world.crs, crs=cfg.trace_crs)
+        start = sum(
+            cfg.count(k) for k in KINDS[: KINDS.index(self.kind)] if cfg.kind(k).mobility == "trace"
+        )
+        if trace.n_agents < start + self.count:
+            raise ConfigError(
+                "trace_file",
+                cfg.trace_file,
+                f"a trace with at least {start + self.count} ids for the trace-driven agents "
+                f"(it has {trace.n_agents})",
+            )
+        self.trace = trace.subset(start, self.count)
+        self.min_dt, self.max_speed = resolution(self.trace)
+        self.time = 0.0
+        self.position = positions_at(self.trace, 0.0)
+        self._speed = np.zeros(self.count)
+
+    def speeds(self) -> np.ndarray:
+        return self._speed.copy()
+
+    def max_step_distance(self, step_s: float) -> float:
+        """Distance that makes the contact rule sample every recorded interval (see module)."""
+        moving = self.max_speed * step_s
+        if not math.isfinite(self.min_dt):
+            return moving
+        per_step = min(round(step_s / self.min_dt), MAX_RECORDS_PER_STEP)
+        return max(moving, (per_step - 0.5) * float(self.settings.radius_m) / 2.0)
+
+    def advance(self, ctx: MobilityContext) -> np.ndarray:
+        out = np.empty((len(ctx.fractions), self.count, 2))
+        previous, before = 0.0, self.position
+        for f, fraction in enumerate(ctx.fractions):
+            out[f] = positions_at(self.trace, self.time + float(fraction) * ctx.step_s)
+            dt = (float(fraction) - previous) * ctx.step_s
+            if dt > 0:
+                self._speed = np.hypot(*(out[f] - before).T) / dt
+            previous, before = float(fraction), out[f]
+        self.time += ctx.step_s
+        self.position = out[-1]
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "time": float(self.time), "speed": self._speed.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.time = float(state["time"])
+        self._speed = np.asarray(state["speed"], float).copy()
