@@ -27,7 +27,7 @@ class DeviceAgent(GeoAgent):
 
     def __init__(self, model: MobiDFLModel, *, index: int, lon: float, lat: float) -> None:
         super().__init__(model, Point(lon, lat), "epsg:4326")
-        self.index = index
+        self.index = int(index)
 
     @property
     def position_m(self) -> np.ndarray:

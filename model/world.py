@@ -26,6 +26,7 @@ from mesa_geo import GeoSpace
 from shapely.geometry import Point
 
 from agents import AGENT_CLASSES
+from agents.kinds import DeviceAgent
 from agents.mobility import MobilityContext, MobilityModel, make_mobility
 from maps.world import WorldMap
 from model.config import KINDS, Config
@@ -230,10 +231,14 @@ class MobiDFLModel(mesa.Model):
             self.label_hist = self.learner.engine.label_hist
 
         lonlat = self.world_map.to_wgs84(self.position)
-        self.device_agents = [
-            AGENT_CLASSES[kind](self, index=i, lon=lonlat[i, 0], lat=lonlat[i, 1])
-            for i, kind in enumerate(self.kind_of)
-        ]
+        self.device_agents: list[DeviceAgent] = []
+        for kind, members, _ in self.groups:  # Mesa idiom: bulk creation, one call per kind
+            index = np.arange(members.start, members.stop)
+            self.device_agents.extend(
+                AGENT_CLASSES[kind].create_agents(
+                    self, len(index), index=index, lon=lonlat[index, 0], lat=lonlat[index, 1]
+                )
+            )
         self.space.add_agents(self.device_agents)
 
         self.records: list[dict[str, np.ndarray]] = []
