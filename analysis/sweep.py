@@ -43,9 +43,7 @@ import math
 import multiprocessing
 import os
 import socket
-import tempfile
 import time
-import tomllib
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -58,8 +56,9 @@ from typing import Any
 
 import pandas as pd
 
+from model.atomic import open_atomic
 from model.atomic import write_text_atomic as _write_text
-from model.config import KINDS, Config, public_names
+from model.config import KINDS, SEED_MAX, Config, public_names, read_toml
 from model.errors import ConfigError
 
 SWEEP_KEYS = ("replicates", "seeds", "base", "grid")
@@ -68,6 +67,8 @@ RUNS = "runs"
 SWEEP_FILE = "sweep.toml"
 BACKENDS = ("local", "ray")
 _META_KEY = b"mobidfl_run"
+MAX_RUNS = 100_000
+"""Runs per sweep (grid points x seeds): each is a Parquet file and a manifest row."""
 
 
 # --- the sweep file ---------------------------------------------------------------------------
@@ -94,14 +95,7 @@ class Sweep:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Sweep:
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigError("sweep file", str(path), "an existing TOML file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError("sweep file", str(path), f"valid TOML ({exc})") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_toml(path, source="sweep file"))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Sweep:
@@ -132,6 +126,11 @@ class Sweep:
                 raise ConfigError(f"grid.{raw_name}", values, "a list without repeated values")
             grid[name] = resolved
         seeds = _seeds(data, base_config.seed)
+        runs = math.prod(len(v) for v in grid.values()) * len(seeds)
+        if runs > MAX_RUNS:
+            raise ConfigError(
+                "grid x replicates", runs, f"at most {MAX_RUNS} runs (grid points x seeds)"
+            )
         sweep = cls(
             base={k: _value_of(base_config, k) for k in base if k != "seed"},
             grid=grid,
@@ -195,6 +194,12 @@ def _seeds(data: Mapping[str, Any], first: int) -> tuple[int, ...]:
     replicates = data.get("replicates", 1)
     if not isinstance(replicates, int) or isinstance(replicates, bool) or replicates < 1:
         raise ConfigError("replicates", replicates, "an integer >= 1")
+    if replicates > MAX_RUNS:
+        raise ConfigError("replicates", replicates, f"at most {MAX_RUNS} (runs per sweep)")
+    if first + replicates - 1 > SEED_MAX:
+        raise ConfigError(
+            "replicates", replicates, f"seeds up to {SEED_MAX} (seed + replicates - 1)"
+        )
     return tuple(first + r for r in range(replicates))
 
 
@@ -347,11 +352,15 @@ def _worker_context() -> Any:
 def _init_worker(driver: int) -> None:
     """One torch thread; exit when the driver process is gone (killed sweeps leave no
     orphans: pool workers would otherwise wait forever on their task queue)."""
+    import signal
     import threading
 
     import torch
 
     torch.set_num_threads(1)
+    # Ctrl-C reaches the whole process group: the driver reports it once and stops the
+    # pool; workers ignore it instead of each printing a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with, args=(driver,), daemon=True).start()
 
 
@@ -487,7 +496,9 @@ def _run_ray(
         raise ConfigError("--backend", "ray", "installed Ray (pip install 'ray>=2.60')") from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        # A local Ray listens on 127.0.0.1 only; a cluster address is the user's choice.
+        local = {"_node_ip_address": "127.0.0.1"} if address is None else {}
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, **local)
     try:
         task = ray.remote(execute_run).options(num_cpus=cpus, num_gpus=gpus)
         refs = {task.remote(spec): spec for spec in todo}
@@ -607,14 +618,8 @@ def _write_parquet(table: pd.DataFrame, path: Path, *, meta: Mapping[str, Any]) 
     arrow = pa.Table.from_pandas(table, preserve_index=False)
     extra = {_META_KEY: json.dumps(dict(meta), default=str).encode()}
     arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **extra})
-    handle, tmp = tempfile.mkstemp(prefix=".run-", suffix=".parquet", dir=path.parent)
-    os.close(handle)
-    try:
-        pq.write_table(arrow, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with open_atomic(path, "wb") as fh:
+        pq.write_table(arrow, fh)
 
 
 def _parquet_meta(path: Path) -> dict[str, Any]:

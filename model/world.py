@@ -28,6 +28,7 @@ from shapely.geometry import Point
 from agents import AGENT_CLASSES
 from agents.mobility import MobilityContext, MobilityModel, make_mobility
 from maps.world import WorldMap
+from model import bounds
 from model.config import KINDS, Config
 from model.contacts import contact_matrix, sub_samples
 
@@ -143,15 +144,22 @@ class MobiDFLModel(mesa.Model):
         scenario: Any = None,
         **settings: Any,
     ) -> None:
+        if config is not None and not isinstance(config, Config):
+            raise TypeError(f"config must be a model.config.Config, not {type(config).__name__}")
         config = (config or Config()).updated(settings)
         if seed is None and isinstance(rng, int | np.integer):
             seed = int(rng)
         if seed is not None:
-            config = config.updated(seed=int(seed))
+            config = config.updated(seed=seed)
+        bounds.check_memory(config)  # before anything big is allocated
         # Mesa 3.5 deprecates seed= in favour of rng=; SolaraViz's Reset passes a scenario.
         super().__init__(rng=config.seed, scenario=scenario)
         self.config = config
         self.world_map = world or shared_world_map(config)
+        west, south, east, north = self.world_map.bounds
+        bounds.check_grid(
+            config, self.world_map.grid.n_cells, map_width_m=east - west, map_height_m=north - south
+        )
         self.space = GeoSpace(crs="epsg:4326", warn_crs_conversion=False)
 
         self.groups: list[tuple[str, slice, MobilityModel]] = []
@@ -171,6 +179,8 @@ class MobiDFLModel(mesa.Model):
             self.groups.append((kind, slice(start, start + count), mobility))
             start += count
         self.n_agents = start
+        farthest, kind = bounds.fastest(self.groups, config.step_s)
+        bounds.check_sub_samples(config, farthest_m=farthest, fastest_kind=kind)
         self.kind_of = np.concatenate(
             [np.full(g[1].stop - g[1].start, g[0]) for g in self.groups]
         ).astype(str)
