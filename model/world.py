@@ -31,6 +31,7 @@ from maps.world import WorldMap
 from model import bounds
 from model.config import KINDS, Config
 from model.contacts import contact_matrix, sub_samples
+from model.errors import ConfigError
 
 _MAP_CACHE: dict[tuple, WorldMap] = {}
 
@@ -160,6 +161,14 @@ class MobiDFLModel(mesa.Model):
         bounds.check_grid(
             config, self.world_map.grid.n_cells, map_width_m=east - west, map_height_m=north - south
         )
+        used = np.bincount(self.world_map.node_area, minlength=config.areas)
+        if (used == 0).any():
+            raise ConfigError(
+                "areas",
+                config.areas,
+                f"at most {int((used > 0).sum())} on this map (every area needs road nodes; "
+                f"{int((used == 0).sum())} would be empty)",
+            )
         self.space = GeoSpace(crs="epsg:4326", warn_crs_conversion=False)
 
         self.groups: list[tuple[str, slice, MobilityModel]] = []
