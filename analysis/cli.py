@@ -45,6 +45,10 @@ class Interrupted(Exception):
     """Ctrl-C during a command: the one line says what was saved and how to go on."""
 
 
+class OutputFailed(Exception):
+    """An output could not be written mid-run (e.g. a full disk): what is kept, how to go on."""
+
+
 def build_config(args: argparse.Namespace) -> Config:
     base = Config.from_toml(args.config) if args.config else Config()
     return base.with_overrides(args.set or [])
@@ -256,17 +260,23 @@ def _run_to_end(
     sha = _config_sha(config)
     saved = {"step": saved_at}
 
-    def interrupted(where: str) -> Interrupted:
+    def kept() -> str:
         if checkpoint_every and saved["step"] is not None:
-            kept = (
+            return (
                 f"the checkpoint at step {saved['step']} is saved in {out / CHECKPOINT_DIR}; "
                 f"resume with: mobidfl run --resume {out}"
             )
-        elif checkpoint_every:
-            kept = "no checkpoint was saved yet; start again with --force"
-        else:
-            kept = "nothing was saved (use --checkpoint-every N to make runs resumable)"
-        return Interrupted(f"interrupted {where} of {config.steps}: {kept}")
+        if checkpoint_every:
+            return "no checkpoint was saved yet; start again with --force"
+        return "nothing was saved (use --checkpoint-every N to make runs resumable)"
+
+    def interrupted(where: str) -> Interrupted:
+        return Interrupted(f"interrupted {where} of {config.steps}: {kept()}")
+
+    def failed(what: str, exc: OSError) -> OutputFailed:
+        why = exc.strerror or str(exc)
+        where = f", {exc.filename}" if exc.filename else ""
+        return OutputFailed(f"could not write {what} ({why}{where}); {kept()}")
 
     try:
         with tqdm(
@@ -277,7 +287,10 @@ def _run_to_end(
                 if checkpoint_every and (step % checkpoint_every == 0 or step == config.steps):
                     state = model.state_dict()
                     state["config_sha256"] = sha
-                    save_atomic(state, out / CHECKPOINT_DIR / CHECKPOINT_STATE)
+                    try:
+                        save_atomic(state, out / CHECKPOINT_DIR / CHECKPOINT_STATE)
+                    except OSError as exc:
+                        raise failed(f"the checkpoint of step {step}", exc) from None
                     saved["step"] = step
                 acc = model.datacollector.model_vars.get("acc_mean", [float("nan")])[-1]
                 bar.set_postfix(acc=f"{acc:.3f}", contacts=int(model.adjacency.nnz // 2))
@@ -297,6 +310,8 @@ def _run_to_end(
         publish(staging, out)
     except KeyboardInterrupt:
         raise interrupted("while writing the outputs after step " + str(model.steps)) from None
+    except OSError as exc:
+        raise failed(f"the outputs to {out}", exc) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     elapsed = time.perf_counter() - started
@@ -450,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc), 2)
     except Interrupted as exc:
         return _fail(str(exc), 130, prefix="mobidfl: ")
+    except OutputFailed as exc:
+        return _fail(str(exc), 1)
     except KeyboardInterrupt:
         return _fail("interrupted before step 1: nothing was written", 130, prefix="mobidfl: ")
     except ValueError as exc:

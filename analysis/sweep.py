@@ -478,8 +478,17 @@ def _run_local(
                     inflight.pop(future)
                 pool.shutdown(wait=False, cancel_futures=True)
                 pool = new_pool()
+    except BaseException:  # Ctrl-C: do not wait for the runs in flight (they stay pending)
+        _terminate_workers(pool)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _terminate_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool's workers now; the executor has no public API for it (``_processes``)."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def _run_ray(
