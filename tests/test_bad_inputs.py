@@ -518,7 +518,7 @@ def test_ctrl_c_in_run_says_what_was_saved_and_resume_finishes(tmp_path):
 def _sweep_file(folder: Path, runs: int) -> Path:
     path = folder / "sweep.toml"
     path.write_text(f"replicates = {runs}\n[base]\nmap = 'grid:3x3'\nlearning = false\n"
-                    "vehicles = 3\nsteps = 60\n")
+                    "vehicles = 3\nsteps = 20\n")
     return path
 
 
@@ -526,9 +526,9 @@ def _sweep_file(folder: Path, runs: int) -> Path:
 def test_interrupted_or_killed_sweep_resumes_the_rest(tmp_path, sig):
     from analysis.sweep import read_manifest
 
-    # Prepare: a sweep of 12 runs in this process, stopped after its first finished run
+    # Prepare: a sweep of 8 runs in this process, stopped after its first finished run
     out = tmp_path / "out"
-    proc = _start(["sweep", str(_sweep_file(tmp_path, 12)), "--out", str(out),
+    proc = _start(["sweep", str(_sweep_file(tmp_path, 8)), "--out", str(out),
                    "--processes", "0", "--quiet"])
     _wait_for(lambda: list(out.glob("runs/*.parquet")), proc)
     # Execute
@@ -540,11 +540,11 @@ def test_interrupted_or_killed_sweep_resumes_the_rest(tmp_path, sig):
     if sig == signal.SIGINT:
         assert proc.returncode == 130, err
         assert err.count("\n") == 1 and "Traceback" not in err, err
-        assert f"{done} of 12 runs are saved in {out}" in err
+        assert f"{done} of 8 runs are saved in {out}" in err
         assert f"resume with: mobidfl sweep --resume --out {out}" in err
     else:
         assert proc.returncode == -signal.SIGKILL
-    assert 1 <= done < 12
+    assert 1 <= done < 8
     stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.parquet")}
     assert main(["sweep", "--resume", "--out", str(out), "--processes", "0", "--quiet"]) == 0
     assert (read_manifest(out)["status"] == "ok").all()
