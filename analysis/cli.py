@@ -378,13 +378,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _sweep_interrupted(out: Path) -> str:
     """What an interrupted sweep kept: finished runs are saved one by one."""
-    from analysis.sweep import MANIFEST, read_manifest
+    from analysis.sweep import MANIFEST, read_manifest, run_path
 
     if not (out / MANIFEST).exists():
         return f"interrupted before the first run: nothing was saved in {out}"
     try:
         manifest = read_manifest(out)
-        done = int((manifest["status"] == "ok").sum())
+        done = sum(run_path(out, run_id).exists() for run_id in manifest["run_id"])
         total = len(manifest)
     except Exception:  # the manifest is rewritten atomically; be safe in a signal path
         return f"interrupted: finished runs are saved in {out}; resume with: " \

@@ -42,6 +42,7 @@ import json
 import math
 import multiprocessing
 import os
+import signal
 import socket
 import time
 import traceback
@@ -352,16 +353,35 @@ def _worker_context() -> Any:
 def _init_worker(driver: int) -> None:
     """One torch thread; exit when the driver process is gone (killed sweeps leave no
     orphans: pool workers would otherwise wait forever on their task queue)."""
-    import signal
     import threading
 
     import torch
 
     torch.set_num_threads(1)
-    # Ctrl-C reaches the whole process group: the driver reports it once and stops the
-    # pool; workers ignore it instead of each printing a traceback.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C reaches the whole process group (or the driver forwards it): a worker abandons
+    # its run, which the driver records as pending; an idle worker ignores it. Either way
+    # the worker stays alive, so the pool shuts down cleanly and prints nothing.
+    signal.signal(signal.SIGINT, _interrupt_run)
     threading.Thread(target=_exit_with, args=(driver,), daemon=True).start()
+
+
+_IN_RUN = False
+"""True while this pool worker executes a run (SIGINT interrupts only then)."""
+
+
+def _pool_run(spec: RunSpec) -> RunResult:
+    """:func:`execute_run` in a pool worker, interruptible by SIGINT."""
+    global _IN_RUN
+    _IN_RUN = True
+    try:
+        return execute_run(spec)
+    finally:
+        _IN_RUN = False
+
+
+def _interrupt_run(signum: int, frame: Any) -> None:
+    if _IN_RUN:
+        raise KeyboardInterrupt
 
 
 def _exit_with(driver: int, *, every_s: float = 1.0) -> None:
@@ -461,7 +481,7 @@ def _run_local(
         while queue or inflight:
             while queue and len(inflight) < workers:
                 spec = queue.pop()
-                inflight[pool.submit(execute_run, spec)] = spec
+                inflight[pool.submit(_pool_run, spec)] = spec
             done, _ = wait(inflight, return_when=FIRST_COMPLETED)
             broken = False
             for future in done:
@@ -478,17 +498,23 @@ def _run_local(
                     inflight.pop(future)
                 pool.shutdown(wait=False, cancel_futures=True)
                 pool = new_pool()
-    except BaseException:  # Ctrl-C: do not wait for the runs in flight (they stay pending)
-        _terminate_workers(pool)
+    except KeyboardInterrupt:  # Ctrl-C: abandon the runs in flight (they stay pending)
+        _interrupt_workers(pool)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _terminate_workers(pool: ProcessPoolExecutor) -> None:
-    """Stop a pool's workers now; the executor has no public API for it (``_processes``)."""
+def _interrupt_workers(pool: ProcessPoolExecutor) -> None:
+    """Forward Ctrl-C to the workers (``kill -INT`` may have reached the driver only).
+
+    The executor has no public API for its processes (``_processes``).
+    """
     for process in list((getattr(pool, "_processes", None) or {}).values()):
-        process.terminate()
+        try:
+            os.kill(process.pid, signal.SIGINT)
+        except (ProcessLookupError, TypeError):
+            pass
 
 
 def _run_ray(

@@ -486,7 +486,8 @@ SLOW = ["--set", "map=grid:3x3", "--set", "learning=false", "--set", "vehicles=3
 
 def _start(args: list[str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "analysis.cli", *args], cwd=ROOT, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
 
 
 def _wait_for(path_glob: Callable[[], list], proc: subprocess.Popen, timeout: float = 150):
@@ -522,31 +523,31 @@ def _sweep_file(folder: Path, runs: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_interrupted_or_killed_sweep_resumes_the_rest(tmp_path, sig):
+@pytest.mark.parametrize(("sig", "processes"), [(signal.SIGINT, "2"), (signal.SIGKILL, "0")],
+                         ids=["SIGINT-pool", "SIGKILL"])
+def test_interrupted_or_killed_sweep_resumes_the_rest(tmp_path, sig, processes):
     from analysis.sweep import read_manifest
 
-    # Prepare: a sweep of 8 runs in this process, stopped after its first finished run
+    # Prepare: a sweep of 8 runs, stopped after its first finished run; Ctrl-C goes to the
+    # whole process group (driver and pool workers) as a terminal sends it
     out = tmp_path / "out"
     proc = _start(["sweep", str(_sweep_file(tmp_path, 8)), "--out", str(out),
-                   "--processes", "0", "--quiet"])
+                   "--processes", processes, "--quiet"])
     _wait_for(lambda: list(out.glob("runs/*.parquet")), proc)
     # Execute
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    manifest = read_manifest(out)
-    done = int((manifest["status"] == "ok").sum())
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=120)
+    saved = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.parquet")}
     # Assert: one line on Ctrl-C; either way the finished runs are kept and resume does the rest
     if sig == signal.SIGINT:
         assert proc.returncode == 130, err
         assert err.count("\n") == 1 and "Traceback" not in err, err
-        assert f"{done} of 8 runs are saved in {out}" in err
+        assert f"{len(saved)} of 8 runs are saved in {out}" in err
         assert f"resume with: mobidfl sweep --resume --out {out}" in err
     else:
         assert proc.returncode == -signal.SIGKILL
-    assert 1 <= done < 8
-    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.parquet")}
+    assert 1 <= len(saved) < 8
     assert main(["sweep", "--resume", "--out", str(out), "--processes", "0", "--quiet"]) == 0
     assert (read_manifest(out)["status"] == "ok").all()
-    for name, stamp in stamps.items():
+    for name, stamp in saved.items():
         assert (out / "runs" / name).stat().st_mtime_ns == stamp
