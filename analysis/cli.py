@@ -124,6 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     need = estimate_output_bytes(config, checkpoints=bool(args.checkpoint_every))
     check_output_folder(out, need_bytes=need)
+    if not args.quiet and sys.stderr.isatty():  # a big world takes a while: say so
+        print(f"building the world: map {config.map}, {config.n_agents} agents", file=sys.stderr)
     model = MobiDFLModel(config=config)  # datasets, maps and bounds are checked here
     if args.force:
         clear_run_outputs(out)
