@@ -189,6 +189,8 @@ def _seeds(data: Mapping[str, Any], first: int) -> tuple[int, ...]:
             or len(set(seeds)) != len(seeds)
         ):
             raise ConfigError("seeds", seeds, "a non-empty list of distinct integers")
+        if len(seeds) > MAX_RUNS or not all(0 <= s <= SEED_MAX for s in seeds):
+            raise ConfigError("seeds", seeds, f"at most {MAX_RUNS} integers in [0, {SEED_MAX}]")
         if "replicates" in data and data["replicates"] != len(seeds):
             raise ConfigError("replicates", data["replicates"], f"{len(seeds)} (len(seeds))")
         return tuple(seeds)
