@@ -199,7 +199,7 @@ def _resume_run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)
     state_path = folder / CHECKPOINT_STATE
-    state = load(state_path)
+    state = load(state_path, required=("steps", "rng", "model_vars"))
     saved_sha = state.pop("config_sha256", None)
     if saved_sha is not None and saved_sha != _config_sha(config):
         raise ConfigError(

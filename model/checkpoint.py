@@ -61,11 +61,12 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
     return Path(path)
 
 
-def load(path: str | Path) -> dict[str, Any]:
+def load(path: str | Path, *, required: tuple[str, ...] = ()) -> dict[str, Any]:
     """Read a checkpoint; a file that is not one raises one-line :class:`ConfigError`.
 
     Empty, truncated, foreign and malicious files (anything the weights-only unpickler
     refuses) are all reported as the file, never with torch's advice to drop weights_only.
+    ``required``: top-level keys the file must hold (e.g. a run's ``steps``).
     """
     path = Path(path)
     allowed = "a complete state.pt written by `mobidfl run --checkpoint-every`"
@@ -84,7 +85,7 @@ def load(path: str | Path) -> dict[str, Any]:
         raise ConfigError(
             "checkpoint file", str(path), f"{allowed} (this one is truncated or not a checkpoint)"
         ) from None
-    if not isinstance(raw, dict) or "steps" not in raw:
+    if not isinstance(raw, dict) or any(key not in raw for key in required):
         raise ConfigError(
             "checkpoint file", str(path), f"{allowed} (this one is some other torch file)"
         )
