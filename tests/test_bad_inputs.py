@@ -220,6 +220,14 @@ CASES = [
              + ", ".join(str(0.001 * (i + 1)) for i in range(200)) + "]\n")),
     Case("sweep_binary", ["sweep", "{here}/s.toml", "--out", "{out}"], ("'sweep file'", "binary"),
          lambda out: (out.parent / "s.toml").write_bytes(b"\xff\xfe\x00")),
+    Case("sweep_out_is_file", ["sweep", "{here}/s.toml", "--out", "{out}", "--quiet"],
+         ("'--out'", "this is a file"),
+         lambda out: ((out.parent / "s.toml").write_text("[base]\nlearning = false\n"),
+                      out.write_text("x"))),
+    Case("sweep_seeds_negative", ["sweep", "{here}/s.toml", "--out", "{out}", "--quiet"],
+         ("'seeds'", "[0, "), lambda out: (out.parent / "s.toml").write_text("seeds = [-1, 2]\n")),
+    Case("resume_no_folder", ["run", "--resume", "{out}", "--quiet"],
+         ("'--resume'", "an existing run folder")),
 ]
 RESUME_CASES = [
     Case("state_empty", ["run", "--resume", "{out}", "--quiet"], ("'checkpoint file'", "empty"),
