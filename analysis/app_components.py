@@ -44,7 +44,7 @@ from mesa.visualization.utils import update_counter
 from pyproj import Transformer
 
 from maps.sources import ATTRIBUTION, BUNDLED
-from model.config import COUNT_SETTING, KINDS, Config, parse_value
+from model.config import COUNT_SETTING, KINDS, Config, mobility_fit, parse_value
 from model.world import MobiDFLModel
 
 # --- look ------------------------------------------------------------------------------
@@ -639,8 +639,9 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     mobility = _choices("mobility")
     policies = _choices("policy")
     for kind in KINDS:
+        fits = [name for name in mobility if mobility_fit(kind, name) is None]  # per kind
         params[f"{kind}_mobility"] = {"type": "Select", "value": defaults.kind(kind).mobility,
-                                      "values": mobility, "label": f"{kind} mobility"}
+                                      "values": fits, "label": f"{kind} mobility"}
         if policies:
             params[f"{kind}_policy"] = {"type": "Select", "value": defaults.policy_of(kind),
                                         "values": policies, "label": f"{kind} exchange policy"}

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -21,6 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from model.atomic import (
+    TEMP_PREFIX,
+    publish,
+    remove_temporaries,
+    staging_dir,
+)
 from model.atomic import write_text_atomic as _write_text
 from model.config import Config, settings_table
 from model.errors import ConfigError
@@ -30,15 +37,73 @@ CHECKPOINT_STATE = "state.pt"
 CHECKPOINT_OPTIONS = "run.json"
 
 
+RUN_OUTPUTS = ("config.toml", "model.csv", "agents.parquet", "summary.png", "trajectories.gpkg")
+"""What ``mobidfl run`` writes (plus ``<layer>.geojson`` and ``checkpoint/``)."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a command: the one line says what was saved and how to go on."""
+
+
+class OutputFailed(Exception):
+    """An output could not be written mid-run (e.g. a full disk): what is kept, how to go on."""
+
+
 def build_config(args: argparse.Namespace) -> Config:
     base = Config.from_toml(args.config) if args.config else Config()
     return base.with_overrides(args.set or [])
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    import torch
+def check_output_folder(out: Path, *, need_bytes: int = 0, option: str = "--out") -> None:
+    """Refuse before step 1 an output folder that cannot take the outputs.
 
-    torch.set_num_threads(1)
+    ``out`` (or, when it does not exist yet, its nearest existing parent) must be a folder
+    where a file can be created, with about ``need_bytes`` free. Nothing is left behind: the
+    probe file is removed, ``out`` itself is not created.
+    """
+    probe = out
+    while not probe.exists() and not probe.is_symlink() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        where = "this is a file" if probe == out else f"{probe} is a file"
+        raise ConfigError(option, str(out), f"a folder ({where})")
+    try:
+        handle, name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}probe-", dir=probe)
+        os.close(handle)
+        os.unlink(name)
+    except OSError as exc:
+        raise ConfigError(
+            option, str(out), f"a writable folder ({probe}: {exc.strerror or exc})"
+        ) from None
+    free = shutil.disk_usage(probe).free
+    if need_bytes > free:
+        raise ConfigError(
+            option,
+            str(out),
+            f"a folder with about {_mib(need_bytes)} free for the outputs "
+            f"({_mib(free)} free on {probe})",
+        )
+
+
+def clear_run_outputs(out: Path) -> list[Path]:
+    """``--force``: remove what a previous run wrote (its checkpoint too), nothing else."""
+    from analysis.gis import LAYERS
+
+    names = [*RUN_OUTPUTS, *(f"{layer}.geojson" for layer in LAYERS), CHECKPOINT_DIR]
+    removed = remove_temporaries(out)
+    for name in names:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(path)
+    return removed
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         raise ConfigError("--checkpoint-every", args.checkpoint_every, "an integer >= 1")
     if args.resume:
@@ -47,12 +112,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("--out", None, "an output folder (required unless --resume)")
     config = build_config(args)
     out = Path(args.out)
-    if out.exists() and any(out.iterdir()) and not args.force:
+    if out.is_dir() and any(out.iterdir()) and not args.force:
         raise ConfigError("--out", str(out), "an empty or new folder (or pass --force)")
+    check_output_folder(out)
     started = time.perf_counter()
+    import torch
+
+    from model.bounds import estimate_output_bytes
     from model.world import MobiDFLModel
 
-    model = MobiDFLModel(config=config)
+    torch.set_num_threads(1)
+    need = estimate_output_bytes(config, checkpoints=bool(args.checkpoint_every))
+    check_output_folder(out, need_bytes=need)
+    if not args.quiet and sys.stderr.isatty():  # a big world takes a while: say so
+        print(f"building the world: map {config.map}, {config.n_agents} agents", file=sys.stderr)
+    model = MobiDFLModel(config=config)  # datasets, maps and bounds are checked here
+    if args.force:
+        clear_run_outputs(out)
     if args.checkpoint_every:
         folder = out / CHECKPOINT_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -71,14 +147,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _resume_run(args: argparse.Namespace) -> int:
     """Continue ``DIR`` from ``DIR/checkpoint``: same config, same options, same outputs."""
-    from model.checkpoint import load
-    from model.world import MobiDFLModel
-
     out = Path(args.resume)
     folder = out / CHECKPOINT_DIR
-    if not (folder / CHECKPOINT_STATE).is_file() or not (folder / "config.toml").is_file():
+    written_by = "written by `mobidfl run --checkpoint-every`"
+    if not out.is_dir():
+        raise ConfigError("--resume", str(out), f"an existing run folder {written_by}")
+    if not folder.is_dir():
+        raise ConfigError("--resume", str(out), f"a run folder with checkpoint/ ({written_by})")
+    if not (folder / "config.toml").is_file():
         raise ConfigError(
-            "--resume", str(out), "a run folder with checkpoint/ (written by --checkpoint-every)"
+            "--resume", str(out), f"a run folder with checkpoint/config.toml ({written_by}; "
+            "it is missing)"
+        )
+    if not (folder / CHECKPOINT_STATE).is_file():
+        raise ConfigError(
+            "--resume",
+            str(out),
+            f"a run with a saved state: {folder / CHECKPOINT_STATE} is missing (the run stopped "
+            "before its first checkpoint; start it again with --force)",
         )
     if args.set or args.config:
         raise ConfigError(
@@ -86,13 +172,54 @@ def _resume_run(args: argparse.Namespace) -> int:
         )
     if args.out and Path(args.out).resolve() != out.resolve():
         raise ConfigError("--out", args.out, f"the resumed folder {out} (or no --out)")
+    check_output_folder(out, option="--resume")
     started = time.perf_counter()
-    config = Config.from_toml(folder / "config.toml")
+    config_path = folder / "config.toml"
+    try:
+        config = Config.from_toml(config_path, source="checkpoint config")
+    except ConfigError as exc:
+        if exc.setting == "checkpoint config":
+            raise
+        raise ConfigError(
+            "checkpoint config", str(config_path), f"the config it was written with ({exc})"
+        ) from None
     options_path = folder / CHECKPOINT_OPTIONS
-    options = json.loads(options_path.read_text()) if options_path.exists() else {}
+    try:
+        options = json.loads(options_path.read_text()) if options_path.exists() else {}
+        if not isinstance(options, dict):
+            raise ValueError(options)
+    except (ValueError, UnicodeDecodeError):
+        raise ConfigError(
+            "checkpoint options", str(options_path), f"the JSON {written_by}"
+        ) from None
+    import torch
+
+    from model.checkpoint import load
+    from model.world import MobiDFLModel
+
+    torch.set_num_threads(1)
+    state_path = folder / CHECKPOINT_STATE
+    state = load(state_path, required=("steps", "rng", "model_vars"))
+    saved_sha = state.pop("config_sha256", None)
+    if saved_sha is not None and saved_sha != _config_sha(config):
+        raise ConfigError(
+            "checkpoint config",
+            str(config_path),
+            "the config.toml the checkpoint was written with (it was changed after; restore it, "
+            "or start a new run with --force)",
+        )
     every = args.checkpoint_every or options.get("checkpoint_every")
     model = MobiDFLModel(config=config)
-    model.load_state_dict(load(folder / CHECKPOINT_STATE))
+    try:
+        model.load_state_dict(state)
+    except (KeyError, ValueError, TypeError, IndexError, RuntimeError) as exc:
+        raise ConfigError(
+            "checkpoint file",
+            str(state_path),
+            f"a state.pt that matches checkpoint/config.toml ({type(exc).__name__})",
+        ) from None
+    remove_temporaries(out)
+    remove_temporaries(folder)
     if not args.quiet:
         print(f"resuming {out} at step {model.steps} of {config.steps}", file=sys.stderr)
     return _run_to_end(
@@ -102,7 +229,12 @@ def _resume_run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         checkpoint_every=every,
         started=started,
+        saved_at=model.steps,
     )
+
+
+def _config_sha(config: Config) -> str:
+    return hashlib.sha256(config.to_toml().encode()).hexdigest()
 
 
 def _run_to_end(
@@ -113,8 +245,13 @@ def _run_to_end(
     quiet: bool,
     checkpoint_every: int | None,
     started: float,
+    saved_at: int | None = None,
 ) -> int:
-    """Step ``model`` to ``config.steps`` (checkpointing), then write every output at once."""
+    """Step ``model`` to ``config.steps`` (checkpointing), then write every output at once.
+
+    Outputs are staged in a hidden folder inside ``out`` (same filesystem, so the final
+    renames work on any mounted volume) and renamed into place at the end.
+    """
     from tqdm import tqdm
 
     from analysis.gis import write_gis
@@ -122,20 +259,49 @@ def _run_to_end(
     from model.checkpoint import save_atomic
 
     config = model.config
-    with tqdm(
-        total=config.steps, initial=model.steps, desc="steps", unit="step", disable=quiet
-    ) as bar:
+    sha = _config_sha(config)
+    saved = {"step": saved_at}
 
-        def progress(step: int) -> None:
-            if checkpoint_every and (step % checkpoint_every == 0 or step == config.steps):
-                save_atomic(model.state_dict(), out / CHECKPOINT_DIR / CHECKPOINT_STATE)
-            acc = model.datacollector.model_vars.get("acc_mean", [float("nan")])[-1]
-            bar.set_postfix(acc=f"{acc:.3f}", contacts=int(model.adjacency.nnz // 2))
-            bar.update(1)
+    def kept() -> str:
+        if checkpoint_every and saved["step"] is not None:
+            return (
+                f"the checkpoint at step {saved['step']} is saved in {out / CHECKPOINT_DIR}; "
+                f"resume with: mobidfl run --resume {out}"
+            )
+        if checkpoint_every:
+            return "no checkpoint was saved yet; start again with --force"
+        return "nothing was saved (use --checkpoint-every N to make runs resumable)"
 
-        model.run(progress=progress)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".mobidfl-", dir=out.parent))
+    def interrupted(where: str) -> Interrupted:
+        return Interrupted(f"interrupted {where} of {config.steps}: {kept()}")
+
+    def failed(what: str, exc: OSError) -> OutputFailed:
+        why = exc.strerror or str(exc)
+        where = f", {exc.filename}" if exc.filename else ""
+        return OutputFailed(f"could not write {what} ({why}{where}); {kept()}")
+
+    try:
+        with tqdm(
+            total=config.steps, initial=model.steps, desc="steps", unit="step", disable=quiet
+        ) as bar:
+
+            def progress(step: int) -> None:
+                if checkpoint_every and (step % checkpoint_every == 0 or step == config.steps):
+                    state = model.state_dict()
+                    state["config_sha256"] = sha
+                    try:
+                        save_atomic(state, out / CHECKPOINT_DIR / CHECKPOINT_STATE)
+                    except OSError as exc:
+                        raise failed(f"the checkpoint of step {step}", exc) from None
+                    saved["step"] = step
+                acc = model.datacollector.model_vars.get("acc_mean", [float("nan")])[-1]
+                bar.set_postfix(acc=f"{acc:.3f}", contacts=int(model.adjacency.nnz // 2))
+                bar.update(1)
+
+            model.run(progress=progress)
+    except KeyboardInterrupt:
+        raise interrupted(f"at step {model.steps}") from None
+    staging = staging_dir(out)
     try:
         (staging / "config.toml").write_text(config.to_toml())
         table = model.model_table()
@@ -145,9 +311,11 @@ def _run_to_end(
         write_gis(model, staging, geojson=geojson)
         for *_, mobility in model.groups:  # e.g. sumo's trace.csv (sumo_fcd)
             mobility.write_outputs(staging)
-        out.mkdir(parents=True, exist_ok=True)
-        for item in staging.iterdir():
-            os.replace(item, out / item.name)
+        publish(staging, out)
+    except KeyboardInterrupt:
+        raise interrupted("while writing the outputs after step " + str(model.steps)) from None
+    except OSError as exc:
+        raise failed(f"the outputs to {out}", exc) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     elapsed = time.perf_counter() - started
@@ -166,6 +334,10 @@ def _run_to_end(
             file=sys.stderr,
         )
     return 0
+
+
+def _mib(n: float) -> str:
+    return f"{n / 1024**2:.1f} MiB"
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
@@ -193,24 +365,47 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ConfigError("SWEEP", None, "a sweep TOML file (optional only with --resume)")
         source = out / SWEEP_FILE
     sweep = Sweep.from_toml(source)  # every setting checked before any run starts
+    check_output_folder(out)
     started = time.perf_counter()
-    manifest = run_sweep(
-        sweep,
-        out,
-        backend=args.backend,
-        processes=args.processes,
-        address=args.address,
-        cpus_per_run=args.cpus_per_run,
-        gpus_per_run=args.gpus_per_run,
-        resume=args.resume,
-        retry_errors=args.retry_errors,
-        progress=not args.quiet,
-    )
+    try:
+        manifest = run_sweep(
+            sweep,
+            out,
+            backend=args.backend,
+            processes=args.processes,
+            address=args.address,
+            cpus_per_run=args.cpus_per_run,
+            gpus_per_run=args.gpus_per_run,
+            resume=args.resume,
+            retry_errors=args.retry_errors,
+            progress=not args.quiet,
+        )
+    except KeyboardInterrupt:
+        raise Interrupted(_sweep_interrupted(out)) from None
     counts = manifest["status"].value_counts().to_dict()
     elapsed = time.perf_counter() - started
     parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "error", "lost", "pending"))
     print(f"wrote {out} in {elapsed:.1f} s: {len(manifest)} runs ({parts})")
     return 0 if counts.get("ok", 0) == len(manifest) else 1
+
+
+def _sweep_interrupted(out: Path) -> str:
+    """What an interrupted sweep kept: finished runs are saved one by one."""
+    from analysis.sweep import MANIFEST, read_manifest, run_path
+
+    if not (out / MANIFEST).exists():
+        return f"interrupted before the first run: nothing was saved in {out}"
+    try:
+        manifest = read_manifest(out)
+        done = sum(run_path(out, run_id).exists() for run_id in manifest["run_id"])
+        total = len(manifest)
+    except Exception:  # the manifest is rewritten atomically; be safe in a signal path
+        return f"interrupted: finished runs are saved in {out}; resume with: " \
+            f"mobidfl sweep --resume --out {out}"
+    return (
+        f"interrupted: {done} of {total} runs are saved in {out}; resume with: "
+        f"mobidfl sweep --resume --out {out}"
+    )
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -280,8 +475,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ConfigError as exc:
-        print(f"mobidfl: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc), 2)
+    except Interrupted as exc:
+        return _fail(str(exc), 130, prefix="mobidfl: ")
+    except OutputFailed as exc:
+        return _fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted before step 1: nothing was written", 130, prefix="mobidfl: ")
+    except ValueError as exc:
+        if type(exc).__name__ != "DatasetUnavailable":
+            raise
+        return _fail(str(exc), 2)  # missing/corrupt dataset files: says what provides them
+    except OSError as exc:  # an output that could not be written during the run
+        where = f": {exc.filename}" if exc.filename else ""
+        return _fail(f"could not write{where}: {exc.strerror or exc}", 1)
+
+
+def _fail(message: str, code: int, *, prefix: str = "mobidfl: error: ") -> int:
+    """One line on stderr (newlines folded), and the exit code."""
+    print(prefix + " ".join(message.split()), file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ figure (or ``None`` when it does not apply), so notebooks can call them directly
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Sequence
 from itertools import product
 from pathlib import Path
@@ -39,6 +38,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis.sweep import MANIFEST, load_runs, read_manifest  # noqa: E402
+from model.config import read_toml  # noqa: E402
 from model.errors import ConfigError  # noqa: E402
 
 ACC_LABEL = "test accuracy"
@@ -71,7 +71,7 @@ def load_results(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
         swept = columns[columns.index("seed") + 1 : columns.index("status")]
         return load_runs(folder), swept
     if (folder / "model.csv").exists():
-        table = pd.read_csv(folder / "model.csv")
+        table = _read_model_csv(folder / "model.csv")
         settings = _settings_of(folder / "config.toml")
         table.insert(0, "run_id", folder.name)
         table.insert(1, "point", 0)
@@ -85,11 +85,22 @@ def load_results(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
     )
 
 
+def _read_model_csv(path: Path) -> pd.DataFrame:
+    """``model.csv`` of a run; a damaged or foreign file is one :class:`ConfigError`."""
+    allowed = "a model.csv written by `mobidfl run` (a CSV with a numeric step column)"
+    try:
+        table = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        raise ConfigError("report file", str(path), f"{allowed}; this one is unreadable") from None
+    if "step" not in table or not pd.api.types.is_numeric_dtype(table["step"]) or table.empty:
+        raise ConfigError("report file", str(path), f"{allowed}; this one is not")
+    return table
+
+
 def _settings_of(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
-    with open(path, "rb") as fh:
-        return tomllib.load(fh)
+    return read_toml(path, source="report file")
 
 
 def final_values(data: pd.DataFrame, column: str, *, keys: Sequence[str] = ()) -> pd.DataFrame:

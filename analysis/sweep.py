@@ -42,10 +42,9 @@ import json
 import math
 import multiprocessing
 import os
+import signal
 import socket
-import tempfile
 import time
-import tomllib
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -58,8 +57,9 @@ from typing import Any
 
 import pandas as pd
 
+from model.atomic import open_atomic
 from model.atomic import write_text_atomic as _write_text
-from model.config import KINDS, Config, public_names
+from model.config import KINDS, SEED_MAX, Config, public_names, read_toml
 from model.errors import ConfigError
 
 SWEEP_KEYS = ("replicates", "seeds", "base", "grid")
@@ -68,6 +68,8 @@ RUNS = "runs"
 SWEEP_FILE = "sweep.toml"
 BACKENDS = ("local", "ray")
 _META_KEY = b"mobidfl_run"
+MAX_RUNS = 100_000
+"""Runs per sweep (grid points x seeds): each is a Parquet file and a manifest row."""
 
 
 # --- the sweep file ---------------------------------------------------------------------------
@@ -94,14 +96,7 @@ class Sweep:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Sweep:
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigError("sweep file", str(path), "an existing TOML file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError("sweep file", str(path), f"valid TOML ({exc})") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_toml(path, source="sweep file"))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Sweep:
@@ -132,6 +127,11 @@ class Sweep:
                 raise ConfigError(f"grid.{raw_name}", values, "a list without repeated values")
             grid[name] = resolved
         seeds = _seeds(data, base_config.seed)
+        runs = math.prod(len(v) for v in grid.values()) * len(seeds)
+        if runs > MAX_RUNS:
+            raise ConfigError(
+                "grid x replicates", runs, f"at most {MAX_RUNS} runs (grid points x seeds)"
+            )
         sweep = cls(
             base={k: _value_of(base_config, k) for k in base if k != "seed"},
             grid=grid,
@@ -189,12 +189,20 @@ def _seeds(data: Mapping[str, Any], first: int) -> tuple[int, ...]:
             or len(set(seeds)) != len(seeds)
         ):
             raise ConfigError("seeds", seeds, "a non-empty list of distinct integers")
+        if len(seeds) > MAX_RUNS or not all(0 <= s <= SEED_MAX for s in seeds):
+            raise ConfigError("seeds", seeds, f"at most {MAX_RUNS} integers in [0, {SEED_MAX}]")
         if "replicates" in data and data["replicates"] != len(seeds):
             raise ConfigError("replicates", data["replicates"], f"{len(seeds)} (len(seeds))")
         return tuple(seeds)
     replicates = data.get("replicates", 1)
     if not isinstance(replicates, int) or isinstance(replicates, bool) or replicates < 1:
         raise ConfigError("replicates", replicates, "an integer >= 1")
+    if replicates > MAX_RUNS:
+        raise ConfigError("replicates", replicates, f"at most {MAX_RUNS} (runs per sweep)")
+    if first + replicates - 1 > SEED_MAX:
+        raise ConfigError(
+            "replicates", replicates, f"seeds up to {SEED_MAX} (seed + replicates - 1)"
+        )
     return tuple(first + r for r in range(replicates))
 
 
@@ -352,7 +360,30 @@ def _init_worker(driver: int) -> None:
     import torch
 
     torch.set_num_threads(1)
+    # Ctrl-C reaches the whole process group (or the driver forwards it): a worker abandons
+    # its run, which the driver records as pending; an idle worker ignores it. Either way
+    # the worker stays alive, so the pool shuts down cleanly and prints nothing.
+    signal.signal(signal.SIGINT, _interrupt_run)
     threading.Thread(target=_exit_with, args=(driver,), daemon=True).start()
+
+
+_IN_RUN = False
+"""True while this pool worker executes a run (SIGINT interrupts only then)."""
+
+
+def _pool_run(spec: RunSpec) -> RunResult:
+    """:func:`execute_run` in a pool worker, interruptible by SIGINT."""
+    global _IN_RUN
+    _IN_RUN = True
+    try:
+        return execute_run(spec)
+    finally:
+        _IN_RUN = False
+
+
+def _interrupt_run(signum: int, frame: Any) -> None:
+    if _IN_RUN:
+        raise KeyboardInterrupt
 
 
 def _exit_with(driver: int, *, every_s: float = 1.0) -> None:
@@ -452,7 +483,7 @@ def _run_local(
         while queue or inflight:
             while queue and len(inflight) < workers:
                 spec = queue.pop()
-                inflight[pool.submit(execute_run, spec)] = spec
+                inflight[pool.submit(_pool_run, spec)] = spec
             done, _ = wait(inflight, return_when=FIRST_COMPLETED)
             broken = False
             for future in done:
@@ -469,8 +500,23 @@ def _run_local(
                     inflight.pop(future)
                 pool.shutdown(wait=False, cancel_futures=True)
                 pool = new_pool()
+    except KeyboardInterrupt:  # Ctrl-C: abandon the runs in flight (they stay pending)
+        _interrupt_workers(pool)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _interrupt_workers(pool: ProcessPoolExecutor) -> None:
+    """Forward Ctrl-C to the workers (``kill -INT`` may have reached the driver only).
+
+    The executor has no public API for its processes (``_processes``).
+    """
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            os.kill(process.pid, signal.SIGINT)
+        except (ProcessLookupError, TypeError):
+            pass
 
 
 def _run_ray(
@@ -487,7 +533,9 @@ def _run_ray(
         raise ConfigError("--backend", "ray", "installed Ray (pip install 'ray>=2.60')") from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        # A local Ray listens on 127.0.0.1 only; a cluster address is the user's choice.
+        local = {"_node_ip_address": "127.0.0.1"} if address is None else {}
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, **local)
     try:
         task = ray.remote(execute_run).options(num_cpus=cpus, num_gpus=gpus)
         refs = {task.remote(spec): spec for spec in todo}
@@ -607,14 +655,8 @@ def _write_parquet(table: pd.DataFrame, path: Path, *, meta: Mapping[str, Any]) 
     arrow = pa.Table.from_pandas(table, preserve_index=False)
     extra = {_META_KEY: json.dumps(dict(meta), default=str).encode()}
     arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), **extra})
-    handle, tmp = tempfile.mkstemp(prefix=".run-", suffix=".parquet", dir=path.parent)
-    os.close(handle)
-    try:
-        pq.write_table(arrow, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with open_atomic(path, "wb") as fh:
+        pq.write_table(arrow, fh)
 
 
 def _parquet_meta(path: Path) -> dict[str, Any]:

@@ -2,19 +2,21 @@
 
 State dicts may hold numpy arrays (mobility, contacts, records); the weights-only
 unpickler accepts tensors and plain Python values only, so arrays are wrapped as tagged
-tensors (numbers) or lists (strings) on save and unwrapped on load. Files are written to a
-temporary name and renamed, so a crash never leaves a half-written checkpoint.
+tensors (numbers) or lists (strings) on save and unwrapped on load. Files are written by
+:mod:`model.atomic`, so a crash or a full disk never leaves a half-written checkpoint.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import pickle
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from model.atomic import open_atomic
+from model.errors import ConfigError
 
 _ARRAY, _STRINGS = "__ndarray__", "__strarray__"
 
@@ -49,24 +51,45 @@ def decode(obj: Any) -> Any:
 
 
 def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
-    """Write ``state`` to ``path`` via a temporary file and ``os.replace``."""
+    """Write ``state`` to ``path`` atomically: the previous file stays until this one is whole.
+
+    A full disk or a kill while writing leaves the previous checkpoint in place (the
+    temporary file is removed, or is a hidden ``.mobidfl-*`` name the next run clears).
+    """
+    with open_atomic(path, "wb") as fh:
+        torch.save(encode(state), fh)
+    return Path(path)
+
+
+def load(path: str | Path, *, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Read a checkpoint; a file that is not one raises one-line :class:`ConfigError`.
+
+    Empty, truncated, foreign and malicious files (anything the weights-only unpickler
+    refuses) are all reported as the file, never with torch's advice to drop weights_only.
+    ``required``: top-level keys the file must hold (e.g. a run's ``steps``).
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".pt", dir=path.parent)
+    allowed = "a complete state.pt written by `mobidfl run --checkpoint-every`"
+    if not path.is_file():
+        raise ConfigError("checkpoint file", str(path), f"{allowed} (it is missing)")
+    if path.stat().st_size == 0:
+        raise ConfigError("checkpoint file", str(path), f"{allowed} (this one is empty)")
     try:
-        with os.fdopen(handle, "wb") as fh:
-            torch.save(encode(state), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-def load(path: str | Path) -> dict[str, Any]:
-    return decode(torch.load(path, weights_only=True, map_location="cpu"))
+        raw = torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError:
+        raise ConfigError(
+            "checkpoint file", str(path), f"{allowed} (this one holds objects other than "
+            "tensors and plain values; it was refused unread)"
+        ) from None
+    except (RuntimeError, EOFError, ValueError, OSError, KeyError, AttributeError):
+        raise ConfigError(
+            "checkpoint file", str(path), f"{allowed} (this one is truncated or not a checkpoint)"
+        ) from None
+    if not isinstance(raw, dict) or any(key not in raw for key in required):
+        raise ConfigError(
+            "checkpoint file", str(path), f"{allowed} (this one is some other torch file)"
+        )
+    return decode(raw)
 
 
 def _plain(key: Any) -> Any:

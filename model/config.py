@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import tomllib
 import types
 import typing
@@ -379,14 +380,11 @@ class Config:
         return cls().updated(settings, **kw)
 
     @classmethod
-    def from_toml(cls, path: str | Path, overrides: Iterable[str] = ()) -> Config:
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigError("--config", str(path), "an existing TOML file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError("--config", str(path), f"valid TOML ({exc})") from None
+    def from_toml(
+        cls, path: str | Path, overrides: Iterable[str] = (), *, source: str = "--config"
+    ) -> Config:
+        """Read a TOML file; ``source`` is how errors name the file (``--config``, ...)."""
+        data = read_toml(path, source=source)
         return cls.from_settings(data).with_overrides(overrides)
 
     def with_overrides(self, assignments: Iterable[str]) -> Config:
@@ -446,6 +444,11 @@ class Config:
             raise ConfigError("beta", self.beta, "a number > 1 (HM faster than LM, seed 000)")
         if self.n_agents < 1:
             raise ConfigError("vehicles+pedestrians+sensors+uavs", 0, "at least one agent")
+        for kind in KINDS:
+            name = self.kind(kind).mobility
+            fit = mobility_fit(kind, name)
+            if fit is not None:
+                raise ConfigError(f"{kind}.mobility", name, fit)
 
     # --- output ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -559,24 +562,83 @@ def _coerce(name: str, target: Any, value: Any) -> Any:
         if target is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError(value)
+            if not isinstance(value, int | float | str) and not hasattr(value, "__index__"):
+                raise TypeError(value)
             return int(value)
         if target is float:
-            if isinstance(value, bool):
-                raise ValueError(value)
+            numeric = isinstance(value, str) or hasattr(value, "__float__")
+            if isinstance(value, bool) or not numeric:
+                raise TypeError(value)
             return float(value)
         if target is str:
-            return str(value)
-    except (TypeError, ValueError):
+            if isinstance(value, os.PathLike):
+                return os.fspath(value)
+            if not isinstance(value, str):
+                raise TypeError(value)
+            return value
+    except (TypeError, ValueError, OverflowError):
         raise ConfigError(name, value, f"a value of type {target.__name__}") from None
     raise ConfigError(name, value, "a supported value")
 
 
+INF_ALLOWED = frozenset({"rm_cells"})
+"""Float settings where ``inf`` means something (no limit); every other float must be finite."""
+
+SEED_MAX = 2**63 - 1
+"""Seeds are stored as int64 (manifests, Parquet) and seed numpy and torch."""
+
+
+def seed_range(value: int) -> str | None:
+    return None if 0 <= value <= SEED_MAX else f"an integer in [0, {SEED_MAX}] (2**63 - 1)"
+
+
+def existing_folder(value: str | None) -> str | None:
+    if value is None or Path(value).expanduser().is_dir():
+        return None
+    return "an existing folder (or empty for none)"
+
+
+_EXTRA_CHECKS: dict[str, Check] = {"seed": seed_range, "data_root": existing_folder}
+"""Checks of settings declared without one (kept here so field declarations stay as they are)."""
+
+
+def read_toml(path: str | Path, *, source: str) -> dict[str, Any]:
+    """Parse a TOML file; any unreadable file is one :class:`ConfigError` naming ``source``."""
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(source, str(path), "an existing TOML file") from None
+    except IsADirectoryError:
+        raise ConfigError(source, str(path), "a TOML file (this is a folder)") from None
+    except UnicodeDecodeError:
+        raise ConfigError(source, str(path), "a UTF-8 TOML text file (this is binary)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, str(path), f"valid TOML ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(source, str(path), f"a readable TOML file ({exc.strerror})") from None
+
+
+def mobility_fit(kind: str, name: str) -> str | None:
+    """``None`` when mobility ``name`` declares that it fits ``kind``, else what is allowed."""
+    from agents.mobility import MOBILITY_MODELS
+
+    model = MOBILITY_MODELS.get(name)
+    if model is None or kind in model.kinds:
+        return None
+    fits = sorted(n for n, m in MOBILITY_MODELS.items() if kind in m.kinds)
+    return f"a mobility model for {kind}s: one of {', '.join(fits)}"
+
+
 def _run_check(name: str, f: dataclasses.Field, value: Any) -> None:
-    check = f.metadata.get("check")
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise ConfigError(name, value, "a number (not NaN)")
+        if math.isinf(value) and f.name not in INF_ALLOWED:
+            raise ConfigError(name, value, "a finite number")
+    check = f.metadata.get("check") or _EXTRA_CHECKS.get(name)
     if check is None:
         return
-    if isinstance(value, float) and math.isnan(value):
-        raise ConfigError(name, value, "a number (not NaN)")
     allowed = check(value)
     if allowed is not None:
         raise ConfigError(name, value, allowed)

@@ -29,8 +29,10 @@ from agents import AGENT_CLASSES
 from agents.kinds import DeviceAgent
 from agents.mobility import MobilityContext, MobilityModel, make_mobility
 from maps.world import WorldMap
+from model import bounds
 from model.config import KINDS, Config
 from model.contacts import contact_matrix, contact_times, sub_samples
+from model.errors import ConfigError
 
 _MAP_CACHE: dict[tuple, WorldMap] = {}
 
@@ -172,15 +174,30 @@ class MobiDFLModel(mesa.Model):
         scenario: Any = None,
         **settings: Any,
     ) -> None:
+        if config is not None and not isinstance(config, Config):
+            raise TypeError(f"config must be a model.config.Config, not {type(config).__name__}")
         config = (config or Config()).updated(settings)
         if seed is None and isinstance(rng, int | np.integer):
             seed = int(rng)
         if seed is not None:
-            config = config.updated(seed=int(seed))
+            config = config.updated(seed=seed)
+        bounds.check_memory(config)  # before anything big is allocated
         # Mesa 3.5 deprecates seed= in favour of rng=; SolaraViz's Reset passes a scenario.
         super().__init__(rng=config.seed, scenario=scenario)
         self.config = config
         self.world_map = world or shared_world_map(config)
+        west, south, east, north = self.world_map.bounds
+        bounds.check_grid(
+            config, self.world_map.grid.n_cells, map_width_m=east - west, map_height_m=north - south
+        )
+        used = np.bincount(self.world_map.node_area, minlength=config.areas)
+        if (used == 0).any():
+            raise ConfigError(
+                "areas",
+                config.areas,
+                f"at most {int((used > 0).sum())} on this map (every area needs road nodes; "
+                f"{int((used == 0).sum())} would be empty)",
+            )
         self.space = GeoSpace(crs="epsg:4326", warn_crs_conversion=False)
 
         self.groups: list[tuple[str, slice, MobilityModel]] = []
@@ -200,6 +217,8 @@ class MobiDFLModel(mesa.Model):
             self.groups.append((kind, slice(start, start + count), mobility))
             start += count
         self.n_agents = start
+        farthest, kind = bounds.fastest(self.groups, config.step_s)
+        bounds.check_sub_samples(config, farthest_m=farthest, fastest_kind=kind)
         self.kind_of = np.concatenate(
             [np.full(g[1].stop - g[1].start, g[0]) for g in self.groups]
         ).astype(str)

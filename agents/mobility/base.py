@@ -42,6 +42,8 @@ class MobilityModel(ABC):
     """Moves a group of agents; positions in metres of the map CRS."""
 
     name: ClassVar[str]
+    kinds: ClassVar[frozenset[str]] = frozenset({"vehicle", "pedestrian", "sensor", "uav"})
+    """The agent kinds this model fits; ``Config`` refuses ``<kind>.mobility`` for others."""
 
     def __init__(
         self,

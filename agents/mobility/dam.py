@@ -54,6 +54,8 @@ class DistributionAwareGrid(GridMobility):
     """
 
     name = "distribution_aware_base"
+    # Kinds it fits: seed 001: DAM/DCM steer mobile clients (UAVs) over the cells of static ones.
+    kinds = frozenset({"uav"})
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -24,6 +24,8 @@ class Manhattan(MobilityModel):
     """
 
     name = "manhattan"
+    # Kinds it fits: streets: the drive network for vehicles, the walk network for pedestrians.
+    kinds = frozenset({"vehicle", "pedestrian"})
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

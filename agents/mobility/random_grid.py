@@ -73,6 +73,8 @@ class RandomGrid(GridMobility):
     """
 
     name = "random_grid"
+    # Kinds it fits: seed 001: mobile clients (UAVs) fly between grid cells.
+    kinds = frozenset({"uav"})
 
     def next_cells(self, ctx: MobilityContext) -> np.ndarray:
         shape = self.grid_shape

@@ -54,6 +54,8 @@ class RandomWalk(MobilityModel):
     """
 
     name = "random_walk"
+    # Kinds it fits: seed 000: mobile clients (anything that moves).
+    kinds = frozenset({"vehicle", "pedestrian", "uav"})
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

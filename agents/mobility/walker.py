@@ -96,6 +96,8 @@ class PsflWalker(MobilityModel):
     """
 
     name = "psfl_walker"
+    # Kinds it fits: PSFL (seed 004): sensors in areas, one of them walks.
+    kinds = frozenset({"sensor"})
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

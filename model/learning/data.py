@@ -97,8 +97,11 @@ def read_idx(path: str | Path) -> np.ndarray:
     """Read an idx file (optionally gzipped): the format of MNIST / Fashion-MNIST."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as fh:
-        raw = fh.read()
+    try:
+        with opener(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError) as exc:  # not gzip, truncated, unreadable
+        raise DatasetUnavailable(f"{path} cannot be read as an idx file ({exc})") from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
         raise DatasetUnavailable(f"{path} is not an unsigned-byte idx file (bad magic number)")
     ndim = raw[3]

@@ -1,0 +1,563 @@
+"""Every bad input gets one line (exit 2), every output survives (issue 13).
+
+The table runs each class of bad input through the real CLI (``analysis.cli`` as
+``__main__``) in its own process and asserts: exit 2, exactly one stderr line naming the
+setting or file and what is allowed, no traceback, nothing new or changed in ``--out`` or
+beside it. To stay fast the cases share one interpreter that has imported torch and Mesa
+once and forks a child per case (the child runs the CLI module exactly as ``python -m``);
+two cases also run as plain ``python -m analysis.cli`` subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from analysis.cli import main
+from model.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--set", "map=grid:3x3", "--set", "learning=false", "--set", "steps=2",
+        "--set", "vehicles=3", "--set", "pedestrians=0", "--set", "sensors=0",
+        "--set", "uavs=0", "--quiet"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+_DRIVER = textwrap.dedent(
+    """
+    import json, os, runpy, sys, traceback
+    cases = json.loads(sys.argv[1])
+    import torch, mesa, model.world, model.checkpoint, analysis.gis, analysis.plots  # warm
+    import analysis.report, analysis.sweep  # noqa: E401
+    codes = []
+    for case in cases:
+        pid = os.fork()
+        if pid == 0:
+            fd = os.open(case["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(fd, 2)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            os.chdir(case["cwd"])
+            sys.argv = ["mobidfl", *case["argv"]]
+            code = 0
+            try:
+                runpy.run_module("analysis.cli", run_name="__main__", alter_sys=True)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        codes.append(os.waitstatus_to_exitcode(status))
+    print(json.dumps(codes))
+    """
+)
+
+
+def run_cli_cases(cases: list[dict]) -> list[int]:
+    """Run each ``{"argv", "cwd", "stderr"}`` as its own CLI process; return the exit codes."""
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(cases)], cwd=ROOT,
+                          env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under ``folder`` with its size and modification time."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): (p.stat().st_size if p.is_file() else -1,
+                                         p.stat().st_mtime_ns if p.is_file() else 0)
+            for p in sorted(folder.rglob("*"))}
+
+
+# --- fixtures -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory) -> Path:
+    """A finished tiny run with a checkpoint (the resume cases corrupt copies of it)."""
+    out = tmp_path_factory.mktemp("ckpt") / "run"
+    assert main(["run", "--out", str(out), "--checkpoint-every", "1", *TINY]) == 0
+    return out
+
+
+def _copy_run(src: Path) -> Callable[[Path], None]:
+    def setup(out: Path) -> None:
+        shutil.copytree(src, out)
+    return setup
+
+
+def _state(write: Callable[[Path], None]) -> Callable[[Path, Path], None]:
+    def setup(out: Path, src: Path) -> None:
+        shutil.copytree(src, out)
+        write(out / "checkpoint" / "state.pt")
+    return setup
+
+
+def _malicious(path: Path) -> None:
+    import torch
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {path.parent / 'PWNED'}",))
+
+    torch.save({"steps": Payload()}, path)
+
+
+def _foreign(path: Path) -> None:
+    import torch
+
+    torch.save({"weights": torch.ones(3)}, path)
+
+
+def _edit_config(old: str, new: str) -> Callable[[Path, Path], None]:
+    def setup(out: Path, src: Path) -> None:
+        shutil.copytree(src, out)
+        path = out / "checkpoint" / "config.toml"
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new))
+    return setup
+
+
+def _bad_fashion(root: Path) -> None:
+    raw = root / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                 "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (raw / f"{name}.gz").write_bytes(b"this is not gzip")
+
+
+@dataclass
+class Case:
+    """One bad input: CLI arguments (``{out}``, ``{here}`` filled in) and what the line names."""
+
+    name: str
+    argv: list[str]
+    names: tuple[str, ...]
+    setup: Callable[..., None] | None = None
+
+
+RUN = ["run", "--out", "{out}", *TINY]
+CASES = [
+    # 3. values that used to raise deep inside numpy/torch
+    Case("step_s_inf", [*RUN, "--set", "step_s=inf"], ("'step_s' = inf", "a finite number")),
+    Case("speed_inf", [*RUN, "--set", "vehicle.speed=inf"], ("'vehicle.speed'", "finite")),
+    Case("beta_inf", [*RUN, "--set", "beta=inf"], ("'beta' = inf", "finite")),
+    Case("seed_negative", [*RUN, "--set", "seed=-1"], ("'seed' = -1", "[0, ")),
+    Case("seed_65_bits", [*RUN, "--set", f"seed={2**64}"], ("'seed'", "2**63 - 1")),
+    Case("vehicles_not_int", [*RUN, "--set", "vehicles=x"], ("'vehicles'", "type int")),
+    Case("lr_inf", [*RUN, "--set", "lr=inf"], ("'lr' = inf", "finite")),
+    # 3./6. allocations bounded up front
+    Case("step_s_huge", [*RUN, "--set", "step_s=1e15"], ("'step_s'", "at most", "contact = end")),
+    Case("radius_tiny", [*RUN, "--set", "radius_m=1e-9"], ("'radius_m'", "at least")),
+    Case("cell_tiny", [*RUN, "--set", "cell_m=0.001", "--set", "uavs=1"],
+         ("'cell_m'", "at most 1000000 grid cells")),
+    Case("vehicles_huge", [*RUN, "--set", "vehicles=10000000"], ("'vehicles'", "fits in memory")),
+    # 7. validation gaps
+    Case("beta_nan", [*RUN, "--set", "beta=nan"], ("'beta' = nan", "not NaN")),
+    Case("rm_cells_nan", [*RUN, "--set", "rm_cells=nan"], ("'rm_cells'", "not NaN")),
+    Case("areas_empty", [*RUN, "--set", "areas=50"], ("'areas' = 50", "at most 9")),
+    Case("dam_on_vehicle", [*RUN, "--set", "vehicle.mobility=dam"],
+         ("'vehicle.mobility' = 'dam'", "for vehicles")),
+    Case("grid_on_pedestrian", [*RUN, "--set", "pedestrian.mobility=random_grid"],
+         ("'pedestrian.mobility'", "for pedestrians")),
+    Case("route_on_sensor", [*RUN, "--set", "sensor.mobility=route"],
+         ("'sensor.mobility' = 'route'", "psfl_walker, static")),
+    Case("walker_on_vehicle", [*RUN, "--set", "vehicle.mobility=psfl_walker"],
+         ("'vehicle.mobility'", "manhattan")),
+    Case("data_root_missing", [*RUN, "--set", "data_root={here}/nothing"],
+         ("'data_root'", "an existing folder")),
+    # --config that is not a TOML file
+    Case("config_binary", [*RUN, "--config", "{here}/bin.toml"], ("'--config'", "binary"),
+         lambda out: (out.parent / "bin.toml").write_bytes(b"\x00\xff\xfe\x01")),
+    Case("config_folder", [*RUN, "--config", "{here}/conf"], ("'--config'", "folder"),
+         lambda out: (out.parent / "conf").mkdir()),
+    # 2. outputs that cannot be written, found before step 1
+    Case("out_is_file", [*RUN], ("'--out'", "this is a file"),
+         lambda out: out.write_text("x")),
+    Case("out_under_file", ["run", "--out", "{here}/afile/out", *TINY], ("'--out'", "is a file"),
+         lambda out: (out.parent / "afile").write_text("x")),
+    Case("out_not_empty", [*RUN], ("'--out'", "--force"),
+         lambda out: (out.mkdir(), (out / "mine.txt").write_text("x"))),
+    Case("checkpoint_every_0", [*RUN, "--checkpoint-every", "0"], ("'--checkpoint-every'",)),
+    # datasets: the way to get them, in one line
+    Case("dataset_missing", [*RUN, "--set", "learning=true", "--set", "dataset=cifar10"],
+         ("dataset 'cifar10' needs data_root", "cifar-10-batches-py")),
+    Case("dataset_corrupt", [*RUN, "--set", "learning=true", "--set", "dataset=fashion_mnist",
+                             "--set", "data_root={here}/data"], ("cannot be read", ".gz"),
+         lambda out: _bad_fashion(out.parent / "data")),
+    # report of a damaged run
+    Case("report_corrupt_csv", ["report", "{out}"], ("'report file'", "model.csv"),
+         lambda out: (out.mkdir(), (out / "model.csv").write_bytes(b'step,a\n"x,1\n\x00\xff'))),
+    # sweeps
+    Case("sweep_replicates", ["sweep", "{here}/s.toml", "--out", "{out}", "--quiet"],
+         ("'replicates' = 1000000000", "at most"),
+         lambda out: (out.parent / "s.toml").write_text(
+             "replicates = 1000000000\n[base]\nmap = 'grid:3x3'\nlearning = false\n")),
+    Case("sweep_grid_runs", ["sweep", "{here}/s.toml", "--out", "{out}", "--quiet"],
+         ("'grid x replicates'", "at most 100000 runs"),
+         lambda out: (out.parent / "s.toml").write_text(
+             "replicates = 1000\n[base]\nlearning = false\n[grid]\nlr = ["
+             + ", ".join(str(0.001 * (i + 1)) for i in range(200)) + "]\n")),
+    Case("sweep_binary", ["sweep", "{here}/s.toml", "--out", "{out}"], ("'sweep file'", "binary"),
+         lambda out: (out.parent / "s.toml").write_bytes(b"\xff\xfe\x00")),
+    Case("sweep_out_is_file", ["sweep", "{here}/s.toml", "--out", "{out}", "--quiet"],
+         ("'--out'", "this is a file"),
+         lambda out: ((out.parent / "s.toml").write_text("[base]\nlearning = false\n"),
+                      out.write_text("x"))),
+    Case("sweep_seeds_negative", ["sweep", "{here}/s.toml", "--out", "{out}", "--quiet"],
+         ("'seeds'", "[0, "), lambda out: (out.parent / "s.toml").write_text("seeds = [-1, 2]\n")),
+    Case("resume_no_folder", ["run", "--resume", "{out}", "--quiet"],
+         ("'--resume'", "an existing run folder")),
+]
+RESUME_CASES = [
+    Case("state_empty", ["run", "--resume", "{out}", "--quiet"], ("'checkpoint file'", "empty"),
+         _state(lambda p: p.write_bytes(b""))),
+    Case("state_truncated", ["run", "--resume", "{out}", "--quiet"],
+         ("'checkpoint file'", "truncated"),
+         _state(lambda p: p.write_bytes(p.read_bytes()[:300]))),
+    Case("state_foreign", ["run", "--resume", "{out}", "--quiet"],
+         ("'checkpoint file'", "other torch file"), _state(_foreign)),
+    Case("state_malicious", ["run", "--resume", "{out}", "--quiet"],
+         ("'checkpoint file'", "refused unread"), _state(_malicious)),
+    Case("state_missing", ["run", "--resume", "{out}", "--quiet"],
+         ("'--resume'", "state.pt is missing", "--force"),
+         _state(lambda p: p.unlink())),
+    Case("config_changed", ["run", "--resume", "{out}", "--quiet"],
+         ("'checkpoint config'", "config.toml", "changed"), _edit_config("seed = 0", "seed = 7")),
+    Case("config_invalid", ["run", "--resume", "{out}", "--quiet"],
+         ("'checkpoint config'", "checkpoint/config.toml", "'seed' = -3"),
+         _edit_config("seed = 0", "seed = -3")),
+    Case("no_checkpoint", ["run", "--resume", "{out}", "--quiet"], ("'--resume'", "checkpoint/"),
+         lambda out, src: (shutil.copytree(src, out), shutil.rmtree(out / "checkpoint"))),
+]
+
+
+def test_each_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, checkpointed):
+    # Prepare: one folder per case (its --out and anything beside it), snapshotted
+    cases, folders = [], []
+    for index, case in enumerate(CASES + RESUME_CASES):
+        here = tmp_path / f"c{index:02d}"
+        here.mkdir()
+        out = here / "out"
+        if case.setup is not None:
+            if case in RESUME_CASES:
+                case.setup(out, checkpointed)
+            else:
+                case.setup(out)
+        argv = [a.replace("{out}", str(out)).replace("{here}", str(here)) for a in case.argv]
+        cases.append({"argv": argv, "cwd": str(here), "stderr": str(tmp_path / f"e{index}.txt")})
+        folders.append((case, here, snapshot(here)))
+    # Execute
+    codes = run_cli_cases(cases)
+    # Assert
+    for (case, here, before), code, spec in zip(folders, codes, cases, strict=True):
+        err = Path(spec["stderr"]).read_text()
+        lines = err.splitlines()
+        assert code == 2, (case.name, code, err[-2000:])
+        assert len(lines) == 1, (case.name, err[-2000:])
+        assert lines[0].startswith("mobidfl: error: "), (case.name, lines[0])
+        assert "Traceback" not in err and "weights_only=False" not in err, case.name
+        for fragment in case.names:
+            assert fragment in lines[0], (case.name, fragment, lines[0])
+        after = snapshot(here)
+        assert after == before, (case.name, set(after) ^ set(before))
+    assert not list(tmp_path.rglob("PWNED")), "the malicious checkpoint ran code"
+
+
+def test_the_real_entry_point_gives_the_same_line(tmp_path):
+    # Prepare: a case found before torch is imported (the table covers the others)
+    runs = [(["--set", "step_s=inf"], "'step_s' = inf"),
+            (["--set", "seed=-1"], "'seed' = -1")]
+    for extra, fragment in runs:
+        out = tmp_path / "out"
+        # Execute
+        proc = subprocess.run([sys.executable, "-m", "analysis.cli", "run", "--out", str(out),
+                               *TINY, *extra], cwd=ROOT, env=_env(), capture_output=True,
+                              text=True, timeout=300)
+        # Assert
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and fragment in proc.stderr, proc.stderr
+        assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_read_only_out_is_refused_before_step_1(tmp_path):
+    # Prepare: a read-only folder (root ignores permission bits: then /sys, read-only here)
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    parent.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    if os.access(parent, os.W_OK):
+        parent = Path("/sys")
+        if os.access(parent, os.W_OK) and os.geteuid() != 0:
+            pytest.skip("no read-only folder available")
+    out = parent / "mobidfl-out-test"
+    try:
+        # Execute
+        code = main(["run", "--out", str(out), *TINY])
+    finally:
+        (tmp_path / "ro").chmod(stat.S_IRWXU)
+    # Assert
+    assert code == 2
+    assert not out.exists()
+
+
+def test_python_api_with_wrong_types_raises_config_error():
+    from model.world import MobiDFLModel
+
+    # Execute / Assert: the same ConfigError as the CLI, before any map is read
+    for settings, name in [({"vehicles": "x"}, "vehicles"), ({"map": 3}, "map"),
+                           ({"step_s": [1.0]}, "step_s"), ({"vehicle_speed": None}, "speed"),
+                           ({"seed": -5}, "seed"), ({"beta": float("nan")}, "beta")]:
+        with pytest.raises(ConfigError, match=name):
+            MobiDFLModel(**settings)
+
+
+def test_every_mobility_declares_the_kinds_it_fits():
+    from agents.mobility import MOBILITY_MODELS
+    from model.config import KINDS, Config
+
+    # Assert: declared, non-empty, known kinds; the defaults fit; paper constraints hold
+    for name, model in MOBILITY_MODELS.items():
+        assert model.kinds and model.kinds <= set(KINDS), name
+    for kind in KINDS:
+        assert kind in MOBILITY_MODELS[Config().kind(kind).mobility].kinds
+    assert MOBILITY_MODELS["dam"].kinds == MOBILITY_MODELS["dcm"].kinds == {"uav"}
+    assert MOBILITY_MODELS["random_grid"].kinds == {"uav"}
+    assert MOBILITY_MODELS["route"].kinds == {"vehicle"}
+    assert MOBILITY_MODELS["psfl_walker"].kinds == {"sensor"}
+    assert Config.from_settings({"uav.mobility": "dcm", "rm_cells": float("inf")})
+
+
+# --- outputs that survive -------------------------------------------------------------------------
+def test_out_on_another_filesystem_succeeds(tmp_path):
+    # Prepare: an --out whose filesystem differs from the working tree's temporary folder
+    other = Path("/dev/shm")
+    if not other.is_dir() or other.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second filesystem (e.g. /dev/shm) here")
+    parent = other / f"mobidfl-test-{os.getpid()}"
+    out = parent / "out"
+    try:
+        # Execute
+        code = main(["run", "--out", str(out), *TINY])
+        # Assert: every output, nothing hidden left beside or inside it
+        assert code == 0
+        assert {p.name for p in out.iterdir()} >= {"model.csv", "agents.parquet", "config.toml"}
+        assert [p.name for p in parent.iterdir()] == ["out"]
+        assert not list(out.glob(".mobidfl-*"))
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_force_clears_the_previous_run_and_its_checkpoint(tmp_path):
+    # Prepare: a run with a checkpoint, and a file of the user's own in the folder
+    out = tmp_path / "out"
+    assert main(["run", "--out", str(out), "--checkpoint-every", "1", *TINY,
+                 "--set", "seed=1"]) == 0
+    (out / "notes.txt").write_text("mine")
+    # Execute: replace it with --force (no checkpoints), then try to resume
+    assert main(["run", "--out", str(out), "--force", *TINY, "--set", "seed=2"]) == 0
+    resumed = main(["run", "--resume", str(out), "--quiet"])
+    # Assert: the old checkpoint is gone, so --resume cannot bring back the old run
+    assert not (out / "checkpoint").exists()
+    assert resumed == 2
+    assert "seed = 2" in (out / "config.toml").read_text()
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_full_disk_is_refused_before_step_1(tmp_path, monkeypatch, capsys):
+    import analysis.cli as cli
+
+    # Prepare: the disk reports 1 MiB free
+    monkeypatch.setattr(cli.shutil, "disk_usage",
+                        lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 2**20, 2**20))
+    out = tmp_path / "out"
+    # Execute
+    code = main(["run", "--out", str(out), "--checkpoint-every", "1", *TINY])
+    # Assert
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and "'--out'" in err[0] and "free" in err[0]
+    assert not out.exists()
+
+
+def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch, capsys):
+    import model.checkpoint as checkpoint
+
+    # Prepare: the second checkpoint write fails half-way as on a full disk
+    real_save, calls = checkpoint.torch.save, []
+
+    def save(obj, fh):
+        calls.append(1)
+        if len(calls) == 2:
+            fh.write(b"partial")
+            raise OSError(28, "No space left on device")
+        real_save(obj, fh)
+
+    monkeypatch.setattr(checkpoint.torch, "save", save)
+    out = tmp_path / "out"
+    # Execute
+    code = main(["run", "--out", str(out), "--checkpoint-every", "1",
+                 *[a if a != "steps=2" else "steps=3" for a in TINY]])
+    err = capsys.readouterr().err.splitlines()
+    monkeypatch.undo()
+    # Assert: one line that says what is kept; the step-1 checkpoint resumes to the end
+    assert code == 1 and len(err) == 1, err
+    assert "No space left" in err[0] and "step 1" in err[0] and "--resume" in err[0]
+    assert not list((out / "checkpoint").glob(".mobidfl-*"))
+    assert main(["run", "--resume", str(out), "--quiet"]) == 0
+    assert (out / "model.csv").read_text().count("\n") == 5  # header + steps 0..3
+
+
+def test_interrupt_while_writing_outputs_leaves_no_hidden_folder(tmp_path, monkeypatch, capsys):
+    import analysis.gis as gis
+
+    # Prepare: Ctrl-C arrives while the GIS layers are written (the last output)
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gis, "write_gis", interrupted)
+    parent = tmp_path / "parent"
+    out = parent / "out"
+    # Execute
+    code = main(["run", "--out", str(out), *TINY])
+    # Assert
+    err = capsys.readouterr().err.splitlines()
+    assert code == 130 and len(err) == 1 and "interrupted while writing" in err[0]
+    assert [p.name for p in parent.iterdir()] == ["out"]
+    assert list(out.iterdir()) == []
+
+
+def test_checkpoint_and_sweep_files_follow_the_umask(tmp_path):
+    from analysis.sweep import Sweep, run_sweep
+
+    # Prepare: a umask that differs from mkstemp's 0600
+    old = os.umask(0o027)
+    try:
+        # Execute
+        out = tmp_path / "run"
+        assert main(["run", "--out", str(out), "--checkpoint-every", "1", *TINY]) == 0
+        sweep = Sweep.from_dict({"base": {"map": "grid:3x3", "learning": False, "steps": 1,
+                                          "vehicles": 2, "pedestrians": 0, "sensors": 0,
+                                          "uavs": 0}})
+        run_sweep(sweep, tmp_path / "sweep", processes=0, progress=False)
+    finally:
+        os.umask(old)
+    # Assert
+    files = [out / "checkpoint" / "state.pt", out / "checkpoint" / "config.toml",
+             out / "model.csv", tmp_path / "sweep" / "manifest.csv",
+             *(tmp_path / "sweep" / "runs").glob("*.parquet")]
+    assert len(files) == 5
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640, path
+
+
+def test_local_ray_listens_on_loopback_only(monkeypatch):
+    import types
+
+    from analysis import sweep as sweep_module
+
+    # Prepare: a stand-in for the ray module that records how it is started
+    calls: list[dict] = []
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: False, init=lambda **kw: calls.append(kw),
+        shutdown=lambda: None, remote=lambda f: types.SimpleNamespace(options=lambda **kw: f))
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    # Execute: no runs to do, only start and stop
+    sweep_module._run_ray([], lambda r: None, address=None, cpus=1, gpus=0)
+    sweep_module._run_ray([], lambda r: None, address="ray://head:10001", cpus=1, gpus=0)
+    # Assert
+    assert calls[0]["_node_ip_address"] == "127.0.0.1"
+    assert "_node_ip_address" not in calls[1] and calls[1]["address"] == "ray://head:10001"
+
+
+# --- Ctrl-C and kill ------------------------------------------------------------------------------
+SLOW = ["--set", "map=grid:3x3", "--set", "learning=false", "--set", "vehicles=3",
+        "--set", "pedestrians=0", "--set", "sensors=0", "--set", "uavs=0",
+        "--set", "steps=100000", "--quiet"]
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "analysis.cli", *args], cwd=ROOT, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _wait_for(path_glob: Callable[[], list], proc: subprocess.Popen, timeout: float = 150):
+    deadline = time.monotonic() + timeout
+    while not path_glob() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path_glob(), f"nothing appeared: {proc.poll()} {proc.stderr.read()[-2000:]}"
+
+
+def test_ctrl_c_in_run_says_what_was_saved_and_resume_finishes(tmp_path):
+    # Prepare: a long run with a checkpoint every 50 steps
+    out = tmp_path / "out"
+    proc = _start(["run", "--out", str(out), "--checkpoint-every", "50", *SLOW])
+    _wait_for(lambda: list(out.glob("checkpoint/state.pt")), proc)
+    # Execute
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    # Assert
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("mobidfl: interrupted at step ")
+    assert f"resume with: mobidfl run --resume {out}" in err
+    import torch
+
+    saved = torch.load(out / "checkpoint" / "state.pt", weights_only=True)["steps"]
+    assert f"checkpoint at step {saved} " in err and saved % 50 == 0
+
+
+def _sweep_file(folder: Path, runs: int) -> Path:
+    path = folder / "sweep.toml"
+    path.write_text(f"replicates = {runs}\n[base]\nmap = 'grid:3x3'\nlearning = false\n"
+                    "vehicles = 3\npedestrians = 0\nsensors = 0\nuavs = 0\nsteps = 20\n")
+    return path
+
+
+@pytest.mark.parametrize(("sig", "processes"), [(signal.SIGINT, "2"), (signal.SIGKILL, "0")],
+                         ids=["SIGINT-pool", "SIGKILL"])
+def test_interrupted_or_killed_sweep_resumes_the_rest(tmp_path, sig, processes):
+    from analysis.sweep import read_manifest
+
+    # Prepare: a sweep of 8 runs, stopped after its first finished run; Ctrl-C goes to the
+    # whole process group (driver and pool workers) as a terminal sends it
+    out = tmp_path / "out"
+    proc = _start(["sweep", str(_sweep_file(tmp_path, 8)), "--out", str(out),
+                   "--processes", processes, "--quiet"])
+    _wait_for(lambda: list(out.glob("runs/*.parquet")), proc)
+    # Execute
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=120)
+    saved = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.parquet")}
+    # Assert: one line on Ctrl-C; either way the finished runs are kept and resume does the rest
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"{len(saved)} of 8 runs are saved in {out}" in err
+        assert f"resume with: mobidfl sweep --resume --out {out}" in err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    assert 1 <= len(saved) < 8
+    assert main(["sweep", "--resume", "--out", str(out), "--processes", "0", "--quiet"]) == 0
+    assert (read_manifest(out)["status"] == "ok").all()
+    for name, stamp in saved.items():
+        assert (out / "runs" / name).stat().st_mtime_ns == stamp
