@@ -41,6 +41,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/aggregation.py
 	$(PY) benchmarks/sweep.py
+	$(PY) benchmarks/sumo.py --counts 100 1000
 
 app: $(VENV)/.installed
 	$(VENV)/bin/solara run app.py --host 127.0.0.1
