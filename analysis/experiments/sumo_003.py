@@ -72,6 +72,9 @@ def settings_for(scale: Scale, *, seed: int, mobility: str, policy: str) -> dict
     """Seed 003's setting (caching_003.base_settings) with the mobility and map swapped."""
     return caching_003.base_settings(scale.base, seed=seed) | {
         "map": scale.map,
+        "pedestrians": 0,
+        "sensors": 0,
+        "uavs": 0,
         "vehicle.mobility": mobility,
         "policy": policy,
         "sumo_step_length": 1.0,
