@@ -42,6 +42,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/aggregation.py
 	$(PY) benchmarks/sweep.py
+	$(PY) benchmarks/sumo.py --counts 100 1000
 
 readme: $(VENV)/.installed
 	$(PY) -m analysis.readme README.md
