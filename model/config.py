@@ -581,7 +581,7 @@ def _coerce(name: str, target: Any, value: Any) -> Any:
     raise ConfigError(name, value, "a supported value")
 
 
-INF_ALLOWED = frozenset({"rm_cells"})
+INF_ALLOWED = frozenset({"rm_cells", "psfl_walker_speed"})  # inf = move in one step
 """Float settings where ``inf`` means something (no limit); every other float must be finite."""
 
 SEED_MAX = 2**63 - 1
