@@ -41,6 +41,11 @@ class MobilityModel(ABC):
     """Moves a group of agents; positions in metres of the map CRS."""
 
     name: ClassVar[str]
+    requires: ClassVar[dict[str, Any]] = {}
+    """Settings this model cannot run without (``{kind}`` = its agent kind), see
+    :func:`model.config.declared_settings`."""
+    defaults: ClassVar[dict[str, Any]] = {}
+    """Settings applied with this model where the user said nothing."""
 
     def __init__(
         self,

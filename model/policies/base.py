@@ -100,6 +100,12 @@ class ExchangePolicy(ABC):
     """Base class of exchange policies; subclasses set ``name`` and implement ``exchange``."""
 
     name: ClassVar[str]
+    requires: ClassVar[dict[str, Any]] = {}
+    """Settings this policy cannot run without (``{kind}`` = the kind using it); applied
+    unless given explicitly, and an explicit contrary value is refused (model.config)."""
+    defaults: ClassVar[dict[str, Any]] = {}
+    """Settings the paper uses with this policy, applied only where the user said nothing
+    (a value or a function of the config)."""
 
     def __init__(self, *, settings: Any) -> None:
         """``settings`` is the run config (attribute access, e.g. ``settings.mobility_alpha``)."""

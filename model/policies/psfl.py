@@ -161,6 +161,16 @@ class PsflPolicy(ExchangePolicy):
     """
 
     name = "psfl"
+    defaults: ClassVar[dict[str, Any]] = {
+        # seed 004 code: static sensors in rectangular areas (grid kinds only)
+        "{kind}.mobility": lambda config, kind: (
+            "psfl_walker" if kind in ("sensor", "uav") else None
+        ),
+        "{kind}.partition": "area",  # seed 004 §IV: area-specific label subsets
+        "radius_m": lambda config, kind: 1.5 * config.cell_m,  # code: ConnectWithinDistance 1.5
+    }
+    """Seed 004's world: static sensors, one per grid cell, in the paper's rectangular areas
+    with area label skew, each hearing its 8 surrounding cells."""
     metric_names: ClassVar[tuple[str, ...]] = (
         "federations",
         "federation_errors",
