@@ -177,3 +177,16 @@ def test_every_reproduction_spec_uses_a_shipped_preset_and_known_variants():
         for variant in spec.variants:
             Config.from_settings({"preset": spec.preset, **spec.scales["small"],
                                   **spec.variants[variant]})
+
+
+def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_mobility():
+    from analysis.app_components import AppModel, initial_settings, model_params
+
+    # Prepare: the app's start inputs, as SolaraViz passes them on Reset
+    start = initial_settings(model_params())
+    # Execute
+    with_preset = AppModel.model_settings(**dict(start, preset="dam_001", seed=4))
+    with_mofel = AppModel.model_settings(**dict(start, vehicle_policy="mofel"))
+    # Assert: only the touched inputs stay explicit
+    assert with_preset == {"preset": "dam_001", "seed": 4}
+    assert Config.from_settings(with_mofel).vehicle.mobility == "route"
