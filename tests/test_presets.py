@@ -55,8 +55,8 @@ def test_explicit_contrary_mobility_fails_naming_the_one_setting():
 def test_psfl_on_30_sensors_gets_the_papers_world():
     # Prepare: issue 12's third case
     config = Config.from_settings({"sensor.policy": "psfl", "sensors": 30, "vehicles": 0})
-    # Assert: grid sensors in rectangular areas with area labels, 8-neighbourhood range
-    assert config.sensor.mobility == "psfl_walker"
+    # Assert: static grid sensors with area labels, 8-neighbourhood range
+    assert config.sensor.mobility == "static"
     assert config.partition_of("sensor") == "area"
     assert config.radius_m == pytest.approx(1.5 * config.cell_m)
     # an explicit radius wins over a default (not a requirement)

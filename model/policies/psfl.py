@@ -162,15 +162,13 @@ class PsflPolicy(ExchangePolicy):
 
     name = "psfl"
     defaults: ClassVar[dict[str, Any]] = {
-        # seed 004 code: static sensors in rectangular areas (grid kinds only)
-        "{kind}.mobility": lambda config, kind: (
-            "psfl_walker" if kind in ("sensor", "uav") else None
-        ),
         "{kind}.partition": "area",  # seed 004 §IV: area-specific label subsets
         "radius_m": lambda config, kind: 1.5 * config.cell_m,  # code: ConnectWithinDistance 1.5
     }
-    """Seed 004's world: static sensors, one per grid cell, in the paper's rectangular areas
-    with area label skew, each hearing its 8 surrounding cells."""
+    """Seed 004's world: area label skew, and each sensor (static, one per grid cell by
+    default) hearing its 8 surrounding cells. The paper's rectangular areas are the
+    ``psfl_walker`` mobility, not imposed: DAM/DCM movers recognise static clients by their
+    ``static`` mobility (heterogeneous worlds)."""
     metric_names: ClassVar[tuple[str, ...]] = (
         "federations",
         "federation_errors",
