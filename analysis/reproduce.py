@@ -363,12 +363,12 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 
 
-def _pm(values: np.ndarray) -> str:
+def _pm(values: np.ndarray, *, signed: bool = True) -> str:
     v = np.asarray(values, dtype=float)
     if v.size == 0:
         return "n/a"
     sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():+.2f} ± {sd:.2f}"
+    return f"{v.mean():{'+' if signed else ''}.2f} ± {sd:.2f}"
 
 
 def verdict_rows(spec: PaperSpec, per_run: pd.DataFrame) -> list[dict[str, str]]:
@@ -428,7 +428,7 @@ def _markdown(
     lines.append("| variant | " + " | ".join(metrics) + " |")
     lines.append("|---" * (len(metrics) + 1) + "|")
     for variant, g in per_run.groupby("variant", sort=False):
-        cells = [_pm(g[m].dropna().to_numpy()) for m in metrics]
+        cells = [_pm(g[m].dropna().to_numpy(), signed=False) for m in metrics]
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     lines += ["", "![accuracy](accuracy.png)", "", "![claims](claims.png)", ""]
     lines += ["## Resolved settings", ""]
