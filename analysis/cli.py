@@ -314,7 +314,9 @@ def make_parser() -> argparse.ArgumentParser:
     repro = sub.add_parser(
         "reproduce", help="run a paper's preset over seeds: reproduction.md with verdicts"
     )
-    repro.add_argument("paper", help="mobility_000, dam_001 or cached_dfl_003 (or 000/001/003)")
+    repro.add_argument(
+        "paper", help="mobility_000, dam_001, cached_dfl_003 or psfl_004 (or 000/001/003/004)"
+    )
     repro.add_argument("--scale", default="small", choices=["small", "paper"])
     repro.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
     repro.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
