@@ -376,6 +376,8 @@ class MobiDFLModel(mesa.Model):
     def run(self, *, steps: int | None = None, progress: Callable[[int], None] | None = None):
         """Run ``steps`` (default: the ``steps`` setting) steps; ``progress(step)`` after each."""
         for _ in range(steps if steps is not None else self.config.steps - self.steps):
+            if not self.running:  # early stop (early_stop_patience, seed 003)
+                break
             self.step()
             if progress is not None:
                 progress(self.steps)

@@ -22,6 +22,13 @@ Local update (seed 003, Alg. 1 lines 1-9; seed 000, Alg. 1 lines 2-4): K steps o
 ``x <- x - lr * d`` with ``d = grad CE(x; batch) + rho (x - x_i(t)) + wd x`` (i.e. the loss
 ``CE + rho/2 ||x - x_i(t)||^2``, ``x_i(t)`` = the agent's parameters when ``train`` starts),
 and with momentum ``buf <- mu buf + d; x <- x - lr buf`` (torch.optim.SGD semantics).
+With ``optimizer = "adam"`` the same ``d`` drives torch.optim.Adam's update (PSFL, seed 004
+§V: Adam, lr 1e-3, weight decay 1e-4), with per-agent moments and step counts.
+
+Batch size per agent is ``min(B, |D_i|)``; ``B = 0`` means full-batch gradient descent on
+all of the agent's data (DAM/DCM, seed 001 §V). The loop backend slices each agent's batch;
+the batched backend pads to the chunk's largest batch and masks the padded samples out of
+the mean CE (same gradient).
 
 Invariant: the stacks are allocated once and only ever written in place (``copy_``), because
 worker processes hold shared-memory views of them. Never rebind ``engine.params[l]``.
@@ -79,6 +86,46 @@ class _Hyper:
     momentum: float
     weight_decay: float
     prox_rho: float
+    optimizer: str = "sgd"
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+def adam_update(
+    ps: Sequence[torch.Tensor],
+    d: Sequence[torch.Tensor],
+    exp_avg: Sequence[torch.Tensor],
+    exp_avg_sq: Sequence[torch.Tensor],
+    *,
+    t: float | torch.Tensor,
+    lr: float,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+) -> None:
+    """One Adam step in place (Kingma & Ba 2015, Alg. 1; torch.optim.Adam's formula).
+
+    ``m <- b1 m + (1-b1) d``, ``v <- b2 v + (1-b2) d^2``,
+    ``x <- x - lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)``. ``t`` is the step count
+    (>= 1): a number, or a tensor ``[A]`` of per-agent counts when ``ps`` are stacks ``[A, ...]``.
+    """
+    for p, g, m, v in zip(ps, d, exp_avg, exp_avg_sq, strict=True):
+        m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+        if isinstance(t, torch.Tensor):
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            tt = t.to(p.dtype).reshape(shape)
+            bc1 = 1.0 - beta1**tt
+            bc2 = 1.0 - beta2**tt
+            p.sub_(lr * (m / bc1) / (v.sqrt() / bc2.sqrt() + eps))
+        else:
+            bc1 = 1.0 - beta1**t
+            bc2 = 1.0 - beta2**t
+            p.addcdiv_(m, v.sqrt().div_(math.sqrt(bc2)).add_(eps), value=-lr / bc1)
 
 
 def _sgd_update(
@@ -87,13 +134,22 @@ def _sgd_update(
     bufs: list[torch.Tensor],
     anchor: list[torch.Tensor] | None,
     hp: _Hyper,
+    t: float | torch.Tensor = 1.0,
 ) -> None:
-    """In-place SGD step on (slices of) the stacks; identical element-wise for both backends."""
+    """In-place optimiser step on (slices of) the stacks; identical element-wise for both
+    backends. With Adam, ``bufs`` holds the first moments then the second moments and ``t``
+    is the step count (see :func:`adam_update`)."""
     d = list(grads)
     if hp.weight_decay:
         torch._foreach_add_(d, ps, alpha=hp.weight_decay)
     if hp.prox_rho and anchor is not None:
         torch._foreach_add_(d, torch._foreach_sub(ps, anchor), alpha=hp.prox_rho)
+    if hp.optimizer == "adam":
+        n = len(ps)
+        adam_update(
+            ps, d, bufs[:n], bufs[n:], t=t, lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps
+        )
+        return
     if hp.momentum:
         torch._foreach_mul_(bufs, hp.momentum)
         torch._foreach_add_(bufs, d)
@@ -108,12 +164,20 @@ class _Functional:
         self.template = template
         self.names = [n for n, _ in template.named_parameters()]
         self.grad_and_loss = grad_and_value(self.ce)  # for vmap (batched backend)
+        self.grad_and_loss_masked = grad_and_value(self.ce_masked)
 
     def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         return functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
 
     def ce(self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(self.logits(params, x), y)
+
+    def ce_masked(
+        self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
+        """Mean CE over the samples where ``w`` is 1 (padded batches of unequal size)."""
+        per = F.cross_entropy(self.logits(params, x), y, reduction="none")
+        return (per * w).sum() / w.sum()
 
     def autograd_step(
         self, leaves: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
@@ -133,24 +197,29 @@ def _train_loop_agents(
     agents: np.ndarray,
     batches: np.ndarray,
     hp: _Hyper,
+    steps_done: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Train ``agents`` one after the other on ``batches[a, k]`` (global sample indices).
+    """Train ``agents`` one after the other on ``batches[a, k]`` (global sample indices,
+    padded with -1 where an agent's batch is smaller than the widest one).
 
     Writes into the (possibly shared-memory) stacks through views; returns mean CE per agent.
+    ``steps_done``: optimiser steps each agent took before (Adam's bias correction).
     """
     losses = np.empty(len(agents), dtype=np.float64)
     idx_all = torch.from_numpy(batches).to(x.device)
+    widths = (batches[:, 0, :] >= 0).sum(axis=1)
     for a, i in enumerate(agents):
         # Leaf views of the stacks: autograd differentiates them, updates land in the stacks.
         ps = [p[i].detach().requires_grad_() for p in params]
         bs = [b[i] for b in bufs]
         anchor = [p.detach().clone() for p in ps] if hp.prox_rho else None
         total = 0.0
+        t0 = 0 if steps_done is None else int(steps_done[a])
         for k in range(batches.shape[1]):
-            idx = idx_all[a, k]
+            idx = idx_all[a, k, : int(widths[a])]
             g, loss = fn.autograd_step(ps, x.index_select(0, idx), y.index_select(0, idx))
             with torch.no_grad():
-                _sgd_update(ps, g, bs, anchor, hp)
+                _sgd_update(ps, g, bs, anchor, hp, t=float(t0 + k + 1))
             total += float(loss)
         losses[a] = total / batches.shape[1]
     return losses
@@ -322,6 +391,7 @@ class Engine:
         momentum: float = 0.0,
         weight_decay: float = 0.0,
         prox_rho: float = 0.0,
+        optimizer: str = "sgd",
         device: str = "cpu",
         seed: int,
         workers: int = 1,
@@ -338,10 +408,12 @@ class Engine:
             momentum=momentum,
             weight_decay=weight_decay,
             prox_rho=prox_rho,
+            optimizer=optimizer,
             device=device,
             workers=workers,
             agent_chunk=agent_chunk,
         )
+        self.optimizer = str(optimizer)
         self.net_name = net
         self.dataset_name = dataset.name
         self.device = torch.device(device)
@@ -357,6 +429,7 @@ class Engine:
         self.parts = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
         self.n_agents = len(self.parts)
         self.data_sizes = np.array([p.size for p in self.parts], dtype=np.int64)
+        self.batch_sizes = agent_batch_sizes(self.data_sizes, self.batch_size)
         self.label_hist = label_histograms(dataset.train_labels, self.parts, dataset.num_classes)
 
         with torch.random.fork_rng(devices=[]):  # leave the global RNG untouched
@@ -370,8 +443,18 @@ class Engine:
         self._fn = _Functional(template.to(self.device))
         self.params = [p.to(self.device).contiguous() for p in self.params]
         self.momentum_buffers: list[torch.Tensor] = (
-            [torch.zeros_like(p) for p in self.params] if self.momentum else []
+            [torch.zeros_like(p) for p in self.params]
+            if self.momentum and self.optimizer == "sgd"
+            else []
         )
+        # Adam: first moments of every layer, then second moments; optimiser steps per agent.
+        self.adam_buffers: list[torch.Tensor] = (
+            [torch.zeros_like(p) for p in self.params]
+            + [torch.zeros_like(p) for p in self.params]
+            if self.optimizer == "adam"
+            else []
+        )
+        self.adam_steps = np.zeros(self.n_agents, dtype=np.int64)
         self.shapes = [tuple(p.shape[1:]) for p in self.params]
         self.num_params = int(sum(math.prod(s) for s in self.shapes))
 
@@ -389,7 +472,13 @@ class Engine:
     # --- training ------------------------------------------------------------------------
     @property
     def _hyper(self) -> _Hyper:
-        return _Hyper(self.lr, self.momentum, self.weight_decay, self.prox_rho)
+        return _Hyper(
+            self.lr, self.momentum, self.weight_decay, self.prox_rho, optimizer=self.optimizer
+        )
+
+    @property
+    def _opt_buffers(self) -> list[torch.Tensor]:
+        return self.adam_buffers if self.optimizer == "adam" else self.momentum_buffers
 
     def _agents_of(self, mask: np.ndarray | None) -> np.ndarray:
         if mask is None:
@@ -400,18 +489,24 @@ class Engine:
         return np.flatnonzero(m)
 
     def _draw_batches(self, agents: np.ndarray) -> np.ndarray:
-        """``[A, K, B]`` global sample indices, drawn without replacement per step.
+        """``[A, K, B_max]`` global sample indices, drawn without replacement per step;
+        agent ``a`` uses the first ``min(B, |D_a|)`` entries, the rest are -1.
 
         Seed 003 Alg. 1 line 5 / seed 000 Alg. 1 line 2: each step samples a fresh batch from
         the agent's own data. Drawn here, in the main process, from the agent's own
-        Generator, so every backend and worker count sees the same batches.
+        Generator, so every backend and worker count sees the same batches. A full batch
+        (``B = 0``, seed 001) is the agent's whole data, in its stored order.
         """
-        k, b = self.local_steps, self.batch_size
-        out = np.empty((len(agents), k, b), dtype=np.int64)
+        k = self.local_steps
+        widths = self.batch_sizes[agents]
+        out = np.full((len(agents), k, int(widths.max(initial=1))), -1, dtype=np.int64)
         for a, i in enumerate(agents):
-            rng, part = self._rngs[i], self.parts[i]
+            rng, part, b = self._rngs[i], self.parts[i], int(widths[a])
             for s in range(k):
-                out[a, s] = part[rng.choice(part.size, size=b, replace=False)]
+                if b == part.size and self.batch_size == 0:
+                    out[a, s, :b] = part
+                else:
+                    out[a, s, :b] = part[rng.choice(part.size, size=b, replace=False)]
         return out
 
     def train(self, *, mask: np.ndarray | None = None) -> np.ndarray:
@@ -423,6 +518,7 @@ class Engine:
         losses = np.full(self.n_agents, np.nan)
         if agents.size:
             losses[agents] = self._train(agents, self._draw_batches(agents))
+            self.adam_steps[agents] += self.local_steps
         return losses
 
     def _train(self, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
@@ -608,6 +704,8 @@ class Engine:
             "n_agents": self.n_agents,
             "params": [p.detach().cpu().clone() for p in self.params],
             "momentum": [b.detach().cpu().clone() for b in self.momentum_buffers],
+            "adam": [b.detach().cpu().clone() for b in self.adam_buffers],
+            "adam_steps": torch.from_numpy(self.adam_steps.copy()),
             "rng": [_rng_state(r) for r in self._rngs],
         }
 
@@ -628,6 +726,13 @@ class Engine:
                 dst.copy_(src)
             for dst, src in zip(self.momentum_buffers, state["momentum"], strict=True):
                 dst.copy_(src)
+            adam = state.get("adam", [])
+            if len(adam) != len(self.adam_buffers):
+                raise ConfigError("state", "adam", "the same optimizer setting as this engine")
+            for dst, src in zip(self.adam_buffers, adam, strict=True):
+                dst.copy_(src)
+        if "adam_steps" in state:
+            self.adam_steps[:] = np.asarray(state["adam_steps"], dtype=np.int64)
         for r, s in zip(self._rngs, state["rng"], strict=True):
             r.bit_generator.state = _rng_restore(s)
 
@@ -655,12 +760,13 @@ class LoopEngine(Engine):
                 return _train_loop_agents(
                     self._fn,
                     self.params,
-                    self.momentum_buffers,
+                    self._opt_buffers,
                     self._x,
                     self._y,
                     agents,
                     batches,
                     self._hyper,
+                    self.adam_steps[agents],
                 )
         return self._get_pool().run("train", agents, batches, self._hyper)
 
@@ -697,6 +803,7 @@ class BatchedEngine(Engine):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._vgrad = vmap(self._fn.grad_and_loss, in_dims=(0, 0, 0))
+        self._vgrad_masked = vmap(self._fn.grad_and_loss_masked, in_dims=(0, 0, 0, 0))
 
     def _chunk(self) -> int:
         if self.agent_chunk is not None:
@@ -714,24 +821,28 @@ class BatchedEngine(Engine):
             whole = chunk.size == self.n_agents
             sel = torch.from_numpy(chunk).to(self.device)
             ps = self.params if whole else [p.index_select(0, sel) for p in self.params]
-            bs = (
-                self.momentum_buffers
-                if whole
-                else [b.index_select(0, sel) for b in self.momentum_buffers]
-            )
+            opt = self._opt_buffers
+            bs = opt if whole else [b.index_select(0, sel) for b in opt]
             anchor = [p.clone() for p in ps] if hp.prox_rho else None
             total = torch.zeros(chunk.size, dtype=torch.float64, device=self.device)
+            t0 = torch.from_numpy(self.adam_steps[chunk]).to(self.device)
+            valid = idx_all[rows, 0] >= 0  # [A, B_max]; padding only for unequal batches
+            padded = not bool(valid.all())
+            w = valid.to(self._x.dtype)
             for k in range(self.local_steps):
-                idx = idx_all[rows, k]  # [A, B]
-                g, loss = self._vgrad(ps, self._x[idx], self._y[idx])
+                idx = idx_all[rows, k].clamp(min=0)  # [A, B_max]
+                if padded:
+                    g, loss = self._vgrad_masked(ps, self._x[idx], self._y[idx], w)
+                else:
+                    g, loss = self._vgrad(ps, self._x[idx], self._y[idx])
                 with torch.no_grad():
-                    _sgd_update(ps, g, bs, anchor, hp)
+                    _sgd_update(ps, g, bs, anchor, hp, t=t0 + (k + 1))
                 total += loss.double()
             if not whole:
                 with torch.no_grad():
                     for dst, src in zip(self.params, ps, strict=True):
                         dst.index_copy_(0, sel, src)
-                    for dst, src in zip(self.momentum_buffers, bs, strict=True):
+                    for dst, src in zip(opt, bs, strict=True):
                         dst.index_copy_(0, sel, src)
             losses[rows] = (total / self.local_steps).cpu().numpy()
         return losses
@@ -752,6 +863,7 @@ def make_engine(
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     prox_rho: float = 0.0,
+    optimizer: str = "sgd",
     device: str = "cpu",
     seed: int,
     workers: int = 1,
@@ -766,9 +878,11 @@ def make_engine(
         net: a name in :data:`model.learning.nets.NETS`.
         dataset: from :func:`model.learning.data.load_dataset`.
         parts: training-sample indices per agent (:mod:`model.learning.partition`).
-        lr, batch_size, local_steps: SGD step size, batch size B, K steps per ``train``.
+        lr, batch_size, local_steps: step size, batch size B (per agent min(B, |D_i|);
+            0 = full batch), K steps per ``train``.
         momentum, weight_decay: torch.optim.SGD-style options (buffers kept per agent).
         prox_rho: proximal coefficient rho of seed 003, Alg. 1 (0 = plain SGD).
+        optimizer: ``sgd`` or ``adam`` (torch.optim.Adam's update, state per agent).
         device: ``cpu`` or ``cuda``.
         seed: fixes the initial model(s) and every agent's batch sampling.
         workers: processes for the loop backend (1 = in this process).
@@ -777,7 +891,7 @@ def make_engine(
             CUDA); bounds activation memory.
 
     Raises:
-        ConfigError: a bad value, e.g. ``batch_size`` larger than some agent's data.
+        ConfigError: a bad value, e.g. an agent without data.
     """
     if backend not in BACKENDS:
         raise ConfigError("backend", backend, "one of " + ", ".join(BACKENDS))
@@ -791,6 +905,7 @@ def make_engine(
         momentum=momentum,
         weight_decay=weight_decay,
         prox_rho=prox_rho,
+        optimizer=optimizer,
         device=device,
         seed=seed,
         workers=workers,
@@ -811,6 +926,7 @@ def _validate(
     momentum: float,
     weight_decay: float,
     prox_rho: float,
+    optimizer: str,
     device: str,
     workers: int,
     agent_chunk: int | None,
@@ -819,8 +935,14 @@ def _validate(
         raise ConfigError("n_agents", 0, "at least one agent with data")
     if not lr > 0:
         raise ConfigError("lr", lr, "a number > 0")
-    if isinstance(batch_size, bool) or int(batch_size) < 1:
-        raise ConfigError("batch_size", batch_size, "an integer >= 1")
+    if isinstance(batch_size, bool) or int(batch_size) < 0:
+        raise ConfigError("batch_size", batch_size, "an integer >= 1, or 0 for full batch")
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError("optimizer", optimizer, "one of " + ", ".join(OPTIMIZERS))
+    if optimizer == "adam" and momentum:
+        raise ConfigError("momentum", momentum, "0 with optimizer = adam (Adam has its own)")
+    if optimizer == "adam" and workers > 1:
+        raise ConfigError("workers", workers, "1 with optimizer = adam")
     if isinstance(local_steps, bool) or int(local_steps) < 1:
         raise ConfigError("local_steps", local_steps, "an integer >= 1")
     if not 0.0 <= momentum < 1.0:
@@ -850,13 +972,18 @@ def _validate(
         if arr.size and (arr.min() < 0 or arr.max() >= n_train):
             raise ConfigError("parts", i, f"sample indices in [0, {n_train})")
     small = int(np.argmin(sizes))
-    if batch_size > sizes[small]:
+    if sizes[small] < 1:
         raise ConfigError(
-            "batch_size",
-            batch_size,
-            f"at most the smallest agent's data ({sizes[small]} samples, agent {small}); "
-            "batches are drawn without replacement",
+            "partition", f"agent {small} with 0 samples", "a partition that gives every agent data"
         )
+
+
+def agent_batch_sizes(data_sizes: np.ndarray, batch_size: int) -> np.ndarray:
+    """Per-agent batch ``min(B, |D_i|)``; ``B = 0`` = full batch ``|D_i|`` (seed 001 §V)."""
+    sizes = np.asarray(data_sizes, dtype=np.int64)
+    if batch_size == 0:
+        return sizes.copy()
+    return np.minimum(sizes, int(batch_size))
 
 
 def _init_stacks(template: nn.Module, n: int, same_init: bool) -> list[torch.Tensor]:
