@@ -18,7 +18,8 @@ from model.errors import ConfigError
 from model.presets import load_preset, preset_names, resolve_auto_dataset
 from model.world import MobiDFLModel
 
-TINY = {"steps": 1, "test_size": 50, "model": "mlp", "local_steps": 1, "map": "nyc_uws"}
+TINY = {"steps": 1, "test_size": 50, "model": "mlp", "local_steps": 1, "map": "nyc_uws",
+        "vehicles": 0, "pedestrians": 0, "sensors": 0, "uavs": 0}
 
 
 # --- policies and mobility models bring what they need ------------------------------------------
