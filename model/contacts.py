@@ -22,6 +22,10 @@ from scipy.spatial import cKDTree
 
 DENSE_DEDUP_LIMIT = 20_000
 """Up to this many agents (a 400 MB bitmap) crowded steps de-duplicate with a dense bitmap."""
+PAIR_BUDGET = 4_000_000
+"""Candidate pairs held at once (~0.3 GB of temporaries): above it a sub-interval is searched
+block by block and the sparse path compacts its repeats, so memory stays bounded on crowded
+maps (benchmarks/city_scale.py: nyc_uws with 10k agents)."""
 
 
 def sub_samples(*, max_step_distance: float, radius_m: float) -> int:
@@ -36,19 +40,10 @@ def pairs_within(xy: np.ndarray, radius: float) -> np.ndarray:
     return cKDTree(xy).query_pairs(r=radius, output_type="ndarray")
 
 
-def chord_pairs(start: np.ndarray, end: np.ndarray, radius: float) -> np.ndarray:
-    """Pairs whose straight-line motions from ``start`` to ``end`` come within ``radius``.
-
-    Candidates come from a cKDTree over chord midpoints with radius R + 2 * max half
-    chord; the exact closest approach of the relative linear motion decides.
-    """
-    if len(start) < 2:
-        return np.empty((0, 2), int)
-    half = np.hypot(*(end - start).T) / 2.0
-    reach = radius + 2.0 * float(half.max())
-    candidates = pairs_within((start + end) / 2.0, reach)
-    if not len(candidates):
-        return candidates
+def _closest_within(
+    candidates: np.ndarray, start: np.ndarray, end: np.ndarray, radius: float
+) -> np.ndarray:
+    """The candidate pairs whose straight-line motions come within ``radius`` (exact)."""
     i, j = candidates[:, 0], candidates[:, 1]
     rel0 = start[i] - start[j]
     relv = (end[i] - end[j]) - rel0
@@ -57,6 +52,53 @@ def chord_pairs(start: np.ndarray, end: np.ndarray, radius: float) -> np.ndarray
     t = np.clip(t, 0.0, 1.0)[:, None]
     closest = np.hypot(*(rel0 + t * relv).T)
     return candidates[closest <= radius]
+
+
+def _candidate_blocks(mid: np.ndarray, reach: float, budget: int):
+    """Pairs (i < j) of ``mid`` within ``reach``, in blocks of about ``budget`` pairs.
+
+    One ``query_pairs`` when the estimated count fits the budget (sampled neighbour counts),
+    else blocks of agents against the whole tree (``sparse_distance_matrix``), so a crowded
+    map never holds all candidates at once.
+    """
+    tree = cKDTree(mid)
+    n = len(mid)
+    sample = mid[:: max(1, n // 512)]
+    per_agent = float(np.mean(tree.query_ball_point(sample, reach, return_length=True)))
+    if n * per_agent / 2 <= budget:
+        yield tree.query_pairs(r=reach, output_type="ndarray")
+        return
+    block = max(1, int(budget / max(per_agent, 1.0)))
+    for s in range(0, n, block):
+        sub = cKDTree(mid[s : s + block])
+        found = sub.sparse_distance_matrix(tree, reach, output_type="ndarray")
+        i = found["i"].astype(np.int64) + s
+        j = found["j"].astype(np.int64)
+        keep = i < j
+        yield np.stack([i[keep], j[keep]], axis=1)
+
+
+def chord_pairs(
+    start: np.ndarray, end: np.ndarray, radius: float, *, budget: int | None = None
+) -> np.ndarray:
+    """Pairs whose straight-line motions from ``start`` to ``end`` come within ``radius``.
+
+    Candidates come from a cKDTree over chord midpoints with radius R + 2 * max half
+    chord; the exact closest approach of the relative linear motion decides. At most
+    ``budget`` (default :data:`PAIR_BUDGET`) candidates are tested at a time.
+    """
+    if len(start) < 2:
+        return np.empty((0, 2), int)
+    budget = PAIR_BUDGET if budget is None else int(budget)
+    half = np.hypot(*(end - start).T) / 2.0
+    reach = radius + 2.0 * float(half.max())
+    found = []
+    for candidates in _candidate_blocks((start + end) / 2.0, reach, budget):
+        for c in range(0, len(candidates), budget):
+            found.append(_closest_within(candidates[c : c + budget], start, end, radius))
+    if not found:
+        return np.empty((0, 2), int)
+    return found[0] if len(found) == 1 else np.concatenate(found)
 
 
 def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.csr_matrix:
@@ -79,8 +121,10 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
     # Sub-intervals find the same pair again and again. Few pairs: a sparse matrix sums the
     # repeats cheaply. Many (a crowded map): a dense bitmap removes them in O(pairs), where
     # the sparse path would sort ~1e9 entries (benchmarks/mobility.py: 120 s -> 40 s a step).
+    # Above DENSE_DEDUP_LIMIT agents the repeats are compacted (unique pair keys) whenever
+    # more than PAIR_BUDGET are held, which bounds memory by the distinct pairs.
     collected: list[np.ndarray] = []
-    total, seen = 0, None
+    total, seen, limit = 0, None, PAIR_BUDGET
     for pairs in found:
         if seen is not None:
             seen[pairs[:, 0], pairs[:, 1]] = True
@@ -92,9 +136,19 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
             for earlier in collected:
                 seen[earlier[:, 0], earlier[:, 1]] = True
             collected = []
+        elif total > limit and len(collected) > 1:
+            collected = [_unique_pairs(np.concatenate(collected), n)]
+            total = len(collected[0])
+            limit = max(PAIR_BUDGET, 2 * total)  # amortised: each compaction halves
     if seen is not None:
         return symmetric_adjacency(np.argwhere(seen), n)
     return symmetric_adjacency(np.concatenate(collected) if collected else np.empty((0, 2), int), n)
+
+
+def _unique_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
+    """Distinct (i, j) rows, via one int64 key per pair."""
+    keys = np.unique(pairs[:, 0].astype(np.int64) * n + pairs[:, 1])
+    return np.stack([keys // n, keys % n], axis=1)
 
 
 def symmetric_adjacency(pairs: np.ndarray, n: int) -> sp.csr_matrix:

@@ -567,7 +567,10 @@ class Engine:
         if channels_last is None:  # measured to win only for convs on the CPU loop
             channels_last = has_conv and self.backend == "loop" and self.device.type == "cpu"
         self.channels_last = bool(channels_last)
-        self.eval_chunk = int(eval_chunk) or (EVAL_CHUNK_CONV if has_conv else EVAL_CHUNK_DENSE)
+        auto_chunk = EVAL_CHUNK_CONV if has_conv else EVAL_CHUNK_DENSE
+        if self.device.type == "cuda":  # one forward per agent: small chunks starve a GPU
+            auto_chunk = int(dataset.y_test.shape[0])
+        self.eval_chunk = int(eval_chunk) or auto_chunk
         self._fn = _Functional(template.to(self.device), channels_last=self.channels_last)
         self.flops_per_sample = flops_per_sample(template, self._input_shape, backward=False)
         self.params = [p.to(self.device).contiguous() for p in self.params]
