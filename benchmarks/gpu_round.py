@@ -73,7 +73,8 @@ def main() -> None:
 
     small = max(2, round(100 * args.cpu_scale))
     cpu = make_engine("loop", net="cached_cnn", dataset=dataset, parts=parts[:small], lr=LR,
-                      batch_size=BATCH, local_steps=steps, device="cpu", seed=0, workers=1)  # fmt: skip
+                      batch_size=BATCH, local_steps=steps, device="cpu", seed=0,
+                      workers=1)  # fmt: skip
     cpu_res = round_times(cpu, sync=False)
     per_gpu = best_gpu["train"] / (cars * steps)
     per_cpu = cpu_res["train"] / (small * steps)

@@ -178,7 +178,8 @@ def peer_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: in
         for i, j in zip(rows.tolist(), cols.tolist(), strict=True):  # i receives j's model
             cars[i].cache[j] = (copy.deepcopy(cars[j].model.state_dict()), now, cars[j].samples)
             for origin, (state, stamp, n) in list(cars[j].cache.items()):
-                if origin != i and (origin not in cars[i].cache or cars[i].cache[origin][1] < stamp):
+                mine = cars[i].cache.get(origin)
+                if origin != i and (mine is None or mine[1] < stamp):  # keep the fresher copy
                     cars[i].cache[origin] = (copy.deepcopy(state), stamp, n)
         for car in cars:  # drop stale, evict oldest, aggregate weighted by samples
             car.cache = {o: v for o, v in car.cache.items() if now - v[1] <= TAU_MAX}
