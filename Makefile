@@ -41,6 +41,9 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/aggregation.py
 	$(PY) benchmarks/sweep.py
+	$(PY) benchmarks/peer_round.py --scale 0.2
+	$(PY) benchmarks/city_scale.py --dense
+	$(PY) benchmarks/gpu_round.py
 
 app: $(VENV)/.installed
 	$(VENV)/bin/solara run app.py --host 127.0.0.1

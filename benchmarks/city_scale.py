@@ -9,7 +9,8 @@ the agent count. ``--dense`` adds the bundled ``nyc_uws`` map (46 intersections)
 agents, the crowded case whose candidate search is blocked to bound memory
 (:data:`model.contacts.PAIR_BUDGET`).
 
-Run: ``python benchmarks/city_scale.py [--sizes 1000,10000,100000] [--steps 2] [--dense]``.
+Run: ``python benchmarks/city_scale.py [--sizes 1000,10000,100000] [--steps 2] [--dense]
+[--contact during|end]`` (``end``: positions at the step's end only, one sub-sample).
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def measure(map_name: str, n: int, steps: int) -> dict[str, float]:
+def measure(map_name: str, n: int, steps: int, *, contact: str) -> dict[str, float]:
     """Median seconds per step of moving and of contacts, pairs, memory per agent."""
     config = Config().updated(
         {"map": map_name, "vehicles": n, "pedestrians": 0, "sensors": 0, "uavs": 0,
-         "learning": False, "contact": "during", "radius_m": 100.0, "step_s": 120.0,
+         "learning": False, "contact": contact, "radius_m": 100.0, "step_s": 120.0,
          "seed": 0}
     )  # fmt: skip
     world = shared_world_map(config)
@@ -50,7 +51,7 @@ def measure(map_name: str, n: int, steps: int) -> dict[str, float]:
     created = rss_mb() - before
     count = sub_samples(
         max_step_distance=mobility.max_step_distance(config.step_s), radius_m=config.radius_m
-    )
+    ) if contact == "during" else 1
     ctx = MobilityContext(
         model=None, step_s=config.step_s, fractions=np.arange(1, count + 1) / count, rng=rng
     )
@@ -63,7 +64,7 @@ def measure(map_name: str, n: int, steps: int) -> dict[str, float]:
         trajectory[1:] = mobility.advance(ctx)
         move.append(time.perf_counter() - t)
         t = time.perf_counter()
-        adjacency = contact_matrix(trajectory, radius_m=config.radius_m, mode="during")
+        adjacency = contact_matrix(trajectory, radius_m=config.radius_m, mode=contact)
         contact.append(time.perf_counter() - t)
         peak = max(peak, tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
@@ -85,25 +86,27 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--dense", action="store_true", help="also nyc_uws with 10k agents")
+    parser.add_argument("--contact", default="during", choices=("during", "end"))
     args = parser.parse_args()
-    print(f"load {os.getloadavg()[0]:.2f}; map {args.map}; one 120 s step, R = 100 m, during")
+    print(f"load {os.getloadavg()[0]:.2f}; map {args.map}; one 120 s step, R = 100 m, "
+          f"contact = {args.contact}")
     t = time.perf_counter()
     world = shared_world_map(Config().updated({"map": args.map, "seed": 0}))
     print(f"map set-up {time.perf_counter() - t:.1f} s; {world.graph.number_of_nodes()} "
           f"intersections, drive network {len(world.drive.edge_len)} edges")
     header = (f"{'map':>14s}{'agents':>8s}{'move s':>8s}{'contacts s':>11s}{'step s':>8s}"
               f"{'pairs':>11s}{'pairs/s':>11s}{'peak B/agent':>13s}"
-              f"{'RSS B/agent':>12s}")  # fmt: skip
+              f"{'RSS B/agent':>12s}{'sub':>5s}")  # fmt: skip
     print(header)
     cases = [(args.map, int(v)) for v in args.sizes.split(",")]
     if args.dense:
         cases.append(("nyc_uws", 10_000))
     for map_name, n in cases:
-        r = measure(map_name, n, args.steps)
+        r = measure(map_name, n, args.steps, contact=args.contact)
         step = r["move"] + r["contacts"]
         print(f"{map_name:>14s}{n:8d}{r['move']:8.2f}{r['contacts']:11.2f}{step:8.2f}"
               f"{r['pairs']:11.0f}{r['pairs'] / r['contacts']:11.0f}{r['peak_b']:13.0f}"
-              f"{r['rss_b']:12.0f}", flush=True)  # fmt: skip
+              f"{r['rss_b']:12.0f}{r['sub']:5.0f}", flush=True)  # fmt: skip
     print(f"load after {os.getloadavg()[0]:.2f}; max RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")  # fmt: skip
 
