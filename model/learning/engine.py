@@ -14,9 +14,14 @@ matmul per layer (:meth:`Engine.mix`) and lets the same state be trained by two 
 * ``batched``: one ``vmap(grad(loss))`` over the stacked parameters per local step, updates
   with ``torch._foreach`` ops; runs on ``device`` (``cuda`` when available): the GPU path.
 
+Loop-backend performance paths (issue 15, ``benchmarks/peer_round.py``): conv nets run
+channels-last (NHWC) on the CPU, evaluation goes :data:`EVAL_CHUNK_CONV` samples per forward,
+``workers = 0`` picks the free cores for big steps (:func:`auto_workers`), and
+``worker_backend = "ray"`` makes the workers Ray actors (a local Ray or a cluster).
+
 Both draw identical mini-batches (per-agent numpy Generators, consumed in the main process
-only), so they agree to float rounding; ``workers > 1`` gives bit-for-bit the same numbers
-as ``workers = 1``.
+only), so they agree to float rounding; ``workers > 1`` (processes or Ray actors) gives
+bit-for-bit the same numbers as ``workers = 1``.
 
 Local update (seed 003, Alg. 1 lines 1-9; seed 000, Alg. 1 lines 2-4): K steps of
 ``x <- x - lr * d`` with ``d = grad CE(x; batch) + rho (x - x_i(t)) + wd x`` (i.e. the loss
