@@ -41,17 +41,35 @@ def pairs_within(xy: np.ndarray, radius: float) -> np.ndarray:
 
 
 def _closest_within(
-    candidates: np.ndarray, start: np.ndarray, end: np.ndarray, radius: float
+    candidates: np.ndarray, start: np.ndarray, move: np.ndarray, radius: float
 ) -> np.ndarray:
-    """The candidate pairs whose straight-line motions come within ``radius`` (exact)."""
-    i, j = candidates[:, 0], candidates[:, 1]
-    rel0 = start[i] - start[j]
-    relv = (end[i] - end[j]) - rel0
-    denom = np.einsum("ij,ij->i", relv, relv)
-    t = np.where(denom > 0, -np.einsum("ij,ij->i", rel0, relv) / np.maximum(denom, 1e-300), 0.0)
-    t = np.clip(t, 0.0, 1.0)[:, None]
-    closest = np.hypot(*(rel0 + t * relv).T)
-    return candidates[closest <= radius]
+    """The candidate pairs whose straight-line motions come within ``radius`` (exact).
+
+    ``start`` and ``move`` (= end - start) are ``[2, N]`` (x row, y row): 1-D gathers per
+    coordinate and squared distances, ~3x faster than row gathers + ``einsum`` + ``hypot``
+    at 2M candidates (benchmarks/city_scale.py).
+    """
+    i = np.ascontiguousarray(candidates[:, 0])
+    j = np.ascontiguousarray(candidates[:, 1])
+    px = start[0].take(i) - start[0].take(j)  # relative position at the start
+    py = start[1].take(i) - start[1].take(j)
+    vx = move[0].take(i) - move[0].take(j)  # relative motion over the sub-interval
+    vy = move[1].take(i) - move[1].take(j)
+    vv = vx * vx + vy * vy
+    t = px * vx
+    t += py * vy
+    np.negative(t, out=t)
+    np.divide(t, vv, out=t, where=vv > 0)
+    t[vv <= 0] = 0.0
+    np.clip(t, 0.0, 1.0, out=t)
+    vx *= t
+    vx += px
+    vy *= t
+    vy += py
+    vx *= vx
+    vy *= vy
+    vx += vy
+    return candidates[vx <= radius * radius]
 
 
 def _candidate_blocks(mid: np.ndarray, reach: float, budget: int):
@@ -90,12 +108,14 @@ def chord_pairs(
     if len(start) < 2:
         return np.empty((0, 2), int)
     budget = PAIR_BUDGET if budget is None else int(budget)
-    half = np.hypot(*(end - start).T) / 2.0
+    move = end - start
+    half = np.hypot(*move.T) / 2.0
     reach = radius + 2.0 * float(half.max())
+    start_t, move_t = np.ascontiguousarray(start.T), np.ascontiguousarray(move.T)
     found = []
     for candidates in _candidate_blocks((start + end) / 2.0, reach, budget):
         for c in range(0, len(candidates), budget):
-            found.append(_closest_within(candidates[c : c + budget], start, end, radius))
+            found.append(_closest_within(candidates[c : c + budget], start_t, move_t, radius))
     if not found:
         return np.empty((0, 2), int)
     return found[0] if len(found) == 1 else np.concatenate(found)
