@@ -15,6 +15,9 @@ Two rules (setting ``contact``):
 from __future__ import annotations
 
 import math
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,6 +29,22 @@ PAIR_BUDGET = 4_000_000
 """Candidate pairs held at once (~0.3 GB of temporaries): above it a sub-interval is searched
 block by block and the sparse path compacts its repeats, so memory stays bounded on crowded
 maps (benchmarks/city_scale.py: nyc_uws with 10k agents)."""
+
+
+CONTACT_THREADS = min(2, os.cpu_count() or 1)
+"""Threads over sub-intervals for steps of at least :data:`THREADED_FROM` agents."""
+THREADED_FROM = 20_000
+
+
+def _ordered(pool: ThreadPoolExecutor, fn, items: range, *, ahead: int):  # noqa: ANN001
+    """``map(fn, items)`` on ``pool`` in order, with at most ``ahead`` results pending."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.submit(fn, item))
+        if len(pending) >= ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def sub_samples(*, max_step_distance: float, radius_m: float) -> int:
@@ -134,10 +153,18 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
         return symmetric_adjacency(pairs_within(trajectory[-1], radius_m), n)
     if mode != "during":
         raise ValueError(f"setting 'contact' = {mode!r} is not allowed: one of during, end")
-    found = (
-        chord_pairs(trajectory[f], trajectory[f + 1], radius_m)
-        for f in range(trajectory.shape[0] - 1)
-    )
+    intervals = range(trajectory.shape[0] - 1)
+
+    def interval(f: int) -> np.ndarray:
+        return chord_pairs(trajectory[f], trajectory[f + 1], radius_m)
+
+    if n >= THREADED_FROM and CONTACT_THREADS > 1 and len(intervals) > 1:
+        # cKDTree traversals and numpy gathers release the GIL: sub-intervals in parallel,
+        # consumed in order (same result); at most 2 * CONTACT_THREADS held at once.
+        pool = ThreadPoolExecutor(CONTACT_THREADS)
+        found = _ordered(pool, interval, intervals, ahead=2 * CONTACT_THREADS)
+    else:
+        pool, found = None, map(interval, intervals)
     # Sub-intervals find the same pair again and again. Few pairs: a sparse matrix sums the
     # repeats cheaply. Many (a crowded map): a dense bitmap removes them in O(pairs), where
     # the sparse path would sort ~1e9 entries (benchmarks/mobility.py: 120 s -> 40 s a step).
@@ -160,14 +187,40 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
             collected = [_unique_pairs(np.concatenate(collected), n)]
             total = len(collected[0])
             limit = max(PAIR_BUDGET, 2 * total)  # amortised: each compaction halves
+    if pool is not None:
+        pool.shutdown()
     if seen is not None:
-        return symmetric_adjacency(np.argwhere(seen), n)
-    return symmetric_adjacency(np.concatenate(collected) if collected else np.empty((0, 2), int), n)
+        return _symmetric_from_sorted(np.argwhere(seen), n)
+    if not collected:
+        return symmetric_adjacency(np.empty((0, 2), int), n)
+    return _symmetric_from_sorted(_unique_pairs(np.concatenate(collected), n), n)
+
+
+def _symmetric_from_sorted(pairs: np.ndarray, n: int) -> sp.csr_matrix:
+    """Like :func:`symmetric_adjacency` for distinct (i < j) pairs sorted by (i, j).
+
+    The transposed entries go first, so every CSR row comes out with sorted, distinct
+    columns (canonical): scipy's O(nnz) COO -> CSR then skips its index sort
+    (2 s of a 100k-agent step)."""
+    rows = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    cols = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    adj = sp.coo_matrix((np.ones(len(rows), bool), (rows, cols)), shape=(n, n)).tocsr()
+    adj.sum_duplicates()  # a no-op check when canonical
+    return adj
 
 
 def _unique_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
-    """Distinct (i, j) rows, via one int64 key per pair."""
-    keys = np.unique(pairs[:, 0].astype(np.int64) * n + pairs[:, 1])
+    """Distinct (i, j) rows, via one sorted int64 key per pair.
+
+    Sort + neighbour compare: ``np.unique`` (hash-based in numpy 2.5) took 25 s for the
+    ~20M keys of a 100k-agent step, the sort ~3 s (benchmarks/city_scale.py).
+    """
+    keys = pairs[:, 0].astype(np.int64) * n + pairs[:, 1]
+    keys.sort()
+    keep = np.empty(len(keys), bool)
+    keep[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+    keys = keys[keep]
     return np.stack([keys // n, keys % n], axis=1)
 
 

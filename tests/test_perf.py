@@ -172,3 +172,20 @@ def test_blocked_candidate_search_and_compaction_find_the_same_contacts(monkeypa
     assert (reference != blocked).nnz == 0
     one_shot = contacts.chord_pairs(trajectory[0], trajectory[1], 60.0, budget=10**9)
     assert {tuple(p) for p in pairs} == {tuple(p) for p in one_shot}
+
+
+def test_threaded_sub_intervals_give_the_same_contacts(monkeypatch):
+    # Prepare
+    rng = np.random.default_rng(6)
+    start = rng.random((500, 2)) * 1500
+    trajectory = np.stack([start + k * rng.normal(0, 15, (500, 2)) for k in range(6)])
+    monkeypatch.setattr(contacts, "CONTACT_THREADS", 1)
+    serial = contacts.contact_matrix(trajectory, radius_m=50.0, mode="during")
+    # Execute
+    monkeypatch.setattr(contacts, "CONTACT_THREADS", 2)
+    monkeypatch.setattr(contacts, "THREADED_FROM", 0)
+    threaded = contacts.contact_matrix(trajectory, radius_m=50.0, mode="during")
+    # Assert
+    assert serial.nnz > 100
+    assert (serial != threaded).nnz == 0
+    assert threaded.has_canonical_format
