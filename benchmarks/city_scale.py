@@ -55,7 +55,7 @@ def measure(map_name: str, n: int, steps: int, *, contact: str) -> dict[str, flo
     ctx = MobilityContext(
         model=None, step_s=config.step_s, fractions=np.arange(1, count + 1) / count, rng=rng
     )
-    move, contact, pairs, peak = [], [], [], 0
+    move, found, pairs, peak = [], [], [], 0
     for _ in range(steps):
         tracemalloc.start()
         trajectory = np.empty((count + 1, n, 2))
@@ -65,14 +65,14 @@ def measure(map_name: str, n: int, steps: int, *, contact: str) -> dict[str, flo
         move.append(time.perf_counter() - t)
         t = time.perf_counter()
         adjacency = contact_matrix(trajectory, radius_m=config.radius_m, mode=contact)
-        contact.append(time.perf_counter() - t)
+        found.append(time.perf_counter() - t)
         peak = max(peak, tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         pairs.append(adjacency.nnz // 2)
         del trajectory, adjacency
     return {
         "move": float(np.median(move)),
-        "contacts": float(np.median(contact)),
+        "contacts": float(np.median(found)),
         "pairs": float(np.median(pairs)),
         "sub": float(count),
         "peak_b": peak / n,
