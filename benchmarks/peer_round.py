@@ -208,6 +208,45 @@ def peer_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: in
     return times
 
 
+def layout_sweep(dataset: Dataset, *, repeats: int = 3) -> None:
+    """Seed 003's CNN on 1 thread: evaluation samples/s per chunk size and layout, and
+    training steps of batch 64, NCHW vs channels-last (weights and input), interleaved."""
+    net = build_net("cached_cnn", dataset.input_shape, dataset.num_classes).eval()
+    nhwc = copy.deepcopy(net).to(memory_format=torch.channels_last)
+    x, y = dataset.x_test[:2048], dataset.y_test[:2048]
+    x_cl = x.contiguous(memory_format=torch.channels_last)
+    chunks = (128, 256, 512, 2048)
+    best: dict[tuple[int, str], float] = {}
+    with _threads(1), torch.no_grad():
+        for _ in range(repeats):
+            for chunk in chunks:
+                for name, m, xs in (("nchw", net, x), ("nhwc", nhwc, x_cl)):
+                    t = time.perf_counter()
+                    for s in range(0, len(xs), chunk):
+                        out = m(xs[s : s + chunk])
+                        F.cross_entropy(out, y[s : s + chunk], reduction="sum")
+                        (out.argmax(1) == y[s : s + chunk]).sum()
+                    rate = len(xs) / (time.perf_counter() - t)
+                    best[chunk, name] = max(best.get((chunk, name), 0.0), rate)
+    print("evaluation, samples/s (1 thread): " + ", ".join(
+        f"{c} {n} {best[c, n]:.0f}" for c in chunks for n in ("nchw", "nhwc")))  # fmt: skip
+    print(f"  best/old default (2048 nchw): "
+          f"{max(best.values()) / best[2048, 'nchw']:.2f}x")  # fmt: skip
+    xb = dataset.x_train[:64]
+    train: dict[str, float] = {}
+    with _threads(1):
+        for _ in range(repeats):
+            for name, m, xs in (("nchw", net, xb),
+                                ("nhwc", nhwc, xb.contiguous(memory_format=torch.channels_last))):
+                t = time.perf_counter()
+                for _ in range(20):
+                    m.zero_grad()
+                    F.cross_entropy(m(xs), dataset.y_train[:64]).backward()
+                train[name] = min(train.get(name, float("inf")), time.perf_counter() - t)
+    print(f"training, batch 64 (1 thread): nchw {20 / train['nchw']:.1f} steps/s, "
+          f"nhwc {20 / train['nhwc']:.1f} steps/s: {train['nchw'] / train['nhwc']:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=0.2, help="1 = 100 cars, 100 steps, 10k")
@@ -217,6 +256,8 @@ def main() -> None:
                         "its per-sample evaluation ~50x slower than measured quiet)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-peer", action="store_true", help="MobiDFL only")
+    parser.add_argument("--layouts-only", action="store_true",
+                        help="only the chunk-size / channels-last sweep")
     args = parser.parse_args()
     cars = max(2, round(100 * args.scale))
     steps = max(1, round(100 * args.scale))
@@ -232,6 +273,9 @@ def main() -> None:
           f"({dataset.name}), {work / 1e12:.3f} TFLOP; load {os.getloadavg()[0]:.2f}; "
           f"1-thread matmul peak {peak:.1f} GFLOP/s (2 cores: {2 * peak:.0f})")  # fmt: skip
 
+    layout_sweep(dataset)
+    if args.layouts_only:
+        return
     runs: dict[str, list[dict[str, float]]] = {}
     reference = build_model(cars=cars, steps=steps, test_size=test_size, workers=1)
     reference.step()  # the contacts of the round (same map, seed, step)

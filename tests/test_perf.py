@@ -34,17 +34,17 @@ def max_diff(a, b) -> float:
 
 
 @pytest.mark.parametrize("net", ["cnn", "cached_cnn"])
-def test_channels_last_gives_the_same_parameters_and_accuracy(ds, net):
+def test_channels_last_evaluation_gives_the_same_accuracy(ds, net):
     # Prepare
     nhwc, nchw = engine(ds, net=net, channels_last=True), engine(ds, net=net, channels_last=False)
     # Execute
     for e in (nhwc, nchw):
         e.train()
         e.train()
-    # Assert: only float rounding differs (conv summation order)
+    # Assert: training is untouched; evaluation differs by float rounding only
     assert nhwc.channels_last and not nchw.channels_last
-    assert max_diff(nhwc.params, nchw.params) < 1e-5
-    assert max_diff(nhwc.momentum_buffers, nchw.momentum_buffers) < 1e-4
+    assert max_diff(nhwc.params, nchw.params) == 0.0
+    assert max_diff(nhwc.momentum_buffers, nchw.momentum_buffers) == 0.0
     acc_a, loss_a = nhwc.evaluate()
     acc_b, loss_b = nchw.evaluate()
     assert np.allclose(acc_a, acc_b, atol=1 / 200) and np.allclose(loss_a, loss_b, atol=1e-5)
