@@ -23,6 +23,7 @@ import tracemalloc
 
 import numpy as np
 
+import model.contacts as contacts
 from agents.mobility import MobilityContext, make_mobility
 from model.config import Config
 from model.contacts import contact_matrix, sub_samples
@@ -98,10 +99,13 @@ def main() -> None:
               f"{'pairs':>11s}{'pairs/s':>11s}{'peak B/agent':>13s}"
               f"{'RSS B/agent':>12s}{'sub':>5s}")  # fmt: skip
     print(header)
-    cases = [(args.map, int(v)) for v in args.sizes.split(",")]
-    if args.dense:
-        cases.append(("nyc_uws", 10_000))
-    for map_name, n in cases:
+    cases: list[tuple] = [(args.map, int(v)) for v in args.sizes.split(",")]
+    if args.dense:  # crowded: with and without skipping pairs already found (same pairs)
+        cases += [("nyc_uws", 10_000, False), ("nyc_uws", 10_000, True)]
+    for map_name, n, *skip in cases:
+        contacts.SKIP_KNOWN = skip[0] if skip else True
+        if skip:
+            print(f"  (SKIP_KNOWN = {contacts.SKIP_KNOWN})")
         r = measure(map_name, n, args.steps, contact=args.contact)
         step = r["move"] + r["contacts"]
         print(f"{map_name:>14s}{n:8d}{r['move']:8.2f}{r['contacts']:11.2f}{step:8.2f}"

@@ -31,6 +31,9 @@ block by block and the sparse path compacts its repeats, so memory stays bounded
 maps (benchmarks/city_scale.py: nyc_uws with 10k agents)."""
 
 
+SKIP_KNOWN = True
+"""Crowded (bitmap) steps skip the exact test for pairs already found this step: the same
+contacts, less work on dense maps (benchmarks/city_scale.py --dense prints both)."""
 CONTACT_THREADS = min(2, os.cpu_count() or 1)
 """Threads over sub-intervals for steps of at least :data:`THREADED_FROM` agents."""
 THREADED_FROM = 20_000
@@ -116,13 +119,19 @@ def _candidate_blocks(mid: np.ndarray, reach: float, budget: int):
 
 
 def chord_pairs(
-    start: np.ndarray, end: np.ndarray, radius: float, *, budget: int | None = None
+    start: np.ndarray,
+    end: np.ndarray,
+    radius: float,
+    *,
+    budget: int | None = None,
+    known: np.ndarray | None = None,
 ) -> np.ndarray:
     """Pairs whose straight-line motions from ``start`` to ``end`` come within ``radius``.
 
     Candidates come from a cKDTree over chord midpoints with radius R + 2 * max half
     chord; the exact closest approach of the relative linear motion decides. At most
-    ``budget`` (default :data:`PAIR_BUDGET`) candidates are tested at a time.
+    ``budget`` (default :data:`PAIR_BUDGET`) candidates are tested at a time. ``known``:
+    an N x N bitmap of pairs already found this step; they are not tested (nor returned).
     """
     if len(start) < 2:
         return np.empty((0, 2), int)
@@ -134,7 +143,10 @@ def chord_pairs(
     found = []
     for candidates in _candidate_blocks((start + end) / 2.0, reach, budget):
         for c in range(0, len(candidates), budget):
-            found.append(_closest_within(candidates[c : c + budget], start_t, move_t, radius))
+            block = candidates[c : c + budget]
+            if known is not None:
+                block = block[~known[block[:, 0], block[:, 1]]]
+            found.append(_closest_within(block, start_t, move_t, radius))
     if not found:
         return np.empty((0, 2), int)
     return found[0] if len(found) == 1 else np.concatenate(found)
@@ -155,8 +167,10 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
         raise ValueError(f"setting 'contact' = {mode!r} is not allowed: one of during, end")
     intervals = range(trajectory.shape[0] - 1)
 
+    known: list[np.ndarray | None] = [None]  # the bitmap, once crowded (single-threaded)
+
     def interval(f: int) -> np.ndarray:
-        return chord_pairs(trajectory[f], trajectory[f + 1], radius_m)
+        return chord_pairs(trajectory[f], trajectory[f + 1], radius_m, known=known[0])
 
     if n >= THREADED_FROM and CONTACT_THREADS > 1 and len(intervals) > 1:
         # cKDTree traversals and numpy gathers release the GIL: sub-intervals in parallel,
@@ -183,6 +197,8 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
             for earlier in collected:
                 seen[earlier[:, 0], earlier[:, 1]] = True
             collected = []
+            if SKIP_KNOWN and pool is None:  # later sub-intervals test only new candidates
+                known[0] = seen
         elif total > limit and len(collected) > 1:
             collected = [_unique_pairs(np.concatenate(collected), n)]
             total = len(collected[0])
