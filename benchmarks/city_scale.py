@@ -36,7 +36,9 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def measure(map_name: str, n: int, steps: int, *, contact: str) -> dict[str, float]:
+def measure(
+    map_name: str, n: int, steps: int, *, contact: str, threads: bool = False
+) -> dict[str, float]:
     """Median seconds per step of moving and of contacts, pairs, memory per agent."""
     config = Config().updated(
         {"map": map_name, "vehicles": n, "pedestrians": 0, "sensors": 0, "uavs": 0,
@@ -70,6 +72,17 @@ def measure(map_name: str, n: int, steps: int, *, contact: str) -> dict[str, flo
         peak = max(peak, tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         pairs.append(adjacency.nnz // 2)
+        if threads:  # the same trajectory on 1 and 2 threads, alternating: same pairs
+            times: dict[int, float] = {}
+            for k in (1, 2, 1, 2):
+                contacts.CONTACT_THREADS, contacts.THREADED_FROM = k, 0
+                t = time.perf_counter()
+                again = contact_matrix(trajectory, radius_m=config.radius_m, mode=contact)
+                times[k] = min(times.get(k, float("inf")), time.perf_counter() - t)
+                assert (again != adjacency).nnz == 0
+            contacts.CONTACT_THREADS, contacts.THREADED_FROM = 2, 20_000
+            print(f"  contacts on 1 thread {times[1]:.2f} s, 2 threads {times[2]:.2f} s: "
+                  f"{times[1] / times[2]:.2f}x (load {os.getloadavg()[0]:.2f})")
         del trajectory, adjacency
     return {
         "move": float(np.median(move)),
@@ -88,6 +101,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--dense", action="store_true", help="also nyc_uws with 10k agents")
     parser.add_argument("--contact", default="during", choices=("during", "end"))
+    parser.add_argument("--threads", action="store_true",
+                        help="also time contacts on 1 vs 2 threads at the largest size")
     args = parser.parse_args()
     print(f"load {os.getloadavg()[0]:.2f}; map {args.map}; one 120 s step, R = 100 m, "
           f"contact = {args.contact}")
@@ -106,7 +121,9 @@ def main() -> None:
         contacts.SKIP_KNOWN = skip[0] if skip else True
         if skip:
             print(f"  (SKIP_KNOWN = {contacts.SKIP_KNOWN})")
-        r = measure(map_name, n, args.steps, contact=args.contact)
+        largest = n == max(c[1] for c in cases) and map_name == args.map
+        r = measure(map_name, n, args.steps, contact=args.contact,
+                    threads=args.threads and largest)  # fmt: skip
         step = r["move"] + r["contacts"]
         print(f"{map_name:>14s}{n:8d}{r['move']:8.2f}{r['contacts']:11.2f}{step:8.2f}"
               f"{r['pairs']:11.0f}{r['pairs'] / r['contacts']:11.0f}{r['peak_b']:13.0f}"
