@@ -80,7 +80,7 @@ def measure(
                 again = contact_matrix(trajectory, radius_m=config.radius_m, mode=contact)
                 times[k] = min(times.get(k, float("inf")), time.perf_counter() - t)
                 assert (again != adjacency).nnz == 0
-            contacts.CONTACT_THREADS, contacts.THREADED_FROM = 2, 20_000
+            contacts.CONTACT_THREADS, contacts.THREADED_FROM = 1, 20_000  # the defaults
             print(f"  contacts on 1 thread {times[1]:.2f} s, 2 threads {times[2]:.2f} s: "
                   f"{times[1] / times[2]:.2f}x (load {os.getloadavg()[0]:.2f})")
         del trajectory, adjacency

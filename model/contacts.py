@@ -15,7 +15,6 @@ Two rules (setting ``contact``):
 from __future__ import annotations
 
 import math
-import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -34,8 +33,10 @@ maps (benchmarks/city_scale.py: nyc_uws with 10k agents)."""
 SKIP_KNOWN = True
 """Crowded (bitmap) steps skip the exact test for pairs already found this step: the same
 contacts, less work on dense maps (benchmarks/city_scale.py --dense prints both)."""
-CONTACT_THREADS = min(2, os.cpu_count() or 1)
-"""Threads over sub-intervals for steps of at least :data:`THREADED_FROM` agents."""
+CONTACT_THREADS = 1
+"""Threads over sub-intervals for steps of at least :data:`THREADED_FROM` agents. Off by
+default: at 100k agents 2 threads measured 0.80x at load 5 (benchmarks/city_scale.py
+--threads), 1.5-1.7x on a synthetic 100k step at load 14: no consistent win on 2 cores."""
 THREADED_FROM = 20_000
 
 
