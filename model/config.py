@@ -263,9 +263,26 @@ class Config:
     )
     backend: str = _setting("loop", "training backend", one_of("loop", "batched"))
     device: str = _setting("cpu", "torch device for the batched backend", one_of("cpu", "cuda"))
-    workers: int = _setting(1, "worker processes for the loop backend", at_least_one)
+    workers: int = _setting(
+        0, "worker processes for the loop backend (0 = auto: free cores, big steps only)",
+        non_negative,
+    )
     eval_every: int = _setting(1, "evaluate every E steps", at_least_one)
     test_size: int = _setting(500, "shared test sample size", at_least_one)
+    # --- performance
+    eval_initial: bool = _setting(
+        False, "evaluate every agent before the first step (step-0 accuracy in model.csv)"
+    )
+    eval_chunk: int = _setting(
+        0, "test samples per forward pass (0 = measured default per net)", non_negative
+    )
+    worker_backend: str = _setting(
+        "processes", "loop-backend workers: local processes or Ray actors",
+        one_of("processes", "ray"),
+    )
+    ray_address: str | None = _setting(
+        None, "worker_backend = ray: cluster address (auto, ray://HOST:PORT; none = local Ray)"
+    )
     policy: str = _setting(
         "auto",
         "exchange policy for all kinds; auto = each kind's own seed system (vehicle "

@@ -262,8 +262,8 @@ class MobiDFLModel(mesa.Model):
 
         self.records: list[dict[str, np.ndarray]] = []
         self.datacollector = mesa.DataCollector(model_reporters=self._reporters())
-        if self.learner is not None:
-            self.learner.evaluate()
+        if self.learner is not None and config.eval_initial:
+            self.learner.evaluate()  # a full extra evaluation: only when asked (issue 15)
         self.datacollector.collect(self)
         self._record_agents()
 

@@ -14,9 +14,14 @@ matmul per layer (:meth:`Engine.mix`) and lets the same state be trained by two 
 * ``batched``: one ``vmap(grad(loss))`` over the stacked parameters per local step, updates
   with ``torch._foreach`` ops; runs on ``device`` (``cuda`` when available): the GPU path.
 
+Loop-backend performance paths (issue 15, ``benchmarks/peer_round.py``): conv nets run
+channels-last (NHWC) on the CPU, evaluation goes :data:`EVAL_CHUNK_CONV` samples per forward,
+``workers = 0`` picks the free cores for big steps (:func:`auto_workers`), and
+``worker_backend = "ray"`` makes the workers Ray actors (a local Ray or a cluster).
+
 Both draw identical mini-batches (per-agent numpy Generators, consumed in the main process
-only), so they agree to float rounding; ``workers > 1`` gives bit-for-bit the same numbers
-as ``workers = 1``.
+only), so they agree to float rounding; ``workers > 1`` (processes or Ray actors) gives
+bit-for-bit the same numbers as ``workers = 1``.
 
 Local update (seed 003, Alg. 1 lines 1-9; seed 000, Alg. 1 lines 2-4): K steps of
 ``x <- x - lr * d`` with ``d = grad CE(x; batch) + rho (x - x_i(t)) + wd x`` (i.e. the loss
@@ -39,6 +44,8 @@ from __future__ import annotations
 import math
 import multiprocessing
 import multiprocessing.connection as mpc
+import os
+import time
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -55,7 +62,7 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from model.errors import ConfigError
 from model.learning.data import Dataset
-from model.learning.nets import build_net
+from model.learning.nets import build_net, flops_per_sample
 from model.learning.partition import label_histograms
 
 __all__ = ["BACKENDS", "BatchedEngine", "Engine", "LoopEngine", "make_engine"]
@@ -158,13 +165,33 @@ def _sgd_update(
 
 
 class _Functional:
-    """The template net called with given parameters: CE loss and its gradient."""
+    """The template net called with given parameters: CE loss and its gradient.
 
-    def __init__(self, template: nn.Module) -> None:
+    ``channels_last``: evaluation runs with NHWC inputs and conv weights (CPU loop backend).
+    Measured here (benchmarks/peer_round.py, 1 thread) oneDNN then evaluates seed 003's CNN
+    1.6-2.4x faster; it only helps when *both* the input and the weight are channels-last,
+    so :meth:`layout` converts an agent's weights. Training batches of 64 measured
+    0.94-1.15x, so training stays NCHW (and bit-identical to before).
+    """
+
+    def __init__(self, template: nn.Module, *, channels_last: bool = False) -> None:
         self.template = template
         self.names = [n for n, _ in template.named_parameters()]
+        self.channels_last = bool(channels_last)
         self.grad_and_loss = grad_and_value(self.ce)  # for vmap (batched backend)
         self.grad_and_loss_masked = grad_and_value(self.ce_masked)
+
+    def prep(self, x: torch.Tensor) -> torch.Tensor:
+        """An input batch in the layout the net runs fastest with."""
+        if self.channels_last and x.dim() == 4:
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    def layout(self, p: torch.Tensor) -> torch.Tensor:
+        """One agent's parameter tensor: a channels-last copy for conv weights, else ``p``."""
+        if self.channels_last and p.dim() == 4:
+            return p.contiguous(memory_format=torch.channels_last)
+        return p
 
     def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         return functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
@@ -210,6 +237,7 @@ def _train_loop_agents(
     widths = (batches[:, 0, :] >= 0).sum(axis=1)
     for a, i in enumerate(agents):
         # Leaf views of the stacks: autograd differentiates them, updates land in the stacks.
+        # (Training stays NCHW: channels-last measured 0.94-1.15x for batches of 64.)
         ps = [p[i].detach().requires_grad_() for p in params]
         bs = [b[i] for b in bufs]
         anchor = [p.detach().clone() for p in ps] if hp.prox_rho else None
@@ -233,12 +261,16 @@ def _evaluate_agents(
     agents: np.ndarray,
     chunk: int,
 ) -> np.ndarray:
-    """``[2, A]``: accuracy and mean CE of each agent's model on (x, y), big batches."""
+    """``[2, A]``: accuracy and mean CE of each agent's model on (x, y), ``chunk`` at a time.
+
+    Per agent and chunk: one forward, one CE sum, one argmax count; nothing per sample.
+    """
     out = np.empty((2, len(agents)), dtype=np.float64)
     n = int(y.shape[0])
+    x = fn.prep(x)  # a no-op when the engine stored x channels-last already
     with torch.no_grad():
         for a, i in enumerate(agents):
-            ps = [p[int(i)] for p in params]
+            ps = [fn.layout(p[int(i)]) for p in params]
             correct, total = 0, 0.0
             for s in range(0, n, chunk):
                 logits = fn.logits(ps, x[s : s + chunk])
@@ -253,6 +285,7 @@ def _worker_main(
     net: str,
     input_shape: tuple[int, ...],
     num_classes: int,
+    channels_last: bool,
     params: list[torch.Tensor],
     bufs: list[torch.Tensor],
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
@@ -260,7 +293,7 @@ def _worker_main(
     """Loop-backend worker: trains / evaluates the agents it is sent, on shared stacks."""
     torch.set_num_threads(1)
     x, y, x_test, y_test = data
-    fn = _Functional(build_net(net, input_shape, num_classes))
+    fn = _Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
     while True:
         msg = conn.recv()
         if msg is None:
@@ -275,6 +308,52 @@ def _worker_main(
         except Exception as exc:  # report instead of hanging the parent
             conn.send(exc)
     conn.close()
+
+
+EVAL_CHUNK_CONV = 128
+"""Test samples per forward for conv nets. Measured (1 thread, channels-last, seed 003's
+CNN): 128 -> 13.1k samples/s, 256 -> 9.4k, 512 -> 5.9k, 2048 -> 5.8k (the old default);
+the small CNN and LeNet-5 are flat between 128 and 512. ``benchmarks/peer_round.py`` re-measures."""
+EVAL_CHUNK_DENSE = 512
+"""Test samples per forward for nets without convs (MLP: 128 -> 0.29M/s, 512 -> 0.39M/s)."""
+AUTO_WORKERS_MIN_FLOP = 1e11
+"""``workers = 0`` (auto) starts worker processes only when a step's training + evaluation
+is at least this much work (~2 s on one core here): spawning a worker re-imports torch
+(seconds), which small runs and tests would never earn back."""
+
+
+def free_cores(*, window_s: float = 0.1) -> float:
+    """Cores idle right now: the idle share of /proc/stat over ``window_s`` (this process
+    sleeps meanwhile) times the cores it may use; the load average where /proc is missing."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
+    try:
+        idle0, total0 = sample()
+        time.sleep(window_s)
+        idle1, total1 = sample()
+        all_cores = os.cpu_count() or cores
+        idle = all_cores * (idle1 - idle0) / max(total1 - total0, 1)
+    except (OSError, ValueError, IndexError):
+        idle = cores - os.getloadavg()[0]
+    return float(min(cores, max(idle, 0.0)))
+
+
+def auto_workers(*, flops_per_step: float, n_agents: int, pooled: bool = True) -> int:
+    """Worker processes for ``workers = 0``: the free cores (at least 1, at most one per
+    agent) when the step is big enough to pay for spawning them (:data:`AUTO_WORKERS_MIN_FLOP`),
+    else 1. Always 1 outside the CPU loop backend and inside child processes (a sweep's runs
+    already use the cores)."""
+    if not pooled or flops_per_step < AUTO_WORKERS_MIN_FLOP:
+        return 1
+    if multiprocessing.current_process().daemon or multiprocessing.parent_process() is not None:
+        return 1
+    return int(max(1, min(n_agents, round(free_cores()))))
 
 
 class _Pool:
@@ -339,6 +418,117 @@ class _Pool:
         self.conns, self.procs = [], []
 
 
+class _RayWorker:
+    """Loop-backend worker as a Ray actor: holds the data, is sent agents' parameter slices.
+
+    No shared memory across machines, so each call carries the slices of its agents and
+    returns them updated; the computation per agent is exactly :func:`_train_loop_agents`.
+    """
+
+    def __init__(
+        self,
+        net: str,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        channels_last: bool,
+        data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    ) -> None:
+        torch.set_num_threads(1)
+        self.fn = _Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
+        self.data = data
+
+    def train(
+        self,
+        params: list[torch.Tensor],
+        bufs: list[torch.Tensor],
+        batches: np.ndarray,
+        hp: _Hyper,
+    ) -> tuple[np.ndarray, list[torch.Tensor], list[torch.Tensor]]:
+        x, y, _, _ = self.data
+        params = [p.clone() for p in params]  # Ray hands out read-only zero-copy buffers
+        bufs = [b.clone() for b in bufs]
+        local = np.arange(len(batches))
+        losses = _train_loop_agents(self.fn, params, bufs, x, y, local, batches, hp)
+        return losses, params, bufs
+
+    def evaluate(self, params: list[torch.Tensor], chunk: int) -> np.ndarray:
+        _, _, x_test, y_test = self.data
+        n = int(params[0].shape[0])
+        return _evaluate_agents(self.fn, params, x_test, y_test, np.arange(n), chunk)
+
+
+class _RayPool:
+    """``workers`` Ray actors (``num_cpus=1`` each) on a local Ray or the cluster at ``address``.
+
+    Same split of agents as :class:`_Pool` and the same per-agent computation, so the numbers
+    equal those of local worker processes for the same seed.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        address: str | None,
+        net: tuple[str, tuple[int, ...], int, bool],
+        params: list[torch.Tensor],
+        bufs: list[torch.Tensor],
+        data: tuple[torch.Tensor, ...],
+    ) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError(
+                "worker_backend", "ray", "installed Ray (pip install 'ray>=2.60')"
+            ) from None
+        self.ray = ray
+        self.started_here = not ray.is_initialized()
+        if self.started_here:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        actor = ray.remote(num_cpus=1)(_RayWorker)
+        data_ref = ray.put(tuple(t.cpu() for t in data))
+        self.actors = [actor.remote(*net, data_ref) for _ in range(n)]
+        self.params, self.bufs = params, bufs
+
+    def run(self, kind: str, agents: np.ndarray, *extra: Any) -> np.ndarray:
+        """Like :meth:`_Pool.run`; training copies the returned slices into the stacks."""
+        chunks = [c for c in np.array_split(np.arange(len(agents)), len(self.actors)) if c.size]
+        refs = []
+        for actor, c in zip(self.actors, chunks, strict=False):
+            sel = torch.from_numpy(agents[c])
+            ps = [p.index_select(0, sel) for p in self.params]
+            if kind == "train":
+                batches, hp = extra
+                bs = [b.index_select(0, sel) for b in self.bufs]
+                refs.append(actor.train.remote(ps, bs, batches[c], hp))
+            else:
+                refs.append(actor.evaluate.remote(ps, extra[0]))
+        try:
+            results = self.ray.get(refs)
+        except Exception as exc:
+            raise RuntimeError(f"Ray training worker failed: {exc!r}") from exc
+        if kind != "train":
+            return np.concatenate(results, axis=-1)
+        with torch.no_grad():
+            for c, (_, ps, bs) in zip(chunks, results, strict=True):
+                sel = torch.from_numpy(agents[c])
+                for dst, src in zip(self.params, ps, strict=True):
+                    dst.index_copy_(0, sel, src)
+                for dst, src in zip(self.bufs, bs, strict=True):
+                    dst.index_copy_(0, sel, src)
+        return np.concatenate([r[0] for r in results])
+
+    def close(self) -> None:
+        for actor in self.actors:
+            try:
+                self.ray.kill(actor)
+            except Exception:  # noqa: BLE001 - Ray may already be down at interpreter exit
+                pass
+        self.actors = []
+        if self.started_here and self.ray.is_initialized():
+            self.ray.shutdown()
+            self.started_here = False
+
+
 DENSE_MIX_DENSITY = 0.05
 """Above this fraction of non-zeros a dense W matmul beats torch's CSR kernel.
 
@@ -397,6 +587,10 @@ class Engine:
         workers: int = 1,
         same_init: bool = True,
         agent_chunk: int | None = None,
+        eval_chunk: int = 0,
+        channels_last: bool | None = None,
+        worker_backend: str = "processes",
+        ray_address: str | None = None,
     ) -> None:
         _validate(
             backend=self.backend,
@@ -412,6 +606,8 @@ class Engine:
             device=device,
             workers=workers,
             agent_chunk=agent_chunk,
+            eval_chunk=eval_chunk,
+            worker_backend=worker_backend,
         )
         self.optimizer = str(optimizer)
         self.net_name = net
@@ -420,8 +616,9 @@ class Engine:
         self.lr, self.batch_size, self.local_steps = float(lr), int(batch_size), int(local_steps)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.prox_rho = float(prox_rho)
-        self.workers = int(workers)
         self.agent_chunk = agent_chunk
+        self.worker_backend = str(worker_backend)
+        self.ray_address = ray_address
         self.seed = int(seed)
         self._input_shape = tuple(dataset.input_shape)
         self._num_classes = int(dataset.num_classes)
@@ -440,7 +637,16 @@ class Engine:
             p.requires_grad_(False)
         if list(template.buffers()):
             raise ConfigError("model", net, "a net without buffers (no BatchNorm)")
-        self._fn = _Functional(template.to(self.device))
+        has_conv = any(isinstance(m, nn.Conv2d) for m in template.modules())
+        if channels_last is None:  # measured to win only for convs on the CPU loop
+            channels_last = has_conv and self.backend == "loop" and self.device.type == "cpu"
+        self.channels_last = bool(channels_last)
+        auto_chunk = EVAL_CHUNK_CONV if has_conv else EVAL_CHUNK_DENSE
+        if self.device.type == "cuda":  # one forward per agent: small chunks starve a GPU
+            auto_chunk = int(dataset.y_test.shape[0])
+        self.eval_chunk = int(eval_chunk) or auto_chunk
+        self._fn = _Functional(template.to(self.device), channels_last=self.channels_last)
+        self.flops_per_sample = flops_per_sample(template, self._input_shape, backward=False)
         self.params = [p.to(self.device).contiguous() for p in self.params]
         self.momentum_buffers: list[torch.Tensor] = (
             [torch.zeros_like(p) for p in self.params]
@@ -460,13 +666,24 @@ class Engine:
 
         self._x = dataset.x_train.to(self.device)
         self._y = dataset.y_train.to(self.device)
-        self._x_test = dataset.x_test.to(self.device)
+        self._x_test = self._fn.prep(dataset.x_test.to(self.device))
         self._y_test = dataset.y_test.to(self.device)
         seqs = np.random.SeedSequence([self.seed, 0xBA7C4]).spawn(self.n_agents)
         self._rngs = [np.random.Generator(np.random.PCG64(s)) for s in seqs]
+        self.workers = (
+            int(workers)
+            if workers
+            else auto_workers(
+                flops_per_step=self.n_agents
+                * self.flops_per_sample
+                * (3 * self.local_steps * self.batch_size + int(dataset.y_test.shape[0])),
+                n_agents=self.n_agents,
+                pooled=self.backend == "loop" and self.device.type == "cpu",
+            )
+        )
         eval_rng = np.random.default_rng([self.seed, 0x1055])
         self._loss_order = [p[eval_rng.permutation(p.size)] for p in self.parts]
-        self._pool: _Pool | None = None
+        self._pool: _Pool | _RayPool | None = None
         self._finalizer: weakref.finalize | None = None
 
     # --- training ------------------------------------------------------------------------
@@ -664,7 +881,7 @@ class Engine:
         return float(out[0, 0]), float(out[1, 0])
 
     def evaluate(
-        self, *, agents: np.ndarray | None = None, chunk: int = 2048
+        self, *, agents: np.ndarray | None = None, chunk: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Accuracy and mean CE of each agent's model on the shared test sample.
 
@@ -672,12 +889,13 @@ class Engine:
         at most): on CPU such big-batch matmuls/convs already run near peak, and measured
         here vmap over agents was no faster for the MLP and 1.5-2x slower for a CNN, while
         needing N times the activation memory. The loop backend spreads agents over its
-        workers. Seed 003 evaluates every agent on one shared test set.
+        workers. Seed 003 evaluates every agent on one shared test set. ``chunk``: samples
+        per forward (default ``eval_chunk``, chosen by measurement: :data:`EVAL_CHUNK_CONV`).
         """
         idx = np.arange(self.n_agents) if agents is None else np.asarray(agents).reshape(-1)
         if idx.size == 0:
             return np.empty(0), np.empty(0)
-        res = self._evaluate(idx.astype(np.int64), int(chunk))
+        res = self._evaluate(idx.astype(np.int64), int(chunk or self.eval_chunk))
         return res[0], res[1]
 
     def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
@@ -754,8 +972,11 @@ class LoopEngine(Engine):
 
     backend = "loop"
 
+    def _pooled(self) -> bool:
+        return self.workers > 1 or self.worker_backend == "ray"
+
     def _train(self, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
-        if self.workers == 1:
+        if not self._pooled():
             with _threads(1):
                 return _train_loop_agents(
                     self._fn,
@@ -771,27 +992,29 @@ class LoopEngine(Engine):
         return self._get_pool().run("train", agents, batches, self._hyper)
 
     def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
-        if self.workers == 1:
-            return super()._evaluate(agents, chunk)
+        if not self._pooled():
+            with _threads(1):
+                return super()._evaluate(agents, chunk)
         return self._get_pool().run("eval", agents, chunk)
 
-    def _get_pool(self) -> _Pool:
+    def _get_pool(self) -> _Pool | _RayPool:
         if self._pool is None:
             data = (self._x, self._y, self._x_test, self._y_test)
-            for t in (*self.params, *self.momentum_buffers, *data):
-                t.share_memory_()
-            self._pool = _Pool(
-                self.workers,
-                (
-                    self.net_name,
-                    self._input_shape,
-                    self._num_classes,
-                    self.params,
-                    self.momentum_buffers,
-                    data,
-                ),
-            )
-            self._finalizer = weakref.finalize(self, _Pool.close, self._pool)
+            net = (self.net_name, self._input_shape, self._num_classes, self.channels_last)
+            if self.worker_backend == "ray":
+                self._pool = _RayPool(
+                    self.workers,
+                    address=self.ray_address,
+                    net=net,
+                    params=self.params,
+                    bufs=self.momentum_buffers,
+                    data=data,
+                )
+            else:
+                for t in (*self.params, *self.momentum_buffers, *data):
+                    t.share_memory_()
+                self._pool = _Pool(self.workers, (*net, self.params, self.momentum_buffers, data))
+            self._finalizer = weakref.finalize(self, type(self._pool).close, self._pool)
         return self._pool
 
 
@@ -849,6 +1072,7 @@ class BatchedEngine(Engine):
 
 
 BACKENDS: dict[str, type[Engine]] = {"loop": LoopEngine, "batched": BatchedEngine}
+WORKER_BACKENDS = ("processes", "ray")
 
 
 def make_engine(
@@ -869,6 +1093,10 @@ def make_engine(
     workers: int = 1,
     same_init: bool = True,
     agent_chunk: int | None = None,
+    eval_chunk: int = 0,
+    channels_last: bool | None = None,
+    worker_backend: str = "processes",
+    ray_address: str | None = None,
 ) -> Engine:
     """Build the learning engine of all agents.
 
@@ -885,10 +1113,15 @@ def make_engine(
         optimizer: ``sgd`` or ``adam`` (torch.optim.Adam's update, state per agent).
         device: ``cpu`` or ``cuda``.
         seed: fixes the initial model(s) and every agent's batch sampling.
-        workers: processes for the loop backend (1 = in this process).
+        workers: processes for the loop backend (1 = in this process, 0 = auto:
+            :func:`auto_workers`).
         same_init: all agents start from one model (else N independent inits).
         agent_chunk: batched backend only, agents per vmap call (None: 64 on CPU, all on
             CUDA); bounds activation memory.
+        eval_chunk: test samples per forward (0 = measured default, :data:`EVAL_CHUNK_CONV`).
+        channels_last: NHWC convs (None = on for conv nets on the CPU loop, where it wins).
+        worker_backend: ``processes`` (shared memory, this machine) or ``ray`` (actors on
+            a local Ray or the cluster at ``ray_address``; ``workers`` actors).
 
     Raises:
         ConfigError: a bad value, e.g. an agent without data.
@@ -911,6 +1144,10 @@ def make_engine(
         workers=workers,
         same_init=same_init,
         agent_chunk=agent_chunk,
+        eval_chunk=eval_chunk,
+        channels_last=channels_last,
+        worker_backend=worker_backend,
+        ray_address=ray_address,
     )
 
 
@@ -930,6 +1167,8 @@ def _validate(
     device: str,
     workers: int,
     agent_chunk: int | None,
+    eval_chunk: int = 0,
+    worker_backend: str = "processes",
 ) -> None:
     if len(parts) < 1:
         raise ConfigError("n_agents", 0, "at least one agent with data")
@@ -951,8 +1190,14 @@ def _validate(
         raise ConfigError("weight_decay", weight_decay, "a number >= 0")
     if not prox_rho >= 0:
         raise ConfigError("prox_rho", prox_rho, "a number >= 0")
-    if isinstance(workers, bool) or int(workers) < 1:
-        raise ConfigError("workers", workers, "an integer >= 1")
+    if isinstance(workers, bool) or int(workers) < 0:
+        raise ConfigError("workers", workers, "an integer >= 1, or 0 = auto")
+    if isinstance(eval_chunk, bool) or int(eval_chunk) < 0:
+        raise ConfigError("eval_chunk", eval_chunk, "an integer >= 1, or 0 = auto")
+    if worker_backend not in WORKER_BACKENDS:
+        raise ConfigError("worker_backend", worker_backend, "one of " + ", ".join(WORKER_BACKENDS))
+    if worker_backend == "ray" and backend != "loop":
+        raise ConfigError("worker_backend", worker_backend, "processes unless backend = loop")
     if agent_chunk is not None and int(agent_chunk) < 1:
         raise ConfigError("agent_chunk", agent_chunk, "an integer >= 1 or None")
     dev = torch.device(device)

@@ -47,6 +47,9 @@ class LearningSession:
             device=config.device,
             seed=config.seed,
             workers=config.workers,
+            eval_chunk=config.eval_chunk,
+            worker_backend=config.worker_backend,
+            ray_address=config.ray_address,
         )
         self.policies: dict[str, tuple[Any, np.ndarray]] = {}
         for name in map(str, dict.fromkeys(model.policy_of_agent)):
