@@ -37,20 +37,21 @@ the mean CE (same gradient).
 
 Invariant: the stacks are allocated once and only ever written in place (``copy_``), because
 worker processes hold shared-memory views of them. Never rebind ``engine.params[l]``.
+
+This module holds the :class:`Engine` (its state, batch drawing, validation), the two backend
+classes and :func:`make_engine`; the pieces live beside it: :mod:`model.learning.params`
+(stacks, mixing, averaging), :mod:`model.learning.backends` (training and evaluation
+kernels, optimiser updates) and :mod:`model.learning.workers` (process and Ray worker pools).
+Their public names are re-exported here, so ``from model.learning.engine import ...`` keeps
+working.
 """
 
 from __future__ import annotations
 
 import math
 import multiprocessing
-import multiprocessing.connection as mpc
-import os
-import time
-import warnings
 import weakref
 from collections.abc import Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -58,502 +59,67 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import vmap
 
 from model.errors import ConfigError
+from model.learning.backends import (
+    EVAL_CHUNK_CONV,
+    EVAL_CHUNK_DENSE,
+    OPTIMIZERS,
+    Functional,
+    Hyper,
+    adam_update,
+    evaluate_agents,
+    threads,
+    train_batched_agents,
+    train_loop_agents,
+)
 from model.learning.data import Dataset
 from model.learning.nets import build_net, flops_per_sample
+from model.learning.params import (
+    DENSE_MIX_DENSITY,
+    Params,
+    average_stacks,
+    combine_snapshots,
+    consensus_distance,
+    init_stacks,
+    mix_stacks,
+    mixing_operator,
+    rng_restore,
+    rng_state,
+)
 from model.learning.partition import label_histograms
+from model.learning.workers import (
+    AUTO_WORKERS_MIN_FLOP,
+    WORKER_BACKENDS,
+    ProcessPool,
+    RayPool,
+    auto_workers,
+    free_cores,
+)
 
-__all__ = ["BACKENDS", "BatchedEngine", "Engine", "LoopEngine", "make_engine"]
+__all__ = [
+    "AUTO_WORKERS_MIN_FLOP",
+    "BACKENDS",
+    "DENSE_MIX_DENSITY",
+    "EVAL_CHUNK_CONV",
+    "EVAL_CHUNK_DENSE",
+    "OPTIMIZERS",
+    "STATE_FORMAT",
+    "WORKER_BACKENDS",
+    "BatchedEngine",
+    "Engine",
+    "LoopEngine",
+    "Params",
+    "adam_update",
+    "agent_batch_sizes",
+    "auto_workers",
+    "free_cores",
+    "make_engine",
+    "mixing_operator",
+]
 
-Params = tuple[torch.Tensor, ...]
 STATE_FORMAT = 1
-
-
-@contextmanager
-def _threads(n: int | None):
-    """Temporarily set torch's intra-op thread count (restored afterwards)."""
-    if n is None:
-        yield
-        return
-    old = torch.get_num_threads()
-    if old != n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if old != n:
-            torch.set_num_threads(old)
-
-
-@dataclass(frozen=True)
-class _Hyper:
-    lr: float
-    momentum: float
-    weight_decay: float
-    prox_rho: float
-    optimizer: str = "sgd"
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-
-
-OPTIMIZERS = ("sgd", "adam")
-
-
-def adam_update(
-    ps: Sequence[torch.Tensor],
-    d: Sequence[torch.Tensor],
-    exp_avg: Sequence[torch.Tensor],
-    exp_avg_sq: Sequence[torch.Tensor],
-    *,
-    t: float | torch.Tensor,
-    lr: float,
-    beta1: float = 0.9,
-    beta2: float = 0.999,
-    eps: float = 1e-8,
-) -> None:
-    """One Adam step in place (Kingma & Ba 2015, Alg. 1; torch.optim.Adam's formula).
-
-    ``m <- b1 m + (1-b1) d``, ``v <- b2 v + (1-b2) d^2``,
-    ``x <- x - lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)``. ``t`` is the step count
-    (>= 1): a number, or a tensor ``[A]`` of per-agent counts when ``ps`` are stacks ``[A, ...]``.
-    """
-    for p, g, m, v in zip(ps, d, exp_avg, exp_avg_sq, strict=True):
-        m.mul_(beta1).add_(g, alpha=1.0 - beta1)
-        v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-        if isinstance(t, torch.Tensor):
-            shape = (-1,) + (1,) * (p.dim() - 1)
-            tt = t.to(p.dtype).reshape(shape)
-            bc1 = 1.0 - beta1**tt
-            bc2 = 1.0 - beta2**tt
-            p.sub_(lr * (m / bc1) / (v.sqrt() / bc2.sqrt() + eps))
-        else:
-            bc1 = 1.0 - beta1**t
-            bc2 = 1.0 - beta2**t
-            p.addcdiv_(m, v.sqrt().div_(math.sqrt(bc2)).add_(eps), value=-lr / bc1)
-
-
-def _sgd_update(
-    ps: list[torch.Tensor],
-    grads: Sequence[torch.Tensor],
-    bufs: list[torch.Tensor],
-    anchor: list[torch.Tensor] | None,
-    hp: _Hyper,
-    t: float | torch.Tensor = 1.0,
-) -> None:
-    """In-place optimiser step on (slices of) the stacks; identical element-wise for both
-    backends. With Adam, ``bufs`` holds the first moments then the second moments and ``t``
-    is the step count (see :func:`adam_update`)."""
-    d = list(grads)
-    if hp.weight_decay:
-        torch._foreach_add_(d, ps, alpha=hp.weight_decay)
-    if hp.prox_rho and anchor is not None:
-        torch._foreach_add_(d, torch._foreach_sub(ps, anchor), alpha=hp.prox_rho)
-    if hp.optimizer == "adam":
-        n = len(ps)
-        adam_update(
-            ps, d, bufs[:n], bufs[n:], t=t, lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps
-        )
-        return
-    if hp.momentum:
-        torch._foreach_mul_(bufs, hp.momentum)
-        torch._foreach_add_(bufs, d)
-        d = bufs
-    torch._foreach_add_(ps, d, alpha=-hp.lr)
-
-
-class _Functional:
-    """The template net called with given parameters: CE loss and its gradient.
-
-    ``channels_last``: evaluation runs with NHWC inputs and conv weights (CPU loop backend).
-    Measured here (benchmarks/peer_round.py, 1 thread) oneDNN then evaluates seed 003's CNN
-    1.6-2.4x faster; it only helps when *both* the input and the weight are channels-last,
-    so :meth:`layout` converts an agent's weights. Training batches of 64 measured
-    0.94-1.15x, so training stays NCHW (and bit-identical to before).
-    """
-
-    def __init__(self, template: nn.Module, *, channels_last: bool = False) -> None:
-        self.template = template
-        self.names = [n for n, _ in template.named_parameters()]
-        self.channels_last = bool(channels_last)
-        self.grad_and_loss = grad_and_value(self.ce)  # for vmap (batched backend)
-        self.grad_and_loss_masked = grad_and_value(self.ce_masked)
-
-    def prep(self, x: torch.Tensor) -> torch.Tensor:
-        """An input batch in the layout the net runs fastest with."""
-        if self.channels_last and x.dim() == 4:
-            return x.contiguous(memory_format=torch.channels_last)
-        return x
-
-    def layout(self, p: torch.Tensor) -> torch.Tensor:
-        """One agent's parameter tensor: a channels-last copy for conv weights, else ``p``."""
-        if self.channels_last and p.dim() == 4:
-            return p.contiguous(memory_format=torch.channels_last)
-        return p
-
-    def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
-
-    def ce(self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.logits(params, x), y)
-
-    def ce_masked(
-        self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
-    ) -> torch.Tensor:
-        """Mean CE over the samples where ``w`` is 1 (padded batches of unequal size)."""
-        per = F.cross_entropy(self.logits(params, x), y, reduction="none")
-        return (per * w).sum() / w.sum()
-
-    def autograd_step(
-        self, leaves: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
-    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        """Gradient by plain autograd: ~2-3x faster than ``torch.func.grad`` per call for a
-        small MLP on one CPU thread (benchmarks/training.py), so the loop backend uses it."""
-        loss = self.ce(leaves, x, y)
-        return torch.autograd.grad(loss, leaves), loss.detach()
-
-
-def _train_loop_agents(
-    fn: _Functional,
-    params: list[torch.Tensor],
-    bufs: list[torch.Tensor],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    agents: np.ndarray,
-    batches: np.ndarray,
-    hp: _Hyper,
-    steps_done: np.ndarray | None = None,
-) -> np.ndarray:
-    """Train ``agents`` one after the other on ``batches[a, k]`` (global sample indices,
-    padded with -1 where an agent's batch is smaller than the widest one).
-
-    Writes into the (possibly shared-memory) stacks through views; returns mean CE per agent.
-    ``steps_done``: optimiser steps each agent took before (Adam's bias correction).
-    """
-    losses = np.empty(len(agents), dtype=np.float64)
-    idx_all = torch.from_numpy(batches).to(x.device)
-    widths = (batches[:, 0, :] >= 0).sum(axis=1)
-    for a, i in enumerate(agents):
-        # Leaf views of the stacks: autograd differentiates them, updates land in the stacks.
-        # (Training stays NCHW: channels-last measured 0.94-1.15x for batches of 64.)
-        ps = [p[i].detach().requires_grad_() for p in params]
-        bs = [b[i] for b in bufs]
-        anchor = [p.detach().clone() for p in ps] if hp.prox_rho else None
-        total = 0.0
-        t0 = 0 if steps_done is None else int(steps_done[a])
-        for k in range(batches.shape[1]):
-            idx = idx_all[a, k, : int(widths[a])]
-            g, loss = fn.autograd_step(ps, x.index_select(0, idx), y.index_select(0, idx))
-            with torch.no_grad():
-                _sgd_update(ps, g, bs, anchor, hp, t=float(t0 + k + 1))
-            total += float(loss)
-        losses[a] = total / batches.shape[1]
-    return losses
-
-
-def _evaluate_agents(
-    fn: _Functional,
-    params: list[torch.Tensor],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    agents: np.ndarray,
-    chunk: int,
-) -> np.ndarray:
-    """``[2, A]``: accuracy and mean CE of each agent's model on (x, y), ``chunk`` at a time.
-
-    Per agent and chunk: one forward, one CE sum, one argmax count; nothing per sample.
-    """
-    out = np.empty((2, len(agents)), dtype=np.float64)
-    n = int(y.shape[0])
-    x = fn.prep(x)  # a no-op when the engine stored x channels-last already
-    with torch.no_grad():
-        for a, i in enumerate(agents):
-            ps = [fn.layout(p[int(i)]) for p in params]
-            correct, total = 0, 0.0
-            for s in range(0, n, chunk):
-                logits = fn.logits(ps, x[s : s + chunk])
-                total += float(F.cross_entropy(logits, y[s : s + chunk], reduction="sum"))
-                correct += int((logits.argmax(1) == y[s : s + chunk]).sum())
-            out[0, a], out[1, a] = correct / n, total / n
-    return out
-
-
-def _worker_main(
-    conn: mpc.Connection,
-    net: str,
-    input_shape: tuple[int, ...],
-    num_classes: int,
-    channels_last: bool,
-    params: list[torch.Tensor],
-    bufs: list[torch.Tensor],
-    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
-) -> None:
-    """Loop-backend worker: trains / evaluates the agents it is sent, on shared stacks."""
-    torch.set_num_threads(1)
-    x, y, x_test, y_test = data
-    fn = _Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            break
-        try:
-            if msg[0] == "train":
-                _, agents, batches, hp = msg
-                conn.send(_train_loop_agents(fn, params, bufs, x, y, agents, batches, hp))
-            else:
-                _, agents, chunk = msg
-                conn.send(_evaluate_agents(fn, params, x_test, y_test, agents, chunk))
-        except Exception as exc:  # report instead of hanging the parent
-            conn.send(exc)
-    conn.close()
-
-
-EVAL_CHUNK_CONV = 128
-"""Test samples per forward for conv nets. Measured (1 thread, channels-last, seed 003's
-CNN): 128 -> 13.1k samples/s, 256 -> 9.4k, 512 -> 5.9k, 2048 -> 5.8k (the old default);
-the small CNN and LeNet-5 are flat between 128 and 512. ``benchmarks/peer_round.py`` re-measures."""
-EVAL_CHUNK_DENSE = 512
-"""Test samples per forward for nets without convs (MLP: 128 -> 0.29M/s, 512 -> 0.39M/s)."""
-AUTO_WORKERS_MIN_FLOP = 1e11
-"""``workers = 0`` (auto) starts worker processes only when a step's training + evaluation
-is at least this much work (~2 s on one core here): spawning a worker re-imports torch
-(seconds), which small runs and tests would never earn back."""
-
-
-def free_cores(*, window_s: float = 0.1) -> float:
-    """Cores idle right now: the idle share of /proc/stat over ``window_s`` (this process
-    sleeps meanwhile) times the cores it may use; the load average where /proc is missing."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = cores or 1
-
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
-
-    try:
-        idle0, total0 = sample()
-        time.sleep(window_s)
-        idle1, total1 = sample()
-        all_cores = os.cpu_count() or cores
-        idle = all_cores * (idle1 - idle0) / max(total1 - total0, 1)
-    except (OSError, ValueError, IndexError):
-        idle = cores - os.getloadavg()[0]
-    return float(min(cores, max(idle, 0.0)))
-
-
-def auto_workers(*, flops_per_step: float, n_agents: int, pooled: bool = True) -> int:
-    """Worker processes for ``workers = 0``: the free cores (at least 1, at most one per
-    agent) when the step is big enough to pay for spawning them (:data:`AUTO_WORKERS_MIN_FLOP`),
-    else 1. Always 1 outside the CPU loop backend and inside child processes (a sweep's runs
-    already use the cores)."""
-    if not pooled or flops_per_step < AUTO_WORKERS_MIN_FLOP:
-        return 1
-    if multiprocessing.current_process().daemon or multiprocessing.parent_process() is not None:
-        return 1
-    return int(max(1, min(n_agents, round(free_cores()))))
-
-
-class _Pool:
-    """Persistent worker processes (spawned) sharing the engine's parameter stacks."""
-
-    def __init__(self, n: int, args: tuple[Any, ...]) -> None:
-        ctx = torch.multiprocessing.get_context("spawn")
-        self.conns: list[mpc.Connection] = []
-        self.procs = []
-        for _ in range(n):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker_main, args=(child, *args), daemon=True)
-            proc.start()
-            child.close()
-            self.conns.append(parent)
-            self.procs.append(proc)
-
-    def run(self, kind: str, agents: np.ndarray, *extra: Any) -> np.ndarray:
-        """Split ``agents`` into contiguous chunks, one per worker; gather along the last axis.
-
-        ``extra`` arrays whose first axis runs over agents are split the same way.
-        """
-        chunks = np.array_split(np.arange(len(agents)), len(self.conns))
-        used = []
-        for conn, c in zip(self.conns, chunks, strict=True):
-            if c.size:
-                args = [e[c] if isinstance(e, np.ndarray) else e for e in extra]
-                conn.send((kind, agents[c], *args))
-                used.append((conn, c))
-        parts: list[np.ndarray] = []
-        errors = []
-        for conn, _ in used:
-            try:
-                res = conn.recv()
-            except (EOFError, OSError) as exc:
-                self.close()
-                raise RuntimeError(
-                    "a training worker process exited. Workers are started with the 'spawn' "
-                    "method, which re-imports the main script: guard a script that builds an "
-                    "engine with workers > 1 by `if __name__ == '__main__':` (and do not use "
-                    "workers > 1 inside daemonic processes such as mesa.batch_run's)"
-                ) from exc
-            if isinstance(res, Exception):
-                errors.append(res)
-            else:
-                parts.append(res)
-        if errors:
-            raise RuntimeError(f"training worker failed: {errors[0]!r}") from errors[0]
-        return np.concatenate(parts, axis=-1)
-
-    def close(self) -> None:
-        for conn in self.conns:
-            try:
-                conn.send(None)
-                conn.close()
-            except (OSError, BrokenPipeError):
-                pass
-        for proc in self.procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.terminate()
-        self.conns, self.procs = [], []
-
-
-class _RayWorker:
-    """Loop-backend worker as a Ray actor: holds the data, is sent agents' parameter slices.
-
-    No shared memory across machines, so each call carries the slices of its agents and
-    returns them updated; the computation per agent is exactly :func:`_train_loop_agents`.
-    """
-
-    def __init__(
-        self,
-        net: str,
-        input_shape: tuple[int, ...],
-        num_classes: int,
-        channels_last: bool,
-        data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
-    ) -> None:
-        torch.set_num_threads(1)
-        self.fn = _Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
-        self.data = data
-
-    def train(
-        self,
-        params: list[torch.Tensor],
-        bufs: list[torch.Tensor],
-        batches: np.ndarray,
-        hp: _Hyper,
-    ) -> tuple[np.ndarray, list[torch.Tensor], list[torch.Tensor]]:
-        x, y, _, _ = self.data
-        params = [p.clone() for p in params]  # Ray hands out read-only zero-copy buffers
-        bufs = [b.clone() for b in bufs]
-        local = np.arange(len(batches))
-        losses = _train_loop_agents(self.fn, params, bufs, x, y, local, batches, hp)
-        return losses, params, bufs
-
-    def evaluate(self, params: list[torch.Tensor], chunk: int) -> np.ndarray:
-        _, _, x_test, y_test = self.data
-        n = int(params[0].shape[0])
-        return _evaluate_agents(self.fn, params, x_test, y_test, np.arange(n), chunk)
-
-
-class _RayPool:
-    """``workers`` Ray actors (``num_cpus=1`` each) on a local Ray or the cluster at ``address``.
-
-    Same split of agents as :class:`_Pool` and the same per-agent computation, so the numbers
-    equal those of local worker processes for the same seed.
-    """
-
-    def __init__(
-        self,
-        n: int,
-        *,
-        address: str | None,
-        net: tuple[str, tuple[int, ...], int, bool],
-        params: list[torch.Tensor],
-        bufs: list[torch.Tensor],
-        data: tuple[torch.Tensor, ...],
-    ) -> None:
-        try:
-            import ray
-        except ImportError:
-            raise ConfigError(
-                "worker_backend", "ray", "installed Ray (pip install 'ray>=2.60')"
-            ) from None
-        self.ray = ray
-        self.started_here = not ray.is_initialized()
-        if self.started_here:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        actor = ray.remote(num_cpus=1)(_RayWorker)
-        data_ref = ray.put(tuple(t.cpu() for t in data))
-        self.actors = [actor.remote(*net, data_ref) for _ in range(n)]
-        self.params, self.bufs = params, bufs
-
-    def run(self, kind: str, agents: np.ndarray, *extra: Any) -> np.ndarray:
-        """Like :meth:`_Pool.run`; training copies the returned slices into the stacks."""
-        chunks = [c for c in np.array_split(np.arange(len(agents)), len(self.actors)) if c.size]
-        refs = []
-        for actor, c in zip(self.actors, chunks, strict=False):
-            sel = torch.from_numpy(agents[c])
-            ps = [p.index_select(0, sel) for p in self.params]
-            if kind == "train":
-                batches, hp = extra
-                bs = [b.index_select(0, sel) for b in self.bufs]
-                refs.append(actor.train.remote(ps, bs, batches[c], hp))
-            else:
-                refs.append(actor.evaluate.remote(ps, extra[0]))
-        try:
-            results = self.ray.get(refs)
-        except Exception as exc:
-            raise RuntimeError(f"Ray training worker failed: {exc!r}") from exc
-        if kind != "train":
-            return np.concatenate(results, axis=-1)
-        with torch.no_grad():
-            for c, (_, ps, bs) in zip(chunks, results, strict=True):
-                sel = torch.from_numpy(agents[c])
-                for dst, src in zip(self.params, ps, strict=True):
-                    dst.index_copy_(0, sel, src)
-                for dst, src in zip(self.bufs, bs, strict=True):
-                    dst.index_copy_(0, sel, src)
-        return np.concatenate([r[0] for r in results])
-
-    def close(self) -> None:
-        for actor in self.actors:
-            try:
-                self.ray.kill(actor)
-            except Exception:  # noqa: BLE001 - Ray may already be down at interpreter exit
-                pass
-        self.actors = []
-        if self.started_here and self.ray.is_initialized():
-            self.ray.shutdown()
-            self.started_here = False
-
-
-DENSE_MIX_DENSITY = 0.05
-"""Above this fraction of non-zeros a dense W matmul beats torch's CSR kernel.
-
-Measured here (benchmarks/aggregation.py, 1 thread, MLP stacks): N=200 with 60 % non-zeros,
-dense 0.53 s vs CSR 5.6 s; N=1000 with 1 %, CSR 1.5 s vs dense 8.9 s; break-even near 5 %.
-"""
-
-
-def mixing_operator(w: sp.csr_matrix, *, device: torch.device | str = "cpu") -> torch.Tensor:
-    """W as the torch operator that multiplies fastest: dense if dense enough, else CSR."""
-    n_rows, n_cols = w.shape
-    if w.nnz > DENSE_MIX_DENSITY * n_rows * n_cols:
-        return torch.from_numpy(w.toarray().astype(np.float32)).to(device)
-    w = w.copy()
-    w.sort_indices()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
-        return torch.sparse_csr_tensor(
-            torch.from_numpy(w.indptr.astype(np.int64)),
-            torch.from_numpy(w.indices.astype(np.int64)),
-            torch.from_numpy(w.data.astype(np.float32)),
-            size=w.shape,
-            device=device,
-            check_invariants=False,
-        )
 
 
 class Engine:
@@ -632,7 +198,7 @@ class Engine:
         with torch.random.fork_rng(devices=[]):  # leave the global RNG untouched
             torch.manual_seed(self.seed)
             template = build_net(net, dataset.input_shape, dataset.num_classes)
-            self.params: list[torch.Tensor] = _init_stacks(template, self.n_agents, same_init)
+            self.params: list[torch.Tensor] = init_stacks(template, self.n_agents, same_init)
         for p in template.parameters():
             p.requires_grad_(False)
         if list(template.buffers()):
@@ -645,7 +211,7 @@ class Engine:
         if self.device.type == "cuda":  # one forward per agent: small chunks starve a GPU
             auto_chunk = int(dataset.y_test.shape[0])
         self.eval_chunk = int(eval_chunk) or auto_chunk
-        self._fn = _Functional(template.to(self.device), channels_last=self.channels_last)
+        self._fn = Functional(template.to(self.device), channels_last=self.channels_last)
         self.flops_per_sample = flops_per_sample(template, self._input_shape, backward=False)
         self.params = [p.to(self.device).contiguous() for p in self.params]
         self.momentum_buffers: list[torch.Tensor] = (
@@ -655,8 +221,7 @@ class Engine:
         )
         # Adam: first moments of every layer, then second moments; optimiser steps per agent.
         self.adam_buffers: list[torch.Tensor] = (
-            [torch.zeros_like(p) for p in self.params]
-            + [torch.zeros_like(p) for p in self.params]
+            [torch.zeros_like(p) for p in self.params] + [torch.zeros_like(p) for p in self.params]
             if self.optimizer == "adam"
             else []
         )
@@ -683,13 +248,13 @@ class Engine:
         )
         eval_rng = np.random.default_rng([self.seed, 0x1055])
         self._loss_order = [p[eval_rng.permutation(p.size)] for p in self.parts]
-        self._pool: _Pool | _RayPool | None = None
+        self._pool: ProcessPool | RayPool | None = None
         self._finalizer: weakref.finalize | None = None
 
     # --- training ------------------------------------------------------------------------
     @property
-    def _hyper(self) -> _Hyper:
-        return _Hyper(
+    def _hyper(self) -> Hyper:
+        return Hyper(
             self.lr, self.momentum, self.weight_decay, self.prox_rho, optimizer=self.optimizer
         )
 
@@ -755,10 +320,7 @@ class Engine:
         m = sp.csr_matrix(w)
         if m.shape != (self.n_agents, self.n_agents):
             raise ConfigError("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
-        wt = mixing_operator(m, device=self.device)
-        with torch.no_grad():
-            for p in self.params:
-                p.copy_((wt @ p.reshape(self.n_agents, -1)).reshape(p.shape))
+        mix_stacks(self.params, m, device=self.device)
 
     def average(self, *, agents: np.ndarray, weights: np.ndarray | None = None) -> Params:
         """Weighted average of the given agents' models (FedAvg: weights = sample counts)."""
@@ -768,13 +330,7 @@ class Engine:
         w = np.ones(idx.size) if weights is None else np.asarray(weights, dtype=np.float64)
         if w.shape != idx.shape or (w < 0).any() or w.sum() <= 0:
             raise ConfigError("weights", w.shape, f"{idx.size} non-negative weights, sum > 0")
-        wt = torch.as_tensor(w / w.sum(), dtype=torch.float32, device=self.device)
-        sel = torch.as_tensor(idx, device=self.device)
-        with torch.no_grad():
-            return tuple(
-                (wt @ p.index_select(0, sel).reshape(idx.size, -1)).reshape(p.shape[1:])
-                for p in self.params
-            )
+        return average_stacks(self.params, idx, w, device=self.device)
 
     # --- single models -----------------------------------------------------------------------
     def snapshot(self, i: int) -> Params:
@@ -795,13 +351,7 @@ class Engine:
             raise ConfigError(
                 "weights", len(weights), f"one weight per snapshot ({len(snapshots)}), >= 1"
             )
-        w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=torch.float32)
-        out = []
-        with torch.no_grad():
-            for layer in range(len(self.params)):
-                stack = torch.stack([s[layer].to(self.device) for s in snapshots])
-                out.append(torch.tensordot(w.to(self.device), stack, dims=1))
-        return tuple(out)
+        return combine_snapshots(snapshots, weights, n_layers=len(self.params), device=self.device)
 
     def loss_of(self, model: int | Params, *, on_agent: int, max_samples: int = 256) -> float:
         """CE of ``model`` (an agent index or a parameter tuple) on agent ``on_agent``'s data.
@@ -877,7 +427,7 @@ class Engine:
                 return float("nan"), float("nan")
             x, y = x[keep], y[keep]
         stacks = [torch.as_tensor(p).to(self.device).unsqueeze(0) for p in params]
-        out = _evaluate_agents(self._fn, stacks, x, y, np.zeros(1, np.int64), 2048)
+        out = evaluate_agents(self._fn, stacks, x, y, np.zeros(1, np.int64), 2048)
         return float(out[0, 0]), float(out[1, 0])
 
     def evaluate(
@@ -899,19 +449,11 @@ class Engine:
         return res[0], res[1]
 
     def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
-        return _evaluate_agents(self._fn, self.params, self._x_test, self._y_test, agents, chunk)
+        return evaluate_agents(self._fn, self.params, self._x_test, self._y_test, agents, chunk)
 
     def consensus(self) -> float:
         """Mean distance of the agents' models to their average: mean_i ||x_i - x_bar||."""
-        n = self.n_agents
-        with torch.no_grad():
-            sq = torch.zeros(n, dtype=torch.float64, device=self.device)
-            for p in self.params:
-                flat = p.reshape(n, -1)
-                mean = flat.mean(0, keepdim=True)
-                for s in range(0, n, 256):  # bounded temporaries at large N
-                    sq[s : s + 256] += (flat[s : s + 256] - mean).pow(2).sum(1).double()
-            return float(sq.sqrt().mean())
+        return consensus_distance(self.params, device=self.device)
 
     # --- state --------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -924,7 +466,7 @@ class Engine:
             "momentum": [b.detach().cpu().clone() for b in self.momentum_buffers],
             "adam": [b.detach().cpu().clone() for b in self.adam_buffers],
             "adam_steps": torch.from_numpy(self.adam_steps.copy()),
-            "rng": [_rng_state(r) for r in self._rngs],
+            "rng": [rng_state(r) for r in self._rngs],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -952,7 +494,7 @@ class Engine:
         if "adam_steps" in state:
             self.adam_steps[:] = np.asarray(state["adam_steps"], dtype=np.int64)
         for r, s in zip(self._rngs, state["rng"], strict=True):
-            r.bit_generator.state = _rng_restore(s)
+            r.bit_generator.state = rng_restore(s)
 
     def close(self) -> None:
         """Stop worker processes (if any); the engine stays usable (it restarts them)."""
@@ -977,8 +519,8 @@ class LoopEngine(Engine):
 
     def _train(self, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
         if not self._pooled():
-            with _threads(1):
-                return _train_loop_agents(
+            with threads(1):
+                return train_loop_agents(
                     self._fn,
                     self.params,
                     self._opt_buffers,
@@ -993,16 +535,16 @@ class LoopEngine(Engine):
 
     def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
         if not self._pooled():
-            with _threads(1):
+            with threads(1):
                 return super()._evaluate(agents, chunk)
         return self._get_pool().run("eval", agents, chunk)
 
-    def _get_pool(self) -> _Pool | _RayPool:
+    def _get_pool(self) -> ProcessPool | RayPool:
         if self._pool is None:
             data = (self._x, self._y, self._x_test, self._y_test)
             net = (self.net_name, self._input_shape, self._num_classes, self.channels_last)
             if self.worker_backend == "ray":
-                self._pool = _RayPool(
+                self._pool = RayPool(
                     self.workers,
                     address=self.ray_address,
                     net=net,
@@ -1013,7 +555,8 @@ class LoopEngine(Engine):
             else:
                 for t in (*self.params, *self.momentum_buffers, *data):
                     t.share_memory_()
-                self._pool = _Pool(self.workers, (*net, self.params, self.momentum_buffers, data))
+                args = (*net, self.params, self.momentum_buffers, data)
+                self._pool = ProcessPool(self.workers, args)
             self._finalizer = weakref.finalize(self, type(self._pool).close, self._pool)
         return self._pool
 
@@ -1034,45 +577,22 @@ class BatchedEngine(Engine):
         return self.n_agents if self.device.type == "cuda" else 64
 
     def _train(self, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
-        losses = np.empty(len(agents), dtype=np.float64)
-        idx_all = torch.from_numpy(batches).to(self.device)
-        hp = self._hyper
-        step = self._chunk()
-        for start in range(0, len(agents), step):
-            rows = slice(start, start + step)
-            chunk = agents[rows]
-            whole = chunk.size == self.n_agents
-            sel = torch.from_numpy(chunk).to(self.device)
-            ps = self.params if whole else [p.index_select(0, sel) for p in self.params]
-            opt = self._opt_buffers
-            bs = opt if whole else [b.index_select(0, sel) for b in opt]
-            anchor = [p.clone() for p in ps] if hp.prox_rho else None
-            total = torch.zeros(chunk.size, dtype=torch.float64, device=self.device)
-            t0 = torch.from_numpy(self.adam_steps[chunk]).to(self.device)
-            valid = idx_all[rows, 0] >= 0  # [A, B_max]; padding only for unequal batches
-            padded = not bool(valid.all())
-            w = valid.to(self._x.dtype)
-            for k in range(self.local_steps):
-                idx = idx_all[rows, k].clamp(min=0)  # [A, B_max]
-                if padded:
-                    g, loss = self._vgrad_masked(ps, self._x[idx], self._y[idx], w)
-                else:
-                    g, loss = self._vgrad(ps, self._x[idx], self._y[idx])
-                with torch.no_grad():
-                    _sgd_update(ps, g, bs, anchor, hp, t=t0 + (k + 1))
-                total += loss.double()
-            if not whole:
-                with torch.no_grad():
-                    for dst, src in zip(self.params, ps, strict=True):
-                        dst.index_copy_(0, sel, src)
-                    for dst, src in zip(opt, bs, strict=True):
-                        dst.index_copy_(0, sel, src)
-            losses[rows] = (total / self.local_steps).cpu().numpy()
-        return losses
+        return train_batched_agents(
+            self._vgrad,
+            self._vgrad_masked,
+            self.params,
+            self._opt_buffers,
+            self._x,
+            self._y,
+            agents,
+            batches,
+            self._hyper,
+            self.adam_steps,
+            chunk=self._chunk(),
+        )
 
 
 BACKENDS: dict[str, type[Engine]] = {"loop": LoopEngine, "batched": BatchedEngine}
-WORKER_BACKENDS = ("processes", "ray")
 
 
 def make_engine(
@@ -1229,37 +749,3 @@ def agent_batch_sizes(data_sizes: np.ndarray, batch_size: int) -> np.ndarray:
     if batch_size == 0:
         return sizes.copy()
     return np.minimum(sizes, int(batch_size))
-
-
-def _init_stacks(template: nn.Module, n: int, same_init: bool) -> list[torch.Tensor]:
-    """Per-layer stacks: N copies of one init, or N successive inits from the seeded RNG."""
-    if same_init:
-        return [p.detach().unsqueeze(0).repeat(n, *([1] * p.dim())) for p in template.parameters()]
-    stacks = [torch.empty(n, *p.shape) for p in template.parameters()]
-    for i in range(n):
-        for m in template.modules():
-            if hasattr(m, "reset_parameters") and m is not template:
-                m.reset_parameters()
-        for s, p in zip(stacks, template.parameters(), strict=True):
-            s[i] = p.detach()
-    return stacks
-
-
-def _rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    st = rng.bit_generator.state
-    return {
-        "bit_generator": str(st["bit_generator"]),
-        "state": int(st["state"]["state"]),
-        "inc": int(st["state"]["inc"]),
-        "has_uint32": int(st["has_uint32"]),
-        "uinteger": int(st["uinteger"]),
-    }
-
-
-def _rng_restore(s: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "bit_generator": s["bit_generator"],
-        "state": {"state": int(s["state"]), "inc": int(s["inc"])},
-        "has_uint32": int(s["has_uint32"]),
-        "uinteger": int(s["uinteger"]),
-    }

@@ -1,0 +1,324 @@
+"""Training and evaluation kernels shared by the engine's backends and its workers.
+
+Each kernel is a plain function of the parameter stacks, the data and the hyper-parameters,
+so the ``loop`` backend, its worker processes, its Ray actors and the ``batched`` backend run
+literally the same arithmetic (hence ``workers > 1`` gives bit-for-bit the numbers of
+``workers = 1``, and the two backends agree to float rounding):
+
+* :func:`train_loop_agents`: agent after agent, plain autograd on leaf views of the stacks
+  (the CPU default, see :mod:`model.learning.engine`).
+* :func:`train_batched_agents`: one ``vmap(grad(loss))`` over a chunk of agents per local
+  step, updates with ``torch._foreach`` ops (the GPU path).
+* :func:`evaluate_agents`: accuracy and mean CE per agent, ``chunk`` test samples per forward.
+
+Local update (seed 003, Alg. 1 lines 1-9; seed 000, Alg. 1 lines 2-4): K steps of
+``x <- x - lr * d`` with ``d = grad CE(x; batch) + rho (x - x_i(t)) + wd x`` (i.e. the loss
+``CE + rho/2 ||x - x_i(t)||^2``, ``x_i(t)`` = the agent's parameters when ``train`` starts),
+and with momentum ``buf <- mu buf + d; x <- x - lr buf`` (torch.optim.SGD semantics).
+With ``optimizer = "adam"`` the same ``d`` drives torch.optim.Adam's update (PSFL, seed 004
+§V: Adam, lr 1e-3, weight decay 1e-4), with per-agent moments and step counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad_and_value
+
+__all__ = [
+    "EVAL_CHUNK_CONV",
+    "EVAL_CHUNK_DENSE",
+    "OPTIMIZERS",
+    "Functional",
+    "Hyper",
+    "adam_update",
+    "evaluate_agents",
+    "sgd_update",
+    "threads",
+    "train_batched_agents",
+    "train_loop_agents",
+]
+
+EVAL_CHUNK_CONV = 128
+"""Test samples per forward for conv nets. Measured (1 thread, channels-last, seed 003's
+CNN): 128 -> 13.1k samples/s, 256 -> 9.4k, 512 -> 5.9k, 2048 -> 5.8k (the old default);
+the small CNN and LeNet-5 are flat between 128 and 512. ``benchmarks/peer_round.py`` re-measures."""
+EVAL_CHUNK_DENSE = 512
+"""Test samples per forward for nets without convs (MLP: 128 -> 0.29M/s, 512 -> 0.39M/s)."""
+
+
+@contextmanager
+def threads(n: int | None) -> Iterator[None]:
+    """Temporarily set torch's intra-op thread count (restored afterwards)."""
+    if n is None:
+        yield
+        return
+    old = torch.get_num_threads()
+    if old != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if old != n:
+            torch.set_num_threads(old)
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """The optimiser settings of one ``train`` call: frozen and picklable, because the loop
+    backend sends them to its worker processes and Ray actors."""
+
+    lr: float
+    momentum: float
+    weight_decay: float
+    prox_rho: float
+    optimizer: str = "sgd"
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+def adam_update(
+    ps: Sequence[torch.Tensor],
+    d: Sequence[torch.Tensor],
+    exp_avg: Sequence[torch.Tensor],
+    exp_avg_sq: Sequence[torch.Tensor],
+    *,
+    t: float | torch.Tensor,
+    lr: float,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+) -> None:
+    """One Adam step in place (Kingma & Ba 2015, Alg. 1; torch.optim.Adam's formula).
+
+    ``m <- b1 m + (1-b1) d``, ``v <- b2 v + (1-b2) d^2``,
+    ``x <- x - lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)``. ``t`` is the step count
+    (>= 1): a number, or a tensor ``[A]`` of per-agent counts when ``ps`` are stacks ``[A, ...]``.
+    """
+    for p, g, m, v in zip(ps, d, exp_avg, exp_avg_sq, strict=True):
+        m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+        if isinstance(t, torch.Tensor):
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            tt = t.to(p.dtype).reshape(shape)
+            bc1 = 1.0 - beta1**tt
+            bc2 = 1.0 - beta2**tt
+            p.sub_(lr * (m / bc1) / (v.sqrt() / bc2.sqrt() + eps))
+        else:
+            bc1 = 1.0 - beta1**t
+            bc2 = 1.0 - beta2**t
+            p.addcdiv_(m, v.sqrt().div_(math.sqrt(bc2)).add_(eps), value=-lr / bc1)
+
+
+def sgd_update(
+    ps: list[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    bufs: list[torch.Tensor],
+    anchor: list[torch.Tensor] | None,
+    hp: Hyper,
+    t: float | torch.Tensor = 1.0,
+) -> None:
+    """In-place optimiser step on (slices of) the stacks; identical element-wise for both
+    backends. With Adam, ``bufs`` holds the first moments then the second moments and ``t``
+    is the step count (see :func:`adam_update`)."""
+    d = list(grads)
+    if hp.weight_decay:
+        torch._foreach_add_(d, ps, alpha=hp.weight_decay)
+    if hp.prox_rho and anchor is not None:
+        torch._foreach_add_(d, torch._foreach_sub(ps, anchor), alpha=hp.prox_rho)
+    if hp.optimizer == "adam":
+        n = len(ps)
+        adam_update(
+            ps, d, bufs[:n], bufs[n:], t=t, lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps
+        )
+        return
+    if hp.momentum:
+        torch._foreach_mul_(bufs, hp.momentum)
+        torch._foreach_add_(bufs, d)
+        d = bufs
+    torch._foreach_add_(ps, d, alpha=-hp.lr)
+
+
+class Functional:
+    """The template net called with given parameters: CE loss and its gradient.
+
+    ``channels_last``: evaluation runs with NHWC inputs and conv weights (CPU loop backend).
+    Measured here (benchmarks/peer_round.py, 1 thread) oneDNN then evaluates seed 003's CNN
+    1.6-2.4x faster; it only helps when *both* the input and the weight are channels-last,
+    so :meth:`layout` converts an agent's weights. Training batches of 64 measured
+    0.94-1.15x, so training stays NCHW (and bit-identical to before).
+    """
+
+    def __init__(self, template: nn.Module, *, channels_last: bool = False) -> None:
+        self.template = template
+        self.names = [n for n, _ in template.named_parameters()]
+        self.channels_last = bool(channels_last)
+        self.grad_and_loss = grad_and_value(self.ce)  # for vmap (batched backend)
+        self.grad_and_loss_masked = grad_and_value(self.ce_masked)
+
+    def prep(self, x: torch.Tensor) -> torch.Tensor:
+        """An input batch in the layout the net runs fastest with."""
+        if self.channels_last and x.dim() == 4:
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    def layout(self, p: torch.Tensor) -> torch.Tensor:
+        """One agent's parameter tensor: a channels-last copy for conv weights, else ``p``."""
+        if self.channels_last and p.dim() == 4:
+            return p.contiguous(memory_format=torch.channels_last)
+        return p
+
+    def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
+
+    def ce(self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.logits(params, x), y)
+
+    def ce_masked(
+        self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
+        """Mean CE over the samples where ``w`` is 1 (padded batches of unequal size)."""
+        per = F.cross_entropy(self.logits(params, x), y, reduction="none")
+        return (per * w).sum() / w.sum()
+
+    def autograd_step(
+        self, leaves: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """Gradient by plain autograd: ~2-3x faster than ``torch.func.grad`` per call for a
+        small MLP on one CPU thread (benchmarks/training.py), so the loop backend uses it."""
+        loss = self.ce(leaves, x, y)
+        return torch.autograd.grad(loss, leaves), loss.detach()
+
+
+def train_loop_agents(
+    fn: Functional,
+    params: list[torch.Tensor],
+    bufs: list[torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    agents: np.ndarray,
+    batches: np.ndarray,
+    hp: Hyper,
+    steps_done: np.ndarray | None = None,
+) -> np.ndarray:
+    """Train ``agents`` one after the other on ``batches[a, k]`` (global sample indices,
+    padded with -1 where an agent's batch is smaller than the widest one).
+
+    Writes into the (possibly shared-memory) stacks through views; returns mean CE per agent.
+    ``steps_done``: optimiser steps each agent took before (Adam's bias correction).
+    """
+    losses = np.empty(len(agents), dtype=np.float64)
+    idx_all = torch.from_numpy(batches).to(x.device)
+    widths = (batches[:, 0, :] >= 0).sum(axis=1)
+    for a, i in enumerate(agents):
+        # Leaf views of the stacks: autograd differentiates them, updates land in the stacks.
+        # (Training stays NCHW: channels-last measured 0.94-1.15x for batches of 64.)
+        ps = [p[i].detach().requires_grad_() for p in params]
+        bs = [b[i] for b in bufs]
+        anchor = [p.detach().clone() for p in ps] if hp.prox_rho else None
+        total = 0.0
+        t0 = 0 if steps_done is None else int(steps_done[a])
+        for k in range(batches.shape[1]):
+            idx = idx_all[a, k, : int(widths[a])]
+            g, loss = fn.autograd_step(ps, x.index_select(0, idx), y.index_select(0, idx))
+            with torch.no_grad():
+                sgd_update(ps, g, bs, anchor, hp, t=float(t0 + k + 1))
+            total += float(loss)
+        losses[a] = total / batches.shape[1]
+    return losses
+
+
+def evaluate_agents(
+    fn: Functional,
+    params: list[torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    agents: np.ndarray,
+    chunk: int,
+) -> np.ndarray:
+    """``[2, A]``: accuracy and mean CE of each agent's model on (x, y), ``chunk`` at a time.
+
+    Per agent and chunk: one forward, one CE sum, one argmax count; nothing per sample.
+    """
+    out = np.empty((2, len(agents)), dtype=np.float64)
+    n = int(y.shape[0])
+    x = fn.prep(x)  # a no-op when the engine stored x channels-last already
+    with torch.no_grad():
+        for a, i in enumerate(agents):
+            ps = [fn.layout(p[int(i)]) for p in params]
+            correct, total = 0, 0.0
+            for s in range(0, n, chunk):
+                logits = fn.logits(ps, x[s : s + chunk])
+                total += float(F.cross_entropy(logits, y[s : s + chunk], reduction="sum"))
+                correct += int((logits.argmax(1) == y[s : s + chunk]).sum())
+            out[0, a], out[1, a] = correct / n, total / n
+    return out
+
+
+def train_batched_agents(
+    vgrad: Callable[..., tuple[tuple[torch.Tensor, ...], torch.Tensor]],
+    vgrad_masked: Callable[..., tuple[tuple[torch.Tensor, ...], torch.Tensor]],
+    params: list[torch.Tensor],
+    bufs: list[torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    agents: np.ndarray,
+    batches: np.ndarray,
+    hp: Hyper,
+    steps_done: np.ndarray,
+    *,
+    chunk: int,
+) -> np.ndarray:
+    """Train ``agents`` ``chunk`` at a time with ``vgrad = vmap(grad_and_value(CE))``.
+
+    ``batches[a, k]`` as in :func:`train_loop_agents`; unequal batches are padded and the
+    padded samples masked out of the mean CE (``vgrad_masked``, same gradient). A chunk of all
+    agents updates the stacks directly, a smaller one works on copies and writes them back.
+    Returns mean CE per agent.
+    """
+    n_agents = int(params[0].shape[0])
+    device = x.device
+    local_steps = int(batches.shape[1])
+    losses = np.empty(len(agents), dtype=np.float64)
+    idx_all = torch.from_numpy(batches).to(device)
+    for start in range(0, len(agents), chunk):
+        rows = slice(start, start + chunk)
+        part = agents[rows]
+        whole = part.size == n_agents
+        sel = torch.from_numpy(part).to(device)
+        ps = params if whole else [p.index_select(0, sel) for p in params]
+        bs = bufs if whole else [b.index_select(0, sel) for b in bufs]
+        anchor = [p.clone() for p in ps] if hp.prox_rho else None
+        total = torch.zeros(part.size, dtype=torch.float64, device=device)
+        t0 = torch.from_numpy(steps_done[part]).to(device)
+        valid = idx_all[rows, 0] >= 0  # [A, B_max]; padding only for unequal batches
+        padded = not bool(valid.all())
+        w = valid.to(x.dtype)
+        for k in range(local_steps):
+            idx = idx_all[rows, k].clamp(min=0)  # [A, B_max]
+            if padded:
+                g, loss = vgrad_masked(ps, x[idx], y[idx], w)
+            else:
+                g, loss = vgrad(ps, x[idx], y[idx])
+            with torch.no_grad():
+                sgd_update(ps, g, bs, anchor, hp, t=t0 + (k + 1))
+            total += loss.double()
+        if not whole:
+            with torch.no_grad():
+                for dst, src in zip(params, ps, strict=True):
+                    dst.index_copy_(0, sel, src)
+                for dst, src in zip(bufs, bs, strict=True):
+                    dst.index_copy_(0, sel, src)
+        losses[rows] = (total / local_steps).cpu().numpy()
+    return losses

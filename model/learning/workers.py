@@ -1,0 +1,279 @@
+"""Worker pools of the ``loop`` backend: spawned processes on shared memory, or Ray actors.
+
+Both split the agents to train or evaluate into contiguous chunks, one per worker, and run
+the same kernels as the main process (:mod:`model.learning.backends`) on the mini-batches the
+main process drew, so ``workers > 1`` gives bit-for-bit the numbers of ``workers = 1``.
+Worker processes hold shared-memory views of the engine's stacks: the engine must only ever
+write them in place. :func:`auto_workers` decides how many workers ``workers = 0`` starts.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection as mpc
+import os
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from model.errors import ConfigError
+from model.learning.backends import Functional, Hyper, evaluate_agents, train_loop_agents
+from model.learning.nets import build_net
+
+__all__ = [
+    "AUTO_WORKERS_MIN_FLOP",
+    "WORKER_BACKENDS",
+    "ProcessPool",
+    "RayPool",
+    "RayWorker",
+    "auto_workers",
+    "free_cores",
+    "worker_main",
+]
+
+WORKER_BACKENDS = ("processes", "ray")
+
+
+def worker_main(
+    conn: mpc.Connection,
+    net: str,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    channels_last: bool,
+    params: list[torch.Tensor],
+    bufs: list[torch.Tensor],
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+) -> None:
+    """Loop-backend worker: trains / evaluates the agents it is sent, on shared stacks."""
+    torch.set_num_threads(1)
+    x, y, x_test, y_test = data
+    fn = Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        try:
+            if msg[0] == "train":
+                _, agents, batches, hp = msg
+                conn.send(train_loop_agents(fn, params, bufs, x, y, agents, batches, hp))
+            else:
+                _, agents, chunk = msg
+                conn.send(evaluate_agents(fn, params, x_test, y_test, agents, chunk))
+        except Exception as exc:  # report instead of hanging the parent
+            conn.send(exc)
+    conn.close()
+
+
+AUTO_WORKERS_MIN_FLOP = 1e11
+"""``workers = 0`` (auto) starts worker processes only when a step's training + evaluation
+is at least this much work (~2 s on one core here): spawning a worker re-imports torch
+(seconds), which small runs and tests would never earn back."""
+
+
+def free_cores(*, window_s: float = 0.1) -> float:
+    """Cores idle right now: the idle share of /proc/stat over ``window_s`` (this process
+    sleeps meanwhile) times the cores it may use; the load average where /proc is missing."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
+    try:
+        idle0, total0 = sample()
+        time.sleep(window_s)
+        idle1, total1 = sample()
+        all_cores = os.cpu_count() or cores
+        idle = all_cores * (idle1 - idle0) / max(total1 - total0, 1)
+    except (OSError, ValueError, IndexError):
+        idle = cores - os.getloadavg()[0]
+    return float(min(cores, max(idle, 0.0)))
+
+
+def auto_workers(*, flops_per_step: float, n_agents: int, pooled: bool = True) -> int:
+    """Worker processes for ``workers = 0``: the free cores (at least 1, at most one per
+    agent) when the step is big enough to pay for spawning them (:data:`AUTO_WORKERS_MIN_FLOP`),
+    else 1. Always 1 outside the CPU loop backend and inside child processes (a sweep's runs
+    already use the cores)."""
+    if not pooled or flops_per_step < AUTO_WORKERS_MIN_FLOP:
+        return 1
+    if multiprocessing.current_process().daemon or multiprocessing.parent_process() is not None:
+        return 1
+    return int(max(1, min(n_agents, round(free_cores()))))
+
+
+class ProcessPool:
+    """Persistent worker processes (spawned) sharing the engine's parameter stacks."""
+
+    def __init__(self, n: int, args: tuple[Any, ...]) -> None:
+        ctx = torch.multiprocessing.get_context("spawn")
+        self.conns: list[mpc.Connection] = []
+        self.procs = []
+        for _ in range(n):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=worker_main, args=(child, *args), daemon=True)
+            proc.start()
+            child.close()
+            self.conns.append(parent)
+            self.procs.append(proc)
+
+    def run(self, kind: str, agents: np.ndarray, *extra: Any) -> np.ndarray:
+        """Split ``agents`` into contiguous chunks, one per worker; gather along the last axis.
+
+        ``extra`` arrays whose first axis runs over agents are split the same way.
+        """
+        chunks = np.array_split(np.arange(len(agents)), len(self.conns))
+        used = []
+        for conn, c in zip(self.conns, chunks, strict=True):
+            if c.size:
+                args = [e[c] if isinstance(e, np.ndarray) else e for e in extra]
+                conn.send((kind, agents[c], *args))
+                used.append((conn, c))
+        parts: list[np.ndarray] = []
+        errors = []
+        for conn, _ in used:
+            try:
+                res = conn.recv()
+            except (EOFError, OSError) as exc:
+                self.close()
+                raise RuntimeError(
+                    "a training worker process exited. Workers are started with the 'spawn' "
+                    "method, which re-imports the main script: guard a script that builds an "
+                    "engine with workers > 1 by `if __name__ == '__main__':` (and do not use "
+                    "workers > 1 inside daemonic processes such as mesa.batch_run's)"
+                ) from exc
+            if isinstance(res, Exception):
+                errors.append(res)
+            else:
+                parts.append(res)
+        if errors:
+            raise RuntimeError(f"training worker failed: {errors[0]!r}") from errors[0]
+        return np.concatenate(parts, axis=-1)
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(None)
+                conn.close()
+            except (OSError, BrokenPipeError):
+                pass
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+        self.conns, self.procs = [], []
+
+
+class RayWorker:
+    """Loop-backend worker as a Ray actor: holds the data, is sent agents' parameter slices.
+
+    No shared memory across machines, so each call carries the slices of its agents and
+    returns them updated; the computation per agent is exactly :func:`train_loop_agents`.
+    """
+
+    def __init__(
+        self,
+        net: str,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        channels_last: bool,
+        data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    ) -> None:
+        torch.set_num_threads(1)
+        self.fn = Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
+        self.data = data
+
+    def train(
+        self,
+        params: list[torch.Tensor],
+        bufs: list[torch.Tensor],
+        batches: np.ndarray,
+        hp: Hyper,
+    ) -> tuple[np.ndarray, list[torch.Tensor], list[torch.Tensor]]:
+        x, y, _, _ = self.data
+        params = [p.clone() for p in params]  # Ray hands out read-only zero-copy buffers
+        bufs = [b.clone() for b in bufs]
+        local = np.arange(len(batches))
+        losses = train_loop_agents(self.fn, params, bufs, x, y, local, batches, hp)
+        return losses, params, bufs
+
+    def evaluate(self, params: list[torch.Tensor], chunk: int) -> np.ndarray:
+        _, _, x_test, y_test = self.data
+        n = int(params[0].shape[0])
+        return evaluate_agents(self.fn, params, x_test, y_test, np.arange(n), chunk)
+
+
+class RayPool:
+    """``workers`` Ray actors (``num_cpus=1`` each) on a local Ray or the cluster at ``address``.
+
+    Same split of agents as :class:`ProcessPool` and the same per-agent computation, so the numbers
+    equal those of local worker processes for the same seed.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        address: str | None,
+        net: tuple[str, tuple[int, ...], int, bool],
+        params: list[torch.Tensor],
+        bufs: list[torch.Tensor],
+        data: tuple[torch.Tensor, ...],
+    ) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError(
+                "worker_backend", "ray", "installed Ray (pip install 'ray>=2.60')"
+            ) from None
+        self.ray = ray
+        self.started_here = not ray.is_initialized()
+        if self.started_here:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        actor = ray.remote(num_cpus=1)(RayWorker)
+        data_ref = ray.put(tuple(t.cpu() for t in data))
+        self.actors = [actor.remote(*net, data_ref) for _ in range(n)]
+        self.params, self.bufs = params, bufs
+
+    def run(self, kind: str, agents: np.ndarray, *extra: Any) -> np.ndarray:
+        """Like :meth:`ProcessPool.run`; training copies the returned slices into the stacks."""
+        chunks = [c for c in np.array_split(np.arange(len(agents)), len(self.actors)) if c.size]
+        refs = []
+        for actor, c in zip(self.actors, chunks, strict=False):
+            sel = torch.from_numpy(agents[c])
+            ps = [p.index_select(0, sel) for p in self.params]
+            if kind == "train":
+                batches, hp = extra
+                bs = [b.index_select(0, sel) for b in self.bufs]
+                refs.append(actor.train.remote(ps, bs, batches[c], hp))
+            else:
+                refs.append(actor.evaluate.remote(ps, extra[0]))
+        try:
+            results = self.ray.get(refs)
+        except Exception as exc:
+            raise RuntimeError(f"Ray training worker failed: {exc!r}") from exc
+        if kind != "train":
+            return np.concatenate(results, axis=-1)
+        with torch.no_grad():
+            for c, (_, ps, bs) in zip(chunks, results, strict=True):
+                sel = torch.from_numpy(agents[c])
+                for dst, src in zip(self.params, ps, strict=True):
+                    dst.index_copy_(0, sel, src)
+                for dst, src in zip(self.bufs, bs, strict=True):
+                    dst.index_copy_(0, sel, src)
+        return np.concatenate([r[0] for r in results])
+
+    def close(self) -> None:
+        for actor in self.actors:
+            try:
+                self.ray.kill(actor)
+            except Exception:  # noqa: BLE001 - Ray may already be down at interpreter exit
+                pass
+        self.actors = []
+        if self.started_here and self.ray.is_initialized():
+            self.ray.shutdown()
+            self.started_here = False
