@@ -13,6 +13,7 @@ names the setting, the value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import os
 import tomllib
@@ -86,28 +87,20 @@ def _registered(registry_name: str, *, allow_auto: bool = False) -> Check:
     return check
 
 
+_REGISTRIES: dict[str, tuple[str, str]] = {
+    "mobility": ("agents.mobility", "MOBILITY_MODELS"),
+    "policy": ("model.policies", "POLICIES"),
+    "partition": ("model.learning.partition", "PARTITIONS"),
+    "dataset": ("model.learning.data", "DATASETS"),
+    "net": ("model.learning.nets", "NETS"),
+}
+"""Setting kind -> (module, name) of its registry, imported on first use: the registries
+import this module, so importing them here at load time would be a cycle."""
+
+
 def _registry_names(registry_name: str) -> Iterable[str]:
-    if registry_name == "mobility":
-        from agents.mobility import MOBILITY_MODELS
-
-        return MOBILITY_MODELS.keys()
-    if registry_name == "policy":
-        from model.policies import POLICIES
-
-        return POLICIES.keys()
-    if registry_name == "partition":
-        from model.learning.partition import PARTITIONS
-
-        return PARTITIONS
-    if registry_name == "dataset":
-        from model.learning.data import DATASETS
-
-        return DATASETS
-    if registry_name == "net":
-        from model.learning.nets import NETS
-
-        return NETS.keys()
-    raise KeyError(registry_name)
+    module, attr = _REGISTRIES[registry_name]
+    return getattr(importlib.import_module(module), attr)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -86,7 +86,7 @@ def test_registry_lists_baselines_and_rejects_unknown_names():
     assert make_policy("dpsgd", settings=SETTINGS).settings is SETTINGS
     with pytest.raises(ConfigError, match="policy.*one of .*central_fedavg"):
         make_policy("gossip", settings=SETTINGS)
-    with pytest.raises(TypeError, match="registered twice"):
+    with pytest.raises(ValueError, match="registered twice"):
 
         @register_policy
         class Other(ExchangePolicy):

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from maps.world import WorldMap
-from model.errors import ConfigError
+from model.registry import Registry
 
 
 @dataclass
@@ -91,16 +91,16 @@ class MobilityModel(ABC):
         self.hm = np.asarray(state["hm"], bool).copy()
 
 
-MOBILITY_MODELS: dict[str, type[MobilityModel]] = {}
+MOBILITY_MODELS: Registry[MobilityModel] = Registry("mobility")
+"""Mobility models by name (setting ``<kind>.mobility``); a dict-like :class:`Registry`."""
 
 
 def register_mobility(cls: type[MobilityModel]) -> type[MobilityModel]:
-    MOBILITY_MODELS[cls.name] = cls
-    return cls
+    """Class decorator: register ``cls`` under ``cls.name`` (a taken name is refused)."""
+    return MOBILITY_MODELS.register(cls)
 
 
 def make_mobility(name: str, **kwargs: Any) -> MobilityModel:
-    if name not in MOBILITY_MODELS:
-        kind = kwargs.get("kind", "?")
-        raise ConfigError(f"{kind}.mobility", name, "one of " + ", ".join(sorted(MOBILITY_MODELS)))
-    return MOBILITY_MODELS[name](**kwargs)
+    """Instantiate the mobility model registered as ``name`` for ``kwargs["kind"]``."""
+    kind = kwargs.get("kind", "?")
+    return MOBILITY_MODELS.lookup(name, setting=f"{kind}.mobility")(**kwargs)

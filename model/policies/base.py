@@ -44,6 +44,7 @@ import scipy.sparse
 import torch
 
 from model.errors import ConfigError
+from model.registry import Registry
 
 if TYPE_CHECKING:
     from model.learning.engine import Engine
@@ -159,26 +160,19 @@ def check_metrics(policy: ExchangePolicy, metrics: dict[str, float]) -> None:
         )
 
 
-POLICIES: dict[str, type[ExchangePolicy]] = {}
-"""Registry of exchange policies by name (setting ``policy`` / ``<kind>.policy``)."""
+POLICIES: Registry[ExchangePolicy] = Registry("policy")
+"""Exchange policies by name (setting ``policy`` / ``<kind>.policy``); a dict-like
+:class:`Registry` that refuses a taken name."""
 
 
 def register_policy(cls: type[ExchangePolicy]) -> type[ExchangePolicy]:
     """Class decorator: register ``cls`` under ``cls.name``."""
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{cls.__name__} needs a class attribute `name`")
-    if name in POLICIES and POLICIES[name] is not cls:
-        raise TypeError(f"policy name {name!r} is registered twice")
-    POLICIES[name] = cls
-    return cls
+    return POLICIES.register(cls)
 
 
 def make_policy(name: str, *, settings: Any) -> ExchangePolicy:
     """Instantiate the policy registered as ``name``."""
-    if name not in POLICIES:
-        raise ConfigError("policy", name, "one of " + ", ".join(sorted(POLICIES)))
-    return POLICIES[name](settings=settings)
+    return POLICIES.make(name, settings=settings)
 
 
 def combine_rows(
