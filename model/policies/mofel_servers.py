@@ -1,0 +1,504 @@
+"""MoFeL's edge servers and their training cycles: the machinery all three selections share.
+
+Seed 002 (Macedo et al., *Mobility-Aware Federated Learning Considering Multiple
+Networks*, Sensors 2023). :class:`MofelBase` keeps the servers' territories and models,
+tracks which client is where, runs the selected cycles (start, frustration, FedAvg at the
+end), counts NTC/NFC and offers the selections their view of the clients
+(:meth:`MofelBase.predicted_visits`, :meth:`MofelBase.current_visits`). The selections
+themselves live in :mod:`model.policies.mofel` (the station) and
+:mod:`model.policies.mofel_baselines` (A1, A2).
+
+How MobiDFL maps the paper onto its world (choices, not in the paper):
+
+* **Territories** are areas of the map: with ``servers == areas`` the world map's areas,
+  otherwise the road nodes are split into ``servers`` areas by the same k-means
+  (:func:`maps.grid.split_areas`, seeded by ``seed``). A road segment belongs to the
+  territory of its midpoint, so membership changes only at intersections and follows from
+  the route exactly (the paper's territorial reach d_s is the path length inside s).
+* **Clients** are the policy's members; their mobility must be ``route``
+  (:mod:`agents.mobility.routes`), which discloses the planned route.
+* **Time.** Step k covers ``((k-1) step_s, k step_s]``. Cycles start at step ends (the
+  station rounds predicted entries up and exits down to step ends, so a prediction can
+  only be pessimistic). A client starting at time t must stay in the territory until
+  ``t + train_time_s``; departures are time-stamped inside the step by the mobility. It
+  trains (``train_mask``) in each step that overlaps its training interval (K local SGD
+  steps per step, so ``ceil(train_time_s / step_s) * local_steps`` steps per cycle), and
+  the server aggregates at the end of the step in which the cycle ends.
+* **Requests**: a server is in the alert state when it runs no cycle and its accuracy on
+  the shared test sample is below ``required_accuracy``; requests are gathered over one
+  step (the station solves at the end of every step with requests), the prediction
+  horizon is ``horizon_factor * train_time_s``, each cycle takes at most
+  ``clients_per_cycle`` clients and a client serves one server per selection (eq. 10).
+* Idle clients hold the model of the server they are connected to (Fig. 4, step 2:
+  a client fetches the current global model when it connects), so ``acc_mean`` over
+  agents is meaningful too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+
+from maps.grid import area_of_points, split_areas
+from model.errors import ConfigError
+from model.maths.mofel import Cycle, Visits
+from model.policies.base import Exchange, ExchangeContext, ExchangePolicy
+
+if TYPE_CHECKING:
+    from model.learning.engine import Engine
+
+__all__ = ["TIME_TOL", "MofelBase", "client_train_times", "server_accuracy"]
+
+TIME_TOL = 1e-6
+"""Seconds of float slack between predicted and simulated edge-entry times."""
+
+
+def server_accuracy(engine: Engine, params: tuple[torch.Tensor, ...]) -> float:
+    """Accuracy of one server model on the engine's shared test sample.
+
+    Servers are not agents: :meth:`Engine.evaluate_params` evaluates a parameter tuple.
+    """
+    return engine.evaluate_params(params)[0]
+
+
+def client_train_times(count: int, *, longest: float, min_fraction: float, seed: int) -> np.ndarray:
+    """tau_n per client, U(min_fraction * longest, longest) (MoFeL Sec. 5.3: U(1, 20) min).
+
+    "The client's speed and the time required for training are inherent characteristics of
+    the client" (Sec. 4): drawn once, from a generator of ``seed`` only, so every policy of
+    a comparison sees the same clients.
+    """
+    low = float(min_fraction) * float(longest)
+    if low >= longest:
+        return np.full(count, float(longest))
+    rng = np.random.default_rng([int(seed), 0x7A0])
+    return rng.uniform(low, float(longest), size=count)
+
+
+@dataclass
+class _Run:
+    """A selected cycle: ``pending`` until its start, then ``running`` until its end."""
+
+    server: int
+    start: float
+    duration: float
+    clients: np.ndarray  # client ids (positions in ``members``)
+    method: str
+    running: bool = False
+    started: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    frustrated: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "start": self.start,
+            "duration": self.duration,
+            "clients": self.clients.copy(),
+            "method": self.method,
+            "running": self.running,
+            "started": self.started.copy(),
+            "frustrated": self.frustrated.copy(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> _Run:
+        return cls(
+            server=int(d["server"]),
+            start=float(d["start"]),
+            duration=float(d["duration"]),
+            clients=np.asarray(d["clients"], np.int64).copy(),
+            method=str(d["method"]),
+            running=bool(d["running"]),
+            started=np.asarray(d["started"], bool).copy(),
+            frustrated=np.asarray(d["frustrated"], bool).copy(),
+        )
+
+
+class MofelBase(ExchangePolicy):
+    """Edge servers with territories, training cycles, FedAvg, NTC/NFC (seed 002).
+
+    Subclasses implement :meth:`choose` (which cycles to start for the servers in alert).
+
+    Attributes:
+        cycle_log: one dict per finished cycle (server, start, duration, clients, started,
+            frustrated, completed, method), times in seconds; for analysis and tests.
+        server_params: the servers' models (tuples of tensors, never modified in place).
+        server_acc: accuracy of each server model on the shared test sample.
+    """
+
+    requires: ClassVar[dict[str, Any]] = {"{kind}.mobility": "route"}
+    """Seed 002 §4: the central station plans with the clients' disclosed routes."""
+    metric_names: ClassVar[tuple[str, ...]] = (
+        "ntc",
+        "ntc_partial",
+        "nfc",
+        "server_acc_mean",
+        "server_acc_std",
+        "participants",
+    )
+    clients_per_cycle: ClassVar[int] = 10
+    """A1's clients per cycle: the paper says only "randomly defines clients' participation"."""
+
+    # --- set-up ---------------------------------------------------------------------
+    def setup(
+        self,
+        *,
+        members: np.ndarray,
+        engine: Any,
+        agents: Any,
+        rng: np.random.Generator,
+        model: Any = None,
+    ) -> None:
+        from agents.mobility.routes import Route
+
+        if model is None:
+            raise ConfigError("policy", self.name, "a run with a Mesa model (servers need a map)")
+        cfg = self.settings
+        self.step_s = float(cfg.step_s)
+        self.n_servers = int(cfg.servers)
+        self.required = float(cfg.required_accuracy)
+        self.members = np.asarray(members, np.int64)
+        n_clients = self.members.size
+        self.engine = engine
+        self.data_size = np.asarray(agents.data_size, float)[self.members]
+        self.train_time = client_train_times(
+            n_clients,
+            longest=float(cfg.train_time_s),
+            min_fraction=float(getattr(cfg, "train_time_min_fraction", 1.0)),
+            seed=int(cfg.seed),
+        )
+        self.horizon = float(getattr(cfg, "mofel_horizon", 2.0)) * float(
+            self.train_time.max(initial=0.0)
+        )
+        cap = int(getattr(cfg, "mofel_max_clients", 0))
+        self.max_clients: int | None = cap if cap > 0 else None
+        self.node_limit = int(getattr(cfg, "mofel_node_limit", 20_000))
+        client_of = np.full(model.n_agents, -1, np.int64)
+        client_of[self.members] = np.arange(n_clients)
+        # (mobility, client id per group member (-1: not ours), edge -> territory)
+        self.movers: list[tuple[Route, np.ndarray, np.ndarray]] = []
+        covered = np.zeros(n_clients, bool)
+        where = np.full((n_clients, 2), -1, np.int64)  # (mover index, local index)
+        for kind, span, mobility in model.groups:
+            local = client_of[span]
+            if not (local >= 0).any():
+                continue
+            if not isinstance(mobility, Route):
+                raise ConfigError(
+                    f"{kind}.mobility", mobility.name, f"route ({self.name} needs routes)"
+                )
+            ours = np.flatnonzero(local >= 0)
+            where[local[ours], 0] = len(self.movers)
+            where[local[ours], 1] = ours
+            covered[local[ours]] = True
+            self.movers.append((mobility, local, self._edge_territory(model, mobility.network)))
+        if not covered.all():
+            raise ConfigError("policy", self.name, "members that are moving agents")
+        self.where = where
+        self.terr = np.empty(n_clients, np.int64)
+        self.terr_since = np.empty(n_clients)
+        for c in range(n_clients):
+            mobility, _, edge_terr = self.movers[where[c, 0]]
+            self.terr[c] = edge_terr[mobility.edge[where[c, 1]]]
+            self.terr_since[c] = mobility.entered[where[c, 1]]
+        self.cycle_of = np.full(n_clients, -1, np.int64)  # index into self.active, -1 free
+        self.active: list[_Run] = []
+        self.cycle_log: list[dict[str, Any]] = []
+        start = engine.average(agents=self.members) if n_clients else None
+        self.server_params: list[tuple[torch.Tensor, ...]] = [start] * self.n_servers
+        self.server_version = np.zeros(self.n_servers, np.int64)
+        acc0 = server_accuracy(engine, start) if start is not None else float("nan")
+        self.server_acc = np.full(self.n_servers, acc0)
+        self.held = np.full((n_clients, 2), -1, np.int64)  # (server, version) of held model
+        self.counts = {"ntc": 0, "ntc_partial": 0, "nfc": 0, "participants": 0}
+        self.synced = 0
+        self.now = 0.0
+
+    def _edge_territory(self, model: Any, network: Any) -> np.ndarray:
+        """Territory of every road segment: the area of its midpoint."""
+        world = model.world_map
+        mid = network.xy(np.arange(network.n_edges), network.edge_len / 2)
+        if self.n_servers == world.n_areas:
+            return world.area_of(mid)
+        labels = split_areas(world.walk.node_xy, k=self.n_servers, seed=int(self.settings.seed))
+        return area_of_points(mid, world.walk.node_xy, labels)
+
+    # --- time -----------------------------------------------------------------------
+    def _sync(self, ctx: ExchangeContext) -> None:
+        """Read this step's edge changes once: territory changes, frustrated clients."""
+        if ctx.step <= self.synced:
+            return
+        self.synced = ctx.step
+        for mobility, local, edge_terr in self.movers:
+            moved, times, edges = mobility.last_transitions
+            clients = local[moved]
+            keep = clients >= 0
+            for c, t, e in zip(
+                clients[keep].tolist(), times[keep].tolist(), edges[keep].tolist(), strict=True
+            ):
+                s = int(edge_terr[e])
+                if s != self.terr[c]:
+                    self._left(c, t)
+                    self.terr[c], self.terr_since[c] = s, t
+        self.now = ctx.step * self.step_s
+
+    def _left(self, c: int, t: float) -> None:
+        """Client c leaves its territory at t: frustrated if its training was not over."""
+        k = int(self.cycle_of[c])
+        if k < 0 or not self.active[k].running:
+            return
+        run = self.active[k]
+        pos = int(np.flatnonzero(run.clients == c)[0])
+        if (
+            run.started[pos]
+            and not run.frustrated[pos]
+            and t < run.start + self.train_time[c] - TIME_TOL
+        ):
+            run.frustrated[pos] = True
+            self.counts["nfc"] += 1
+            self.cycle_of[c] = -1  # abandoned: free for other cycles, its work is lost
+
+    def train_mask(self, ctx: ExchangeContext) -> np.ndarray:
+        """Clients whose (unfrustrated) training interval overlaps this step."""
+        self._sync(ctx)
+        mask = np.zeros(self.members.size, bool)
+        t_prev = self.now - self.step_s
+        for run in self.active:
+            if not run.running:
+                continue
+            busy = run.clients[run.started & ~run.frustrated]
+            ends = run.start + self.train_time[busy]
+            mask[busy[(ends > t_prev + TIME_TOL) & (run.start < self.now - TIME_TOL)]] = True
+        return mask
+
+    # --- one exchange ---------------------------------------------------------------
+    def exchange(self, ctx: ExchangeContext) -> Exchange:
+        self._sync(ctx)
+        assign: dict[int, tuple[torch.Tensor, ...]] = {}
+        self._finish_cycles()
+        busy_servers = {run.server for run in self.active}
+        alert = [
+            s
+            for s in range(self.n_servers)
+            if s not in busy_servers and self.server_acc[s] < self.required
+        ]
+        if alert and self.members.size:
+            for cyc in self.choose(ctx, alert):
+                self._schedule(cyc)
+        self._start_cycles(assign)
+        self._hand_out(assign)
+        return Exchange(assign=assign, metrics=self.metrics())
+
+    def _finish_cycles(self) -> None:
+        keep: list[_Run] = []
+        for run in self.active:
+            if not run.running or run.start + run.duration > self.now + TIME_TOL:
+                keep.append(run)
+                continue
+            done = run.started & ~run.frustrated
+            if done.any():
+                clients = run.clients[done]
+                s = run.server
+                self.server_params[s] = self.engine.average(
+                    agents=self.members[clients], weights=self.data_size[clients]
+                )  # FedAvg: weights = sample counts
+                self.server_version[s] += 1
+                self.server_acc[s] = server_accuracy(self.engine, self.server_params[s])
+                # NTC (Sec. 5.2) counts cycles performed; MoFeL "requires the aggregation of
+                # results of all local training" (Sec. 4), so a cycle counts only when every
+                # client that started it finished; one with a frustrated client is partial
+                complete = bool(done[run.started].all())
+                self.counts["ntc" if complete else "ntc_partial"] += 1
+            self._log(run, completed=done)
+        self._reindex(keep)
+
+    def _reindex(self, keep: list[_Run]) -> None:
+        self.active = keep
+        self.cycle_of[:] = -1
+        for k, run in enumerate(keep):
+            # a running cycle holds its unfrustrated participants until it is aggregated
+            # (one that finished and then left must keep its trained model until then)
+            alive = run.started & ~run.frustrated if run.running else slice(None)
+            self.cycle_of[run.clients[alive]] = k
+
+    def _log(self, run: _Run, *, completed: np.ndarray) -> None:
+        self.cycle_log.append(
+            {
+                "server": run.server,
+                "start": run.start,
+                "duration": run.duration,
+                "clients": run.clients.tolist(),
+                "started": run.started.tolist(),
+                "frustrated": run.frustrated.tolist(),
+                "completed": completed.tolist(),
+                "method": run.method,
+            }
+        )
+
+    def _schedule(self, cyc: Cycle, method: str | None = None) -> None:
+        clients = np.asarray(cyc.clients, np.int64)
+        if clients.size == 0:
+            return
+        run = _Run(
+            server=int(cyc.server),
+            start=float(cyc.start),
+            duration=float(cyc.duration),
+            clients=clients,
+            method=method or self.last_method,
+        )
+        self.active.append(run)
+        self.cycle_of[clients] = len(self.active) - 1
+
+    def _start_cycles(self, assign: dict[int, tuple[torch.Tensor, ...]]) -> None:
+        keep: list[_Run] = []
+        for run in self.active:
+            if run.running or run.start > self.now + TIME_TOL:
+                keep.append(run)
+                continue
+            run.started = self.terr[run.clients] == run.server  # connected at the start
+            run.frustrated = np.zeros(run.clients.size, bool)
+            run.running = True
+            if not run.started.any():
+                self._log(run, completed=np.zeros(run.clients.size, bool))
+                continue
+            model = self.server_params[run.server]
+            for c in run.clients[run.started].tolist():
+                assign[int(self.members[c])] = model
+                self.held[c] = (run.server, self.server_version[run.server])
+            self.counts["participants"] += int(run.started.sum())
+            keep.append(run)
+        self._reindex(keep)
+
+    def _hand_out(self, assign: dict[int, tuple[torch.Tensor, ...]]) -> None:
+        """Idle clients fetch their current server's model when it is new to them."""
+        idle = np.ones(self.members.size, bool)
+        for run in self.active:
+            if run.running:
+                idle[run.clients[run.started & ~run.frustrated]] = False
+        version = self.server_version[self.terr]
+        stale = idle & ((self.held[:, 0] != self.terr) | (self.held[:, 1] != version))
+        for c in np.flatnonzero(stale).tolist():
+            s = int(self.terr[c])
+            assign[int(self.members[c])] = self.server_params[s]
+            self.held[c] = (s, self.server_version[s])
+
+    def metrics(self) -> dict[str, float]:
+        acc = self.server_acc
+        return {
+            "ntc": float(self.counts["ntc"]),
+            "ntc_partial": float(self.counts["ntc_partial"]),
+            "nfc": float(self.counts["nfc"]),
+            "server_acc_mean": float(np.mean(acc)),
+            "server_acc_std": float(np.std(acc)),
+            "participants": float(self.counts["participants"]),
+        }
+
+    # --- what the selections see ------------------------------------------------------
+    def free_clients(self) -> np.ndarray:
+        """Clients in no pending or running cycle."""
+        return np.flatnonzero(self.cycle_of < 0)
+
+    def predicted_visits(self, clients: np.ndarray, until: float) -> Visits:
+        """Predicted territory intervals of ``clients`` from their routes (eq. 6).
+
+        The current interval starts at ``now`` (the client is there); later entries are
+        rounded up and every exit down to step ends, so a selection made on them can only
+        be pessimistic. Intervals shorter than the client's training time are dropped.
+        """
+        for mobility, _, _ in self.movers:
+            mobility.ensure_horizon(until)
+        rows: list[tuple[int, int, float, float]] = []
+        step = self.step_s
+        for c in np.asarray(clients, np.int64).tolist():
+            mobility, _, edge_terr = self.movers[self.where[c, 0]]
+            edges, entry, end = mobility.predicted_edges(int(self.where[c, 1]))
+            terr = edge_terr[edges]
+            change = np.flatnonzero(terr[1:] != terr[:-1]) + 1
+            firsts = np.concatenate([[0], change])
+            enters = entry[firsts]
+            exits = np.concatenate([entry[change], [end]])
+            for j, k in enumerate(firsts.tolist()):
+                if j == 0:
+                    enter = self.now
+                else:
+                    enter = math.ceil((enters[j] + TIME_TOL) / step) * step
+                    if enter > until:
+                        break
+                exit_ = (
+                    math.floor((exits[j] - TIME_TOL) / step) * step
+                    if math.isfinite(exits[j])
+                    else math.inf
+                )
+                if exit_ - enter >= self.train_time[c] and exit_ > self.now:
+                    rows.append((c, int(terr[k]), enter, exit_))
+        if not rows:
+            z = np.zeros(0)
+            return Visits(client=z.astype(np.int64), server=z.astype(np.int64), enter=z, exit=z)
+        a = np.array(rows, dtype=object)
+        return Visits(
+            client=a[:, 0].astype(np.int64),
+            server=a[:, 1].astype(np.int64),
+            enter=a[:, 2].astype(float),
+            exit=a[:, 3].astype(float),
+        )
+
+    def current_visits(self, clients: np.ndarray) -> Visits:
+        """Only the current connection of ``clients``, open-ended (no route knowledge)."""
+        clients = np.asarray(clients, np.int64)
+        return Visits(
+            client=clients,
+            server=self.terr[clients],
+            enter=np.full(clients.size, self.now),
+            exit=np.full(clients.size, np.inf),
+        )
+
+    last_method: str = ""
+
+    def interval_steps(self) -> int:
+        """Fixed cycle interval of the baselines: one training time, in whole steps."""
+        return max(1, math.ceil(float(self.train_time.max(initial=0.0)) / self.step_s - 1e-9))
+
+    def choose(self, ctx: ExchangeContext, alert: list[int]) -> tuple[Cycle, ...]:
+        """Cycles (times in seconds, clients as positions in ``members``) for ``alert``."""
+        raise NotImplementedError
+
+    # --- checkpoints ------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "server_params": [list(p) for p in self.server_params],
+            "server_version": self.server_version.copy(),
+            "server_acc": self.server_acc.copy(),
+            "terr": self.terr.copy(),
+            "terr_since": self.terr_since.copy(),
+            "held": self.held.copy(),
+            "active": [run.to_dict() for run in self.active],
+            "cycle_log": [dict(entry) for entry in self.cycle_log],
+            "counts": dict(self.counts),
+            "synced": self.synced,
+            "now": getattr(self, "now", 0.0),
+            "extra": self.extra_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.server_params = [tuple(p) for p in state["server_params"]]
+        self.server_version = np.asarray(state["server_version"], np.int64).copy()
+        self.server_acc = np.asarray(state["server_acc"], float).copy()
+        self.terr = np.asarray(state["terr"], np.int64).copy()
+        self.terr_since = np.asarray(state["terr_since"], float).copy()
+        self.held = np.asarray(state["held"], np.int64).copy()
+        self.counts = {"ntc_partial": 0} | {k: int(v) for k, v in state["counts"].items()}
+        self.cycle_log = [dict(entry) for entry in state["cycle_log"]]
+        self.synced = int(state["synced"])
+        self.now = float(state["now"])
+        self._reindex([_Run.from_dict(d) for d in state["active"]])
+        self.load_extra_state(state["extra"])
+
+    def extra_state(self) -> dict:
+        return {}
+
+    def load_extra_state(self, state: dict) -> None:  # noqa: B027 - optional hook
+        """Restore :meth:`extra_state`."""
