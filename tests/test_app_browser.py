@@ -274,3 +274,76 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
     with Image.open(shot) as image:
         colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
     assert colours is None or len(colours) > 50, "screenshot is (nearly) blank"
+
+
+# Few agents but slow learning (CNN, 20 local steps): a step takes about a second or more, so
+# clicks can land while one runs; the server and page still start in well under 30 s.
+SLOW_STEP_SETTINGS = (
+    "map=nyc_uws vehicles=12 pedestrians=0 sensors=0 uavs=0 model=cnn local_steps=20 "
+    "batch_size=16"
+)
+CLICKS_DURING_A_STEP = """
+async () => {
+  const queue = () => document.querySelector('.mobidfl-queue')?.textContent || '';
+  const status = () => document.querySelector('.mobidfl-status')?.textContent || '';
+  const seen = [queue()];
+  const observer = new MutationObserver(() => {
+    const text = queue();
+    if (text !== seen[seen.length - 1]) seen.push(text);
+  });
+  observer.observe(document.body, {subtree: true, childList: true, characterData: true});
+  const button = [...document.querySelectorAll('button')]
+      .find(b => b.textContent.trim() === 'Step');
+  const until = (test, what) => new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const check = () => {
+      if (test()) resolve();
+      else if (performance.now() - t0 > 60000)
+        reject(new Error(`${what} not seen in 60 s: ${status()} | ${queue()} | ${seen}`));
+      else setTimeout(check, 5);
+    };
+    check();
+  });
+  button.click();
+  await until(() => queue().startsWith('Running step 1'), 'first step running');
+  button.click();
+  button.click();
+  const statusAtClicks = status();
+  await until(() => status().startsWith('Step 3 ') && queue().startsWith('Idle'),
+              'step 3 and an idle queue');
+  observer.disconnect();
+  return {seen, statusAtClicks, final: status()};
+}
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} absent; {SETUP_HINT}")
+def test_clicks_while_a_step_runs_are_queued_not_lost() -> None:
+    # Prepare: the app with slow steps, offline; wait for the page and the idle queue line.
+    from playwright.sync_api import expect
+
+    env = {"MOBIDFL_APP_SETTINGS": SLOW_STEP_SETTINGS}
+    with (
+        solara_server(APP, port=free_port(), env=env, timeout_s=120) as server,
+        chromium_page() as browser,
+    ):
+        page = browser.page
+        page.goto(server.url)
+        wait_for_solara_app(page, timeout_ms=90_000)
+        expect(page.locator(".mobidfl-status")).to_contain_text("Step 0 ")
+        expect(page.locator(".mobidfl-queue")).to_contain_text("Idle")
+
+        # Execute: one click, then two more while that first step is still running.
+        result = page.evaluate(CLICKS_DURING_A_STEP)
+
+        # Assert: the two later clicks came during step 1, were shown as queued, and each ran
+        # one step in order: the page ends at step 3 with nothing left in the queue.
+        assert result["statusAtClicks"].startswith("Step 0 "), result
+        seen = result["seen"]
+        assert "Running step 1 · 2 more queued" in seen, seen
+        assert seen.index("Running step 1 · 2 more queued") < seen.index("Running step 3"), seen
+        assert result["final"].startswith("Step 3 · simulated time 0:06:00"), result
+        expect(page.locator(".mobidfl-status")).to_contain_text("Step 3 ")
+        assert browser.problems == [], browser.problems
+        assert server.cdn_misses == [], server.cdn_misses
