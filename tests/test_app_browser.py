@@ -22,12 +22,14 @@ from analysis.app_components import (
     AGENT_CLASS,
     AppModel,
     agents_geojson,
+    areas_geojson,
     contacts_geojson,
     env_settings,
     initial_settings,
     lonlat,
     model_params,
     status_text,
+    streets_geojson,
 )
 from tests.browser import (
     CHROMIUM,
@@ -125,7 +127,8 @@ def test_settings_from_environment_become_inputs_or_fixed_parameters() -> None:
 def test_rejected_input_falls_back_with_a_message() -> None:
     # Execute: an unreadable map with a fallback (given as the app's inputs, as on Reset),
     # then without one.
-    fallback = {"map": "nyc_uws", "map_file": "", "vehicles": 2, "learning": False}
+    fallback = {"map": "nyc_uws", "map_file": "", "vehicles": 2, "pedestrians": 0,
+                "sensors": 0, "uavs": 0, "learning": False}
     model = AppModel(map_file="no/such/map.graphml", vehicles=3, learning=False,
                      fallback=fallback)
 
@@ -347,3 +350,53 @@ def test_clicks_while_a_step_runs_are_queued_not_lost() -> None:
         expect(page.locator(".mobidfl-status")).to_contain_text("Step 3 ")
         assert browser.problems == [], browser.problems
         assert server.cdn_misses == [], server.cdn_misses
+
+
+def test_streets_geojson_draws_each_street_once_with_its_class(small_model: AppModel) -> None:
+    # Prepare: the walk network's undirected streets and the drivable ones (either direction).
+    world = small_model.world_map
+    walk, drive = world.walk, world.drive
+    ids = walk.node_ids
+    undirected = {frozenset((ids[u], ids[v]))
+                  for u, v in zip(walk.edge_u, walk.edge_v, strict=True)}
+    drivable = {frozenset((drive.node_ids[u], drive.node_ids[v]))
+                for u, v in zip(drive.edge_u, drive.edge_v, strict=True)}
+    ends = {}
+    for e in range(walk.n_edges):  # street end points in WGS84 -> the street's node pair
+        xy = walk.pts_xy[[walk.edge_pt0[e], walk.edge_pt1[e] - 1]]
+        key = tuple(np.round(lonlat(small_model, xy), 6).ravel())
+        ends[key] = ends[key[2:] + key[:2]] = frozenset((ids[walk.edge_u[e]], ids[walk.edge_v[e]]))
+
+    # Execute
+    features = streets_geojson(small_model)["features"]
+
+    # Assert: every street once, in the class its drive edges give it.
+    drawn = {}
+    for feature in features:
+        for line in feature["geometry"]["coordinates"]:
+            key = tuple(np.array(line)[[0, -1]].ravel())
+            drawn.setdefault(ends[key], []).append(feature["properties"]["drivable"])
+    assert set(drawn) == undirected
+    assert all(len(flags) == 1 for flags in drawn.values())
+    assert {pair for pair, flags in drawn.items() if flags[0]} == drivable & undirected
+
+
+def test_areas_geojson_covers_the_grid_once_per_area(small_model: AppModel) -> None:
+    # Prepare: the grid's cells and their areas.
+    import shapely.geometry
+
+    grid = small_model.world_map.grid
+    cells = np.arange(grid.n_cells)
+    areas = small_model.world_map.area_of(grid.centres(cells))
+
+    # Execute
+    features = areas_geojson(small_model)["features"]
+
+    # Assert: one feature per area, disjoint, whose centre-of-cell points fall in their own area.
+    assert sorted(f["properties"]["area"] for f in features) == sorted(set(areas.tolist()))
+    shapes = {f["properties"]["area"]: shapely.geometry.shape(f["geometry"]) for f in features}
+    centres = lonlat(small_model, grid.centres(cells))
+    for (lon, lat), area in zip(centres, areas, strict=True):
+        assert shapes[int(area)].contains(shapely.geometry.Point(lon, lat))
+    total = sum(shape.area for shape in shapes.values())
+    assert abs(shapely.union_all(list(shapes.values())).area - total) < 1e-9 * max(total, 1)
