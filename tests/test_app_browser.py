@@ -279,10 +279,10 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
     assert colours is None or len(colours) > 50, "screenshot is (nearly) blank"
 
 
-# Few agents but slow learning (CNN, 20 local steps): a step takes about a second or more, so
+# Few agents but slow learning (CNN, 12 local steps): a step takes about a second, so
 # clicks can land while one runs; the server and page still start in well under 30 s.
 SLOW_STEP_SETTINGS = (
-    "map=nyc_uws vehicles=12 pedestrians=0 sensors=0 uavs=0 model=cnn local_steps=20 "
+    "map=nyc_uws vehicles=12 pedestrians=0 sensors=0 uavs=0 model=cnn local_steps=12 "
     "batch_size=16"
 )
 CLICKS_DURING_A_STEP = """
@@ -348,6 +348,20 @@ def test_clicks_while_a_step_runs_are_queued_not_lost() -> None:
         assert seen.index("Running step 1 · 2 more queued") < seen.index("Running step 3"), seen
         assert result["final"].startswith("Step 3 · simulated time 0:06:00"), result
         expect(page.locator(".mobidfl-status")).to_contain_text("Step 3 ")
+
+        # Execute + Assert: Reset builds a fresh model; Play steps until paused, then stops.
+        status, queue = page.locator(".mobidfl-status"), page.locator(".mobidfl-queue")
+        page.get_by_role("button", name="Reset").click()
+        expect(status).to_contain_text("Step 0 ")
+        page.get_by_role("button", name="▶").click()
+        expect(queue).to_contain_text("(playing)")
+        expect(status).to_contain_text("Step 1 ")
+        page.get_by_role("button", name="❚❚").click()
+        expect(queue).to_contain_text("Idle")
+        stopped_at = status.text_content()
+        page.wait_for_timeout(1500)  # about a step: nothing more may run
+        assert status.text_content() == stopped_at
+        assert re.match(r"Step [12] ", stopped_at or ""), stopped_at
         assert browser.problems == [], browser.problems
         assert server.cdn_misses == [], server.cdn_misses
 
