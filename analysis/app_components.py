@@ -1,7 +1,8 @@
 """Pieces of the interactive app (``solara run app.py``): map layers, plots, panels.
 
-The app is Mesa's ``SolaraViz`` (controls, Step/Play/Reset, parameter inputs, draggable
-grid) with the components below. The pure functions turn a running
+The app is Mesa's ``SolaraViz`` layout (parameter inputs, draggable grid) around the
+components below, with our own Step/Play/Reset (:func:`QueuedController`: a click during a
+step is queued, never lost). The pure functions turn a running
 :class:`model.world.MobiDFLModel` into GeoJSON and figures, so they are testable without a
 browser; the ``@solara.component`` functions only arrange them.
 

@@ -3,8 +3,9 @@
 WHY: the app is what users look at first; Python-side checks cannot see a map that renders
 nothing or a Step button that does not reach the model. The browser test starts
 ``solara run app.py`` offline through the harness (tests/browser.py), clicks Step three
-times with 200 agents and checks what the page shows. The other tests check the GeoJSON and
-settings helpers the page is built from, without a browser.
+times with 200 agents and checks what the page shows; a second one clicks Step while a slow
+step runs and checks that every click became one step, in order (issue 13 item 9). The other
+tests check the GeoJSON and settings helpers the page is built from, without a browser.
 Set-up for the browser test: ``.ci/browser_deps.sh`` and ``.ci/solara_assets.sh``.
 """
 
