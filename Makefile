@@ -42,6 +42,10 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/aggregation.py
 	$(PY) benchmarks/sweep.py
+	$(PY) benchmarks/sumo.py --counts 100 1000
+	$(PY) benchmarks/peer_round.py --scale 0.2
+	$(PY) benchmarks/city_scale.py --dense
+	$(PY) benchmarks/gpu_round.py
 
 readme: $(VENV)/.installed
 	$(PY) -m analysis.readme README.md

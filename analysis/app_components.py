@@ -637,8 +637,24 @@ class AppModel(MobiDFLModel):
     def model_settings(
         *, map: str = "nyc_uws", map_file: str = "", **settings: Any  # noqa: A002
     ) -> dict[str, Any]:
-        """The app's inputs as :class:`MobiDFLModel` settings (``map_file`` wins over ``map``)."""
-        return {"map": map_file.strip() or map, **settings}
+        """The app's inputs as :class:`MobiDFLModel` settings (``map_file`` wins over ``map``).
+
+        SolaraViz passes every input, but an input left at its start value is not a choice:
+        with a preset selected, such inputs are dropped so the preset fills them; without
+        one, untouched mobility and radius inputs are dropped so that a chosen policy can
+        bring its own (``requires`` / ``defaults``, model.config).
+        """
+        start = initial_settings(model_params())
+        out = {"map": map_file.strip() or map, **settings}
+        preset = bool(out.get("preset"))
+        for name in list(out):
+            if name == "preset" or name not in start or out[name] != start[name]:
+                continue
+            if preset or name.endswith("_mobility") or name == "radius_m":
+                del out[name]
+        if preset and not map_file.strip() and map == start.get("map"):
+            out.pop("map", None)
+        return out
 
     def step(self) -> None:
         started = time.perf_counter()
@@ -673,6 +689,12 @@ def _choices(registry: str) -> list[str]:
     return list(names)
 
 
+def _preset_names() -> list[str]:
+    from model.presets import preset_names
+
+    return preset_names()
+
+
 def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """SolaraViz inputs (issue #6 controls), defaults from :class:`Config` and ``overrides``.
 
@@ -682,6 +704,8 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     defaults = Config()
     overrides = dict(overrides or {})
     params: dict[str, Any] = {
+        "preset": {"type": "Select", "value": "", "values": ["", *_preset_names()],
+                   "label": "Paper preset (fills untouched inputs)"},
         "map": {"type": "Select", "value": defaults.map, "values": list(BUNDLED), "label": "Map"},
         "map_file": {"type": "InputText", "value": "", "label": "Map file / spec (overrides Map)"},
     }

@@ -50,7 +50,10 @@ class OutputFailed(Exception):
 
 
 def build_config(args: argparse.Namespace) -> Config:
+    """Preset < TOML config < ``--set``: explicit values override the preset's."""
     base = Config.from_toml(args.config) if args.config else Config()
+    if getattr(args, "preset", None):
+        base = base.updated(preset=args.preset)
     return base.with_overrides(args.set or [])
 
 
@@ -408,6 +411,52 @@ def _sweep_interrupted(out: Path) -> str:
     )
 
 
+def cmd_presets(args: argparse.Namespace) -> int:
+    from model.presets import load_preset, preset_names
+
+    names = preset_names()
+    width = max(len(n) for n in names)
+    for name in names:
+        preset = load_preset(name)
+        print(f"{name:<{width}}  seed {preset.paper}: {preset.description}")
+        if args.verbose and preset.substitutes:
+            print(f"{'':<{width}}  offline: {preset.substitutes}")
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    import torch
+
+    from analysis.reproduce import paper_spec, reproduce, verdict_rows
+
+    torch.set_num_threads(1)
+    if args.seeds < 1:
+        raise ConfigError("--seeds", args.seeds, "an integer >= 1")
+    spec = paper_spec(args.paper)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    path = reproduce(
+        spec.preset,
+        out=out,
+        scale=args.scale,
+        seeds=seeds,
+        processes=args.processes,
+        progress=not args.quiet,
+        on_progress=None if args.quiet else lambda m: print(m, file=sys.stderr),
+    )
+    import pandas as pd
+
+    per_run = pd.read_csv(out / "per_run.csv")
+    for row in verdict_rows(spec, per_run):
+        print(f"{row['source']}: {row['claim']}: paper {row['paper']}, "
+              f"MobiDFL {row['MobiDFL (mean ± std)']} -> {row['verdict']}"
+              + (f" ({row['reason']})" if row["reason"] else ""))
+    print(f"wrote {path} in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from analysis.report import make_report
 
@@ -425,6 +474,9 @@ def make_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one simulation headless")
     run.add_argument("--out", help="output folder (required unless --resume)")
     run.add_argument("--config", help="TOML file with settings")
+    run.add_argument(
+        "--preset", help="paper preset (`mobidfl presets`); --config/--set values override it"
+    )
     run.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a setting")
     run.add_argument("--geojson", action="store_true", help="also write GeoJSON layers")
     run.add_argument("--force", action="store_true", help="write into a non-empty --out")
@@ -462,6 +514,22 @@ def make_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--gpus-per-run", type=float, default=0.0, help="Ray GPUs per run")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.set_defaults(func=cmd_sweep)
+    presets = sub.add_parser("presets", help="list the paper presets, one line each")
+    presets.add_argument("--verbose", action="store_true", help="also the offline substitutes")
+    presets.set_defaults(func=cmd_presets)
+    repro = sub.add_parser(
+        "reproduce", help="run a paper's preset over seeds: reproduction.md with verdicts"
+    )
+    repro.add_argument(
+        "paper", help="mobility_000, dam_001, cached_dfl_003 or psfl_004 (or 000/001/003/004)"
+    )
+    repro.add_argument("--scale", default="small", choices=["small", "paper"])
+    repro.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
+    repro.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
+    repro.add_argument("--out", required=True, help="output folder (resumable)")
+    repro.add_argument("--processes", type=int, help="local worker processes (0 = this one)")
+    repro.add_argument("--quiet", action="store_true")
+    repro.set_defaults(func=cmd_reproduce)
     report = sub.add_parser("report", help="figures and tables of a run or a sweep folder")
     report.add_argument("dir", help="a `mobidfl run` or `mobidfl sweep` output folder")
     report.add_argument("--out", help="where to write (default: DIR/report)")

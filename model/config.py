@@ -146,6 +146,11 @@ class Config:
     """All settings of one run. Field order is the README table's order."""
 
     # --- world ---------------------------------------------------------------------
+    preset: str = _setting(
+        "",
+        "paper preset whose values fill every setting not given explicitly "
+        "(`mobidfl presets`; empty = none)",
+    )
     map: str = _setting(
         "manhattan_grid",
         "street map: helsinki_drive, helsinki_walk, nyc_uws (bundled real OSM), "
@@ -228,16 +233,56 @@ class Config:
     )
     model: str = _setting("mlp", "neural network", _registered("net"))
     local_steps: int = _setting(5, "K local SGD steps per step", at_least_one)
-    batch_size: int = _setting(16, "batch size B", at_least_one)
+    batch_size: int = _setting(
+        16, "batch size B (per agent min(B, |D_i|); 0 = full batch, seed 001)", non_negative
+    )
     lr: float = _setting(0.05, "learning rate", positive)
     momentum: float = _setting(0.0, "SGD momentum", unit_interval)
     weight_decay: float = _setting(0.0, "SGD weight decay", non_negative)
     prox_rho: float = _setting(0.0, "proximal term rho (seed 003, Alg. 1)", non_negative)
+    # --- optimiser and schedule (paper options)
+    optimizer: str = _setting(
+        "sgd", "local optimiser: sgd, or adam (seed 004: Adam)", one_of("sgd", "adam")
+    )
+    lr_plateau_patience: int = _setting(
+        0,
+        "ReduceLROnPlateau on the mean local training loss: steps without improvement before "
+        "lr *= lr_plateau_factor (seed 003; 0 = off, torch default 10)",
+        non_negative,
+    )
+    lr_plateau_factor: float = _setting(
+        0.1,
+        "ReduceLROnPlateau factor (torch default 0.1)",
+        lambda v: None if 0.0 < v < 1.0 else "a number in (0, 1)",
+    )
+    early_stop_patience: int = _setting(
+        0,
+        "stop the run when acc_mean has not increased for this many steps (seed 003: 20; "
+        "0 = off)",
+        non_negative,
+    )
     backend: str = _setting("loop", "training backend", one_of("loop", "batched"))
     device: str = _setting("cpu", "torch device for the batched backend", one_of("cpu", "cuda"))
-    workers: int = _setting(1, "worker processes for the loop backend", at_least_one)
+    workers: int = _setting(
+        0, "worker processes for the loop backend (0 = auto: free cores, big steps only)",
+        non_negative,
+    )
     eval_every: int = _setting(1, "evaluate every E steps", at_least_one)
     test_size: int = _setting(500, "shared test sample size", at_least_one)
+    # --- performance
+    eval_initial: bool = _setting(
+        False, "evaluate every agent before the first step (step-0 accuracy in model.csv)"
+    )
+    eval_chunk: int = _setting(
+        0, "test samples per forward pass (0 = measured default per net)", non_negative
+    )
+    worker_backend: str = _setting(
+        "processes", "loop-backend workers: local processes or Ray actors",
+        one_of("processes", "ray"),
+    )
+    ray_address: str | None = _setting(
+        None, "worker_backend = ray: cluster address (auto, ray://HOST:PORT; none = local Ray)"
+    )
     policy: str = _setting(
         "auto",
         "exchange policy for all kinds; auto = each kind's own seed system (vehicle "
@@ -398,9 +443,38 @@ class Config:
         return self.updated(parsed)
 
     def updated(self, settings: Mapping[str, Any] | None = None, /, **kw: Any) -> Config:
-        """Return a copy with public settings replaced, then validated."""
-        flat = dict(_flatten(settings or {}))
-        flat.update(_flatten(kw))
+        """Return a copy with public settings replaced, resolved, then validated.
+
+        The settings given here and in earlier ``updated`` calls are *explicit*. Every other
+        setting is filled, in this order, from the ``preset`` (:mod:`model.presets`), from an
+        ``auto:A|B`` dataset (the first one present), and from what the chosen policies and
+        mobility models declare (``requires`` / ``defaults`` class attributes). A requirement
+        that contradicts an explicit value fails with one line naming that setting.
+        ``explicit_settings()`` and ``derived_settings()`` tell which is which.
+        """
+        flat = {_canonical(n): v for n, v in _flatten(settings or {})}
+        flat.update({_canonical(n): v for n, v in _flatten(kw)})
+        explicit = {**self.explicit_settings(), **flat}
+        stale = {n for n in self.derived_settings() if n not in explicit}
+        defaults = Config()
+        reset = {n: _get_setting(defaults, n) for n in stale}
+        config = self._replaced(reset)._replaced(flat)
+        return _resolve(config, explicit).validated()
+
+    def explicit_settings(self) -> dict[str, Any]:
+        """Settings given explicitly (``--set``, TOML, keyword arguments), by public name."""
+        return dict(getattr(self, "_explicit", {}))
+
+    def derived_settings(self) -> frozenset[str]:
+        """Settings filled by the preset or by a policy's / mobility model's declaration."""
+        return getattr(self, "_derived", frozenset())
+
+    def setting(self, name: str) -> Any:
+        """The value of one public setting by name (``vehicle.mobility`` or ``lr``)."""
+        return _get_setting(self, _canonical(name))
+
+    def _replaced(self, flat: Mapping[str, Any]) -> Config:
+        """Copy with public settings replaced (coerced, not validated, tracking kept)."""
         top: dict[str, Any] = {}
         per_kind: dict[str, dict[str, Any]] = {}
         for name, value in flat.items():
@@ -413,7 +487,10 @@ class Config:
                 )
         for kind, changes in per_kind.items():
             top[kind] = replace(getattr(self, kind), **changes)
-        return replace(self, **top).validated()
+        out = replace(self, **top)
+        object.__setattr__(out, "_explicit", self.explicit_settings())
+        object.__setattr__(out, "_derived", self.derived_settings())
+        return out
 
     def validated(self) -> Config:
         for f in fields(self):
@@ -503,6 +580,86 @@ def parse_value(name: str, raw: str) -> Any:
     return _coerce(name, target, raw)
 
 
+# --- resolution: presets, auto datasets, what policies and mobility models declare ------------
+def _canonical(name: str) -> str:
+    kind, attr = _split_name(name)
+    return attr if kind is None else f"{kind}.{attr}"
+
+
+def _get_setting(config: Config, name: str) -> Any:
+    kind, _, attr = name.rpartition(".")
+    owner = getattr(config, kind) if kind else config
+    return getattr(owner, attr)
+
+
+def declared_settings(config: Config) -> list[tuple[str, Any, str, bool]]:
+    """``(setting, value, why, strict)`` declared by the policies and mobility models in use.
+
+    Each policy class (``model.policies``) and mobility class (``agents.mobility``) may set
+    ``requires`` (strict: an explicit contrary value is an error) and ``defaults`` (applied
+    only where the user said nothing): dicts from a setting name, where ``{kind}`` stands
+    for the agent kind using it, to a value or a function ``f(config, kind)`` (``None`` =
+    nothing to declare). Kinds with no agents declare nothing.
+    """
+    from agents.mobility import MOBILITY_MODELS
+    from model.policies import POLICIES
+
+    out: list[tuple[str, Any, str, bool]] = []
+    for kind in KINDS:
+        if config.count(kind) == 0:
+            continue
+        policy = config.policy_of(kind)
+        mobility = config.kind(kind).mobility
+        owners = [
+            (POLICIES.get(policy), f"{kind} policy {policy}"),
+            (MOBILITY_MODELS.get(mobility), f"{kind}.mobility = {mobility}"),
+        ]
+        for cls, why in owners:
+            for strict, attr in ((True, "requires"), (False, "defaults")):
+                for name, value in (getattr(cls, attr, None) or {}).items():
+                    resolved = value(config, kind) if callable(value) else value
+                    if resolved is not None:
+                        out.append((name.format(kind=kind), resolved, why, strict))
+    return out
+
+
+def _resolve(config: Config, explicit: Mapping[str, Any]) -> Config:
+    """Fill non-explicit settings from the preset, auto datasets and declarations."""
+    derived: set[str] = set()
+    if config.preset:
+        from model.presets import preset_settings
+
+        fill = {n: v for n, v in preset_settings(config.preset).items() if n not in explicit}
+        config = config._replaced(fill)
+        derived.update(fill)
+    if config.dataset.startswith("auto:"):
+        from model.presets import resolve_auto_dataset
+
+        config = config._replaced(
+            {"dataset": resolve_auto_dataset(config.dataset, config.data_root)}
+        )
+        if "dataset" not in explicit:
+            derived.add("dataset")
+    for _ in range(8):  # a declaration may bring a mobility model that declares more
+        changed = False
+        for name, value, why, strict in declared_settings(config):
+            current = _get_setting(config, name)
+            if current == value:
+                continue
+            if name in explicit:
+                if strict:
+                    raise ConfigError(name, current, f"{value!r} (required by {why})")
+                continue
+            config = config._replaced({name: value})
+            derived.add(name)
+            changed = True
+        if not changed:
+            break
+    object.__setattr__(config, "_explicit", dict(explicit))
+    object.__setattr__(config, "_derived", frozenset(derived))
+    return config
+
+
 # --- helpers -----------------------------------------------------------------------------
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
     for key, value in data.items():
@@ -581,7 +738,7 @@ def _coerce(name: str, target: Any, value: Any) -> Any:
     raise ConfigError(name, value, "a supported value")
 
 
-INF_ALLOWED = frozenset({"rm_cells"})
+INF_ALLOWED = frozenset({"rm_cells", "psfl_walker_speed"})  # inf = move in one step
 """Float settings where ``inf`` means something (no limit); every other float must be finite."""
 
 SEED_MAX = 2**63 - 1

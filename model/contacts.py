@@ -15,6 +15,8 @@ Two rules (setting ``contact``):
 from __future__ import annotations
 
 import math
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,6 +24,31 @@ from scipy.spatial import cKDTree
 
 DENSE_DEDUP_LIMIT = 20_000
 """Up to this many agents (a 400 MB bitmap) crowded steps de-duplicate with a dense bitmap."""
+PAIR_BUDGET = 4_000_000
+"""Candidate pairs held at once (~0.3 GB of temporaries): above it a sub-interval is searched
+block by block and the sparse path compacts its repeats, so memory stays bounded on crowded
+maps (benchmarks/city_scale.py: nyc_uws with 10k agents)."""
+
+
+SKIP_KNOWN = True
+"""Crowded (bitmap) steps skip the exact test for pairs already found this step: the same
+contacts, less work on dense maps (benchmarks/city_scale.py --dense prints both)."""
+CONTACT_THREADS = 1
+"""Threads over sub-intervals for steps of at least :data:`THREADED_FROM` agents. Off by
+default: at 100k agents 2 threads measured 0.80x at load 5 (benchmarks/city_scale.py
+--threads), 1.5-1.7x on a synthetic 100k step at load 14: no consistent win on 2 cores."""
+THREADED_FROM = 20_000
+
+
+def _ordered(pool: ThreadPoolExecutor, fn, items: range, *, ahead: int):  # noqa: ANN001
+    """``map(fn, items)`` on ``pool`` in order, with at most ``ahead`` results pending."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.submit(fn, item))
+        if len(pending) >= ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def sub_samples(*, max_step_distance: float, radius_m: float) -> int:
@@ -36,27 +63,94 @@ def pairs_within(xy: np.ndarray, radius: float) -> np.ndarray:
     return cKDTree(xy).query_pairs(r=radius, output_type="ndarray")
 
 
-def chord_pairs(start: np.ndarray, end: np.ndarray, radius: float) -> np.ndarray:
+def _closest_within(
+    candidates: np.ndarray, start: np.ndarray, move: np.ndarray, radius: float
+) -> np.ndarray:
+    """The candidate pairs whose straight-line motions come within ``radius`` (exact).
+
+    ``start`` and ``move`` (= end - start) are ``[2, N]`` (x row, y row): 1-D gathers per
+    coordinate and squared distances instead of row gathers + ``einsum`` + ``hypot``
+    (2.2-2.6x in a one-off side-by-side profile at 2M candidates, same pairs).
+    """
+    i = np.ascontiguousarray(candidates[:, 0])
+    j = np.ascontiguousarray(candidates[:, 1])
+    px = start[0].take(i) - start[0].take(j)  # relative position at the start
+    py = start[1].take(i) - start[1].take(j)
+    vx = move[0].take(i) - move[0].take(j)  # relative motion over the sub-interval
+    vy = move[1].take(i) - move[1].take(j)
+    vv = vx * vx + vy * vy
+    t = px * vx
+    t += py * vy
+    np.negative(t, out=t)
+    np.divide(t, vv, out=t, where=vv > 0)
+    t[vv <= 0] = 0.0
+    np.clip(t, 0.0, 1.0, out=t)
+    vx *= t
+    vx += px
+    vy *= t
+    vy += py
+    vx *= vx
+    vy *= vy
+    vx += vy
+    return candidates[vx <= radius * radius]
+
+
+def _candidate_blocks(mid: np.ndarray, reach: float, budget: int):
+    """Pairs (i < j) of ``mid`` within ``reach``, in blocks of about ``budget`` pairs.
+
+    One ``query_pairs`` when the estimated count fits the budget (sampled neighbour counts),
+    else blocks of agents against the whole tree (``sparse_distance_matrix``), so a crowded
+    map never holds all candidates at once.
+    """
+    tree = cKDTree(mid)
+    n = len(mid)
+    sample = mid[:: max(1, n // 512)]
+    per_agent = float(np.mean(tree.query_ball_point(sample, reach, return_length=True)))
+    if n * per_agent / 2 <= budget:
+        yield tree.query_pairs(r=reach, output_type="ndarray")
+        return
+    block = max(1, int(budget / max(per_agent, 1.0)))
+    for s in range(0, n, block):
+        sub = cKDTree(mid[s : s + block])
+        found = sub.sparse_distance_matrix(tree, reach, output_type="ndarray")
+        i = found["i"].astype(np.int64) + s
+        j = found["j"].astype(np.int64)
+        keep = i < j
+        yield np.stack([i[keep], j[keep]], axis=1)
+
+
+def chord_pairs(
+    start: np.ndarray,
+    end: np.ndarray,
+    radius: float,
+    *,
+    budget: int | None = None,
+    known: np.ndarray | None = None,
+) -> np.ndarray:
     """Pairs whose straight-line motions from ``start`` to ``end`` come within ``radius``.
 
     Candidates come from a cKDTree over chord midpoints with radius R + 2 * max half
-    chord; the exact closest approach of the relative linear motion decides.
+    chord; the exact closest approach of the relative linear motion decides. At most
+    ``budget`` (default :data:`PAIR_BUDGET`) candidates are tested at a time. ``known``:
+    an N x N bitmap of pairs already found this step; they are not tested (nor returned).
     """
     if len(start) < 2:
         return np.empty((0, 2), int)
-    half = np.hypot(*(end - start).T) / 2.0
+    budget = PAIR_BUDGET if budget is None else int(budget)
+    move = end - start
+    half = np.hypot(*move.T) / 2.0
     reach = radius + 2.0 * float(half.max())
-    candidates = pairs_within((start + end) / 2.0, reach)
-    if not len(candidates):
-        return candidates
-    i, j = candidates[:, 0], candidates[:, 1]
-    rel0 = start[i] - start[j]
-    relv = (end[i] - end[j]) - rel0
-    denom = np.einsum("ij,ij->i", relv, relv)
-    t = np.where(denom > 0, -np.einsum("ij,ij->i", rel0, relv) / np.maximum(denom, 1e-300), 0.0)
-    t = np.clip(t, 0.0, 1.0)[:, None]
-    closest = np.hypot(*(rel0 + t * relv).T)
-    return candidates[closest <= radius]
+    start_t, move_t = np.ascontiguousarray(start.T), np.ascontiguousarray(move.T)
+    found = []
+    for candidates in _candidate_blocks((start + end) / 2.0, reach, budget):
+        for c in range(0, len(candidates), budget):
+            block = candidates[c : c + budget]
+            if known is not None:
+                block = block[~known[block[:, 0], block[:, 1]]]
+            found.append(_closest_within(block, start_t, move_t, radius))
+    if not found:
+        return np.empty((0, 2), int)
+    return found[0] if len(found) == 1 else np.concatenate(found)
 
 
 def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.csr_matrix:
@@ -72,15 +166,27 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
         return symmetric_adjacency(pairs_within(trajectory[-1], radius_m), n)
     if mode != "during":
         raise ValueError(f"setting 'contact' = {mode!r} is not allowed: one of during, end")
-    found = (
-        chord_pairs(trajectory[f], trajectory[f + 1], radius_m)
-        for f in range(trajectory.shape[0] - 1)
-    )
+    intervals = range(trajectory.shape[0] - 1)
+
+    known: list[np.ndarray | None] = [None]  # the bitmap, once crowded (single-threaded)
+
+    def interval(f: int) -> np.ndarray:
+        return chord_pairs(trajectory[f], trajectory[f + 1], radius_m, known=known[0])
+
+    if n >= THREADED_FROM and CONTACT_THREADS > 1 and len(intervals) > 1:
+        # cKDTree traversals and numpy gathers release the GIL: sub-intervals in parallel,
+        # consumed in order (same result); at most 2 * CONTACT_THREADS held at once.
+        pool = ThreadPoolExecutor(CONTACT_THREADS)
+        found = _ordered(pool, interval, intervals, ahead=2 * CONTACT_THREADS)
+    else:
+        pool, found = None, map(interval, intervals)
     # Sub-intervals find the same pair again and again. Few pairs: a sparse matrix sums the
     # repeats cheaply. Many (a crowded map): a dense bitmap removes them in O(pairs), where
     # the sparse path would sort ~1e9 entries (benchmarks/mobility.py: 120 s -> 40 s a step).
+    # Above DENSE_DEDUP_LIMIT agents the repeats are compacted (unique pair keys) whenever
+    # more than PAIR_BUDGET are held, which bounds memory by the distinct pairs.
     collected: list[np.ndarray] = []
-    total, seen = 0, None
+    total, seen, limit = 0, None, PAIR_BUDGET
     for pairs in found:
         if seen is not None:
             seen[pairs[:, 0], pairs[:, 1]] = True
@@ -92,9 +198,62 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
             for earlier in collected:
                 seen[earlier[:, 0], earlier[:, 1]] = True
             collected = []
+            if SKIP_KNOWN and pool is None:  # later sub-intervals test only new candidates
+                known[0] = seen
+        elif total > limit and len(collected) > 1:
+            collected = [_unique_pairs(np.concatenate(collected), n)]
+            total = len(collected[0])
+            limit = max(PAIR_BUDGET, 2 * total)  # amortised: each compaction halves
+    if pool is not None:
+        pool.shutdown()
     if seen is not None:
-        return symmetric_adjacency(np.argwhere(seen), n)
-    return symmetric_adjacency(np.concatenate(collected) if collected else np.empty((0, 2), int), n)
+        return _symmetric_from_bitmap(seen)
+    if not collected:
+        return symmetric_adjacency(np.empty((0, 2), int), n)
+    return _symmetric_from_sorted(_unique_pairs(np.concatenate(collected), n), n)
+
+
+def _symmetric_from_bitmap(seen: np.ndarray) -> sp.csr_matrix:
+    """CSR of ``seen | seen.T`` built block by block of rows: never a list of all pairs
+    (30M pairs on nyc_uws with 10k agents would take ~2 GB as int64 COO)."""
+    n = len(seen)
+    full = seen | seen.T
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(full.sum(1), out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), np.int32 if indptr[-1] < 2**31 else np.int64)
+    rows = max(1, 2**22 // max(n, 1))  # ~4M cells per block
+    for s in range(0, n, rows):
+        e = min(s + rows, n)
+        indices[indptr[s] : indptr[e]] = np.flatnonzero(full[s:e]) % n  # row-major: sorted
+    return sp.csr_matrix((np.ones(len(indices), bool), indices, indptr), shape=(n, n))
+
+
+def _symmetric_from_sorted(pairs: np.ndarray, n: int) -> sp.csr_matrix:
+    """Like :func:`symmetric_adjacency` for distinct (i < j) pairs sorted by (i, j).
+
+    The transposed entries go first, so every CSR row comes out with sorted, distinct
+    columns (canonical): scipy's O(nnz) COO -> CSR then skips its index sort
+    (2 s of a 100k-agent step)."""
+    rows = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    cols = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    adj = sp.coo_matrix((np.ones(len(rows), bool), (rows, cols)), shape=(n, n)).tocsr()
+    adj.sum_duplicates()  # a no-op check when canonical
+    return adj
+
+
+def _unique_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
+    """Distinct (i, j) rows, via one sorted int64 key per pair.
+
+    Sort + neighbour compare: in a profile of a synthetic 100k-agent step ``np.unique``
+    (hash-based in numpy 2.5) took 25 s of 46, the sort-based version 1.4 s.
+    """
+    keys = pairs[:, 0].astype(np.int64) * n + pairs[:, 1]
+    keys.sort()
+    keep = np.empty(len(keys), bool)
+    keep[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+    keys = keys[keep]
+    return np.stack([keys // n, keys % n], axis=1)
 
 
 def symmetric_adjacency(pairs: np.ndarray, n: int) -> sp.csr_matrix:

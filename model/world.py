@@ -262,8 +262,8 @@ class MobiDFLModel(mesa.Model):
 
         self.records: list[dict[str, np.ndarray]] = []
         self.datacollector = mesa.DataCollector(model_reporters=self._reporters())
-        if self.learner is not None:
-            self.learner.evaluate()
+        if self.learner is not None and config.eval_initial:
+            self.learner.evaluate()  # a full extra evaluation: only when asked (issue 15)
         self.datacollector.collect(self)
         self._record_agents()
 
@@ -376,6 +376,8 @@ class MobiDFLModel(mesa.Model):
     def run(self, *, steps: int | None = None, progress: Callable[[int], None] | None = None):
         """Run ``steps`` (default: the ``steps`` setting) steps; ``progress(step)`` after each."""
         for _ in range(steps if steps is not None else self.config.steps - self.steps):
+            if not self.running:  # early stop (early_stop_patience, seed 003)
+                break
             self.step()
             if progress is not None:
                 progress(self.steps)

@@ -128,8 +128,8 @@ def test_settings_from_environment_become_inputs_or_fixed_parameters() -> None:
 def test_rejected_input_falls_back_with_a_message() -> None:
     # Execute: an unreadable map with a fallback (given as the app's inputs, as on Reset),
     # then without one.
-    fallback = {"map": "nyc_uws", "map_file": "", "vehicles": 2, "pedestrians": 0,
-                "sensors": 0, "uavs": 0, "learning": False}
+    fallback = {"map": "nyc_uws", "map_file": "", "vehicles": 2, "pedestrians": 0, "sensors": 0,
+                "uavs": 0, "learning": False}
     model = AppModel(map_file="no/such/map.graphml", vehicles=3, learning=False,
                      fallback=fallback)
 

@@ -214,9 +214,15 @@ def test_global_torch_rng_untouched(ds):
 
 
 def test_validation_errors_name_the_setting(ds):
-    parts = [np.arange(10), np.arange(10, 100)]
-    with pytest.raises(ConfigError, match="batch_size"):
+    parts = [np.arange(0), np.arange(10, 100)]
+    with pytest.raises(ConfigError, match="partition"):
         engine(ds, parts=parts, batch_size=16)
+    with pytest.raises(ConfigError, match="batch_size"):
+        engine(ds, batch_size=-1)
+    with pytest.raises(ConfigError, match="optimizer"):
+        engine(ds, optimizer="rmsprop")
+    with pytest.raises(ConfigError, match="workers"):
+        engine(ds, optimizer="adam", workers=2)
     with pytest.raises(ConfigError, match="backend"):
         engine(ds, backend="gpu")
     with pytest.raises(ConfigError, match="workers"):

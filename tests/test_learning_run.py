@@ -58,6 +58,10 @@ def test_kinds_can_use_different_policies_in_one_run():
     )
 
 
-def test_batch_larger_than_an_agents_data_is_rejected_before_running():
+def test_batch_larger_than_an_agents_data_uses_all_of_it():
+    # issue 12: per-agent batch min(B, |D_i|) instead of a refusal
+    model = MobiDFLModel(vehicles=10, batch_size=4000, steps=1, test_size=50)
+    engine = model.learner.engine
+    assert engine.batch_sizes.tolist() == engine.data_sizes.tolist()
     with pytest.raises(ConfigError, match="batch_size"):
-        MobiDFLModel(vehicles=10, batch_size=4000, steps=1)
+        MobiDFLModel(vehicles=10, batch_size=-1, steps=1)

@@ -250,10 +250,12 @@ def test_route_speeds_and_training_times_are_drawn_per_client():
 
 
 def test_mofel_needs_route_mobility():
-    # Execute / Assert
+    # Execute / Assert: brought by the policy (issue 12), an explicit contrary value refused
+    model = MobiDFLModel(vehicles=4, steps=1, test_size=50, **{"vehicle.policy": "mofel"})
+    assert model.config.vehicle.mobility == "route"
     with pytest.raises(ConfigError, match="vehicle.mobility"):
         MobiDFLModel(**NO_AGENTS | {"vehicles": 4}, steps=1, test_size=50,
-                     **{"vehicle.policy": "mofel"})
+                     **{"vehicle.policy": "mofel", "vehicle.mobility": "manhattan"})
 
 
 def test_route_predictions_match_the_drive_and_paths_are_shortest(nyc):

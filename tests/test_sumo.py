@@ -39,6 +39,7 @@ def _settings(cache: str, **extra) -> dict:
         "sumo_warmup_s": 60.0,
         "sumo_fringe_factor": 1.0,
         "learning": False,
+        "record_every": 1,
         "seed": 5,
         **extra,
     }
@@ -101,9 +102,9 @@ def test_resumed_sumo_run_gives_the_same_outputs(cache, tmp_path):
 
 def test_trace_written_by_a_run_replays_with_the_same_contacts(cache, tmp_path):
     # Prepare: a SUMO-driven CLI run that writes its trace into --out
-    common = ["map=nyc_uws", f"map_cache={cache}", "vehicles=14", "pedestrians=0",
-              "sensors=0", "uavs=0", "steps=4", "seed=2",
-              "learning=false", "contact=during", "radius_m=100", "step_s=120"]
+    common = ["map=nyc_uws", f"map_cache={cache}", "vehicles=14", "pedestrians=0", "sensors=0",
+              "uavs=0", "vehicle.speed=13.89", "steps=4", "seed=2", "learning=false",
+              "contact=during", "radius_m=100", "step_s=120", "record_every=1"]
     args = [p for item in common for p in ("--set", item)]
     sumo_out, replay_out = tmp_path / "sumo", tmp_path / "replay"
     assert main(["run", "--out", str(sumo_out), "--quiet", *args,
@@ -186,13 +187,16 @@ def test_cli_runs_sumo_on_an_osm_file(cache, tmp_path):
     osm.write_text(_grid_osm())
     out = tmp_path / "out"
     settings = [f"map={osm}", f"map_cache={cache}", "vehicle.mobility=sumo", "vehicles=6",
-                "pedestrians=0", "sensors=0", "uavs=0", "steps=2", "learning=false", "seed=1"]
+                "pedestrians=0", "sensors=0", "uavs=0", "vehicle.speed=13.89", "steps=2",
+                "learning=false", "seed=1"]
     # Execute
     code = main(["run", "--out", str(out), "--quiet", *[p for s in settings for p in ("--set", s)]])
     # Assert: the run is written and the cars are on the extract's streets
     assert code == 0
     agents = pd.read_parquet(out / "agents.parquet")
-    world = MobiDFLModel(map=str(osm), map_cache=cache, vehicles=1, pedestrians=0, sensors=0,
-                         uavs=0, learning=False).world_map
+    world = MobiDFLModel(
+        map=str(osm), map_cache=cache, vehicles=1, pedestrians=0, sensors=0, uavs=0,
+        learning=False, **{"vehicle.mobility": "manhattan"},
+    ).world_map
     assert world.drive.distance_to_network(agents[["x_m", "y_m"]].to_numpy()).max() < 5.0
     assert agents.lat.between(40.779, 40.784).all()

@@ -75,7 +75,10 @@ def test_missing_trace_file_fails_before_the_run(tmp_path):
     with pytest.raises(ConfigError, match="existing SUMO FCD .xml or .csv"):
         Config().updated({"trace_file": str(tmp_path / "nope.csv")})
     with pytest.raises(ConfigError, match="trace_file"):
-        MobiDFLModel(map="grid:3x3", vehicles=2, learning=False, **{"vehicle.mobility": "trace"})
+        MobiDFLModel(
+            map="grid:3x3", vehicles=2, pedestrians=0, sensors=0, uavs=0, learning=False,
+            trace_file="", **{"vehicle.mobility": "trace"},
+        )
 
 
 def test_trace_mobility_samples_every_record_and_two_kinds_take_distinct_ids(tmp_path):

@@ -44,6 +44,11 @@ class MobilityModel(ABC):
     name: ClassVar[str]
     kinds: ClassVar[frozenset[str]] = frozenset({"vehicle", "pedestrian", "sensor", "uav"})
     """The agent kinds this model fits; ``Config`` refuses ``<kind>.mobility`` for others."""
+    requires: ClassVar[dict[str, Any]] = {}
+    """Settings this model cannot run without (``{kind}`` = its agent kind), see
+    :func:`model.config.declared_settings`."""
+    defaults: ClassVar[dict[str, Any]] = {}
+    """Settings applied with this model where the user said nothing."""
 
     def __init__(
         self,

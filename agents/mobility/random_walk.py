@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -26,19 +27,29 @@ def reflect(x: np.ndarray, low: float, high: float) -> np.ndarray:
     return low + np.where(y > width, 2.0 * width - y, y)
 
 
+def high_mobility_count(count: int, hm_fraction: float) -> int:
+    """``ceil(p N)`` high-mobility clients (seed 000's code; N = 48, p = 0.05 gives 3).
+
+    The product is rounded to 9 decimals first so that float noise (0.2 * 45 =
+    9.000000000000002) does not add a client.
+    """
+    return min(count, int(math.ceil(round(hm_fraction * count, 9))))
+
+
 def draw_speeds(
     *, count: int, hm_fraction: float, s_max: float, beta: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """Speeds by class (seed 000, §5.1 "Client speeds").
 
     Low mobility: U(0, s_max); high mobility: U(beta s_max, 2 beta s_max); a proportion
-    ``hm_fraction`` (p) of the agents, chosen at random, is high-mobility.
+    ``hm_fraction`` (p) of the agents, chosen at random, is high-mobility: ``ceil(pN)``
+    of them, as in the authors' code (:func:`high_mobility_count`).
 
     Returns:
         (speeds, is_high_mobility)
     """
     hm = np.zeros(count, bool)
-    hm[rng.choice(count, size=int(round(hm_fraction * count)), replace=False)] = True
+    hm[rng.choice(count, size=high_mobility_count(count, hm_fraction), replace=False)] = True
     low = rng.uniform(0.0, s_max, size=count)
     high = rng.uniform(beta * s_max, 2.0 * beta * s_max, size=count)
     return np.where(hm, high, low), hm

@@ -9,7 +9,9 @@ map's metres and every position lies on a MobiDFL street. Demand comes from SUMO
 Fixed agent count and identity: agent ``i`` is SUMO vehicle ``v<i>`` for the whole run. It
 starts at a random point of its first trip's origin edge (drawn with the model's
 generator); when it arrives, it is re-inserted at once where it arrived, with the same id
-and the next destination of the randomTrips pool (routed by SUMO), so nobody is replaced.
+and the next destination of the randomTrips pool, so nobody is replaced. Routes are the
+shortest over SUMO's lane connections (:class:`maps.sumo_net.EdgeRouter`; every street has
+the same limit, so also the fastest in free flow).
 While a vehicle is not on the network (waiting for insertion space, or in the SUMO step
 between arrival and re-insertion) it is *parked where it is*: its last position is held.
 Teleports are off (``--time-to-teleport -1``): a jammed car waits, positions stay physical
@@ -172,6 +174,7 @@ class Sumo(MobilityModel):
         self.trip_of = np.arange(self.count)  # pool index of each car's current trip
         self.reinserted = 0
         xy = np.empty((self.count, 2))
+        # libsumo has no bulk insertion: one call per car, once per run (C calls, ~µs each).
         for i, vid in enumerate(self.ids):
             origin, target = str(self.origin[i]), str(self.destination[i])
             lane = f"{origin}_0"
@@ -245,7 +248,7 @@ class Sumo(MobilityModel):
     def _read(self) -> None:
         """Positions of every car now (held for cars off the network)."""
         vehicle = self.libsumo.vehicle
-        on = vehicle.getIDList()
+        on = vehicle.getIDList()  # libsumo has no array API: one C call per car and read
         if on:
             idx = np.fromiter((self.index_of[v] for v in on), np.int64, len(on))
             self.held[idx] = np.array([vehicle.getPosition(v) for v in on])

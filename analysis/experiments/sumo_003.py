@@ -23,7 +23,7 @@ LRU 89.7 ± 2.1 vs DFL 66.6 ± 2.7 % under ``manhattan`` (17.6 neighbours per ep
 89.7 ± 1.7 vs DFL 66.1 ± 4.0 % under ``sumo`` (15.2 neighbours per epoch): the LRU - DFL
 gap is 23.0 ± 1.6 and 23.7 ± 3.1 points, i.e. the paper's result does not change under
 SUMO traffic on this dense map (caches are full under both). At ``ci`` (seeds 0 1): gap
-39.9 ± 1.9 (manhattan) and 43.7 ± 6.9 points (sumo).
+39.9 ± 1.9 (manhattan) and 36.1 ± 0.6 points (sumo).
 
 * ``ci``: 12 cars, 6 epochs, K = 5, 2 seeds (the test ``tests/test_exp_sumo.py``);
 * ``small``: 30 cars, 30 epochs, K = 10, 3 seeds: ``python -m analysis.experiments.sumo_003
@@ -72,6 +72,9 @@ def settings_for(scale: Scale, *, seed: int, mobility: str, policy: str) -> dict
     """Seed 003's setting (caching_003.base_settings) with the mobility and map swapped."""
     return caching_003.base_settings(scale.base, seed=seed) | {
         "map": scale.map,
+        "pedestrians": 0,
+        "sensors": 0,
+        "uavs": 0,
         "vehicle.mobility": mobility,
         "policy": policy,
         "sumo_step_length": 1.0,

@@ -14,14 +14,26 @@ matmul per layer (:meth:`Engine.mix`) and lets the same state be trained by two 
 * ``batched``: one ``vmap(grad(loss))`` over the stacked parameters per local step, updates
   with ``torch._foreach`` ops; runs on ``device`` (``cuda`` when available): the GPU path.
 
+Loop-backend performance paths (issue 15, ``benchmarks/peer_round.py``): conv nets run
+channels-last (NHWC) on the CPU, evaluation goes :data:`EVAL_CHUNK_CONV` samples per forward,
+``workers = 0`` picks the free cores for big steps (:func:`auto_workers`), and
+``worker_backend = "ray"`` makes the workers Ray actors (a local Ray or a cluster).
+
 Both draw identical mini-batches (per-agent numpy Generators, consumed in the main process
-only), so they agree to float rounding; ``workers > 1`` gives bit-for-bit the same numbers
-as ``workers = 1``.
+only), so they agree to float rounding; ``workers > 1`` (processes or Ray actors) gives
+bit-for-bit the same numbers as ``workers = 1``.
 
 Local update (seed 003, Alg. 1 lines 1-9; seed 000, Alg. 1 lines 2-4): K steps of
 ``x <- x - lr * d`` with ``d = grad CE(x; batch) + rho (x - x_i(t)) + wd x`` (i.e. the loss
 ``CE + rho/2 ||x - x_i(t)||^2``, ``x_i(t)`` = the agent's parameters when ``train`` starts),
 and with momentum ``buf <- mu buf + d; x <- x - lr buf`` (torch.optim.SGD semantics).
+With ``optimizer = "adam"`` the same ``d`` drives torch.optim.Adam's update (PSFL, seed 004
+§V: Adam, lr 1e-3, weight decay 1e-4), with per-agent moments and step counts.
+
+Batch size per agent is ``min(B, |D_i|)``; ``B = 0`` means full-batch gradient descent on
+all of the agent's data (DAM/DCM, seed 001 §V). The loop backend slices each agent's batch;
+the batched backend pads to the chunk's largest batch and masks the padded samples out of
+the mean CE (same gradient).
 
 Invariant: the stacks are allocated once and only ever written in place (``copy_``), because
 worker processes hold shared-memory views of them. Never rebind ``engine.params[l]``.
@@ -32,6 +44,8 @@ from __future__ import annotations
 import math
 import multiprocessing
 import multiprocessing.connection as mpc
+import os
+import time
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -48,7 +62,7 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from model.errors import ConfigError
 from model.learning.data import Dataset
-from model.learning.nets import build_net
+from model.learning.nets import build_net, flops_per_sample
 from model.learning.partition import label_histograms
 
 __all__ = ["BACKENDS", "BatchedEngine", "Engine", "LoopEngine", "make_engine"]
@@ -79,6 +93,46 @@ class _Hyper:
     momentum: float
     weight_decay: float
     prox_rho: float
+    optimizer: str = "sgd"
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+def adam_update(
+    ps: Sequence[torch.Tensor],
+    d: Sequence[torch.Tensor],
+    exp_avg: Sequence[torch.Tensor],
+    exp_avg_sq: Sequence[torch.Tensor],
+    *,
+    t: float | torch.Tensor,
+    lr: float,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+) -> None:
+    """One Adam step in place (Kingma & Ba 2015, Alg. 1; torch.optim.Adam's formula).
+
+    ``m <- b1 m + (1-b1) d``, ``v <- b2 v + (1-b2) d^2``,
+    ``x <- x - lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)``. ``t`` is the step count
+    (>= 1): a number, or a tensor ``[A]`` of per-agent counts when ``ps`` are stacks ``[A, ...]``.
+    """
+    for p, g, m, v in zip(ps, d, exp_avg, exp_avg_sq, strict=True):
+        m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+        if isinstance(t, torch.Tensor):
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            tt = t.to(p.dtype).reshape(shape)
+            bc1 = 1.0 - beta1**tt
+            bc2 = 1.0 - beta2**tt
+            p.sub_(lr * (m / bc1) / (v.sqrt() / bc2.sqrt() + eps))
+        else:
+            bc1 = 1.0 - beta1**t
+            bc2 = 1.0 - beta2**t
+            p.addcdiv_(m, v.sqrt().div_(math.sqrt(bc2)).add_(eps), value=-lr / bc1)
 
 
 def _sgd_update(
@@ -87,13 +141,22 @@ def _sgd_update(
     bufs: list[torch.Tensor],
     anchor: list[torch.Tensor] | None,
     hp: _Hyper,
+    t: float | torch.Tensor = 1.0,
 ) -> None:
-    """In-place SGD step on (slices of) the stacks; identical element-wise for both backends."""
+    """In-place optimiser step on (slices of) the stacks; identical element-wise for both
+    backends. With Adam, ``bufs`` holds the first moments then the second moments and ``t``
+    is the step count (see :func:`adam_update`)."""
     d = list(grads)
     if hp.weight_decay:
         torch._foreach_add_(d, ps, alpha=hp.weight_decay)
     if hp.prox_rho and anchor is not None:
         torch._foreach_add_(d, torch._foreach_sub(ps, anchor), alpha=hp.prox_rho)
+    if hp.optimizer == "adam":
+        n = len(ps)
+        adam_update(
+            ps, d, bufs[:n], bufs[n:], t=t, lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps
+        )
+        return
     if hp.momentum:
         torch._foreach_mul_(bufs, hp.momentum)
         torch._foreach_add_(bufs, d)
@@ -102,18 +165,46 @@ def _sgd_update(
 
 
 class _Functional:
-    """The template net called with given parameters: CE loss and its gradient."""
+    """The template net called with given parameters: CE loss and its gradient.
 
-    def __init__(self, template: nn.Module) -> None:
+    ``channels_last``: evaluation runs with NHWC inputs and conv weights (CPU loop backend).
+    Measured here (benchmarks/peer_round.py, 1 thread) oneDNN then evaluates seed 003's CNN
+    1.6-2.4x faster; it only helps when *both* the input and the weight are channels-last,
+    so :meth:`layout` converts an agent's weights. Training batches of 64 measured
+    0.94-1.15x, so training stays NCHW (and bit-identical to before).
+    """
+
+    def __init__(self, template: nn.Module, *, channels_last: bool = False) -> None:
         self.template = template
         self.names = [n for n, _ in template.named_parameters()]
+        self.channels_last = bool(channels_last)
         self.grad_and_loss = grad_and_value(self.ce)  # for vmap (batched backend)
+        self.grad_and_loss_masked = grad_and_value(self.ce_masked)
+
+    def prep(self, x: torch.Tensor) -> torch.Tensor:
+        """An input batch in the layout the net runs fastest with."""
+        if self.channels_last and x.dim() == 4:
+            return x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    def layout(self, p: torch.Tensor) -> torch.Tensor:
+        """One agent's parameter tensor: a channels-last copy for conv weights, else ``p``."""
+        if self.channels_last and p.dim() == 4:
+            return p.contiguous(memory_format=torch.channels_last)
+        return p
 
     def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         return functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
 
     def ce(self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(self.logits(params, x), y)
+
+    def ce_masked(
+        self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
+        """Mean CE over the samples where ``w`` is 1 (padded batches of unequal size)."""
+        per = F.cross_entropy(self.logits(params, x), y, reduction="none")
+        return (per * w).sum() / w.sum()
 
     def autograd_step(
         self, leaves: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
@@ -133,24 +224,30 @@ def _train_loop_agents(
     agents: np.ndarray,
     batches: np.ndarray,
     hp: _Hyper,
+    steps_done: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Train ``agents`` one after the other on ``batches[a, k]`` (global sample indices).
+    """Train ``agents`` one after the other on ``batches[a, k]`` (global sample indices,
+    padded with -1 where an agent's batch is smaller than the widest one).
 
     Writes into the (possibly shared-memory) stacks through views; returns mean CE per agent.
+    ``steps_done``: optimiser steps each agent took before (Adam's bias correction).
     """
     losses = np.empty(len(agents), dtype=np.float64)
     idx_all = torch.from_numpy(batches).to(x.device)
+    widths = (batches[:, 0, :] >= 0).sum(axis=1)
     for a, i in enumerate(agents):
         # Leaf views of the stacks: autograd differentiates them, updates land in the stacks.
+        # (Training stays NCHW: channels-last measured 0.94-1.15x for batches of 64.)
         ps = [p[i].detach().requires_grad_() for p in params]
         bs = [b[i] for b in bufs]
         anchor = [p.detach().clone() for p in ps] if hp.prox_rho else None
         total = 0.0
+        t0 = 0 if steps_done is None else int(steps_done[a])
         for k in range(batches.shape[1]):
-            idx = idx_all[a, k]
+            idx = idx_all[a, k, : int(widths[a])]
             g, loss = fn.autograd_step(ps, x.index_select(0, idx), y.index_select(0, idx))
             with torch.no_grad():
-                _sgd_update(ps, g, bs, anchor, hp)
+                _sgd_update(ps, g, bs, anchor, hp, t=float(t0 + k + 1))
             total += float(loss)
         losses[a] = total / batches.shape[1]
     return losses
@@ -164,12 +261,16 @@ def _evaluate_agents(
     agents: np.ndarray,
     chunk: int,
 ) -> np.ndarray:
-    """``[2, A]``: accuracy and mean CE of each agent's model on (x, y), big batches."""
+    """``[2, A]``: accuracy and mean CE of each agent's model on (x, y), ``chunk`` at a time.
+
+    Per agent and chunk: one forward, one CE sum, one argmax count; nothing per sample.
+    """
     out = np.empty((2, len(agents)), dtype=np.float64)
     n = int(y.shape[0])
+    x = fn.prep(x)  # a no-op when the engine stored x channels-last already
     with torch.no_grad():
         for a, i in enumerate(agents):
-            ps = [p[int(i)] for p in params]
+            ps = [fn.layout(p[int(i)]) for p in params]
             correct, total = 0, 0.0
             for s in range(0, n, chunk):
                 logits = fn.logits(ps, x[s : s + chunk])
@@ -184,6 +285,7 @@ def _worker_main(
     net: str,
     input_shape: tuple[int, ...],
     num_classes: int,
+    channels_last: bool,
     params: list[torch.Tensor],
     bufs: list[torch.Tensor],
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
@@ -191,7 +293,7 @@ def _worker_main(
     """Loop-backend worker: trains / evaluates the agents it is sent, on shared stacks."""
     torch.set_num_threads(1)
     x, y, x_test, y_test = data
-    fn = _Functional(build_net(net, input_shape, num_classes))
+    fn = _Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
     while True:
         msg = conn.recv()
         if msg is None:
@@ -206,6 +308,52 @@ def _worker_main(
         except Exception as exc:  # report instead of hanging the parent
             conn.send(exc)
     conn.close()
+
+
+EVAL_CHUNK_CONV = 128
+"""Test samples per forward for conv nets. Measured (1 thread, channels-last, seed 003's
+CNN): 128 -> 13.1k samples/s, 256 -> 9.4k, 512 -> 5.9k, 2048 -> 5.8k (the old default);
+the small CNN and LeNet-5 are flat between 128 and 512. ``benchmarks/peer_round.py`` re-measures."""
+EVAL_CHUNK_DENSE = 512
+"""Test samples per forward for nets without convs (MLP: 128 -> 0.29M/s, 512 -> 0.39M/s)."""
+AUTO_WORKERS_MIN_FLOP = 1e11
+"""``workers = 0`` (auto) starts worker processes only when a step's training + evaluation
+is at least this much work (~2 s on one core here): spawning a worker re-imports torch
+(seconds), which small runs and tests would never earn back."""
+
+
+def free_cores(*, window_s: float = 0.1) -> float:
+    """Cores idle right now: the idle share of /proc/stat over ``window_s`` (this process
+    sleeps meanwhile) times the cores it may use; the load average where /proc is missing."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
+    try:
+        idle0, total0 = sample()
+        time.sleep(window_s)
+        idle1, total1 = sample()
+        all_cores = os.cpu_count() or cores
+        idle = all_cores * (idle1 - idle0) / max(total1 - total0, 1)
+    except (OSError, ValueError, IndexError):
+        idle = cores - os.getloadavg()[0]
+    return float(min(cores, max(idle, 0.0)))
+
+
+def auto_workers(*, flops_per_step: float, n_agents: int, pooled: bool = True) -> int:
+    """Worker processes for ``workers = 0``: the free cores (at least 1, at most one per
+    agent) when the step is big enough to pay for spawning them (:data:`AUTO_WORKERS_MIN_FLOP`),
+    else 1. Always 1 outside the CPU loop backend and inside child processes (a sweep's runs
+    already use the cores)."""
+    if not pooled or flops_per_step < AUTO_WORKERS_MIN_FLOP:
+        return 1
+    if multiprocessing.current_process().daemon or multiprocessing.parent_process() is not None:
+        return 1
+    return int(max(1, min(n_agents, round(free_cores()))))
 
 
 class _Pool:
@@ -270,6 +418,117 @@ class _Pool:
         self.conns, self.procs = [], []
 
 
+class _RayWorker:
+    """Loop-backend worker as a Ray actor: holds the data, is sent agents' parameter slices.
+
+    No shared memory across machines, so each call carries the slices of its agents and
+    returns them updated; the computation per agent is exactly :func:`_train_loop_agents`.
+    """
+
+    def __init__(
+        self,
+        net: str,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        channels_last: bool,
+        data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    ) -> None:
+        torch.set_num_threads(1)
+        self.fn = _Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
+        self.data = data
+
+    def train(
+        self,
+        params: list[torch.Tensor],
+        bufs: list[torch.Tensor],
+        batches: np.ndarray,
+        hp: _Hyper,
+    ) -> tuple[np.ndarray, list[torch.Tensor], list[torch.Tensor]]:
+        x, y, _, _ = self.data
+        params = [p.clone() for p in params]  # Ray hands out read-only zero-copy buffers
+        bufs = [b.clone() for b in bufs]
+        local = np.arange(len(batches))
+        losses = _train_loop_agents(self.fn, params, bufs, x, y, local, batches, hp)
+        return losses, params, bufs
+
+    def evaluate(self, params: list[torch.Tensor], chunk: int) -> np.ndarray:
+        _, _, x_test, y_test = self.data
+        n = int(params[0].shape[0])
+        return _evaluate_agents(self.fn, params, x_test, y_test, np.arange(n), chunk)
+
+
+class _RayPool:
+    """``workers`` Ray actors (``num_cpus=1`` each) on a local Ray or the cluster at ``address``.
+
+    Same split of agents as :class:`_Pool` and the same per-agent computation, so the numbers
+    equal those of local worker processes for the same seed.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        address: str | None,
+        net: tuple[str, tuple[int, ...], int, bool],
+        params: list[torch.Tensor],
+        bufs: list[torch.Tensor],
+        data: tuple[torch.Tensor, ...],
+    ) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError(
+                "worker_backend", "ray", "installed Ray (pip install 'ray>=2.60')"
+            ) from None
+        self.ray = ray
+        self.started_here = not ray.is_initialized()
+        if self.started_here:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        actor = ray.remote(num_cpus=1)(_RayWorker)
+        data_ref = ray.put(tuple(t.cpu() for t in data))
+        self.actors = [actor.remote(*net, data_ref) for _ in range(n)]
+        self.params, self.bufs = params, bufs
+
+    def run(self, kind: str, agents: np.ndarray, *extra: Any) -> np.ndarray:
+        """Like :meth:`_Pool.run`; training copies the returned slices into the stacks."""
+        chunks = [c for c in np.array_split(np.arange(len(agents)), len(self.actors)) if c.size]
+        refs = []
+        for actor, c in zip(self.actors, chunks, strict=False):
+            sel = torch.from_numpy(agents[c])
+            ps = [p.index_select(0, sel) for p in self.params]
+            if kind == "train":
+                batches, hp = extra
+                bs = [b.index_select(0, sel) for b in self.bufs]
+                refs.append(actor.train.remote(ps, bs, batches[c], hp))
+            else:
+                refs.append(actor.evaluate.remote(ps, extra[0]))
+        try:
+            results = self.ray.get(refs)
+        except Exception as exc:
+            raise RuntimeError(f"Ray training worker failed: {exc!r}") from exc
+        if kind != "train":
+            return np.concatenate(results, axis=-1)
+        with torch.no_grad():
+            for c, (_, ps, bs) in zip(chunks, results, strict=True):
+                sel = torch.from_numpy(agents[c])
+                for dst, src in zip(self.params, ps, strict=True):
+                    dst.index_copy_(0, sel, src)
+                for dst, src in zip(self.bufs, bs, strict=True):
+                    dst.index_copy_(0, sel, src)
+        return np.concatenate([r[0] for r in results])
+
+    def close(self) -> None:
+        for actor in self.actors:
+            try:
+                self.ray.kill(actor)
+            except Exception:  # noqa: BLE001 - Ray may already be down at interpreter exit
+                pass
+        self.actors = []
+        if self.started_here and self.ray.is_initialized():
+            self.ray.shutdown()
+            self.started_here = False
+
+
 DENSE_MIX_DENSITY = 0.05
 """Above this fraction of non-zeros a dense W matmul beats torch's CSR kernel.
 
@@ -322,11 +581,16 @@ class Engine:
         momentum: float = 0.0,
         weight_decay: float = 0.0,
         prox_rho: float = 0.0,
+        optimizer: str = "sgd",
         device: str = "cpu",
         seed: int,
         workers: int = 1,
         same_init: bool = True,
         agent_chunk: int | None = None,
+        eval_chunk: int = 0,
+        channels_last: bool | None = None,
+        worker_backend: str = "processes",
+        ray_address: str | None = None,
     ) -> None:
         _validate(
             backend=self.backend,
@@ -338,18 +602,23 @@ class Engine:
             momentum=momentum,
             weight_decay=weight_decay,
             prox_rho=prox_rho,
+            optimizer=optimizer,
             device=device,
             workers=workers,
             agent_chunk=agent_chunk,
+            eval_chunk=eval_chunk,
+            worker_backend=worker_backend,
         )
+        self.optimizer = str(optimizer)
         self.net_name = net
         self.dataset_name = dataset.name
         self.device = torch.device(device)
         self.lr, self.batch_size, self.local_steps = float(lr), int(batch_size), int(local_steps)
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
         self.prox_rho = float(prox_rho)
-        self.workers = int(workers)
         self.agent_chunk = agent_chunk
+        self.worker_backend = str(worker_backend)
+        self.ray_address = ray_address
         self.seed = int(seed)
         self._input_shape = tuple(dataset.input_shape)
         self._num_classes = int(dataset.num_classes)
@@ -357,6 +626,7 @@ class Engine:
         self.parts = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
         self.n_agents = len(self.parts)
         self.data_sizes = np.array([p.size for p in self.parts], dtype=np.int64)
+        self.batch_sizes = agent_batch_sizes(self.data_sizes, self.batch_size)
         self.label_hist = label_histograms(dataset.train_labels, self.parts, dataset.num_classes)
 
         with torch.random.fork_rng(devices=[]):  # leave the global RNG untouched
@@ -367,29 +637,65 @@ class Engine:
             p.requires_grad_(False)
         if list(template.buffers()):
             raise ConfigError("model", net, "a net without buffers (no BatchNorm)")
-        self._fn = _Functional(template.to(self.device))
+        has_conv = any(isinstance(m, nn.Conv2d) for m in template.modules())
+        if channels_last is None:  # measured to win only for convs on the CPU loop
+            channels_last = has_conv and self.backend == "loop" and self.device.type == "cpu"
+        self.channels_last = bool(channels_last)
+        auto_chunk = EVAL_CHUNK_CONV if has_conv else EVAL_CHUNK_DENSE
+        if self.device.type == "cuda":  # one forward per agent: small chunks starve a GPU
+            auto_chunk = int(dataset.y_test.shape[0])
+        self.eval_chunk = int(eval_chunk) or auto_chunk
+        self._fn = _Functional(template.to(self.device), channels_last=self.channels_last)
+        self.flops_per_sample = flops_per_sample(template, self._input_shape, backward=False)
         self.params = [p.to(self.device).contiguous() for p in self.params]
         self.momentum_buffers: list[torch.Tensor] = (
-            [torch.zeros_like(p) for p in self.params] if self.momentum else []
+            [torch.zeros_like(p) for p in self.params]
+            if self.momentum and self.optimizer == "sgd"
+            else []
         )
+        # Adam: first moments of every layer, then second moments; optimiser steps per agent.
+        self.adam_buffers: list[torch.Tensor] = (
+            [torch.zeros_like(p) for p in self.params]
+            + [torch.zeros_like(p) for p in self.params]
+            if self.optimizer == "adam"
+            else []
+        )
+        self.adam_steps = np.zeros(self.n_agents, dtype=np.int64)
         self.shapes = [tuple(p.shape[1:]) for p in self.params]
         self.num_params = int(sum(math.prod(s) for s in self.shapes))
 
         self._x = dataset.x_train.to(self.device)
         self._y = dataset.y_train.to(self.device)
-        self._x_test = dataset.x_test.to(self.device)
+        self._x_test = self._fn.prep(dataset.x_test.to(self.device))
         self._y_test = dataset.y_test.to(self.device)
         seqs = np.random.SeedSequence([self.seed, 0xBA7C4]).spawn(self.n_agents)
         self._rngs = [np.random.Generator(np.random.PCG64(s)) for s in seqs]
+        self.workers = (
+            int(workers)
+            if workers
+            else auto_workers(
+                flops_per_step=self.n_agents
+                * self.flops_per_sample
+                * (3 * self.local_steps * self.batch_size + int(dataset.y_test.shape[0])),
+                n_agents=self.n_agents,
+                pooled=self.backend == "loop" and self.device.type == "cpu",
+            )
+        )
         eval_rng = np.random.default_rng([self.seed, 0x1055])
         self._loss_order = [p[eval_rng.permutation(p.size)] for p in self.parts]
-        self._pool: _Pool | None = None
+        self._pool: _Pool | _RayPool | None = None
         self._finalizer: weakref.finalize | None = None
 
     # --- training ------------------------------------------------------------------------
     @property
     def _hyper(self) -> _Hyper:
-        return _Hyper(self.lr, self.momentum, self.weight_decay, self.prox_rho)
+        return _Hyper(
+            self.lr, self.momentum, self.weight_decay, self.prox_rho, optimizer=self.optimizer
+        )
+
+    @property
+    def _opt_buffers(self) -> list[torch.Tensor]:
+        return self.adam_buffers if self.optimizer == "adam" else self.momentum_buffers
 
     def _agents_of(self, mask: np.ndarray | None) -> np.ndarray:
         if mask is None:
@@ -400,18 +706,24 @@ class Engine:
         return np.flatnonzero(m)
 
     def _draw_batches(self, agents: np.ndarray) -> np.ndarray:
-        """``[A, K, B]`` global sample indices, drawn without replacement per step.
+        """``[A, K, B_max]`` global sample indices, drawn without replacement per step;
+        agent ``a`` uses the first ``min(B, |D_a|)`` entries, the rest are -1.
 
         Seed 003 Alg. 1 line 5 / seed 000 Alg. 1 line 2: each step samples a fresh batch from
         the agent's own data. Drawn here, in the main process, from the agent's own
-        Generator, so every backend and worker count sees the same batches.
+        Generator, so every backend and worker count sees the same batches. A full batch
+        (``B = 0``, seed 001) is the agent's whole data, in its stored order.
         """
-        k, b = self.local_steps, self.batch_size
-        out = np.empty((len(agents), k, b), dtype=np.int64)
+        k = self.local_steps
+        widths = self.batch_sizes[agents]
+        out = np.full((len(agents), k, int(widths.max(initial=1))), -1, dtype=np.int64)
         for a, i in enumerate(agents):
-            rng, part = self._rngs[i], self.parts[i]
+            rng, part, b = self._rngs[i], self.parts[i], int(widths[a])
             for s in range(k):
-                out[a, s] = part[rng.choice(part.size, size=b, replace=False)]
+                if b == part.size and self.batch_size == 0:
+                    out[a, s, :b] = part
+                else:
+                    out[a, s, :b] = part[rng.choice(part.size, size=b, replace=False)]
         return out
 
     def train(self, *, mask: np.ndarray | None = None) -> np.ndarray:
@@ -423,6 +735,7 @@ class Engine:
         losses = np.full(self.n_agents, np.nan)
         if agents.size:
             losses[agents] = self._train(agents, self._draw_batches(agents))
+            self.adam_steps[agents] += self.local_steps
         return losses
 
     def _train(self, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
@@ -568,7 +881,7 @@ class Engine:
         return float(out[0, 0]), float(out[1, 0])
 
     def evaluate(
-        self, *, agents: np.ndarray | None = None, chunk: int = 2048
+        self, *, agents: np.ndarray | None = None, chunk: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Accuracy and mean CE of each agent's model on the shared test sample.
 
@@ -576,12 +889,13 @@ class Engine:
         at most): on CPU such big-batch matmuls/convs already run near peak, and measured
         here vmap over agents was no faster for the MLP and 1.5-2x slower for a CNN, while
         needing N times the activation memory. The loop backend spreads agents over its
-        workers. Seed 003 evaluates every agent on one shared test set.
+        workers. Seed 003 evaluates every agent on one shared test set. ``chunk``: samples
+        per forward (default ``eval_chunk``, chosen by measurement: :data:`EVAL_CHUNK_CONV`).
         """
         idx = np.arange(self.n_agents) if agents is None else np.asarray(agents).reshape(-1)
         if idx.size == 0:
             return np.empty(0), np.empty(0)
-        res = self._evaluate(idx.astype(np.int64), int(chunk))
+        res = self._evaluate(idx.astype(np.int64), int(chunk or self.eval_chunk))
         return res[0], res[1]
 
     def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
@@ -608,6 +922,8 @@ class Engine:
             "n_agents": self.n_agents,
             "params": [p.detach().cpu().clone() for p in self.params],
             "momentum": [b.detach().cpu().clone() for b in self.momentum_buffers],
+            "adam": [b.detach().cpu().clone() for b in self.adam_buffers],
+            "adam_steps": torch.from_numpy(self.adam_steps.copy()),
             "rng": [_rng_state(r) for r in self._rngs],
         }
 
@@ -628,6 +944,13 @@ class Engine:
                 dst.copy_(src)
             for dst, src in zip(self.momentum_buffers, state["momentum"], strict=True):
                 dst.copy_(src)
+            adam = state.get("adam", [])
+            if len(adam) != len(self.adam_buffers):
+                raise ConfigError("state", "adam", "the same optimizer setting as this engine")
+            for dst, src in zip(self.adam_buffers, adam, strict=True):
+                dst.copy_(src)
+        if "adam_steps" in state:
+            self.adam_steps[:] = np.asarray(state["adam_steps"], dtype=np.int64)
         for r, s in zip(self._rngs, state["rng"], strict=True):
             r.bit_generator.state = _rng_restore(s)
 
@@ -649,43 +972,49 @@ class LoopEngine(Engine):
 
     backend = "loop"
 
+    def _pooled(self) -> bool:
+        return self.workers > 1 or self.worker_backend == "ray"
+
     def _train(self, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
-        if self.workers == 1:
+        if not self._pooled():
             with _threads(1):
                 return _train_loop_agents(
                     self._fn,
                     self.params,
-                    self.momentum_buffers,
+                    self._opt_buffers,
                     self._x,
                     self._y,
                     agents,
                     batches,
                     self._hyper,
+                    self.adam_steps[agents],
                 )
         return self._get_pool().run("train", agents, batches, self._hyper)
 
     def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
-        if self.workers == 1:
-            return super()._evaluate(agents, chunk)
+        if not self._pooled():
+            with _threads(1):
+                return super()._evaluate(agents, chunk)
         return self._get_pool().run("eval", agents, chunk)
 
-    def _get_pool(self) -> _Pool:
+    def _get_pool(self) -> _Pool | _RayPool:
         if self._pool is None:
             data = (self._x, self._y, self._x_test, self._y_test)
-            for t in (*self.params, *self.momentum_buffers, *data):
-                t.share_memory_()
-            self._pool = _Pool(
-                self.workers,
-                (
-                    self.net_name,
-                    self._input_shape,
-                    self._num_classes,
-                    self.params,
-                    self.momentum_buffers,
-                    data,
-                ),
-            )
-            self._finalizer = weakref.finalize(self, _Pool.close, self._pool)
+            net = (self.net_name, self._input_shape, self._num_classes, self.channels_last)
+            if self.worker_backend == "ray":
+                self._pool = _RayPool(
+                    self.workers,
+                    address=self.ray_address,
+                    net=net,
+                    params=self.params,
+                    bufs=self.momentum_buffers,
+                    data=data,
+                )
+            else:
+                for t in (*self.params, *self.momentum_buffers, *data):
+                    t.share_memory_()
+                self._pool = _Pool(self.workers, (*net, self.params, self.momentum_buffers, data))
+            self._finalizer = weakref.finalize(self, type(self._pool).close, self._pool)
         return self._pool
 
 
@@ -697,6 +1026,7 @@ class BatchedEngine(Engine):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._vgrad = vmap(self._fn.grad_and_loss, in_dims=(0, 0, 0))
+        self._vgrad_masked = vmap(self._fn.grad_and_loss_masked, in_dims=(0, 0, 0, 0))
 
     def _chunk(self) -> int:
         if self.agent_chunk is not None:
@@ -714,30 +1044,35 @@ class BatchedEngine(Engine):
             whole = chunk.size == self.n_agents
             sel = torch.from_numpy(chunk).to(self.device)
             ps = self.params if whole else [p.index_select(0, sel) for p in self.params]
-            bs = (
-                self.momentum_buffers
-                if whole
-                else [b.index_select(0, sel) for b in self.momentum_buffers]
-            )
+            opt = self._opt_buffers
+            bs = opt if whole else [b.index_select(0, sel) for b in opt]
             anchor = [p.clone() for p in ps] if hp.prox_rho else None
             total = torch.zeros(chunk.size, dtype=torch.float64, device=self.device)
+            t0 = torch.from_numpy(self.adam_steps[chunk]).to(self.device)
+            valid = idx_all[rows, 0] >= 0  # [A, B_max]; padding only for unequal batches
+            padded = not bool(valid.all())
+            w = valid.to(self._x.dtype)
             for k in range(self.local_steps):
-                idx = idx_all[rows, k]  # [A, B]
-                g, loss = self._vgrad(ps, self._x[idx], self._y[idx])
+                idx = idx_all[rows, k].clamp(min=0)  # [A, B_max]
+                if padded:
+                    g, loss = self._vgrad_masked(ps, self._x[idx], self._y[idx], w)
+                else:
+                    g, loss = self._vgrad(ps, self._x[idx], self._y[idx])
                 with torch.no_grad():
-                    _sgd_update(ps, g, bs, anchor, hp)
+                    _sgd_update(ps, g, bs, anchor, hp, t=t0 + (k + 1))
                 total += loss.double()
             if not whole:
                 with torch.no_grad():
                     for dst, src in zip(self.params, ps, strict=True):
                         dst.index_copy_(0, sel, src)
-                    for dst, src in zip(self.momentum_buffers, bs, strict=True):
+                    for dst, src in zip(opt, bs, strict=True):
                         dst.index_copy_(0, sel, src)
             losses[rows] = (total / self.local_steps).cpu().numpy()
         return losses
 
 
 BACKENDS: dict[str, type[Engine]] = {"loop": LoopEngine, "batched": BatchedEngine}
+WORKER_BACKENDS = ("processes", "ray")
 
 
 def make_engine(
@@ -752,11 +1087,16 @@ def make_engine(
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     prox_rho: float = 0.0,
+    optimizer: str = "sgd",
     device: str = "cpu",
     seed: int,
     workers: int = 1,
     same_init: bool = True,
     agent_chunk: int | None = None,
+    eval_chunk: int = 0,
+    channels_last: bool | None = None,
+    worker_backend: str = "processes",
+    ray_address: str | None = None,
 ) -> Engine:
     """Build the learning engine of all agents.
 
@@ -766,18 +1106,25 @@ def make_engine(
         net: a name in :data:`model.learning.nets.NETS`.
         dataset: from :func:`model.learning.data.load_dataset`.
         parts: training-sample indices per agent (:mod:`model.learning.partition`).
-        lr, batch_size, local_steps: SGD step size, batch size B, K steps per ``train``.
+        lr, batch_size, local_steps: step size, batch size B (per agent min(B, |D_i|);
+            0 = full batch), K steps per ``train``.
         momentum, weight_decay: torch.optim.SGD-style options (buffers kept per agent).
         prox_rho: proximal coefficient rho of seed 003, Alg. 1 (0 = plain SGD).
+        optimizer: ``sgd`` or ``adam`` (torch.optim.Adam's update, state per agent).
         device: ``cpu`` or ``cuda``.
         seed: fixes the initial model(s) and every agent's batch sampling.
-        workers: processes for the loop backend (1 = in this process).
+        workers: processes for the loop backend (1 = in this process, 0 = auto:
+            :func:`auto_workers`).
         same_init: all agents start from one model (else N independent inits).
         agent_chunk: batched backend only, agents per vmap call (None: 64 on CPU, all on
             CUDA); bounds activation memory.
+        eval_chunk: test samples per forward (0 = measured default, :data:`EVAL_CHUNK_CONV`).
+        channels_last: NHWC convs (None = on for conv nets on the CPU loop, where it wins).
+        worker_backend: ``processes`` (shared memory, this machine) or ``ray`` (actors on
+            a local Ray or the cluster at ``ray_address``; ``workers`` actors).
 
     Raises:
-        ConfigError: a bad value, e.g. ``batch_size`` larger than some agent's data.
+        ConfigError: a bad value, e.g. an agent without data.
     """
     if backend not in BACKENDS:
         raise ConfigError("backend", backend, "one of " + ", ".join(BACKENDS))
@@ -791,11 +1138,16 @@ def make_engine(
         momentum=momentum,
         weight_decay=weight_decay,
         prox_rho=prox_rho,
+        optimizer=optimizer,
         device=device,
         seed=seed,
         workers=workers,
         same_init=same_init,
         agent_chunk=agent_chunk,
+        eval_chunk=eval_chunk,
+        channels_last=channels_last,
+        worker_backend=worker_backend,
+        ray_address=ray_address,
     )
 
 
@@ -811,16 +1163,25 @@ def _validate(
     momentum: float,
     weight_decay: float,
     prox_rho: float,
+    optimizer: str,
     device: str,
     workers: int,
     agent_chunk: int | None,
+    eval_chunk: int = 0,
+    worker_backend: str = "processes",
 ) -> None:
     if len(parts) < 1:
         raise ConfigError("n_agents", 0, "at least one agent with data")
     if not lr > 0:
         raise ConfigError("lr", lr, "a number > 0")
-    if isinstance(batch_size, bool) or int(batch_size) < 1:
-        raise ConfigError("batch_size", batch_size, "an integer >= 1")
+    if isinstance(batch_size, bool) or int(batch_size) < 0:
+        raise ConfigError("batch_size", batch_size, "an integer >= 1, or 0 for full batch")
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError("optimizer", optimizer, "one of " + ", ".join(OPTIMIZERS))
+    if optimizer == "adam" and momentum:
+        raise ConfigError("momentum", momentum, "0 with optimizer = adam (Adam has its own)")
+    if optimizer == "adam" and workers > 1:
+        raise ConfigError("workers", workers, "1 with optimizer = adam")
     if isinstance(local_steps, bool) or int(local_steps) < 1:
         raise ConfigError("local_steps", local_steps, "an integer >= 1")
     if not 0.0 <= momentum < 1.0:
@@ -829,8 +1190,14 @@ def _validate(
         raise ConfigError("weight_decay", weight_decay, "a number >= 0")
     if not prox_rho >= 0:
         raise ConfigError("prox_rho", prox_rho, "a number >= 0")
-    if isinstance(workers, bool) or int(workers) < 1:
-        raise ConfigError("workers", workers, "an integer >= 1")
+    if isinstance(workers, bool) or int(workers) < 0:
+        raise ConfigError("workers", workers, "an integer >= 1, or 0 = auto")
+    if isinstance(eval_chunk, bool) or int(eval_chunk) < 0:
+        raise ConfigError("eval_chunk", eval_chunk, "an integer >= 1, or 0 = auto")
+    if worker_backend not in WORKER_BACKENDS:
+        raise ConfigError("worker_backend", worker_backend, "one of " + ", ".join(WORKER_BACKENDS))
+    if worker_backend == "ray" and backend != "loop":
+        raise ConfigError("worker_backend", worker_backend, "processes unless backend = loop")
     if agent_chunk is not None and int(agent_chunk) < 1:
         raise ConfigError("agent_chunk", agent_chunk, "an integer >= 1 or None")
     dev = torch.device(device)
@@ -850,13 +1217,18 @@ def _validate(
         if arr.size and (arr.min() < 0 or arr.max() >= n_train):
             raise ConfigError("parts", i, f"sample indices in [0, {n_train})")
     small = int(np.argmin(sizes))
-    if batch_size > sizes[small]:
+    if sizes[small] < 1:
         raise ConfigError(
-            "batch_size",
-            batch_size,
-            f"at most the smallest agent's data ({sizes[small]} samples, agent {small}); "
-            "batches are drawn without replacement",
+            "partition", f"agent {small} with 0 samples", "a partition that gives every agent data"
         )
+
+
+def agent_batch_sizes(data_sizes: np.ndarray, batch_size: int) -> np.ndarray:
+    """Per-agent batch ``min(B, |D_i|)``; ``B = 0`` = full batch ``|D_i|`` (seed 001 §V)."""
+    sizes = np.asarray(data_sizes, dtype=np.int64)
+    if batch_size == 0:
+        return sizes.copy()
+    return np.minimum(sizes, int(batch_size))
 
 
 def _init_stacks(template: nn.Module, n: int, same_init: bool) -> list[torch.Tensor]:

@@ -14,6 +14,7 @@ import numpy as np
 from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import make_partition
+from model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step
 from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
 from model.policies.base import check_metrics
 
@@ -42,9 +43,13 @@ class LearningSession:
             momentum=config.momentum,
             weight_decay=config.weight_decay,
             prox_rho=config.prox_rho,
+            optimizer=config.optimizer,
             device=config.device,
             seed=config.seed,
             workers=config.workers,
+            eval_chunk=config.eval_chunk,
+            worker_backend=config.worker_backend,
+            ray_address=config.ray_address,
         )
         self.policies: dict[str, tuple[Any, np.ndarray]] = {}
         for name in map(str, dict.fromkeys(model.policy_of_agent)):
@@ -62,6 +67,8 @@ class LearningSession:
             policy.needs_encounter_times for policy, _ in self.policies.values()
         )
         self.metric_names: list[str] = []
+        self.plateau = PlateauState(lr=config.lr)
+        self.stopper = EarlyStopState()
         for policy, _ in self.policies.values():
             for metric in policy.metric_names:
                 if metric not in self.metric_names:
@@ -134,7 +141,16 @@ class LearningSession:
             chosen = policy.train_mask(self._context(members))
             if chosen is not None:  # a bool per member (ExchangePolicy.train_mask)
                 mask[members] = np.asarray(chosen, bool)
-        self.engine.train(mask=None if mask.all() else mask)
+        losses = self.engine.train(mask=None if mask.all() else mask)
+        if self.config.lr_plateau_patience:  # seed 003: ReduceLROnPlateau (model.maths.schedule)
+            trained = losses[np.isfinite(losses)]
+            self.plateau = plateau_step(
+                self.plateau,
+                float(trained.mean()) if trained.size else float("nan"),
+                factor=self.config.lr_plateau_factor,
+                patience=self.config.lr_plateau_patience,
+            )
+            self.engine.lr = self.plateau.lr
         exchanges: list[tuple[np.ndarray, Exchange]] = []
         for policy, members in self.policies.values():
             exchange = policy.exchange(self._context(members))
@@ -149,6 +165,15 @@ class LearningSession:
             model.policy_metrics.update(exchange.metrics)
         if model.steps % self.config.eval_every == 0 or model.steps == self.config.steps:
             self.evaluate()
+            if self.config.early_stop_patience:  # seed 003: stop when accuracy stalls
+                self.stopper, stop = early_stop_step(
+                    self.stopper,
+                    float(np.nanmean(model.accuracy)),
+                    step=model.steps,
+                    patience=self.config.early_stop_patience,
+                )
+                if stop:
+                    model.running = False
 
     def evaluate(self) -> None:
         accuracy, loss = self.engine.evaluate()
@@ -160,9 +185,18 @@ class LearningSession:
         return {
             "engine": self.engine.state_dict(),
             "policies": {name: p.state_dict() for name, (p, _) in self.policies.items()},
+            "schedule": [
+                self.plateau.lr, self.plateau.best, self.plateau.bad_steps,
+                self.stopper.best, self.stopper.best_step,
+            ],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.engine.load_state_dict(state["engine"])
+        if "schedule" in state:
+            lr, best, bad, acc, at = state["schedule"]
+            self.plateau = PlateauState(lr=float(lr), best=float(best), bad_steps=int(bad))
+            self.stopper = EarlyStopState(best=float(acc), best_step=int(at))
+            self.engine.lr = self.plateau.lr
         for name, (policy, _) in self.policies.items():
             policy.load_state_dict(state["policies"][name])

@@ -110,6 +110,12 @@ class ExchangePolicy(ABC):
     metric_names: ClassVar[tuple[str, ...]] = ()
     """Every metric ``exchange`` may put in ``Exchange.metrics`` (columns of ``model.csv``);
     an undeclared one raises (:func:`check_metrics`) instead of being dropped."""
+    requires: ClassVar[dict[str, Any]] = {}
+    """Settings this policy cannot run without (``{kind}`` = the kind using it); applied
+    unless given explicitly, and an explicit contrary value is refused (model.config)."""
+    defaults: ClassVar[dict[str, Any]] = {}
+    """Settings the paper uses with this policy, applied only where the user said nothing
+    (a value or a function of the config)."""
 
     def __init__(self, *, settings: Any) -> None:
         """``settings`` is the run config (attribute access, e.g. ``settings.mobility_alpha``)."""

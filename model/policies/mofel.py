@@ -142,6 +142,8 @@ class MofelBase(ExchangePolicy):
         server_acc: accuracy of each server model on the shared test sample.
     """
 
+    requires: ClassVar[dict[str, Any]] = {"{kind}.mobility": "route"}
+    """Seed 002 §4: the central station plans with the clients' disclosed routes."""
     metric_names: ClassVar[tuple[str, ...]] = (
         "ntc",
         "ntc_partial",

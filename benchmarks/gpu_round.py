@@ -1,0 +1,86 @@
+"""Seed 003's round on CUDA with the batched backend, beside the CPU loop on a reduced round.
+
+The round of ``benchmarks/peer_round.py`` (100 cars, 100 SGD steps of batch 64, the
+Cached-DFL CNN, every car evaluated on 10k test images; ``--scale`` shrinks it) run with
+``backend = batched, device = cuda`` (one vmap over all cars per step). Prints the phases,
+GFLOP/s, and the same round's training on the CPU loop (1 thread) at ``--cpu-scale`` for a
+side-by-side ratio per car-step. Without a CUDA device it prints "no CUDA device" and exits 0.
+
+Run: ``python benchmarks/gpu_round.py [--scale 1] [--rounds 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+
+from peer_round import BATCH, LR, stand_in  # noqa: E402
+
+from model.learning.engine import make_engine  # noqa: E402
+from model.learning.nets import build_net, flops_per_sample  # noqa: E402
+from model.learning.partition import partition_shards  # noqa: E402
+
+
+def round_times(engine, *, sync: bool) -> dict[str, float]:  # noqa: ANN001
+    """Train one round and evaluate every car, timed (CUDA synchronised)."""
+
+    def now() -> float:
+        if sync:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    t = now()
+    engine.train()
+    t_train = now() - t
+    t = now()
+    acc, _ = engine.evaluate()
+    t_eval = now() - t
+    return {"train": t_train, "evaluate": t_eval, "acc": float(np.mean(acc))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--cpu-scale", type=float, default=0.05)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("no CUDA device")
+        return
+    cars, steps = max(2, round(100 * args.scale)), max(1, round(100 * args.scale))
+    test_size = max(100, round(10_000 * args.scale))
+    dataset = stand_in(test_size)
+    parts = partition_shards(dataset.train_labels, cars, rng=np.random.default_rng(0))
+    fps = flops_per_sample(build_net("cached_cnn", dataset.input_shape, 10), dataset.input_shape,
+                           backward=False)  # fmt: skip
+    work = cars * fps * (3 * steps * BATCH + test_size)
+    print(f"{torch.cuda.get_device_name()}: {cars} cars x {steps} steps x batch {BATCH}, "
+          f"test {test_size} ({dataset.name}), {work / 1e12:.2f} TFLOP per round")  # fmt: skip
+    gpu = make_engine("batched", net="cached_cnn", dataset=dataset, parts=parts, lr=LR,
+                      batch_size=BATCH, local_steps=steps, device="cuda", seed=0)  # fmt: skip
+    results = [round_times(gpu, sync=True) for _ in range(args.rounds)]
+    for r, res in enumerate(results):
+        total = res["train"] + res["evaluate"]
+        print(f"cuda round {r}: train {res['train']:.2f} s, evaluate {res['evaluate']:.2f} s, "
+              f"round {total:.2f} s, {work / total / 1e9:.0f} GFLOP/s, acc {res['acc']:.3f}")
+    best_gpu = min(results[1:] or results, key=lambda r: r["train"])
+
+    small = max(2, round(100 * args.cpu_scale))
+    cpu = make_engine("loop", net="cached_cnn", dataset=dataset, parts=parts[:small], lr=LR,
+                      batch_size=BATCH, local_steps=steps, device="cpu", seed=0,
+                      workers=1)  # fmt: skip
+    cpu_res = round_times(cpu, sync=False)
+    per_gpu = best_gpu["train"] / (cars * steps)
+    per_cpu = cpu_res["train"] / (small * steps)
+    print(f"cpu loop (1 thread, {small} cars): train {cpu_res['train']:.2f} s; per car-step "
+          f"cpu {1e3 * per_cpu:.2f} ms vs cuda {1e3 * per_gpu:.3f} ms: {per_cpu / per_gpu:.0f}x")
+
+
+if __name__ == "__main__":
+    main()

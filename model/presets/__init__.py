@@ -1,0 +1,106 @@
+"""Paper presets: one TOML file per seed paper's headline experiment (``mobidfl presets``).
+
+A preset fills every setting the user did not give explicitly (``--preset NAME``,
+``preset = "NAME"`` in a TOML config, or the ``preset`` keyword). Each file has an
+``[about]`` table (``description``, ``paper``, ``substitutes``) and the settings, each
+commented with its source (paper section / table or the authors' code as described in
+``shared/notes/stack.md``). Datasets that cannot be had offline are written
+``auto:REAL|SUBSTITUTE``: the real one is used when its files are under ``data_root``.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from model.errors import ConfigError
+
+__all__ = ["Preset", "preset_names", "load_preset", "preset_settings", "resolve_auto_dataset"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A paper preset: its name, one-line description, paper and flat settings."""
+
+    name: str
+    description: str
+    paper: str
+    substitutes: str
+    settings: dict[str, Any]
+
+
+def preset_names() -> list[str]:
+    """Names of the presets shipped in this package, sorted."""
+    files = resources.files(__package__).iterdir()
+    return sorted(f.name[: -len(".toml")] for f in files if f.name.endswith(".toml"))
+
+
+@functools.cache
+def load_preset(name: str) -> Preset:
+    """Read and check one preset (every setting name must exist)."""
+    if name not in preset_names():
+        raise ConfigError("preset", name, "one of " + ", ".join(preset_names()))
+    text = resources.files(__package__).joinpath(f"{name}.toml").read_text()
+    data = tomllib.loads(text)
+    about = data.pop("about", {})
+    from model.config import _canonical  # late: config imports this module lazily
+
+    flat = {_canonical(k): v for k, v in _flatten(data)}
+    if "preset" in flat:
+        raise ConfigError("preset", name, "a preset file without a `preset` key")
+    return Preset(
+        name=name,
+        description=str(about.get("description", "")),
+        paper=str(about.get("paper", "")),
+        substitutes=str(about.get("substitutes", "")),
+        settings=flat,
+    )
+
+
+def preset_settings(name: str) -> dict[str, Any]:
+    """The preset's settings by public name (a copy)."""
+    return dict(load_preset(name).settings)
+
+
+def resolve_auto_dataset(spec: str, data_root: str | None) -> str:
+    """``auto:A|B|C`` -> the first dataset whose files are present (the last one otherwise).
+
+    The last name should be an offline dataset (``mnist5k``), the paper's substitute.
+    """
+    from model.learning.data import DATASETS
+
+    names = [n.strip() for n in spec.removeprefix("auto:").split("|") if n.strip()]
+    if not names or any(n not in DATASETS for n in names):
+        allowed = "auto:NAME|NAME|... with names in " + ", ".join(DATASETS)
+        raise ConfigError("dataset", spec, allowed)
+    for name in names[:-1]:
+        if dataset_present(name, data_root):
+            return name
+    return names[-1]
+
+
+@functools.cache
+def dataset_present(name: str, data_root: str | None) -> bool:
+    """Whether ``name`` loads from ``data_root`` (or the system) on this machine."""
+    from pathlib import Path
+
+    from model.learning.data import DatasetUnavailable, load_dataset
+
+    root = None if data_root is None else str(Path(data_root).expanduser())
+    try:
+        load_dataset(name, root=root, test_size=1, seed=0)
+    except (DatasetUnavailable, ConfigError, OSError, RuntimeError):
+        return False
+    return True
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = ""):
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            yield from _flatten(value, prefix=f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value

@@ -1,0 +1,152 @@
+"""Learning options the seed papers use (issue 12): per-agent and full batches, Adam,
+ReduceLROnPlateau and early stop (model/maths/schedule.py), ceil(pN) HM clients."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from agents.mobility.random_walk import high_mobility_count
+from model.learning.data import load_dataset
+from model.learning.engine import adam_update, agent_batch_sizes, make_engine
+from model.maths.schedule import (
+    EarlyStopState,
+    PlateauState,
+    early_stop_step,
+    plateau_step,
+)
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return load_dataset("mnist5k", root=None, test_size=200, seed=0)
+
+
+def uneven_parts() -> list[np.ndarray]:
+    """Four agents of 5, 12, 40 and 90 samples (smaller than B = 16 for two of them)."""
+    edges = np.cumsum([0, 5, 12, 40, 90])
+    return [np.arange(edges[i], edges[i + 1]) for i in range(4)]
+
+
+def make(ds, backend: str, **kw):
+    opts = dict(net="mlp", lr=0.05, batch_size=16, local_steps=3, seed=3)
+    opts.update(kw)
+    return make_engine(backend, dataset=ds, parts=uneven_parts(), **opts)
+
+
+def max_diff(a, b) -> float:
+    return max(float((x - y).abs().max()) for x, y in zip(a.params, b.params, strict=True))
+
+
+def test_agent_batch_sizes_is_min_of_b_and_data_and_zero_is_full():
+    # Prepare / Execute / Assert
+    assert agent_batch_sizes(np.array([5, 12, 40]), 16).tolist() == [5, 12, 16]
+    assert agent_batch_sizes(np.array([5, 12, 40]), 0).tolist() == [5, 12, 40]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(batch_size=16),  # per-agent min(B, |D_i|): padded in the batched backend
+        dict(batch_size=0, local_steps=2),  # full batch (seed 001)
+        dict(optimizer="adam", lr=1e-3, weight_decay=1e-4),  # seed 004
+        dict(batch_size=0, momentum=0.9, weight_decay=5e-4, lr=0.3, local_steps=1),
+    ],
+)
+def test_loop_and_batched_agree_on_uneven_batches(ds, kw):
+    # Prepare
+    loop, batched = make(ds, "loop", **kw), make(ds, "batched", **kw)
+    # Execute: a full round, then a masked one (Adam step counts then differ per agent)
+    for e in (loop, batched):
+        e.train()
+        e.train(mask=np.array([True, False, True, True]))
+    # Assert
+    assert max_diff(loop, batched) < 1e-5
+    assert max_diff(loop, make(ds, "loop", **kw)) > 1e-4
+
+
+def test_full_batch_step_is_gradient_descent_on_all_the_agents_data(ds):
+    # Prepare: one agent, one full-batch step of plain GD
+    part = np.arange(30)
+    e = make_engine("loop", dataset=ds, parts=[part], net="mlp", lr=0.5, batch_size=0,
+                    local_steps=1, seed=0)
+    start = [p[0].clone().requires_grad_() for p in e.params]
+    loss = F.cross_entropy(e._fn.logits(start, ds.x_train[part]), ds.y_train[part])
+    grads = torch.autograd.grad(loss, start)
+    # Execute
+    e.train()
+    # Assert: x1 = x0 - lr * grad of the mean CE over all 30 samples
+    for p, s, g in zip(e.params, start, grads, strict=True):
+        assert torch.allclose(p[0], s.detach() - 0.5 * g, atol=1e-6)
+
+
+def test_adam_update_matches_torch_optim_adam():
+    # Prepare
+    torch.manual_seed(0)
+    x = torch.randn(5, 3)
+    ref = x.clone().requires_grad_()
+    opt = torch.optim.Adam([ref], lr=0.01)
+    mine, m, v = x.clone(), torch.zeros_like(x), torch.zeros_like(x)
+    # Execute: three steps on the same gradients
+    for t in range(1, 4):
+        g = torch.sin(t * x)
+        ref.grad = g.clone()
+        opt.step()
+        adam_update([mine], [g.clone()], [m], [v], t=float(t), lr=0.01)
+    # Assert
+    assert torch.allclose(mine, ref.detach(), atol=1e-7)
+
+
+def test_adam_with_per_agent_step_counts_equals_one_agent_at_a_time():
+    # Prepare: two agents stacked, at step counts 1 and 4
+    torch.manual_seed(1)
+    x, g = torch.randn(2, 4), torch.randn(2, 4)
+    m, v = torch.rand(2, 4), torch.rand(2, 4)
+    singles = [(x[i].clone(), m[i].clone(), v[i].clone()) for i in range(2)]
+    stacked = (x.clone(), m.clone(), v.clone())
+    # Execute
+    adam_update([stacked[0]], [g], [stacked[1]], [stacked[2]], t=torch.tensor([1, 4]), lr=0.1)
+    for i, (xi, mi, vi) in enumerate(singles):
+        adam_update([xi], [g[i]], [mi], [vi], t=float([1, 4][i]), lr=0.1)
+    # Assert
+    for i, (xi, _, _) in enumerate(singles):
+        assert torch.allclose(stacked[0][i], xi, atol=1e-6)
+
+
+def test_plateau_step_follows_torch_reduce_lr_on_plateau():
+    # Prepare: the same metric sequence through torch's scheduler and ours
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.95, 0.8, 0.85, 0.85, 0.85, 0.85]
+    param = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([param], lr=0.1)
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=2)
+    state = PlateauState(lr=0.1)
+    # Execute / Assert: identical lr after every step
+    for metric in metrics:
+        sched.step(metric)
+        state = plateau_step(state, metric, factor=0.5, patience=2)
+        assert math.isclose(state.lr, opt.param_groups[0]["lr"])
+    assert state.lr < 0.1  # the sequence did trigger reductions
+    assert plateau_step(state, float("nan"), factor=0.5, patience=2) == state
+
+
+def test_early_stop_after_patience_steps_without_increase():
+    # Prepare
+    state = EarlyStopState()
+    accs = [0.5, 0.6, 0.6, 0.59, 0.6]
+    # Execute
+    stops = []
+    for step, acc in enumerate(accs, start=1):
+        state, stop = early_stop_step(state, acc, step=step, patience=3)
+        stops.append(stop)
+    # Assert: best at step 2, no increase at 3, 4, 5 -> stop at step 5
+    assert stops == [False, False, False, False, True]
+
+
+@pytest.mark.parametrize(("n", "p", "expected"), [(48, 0.05, 3), (48, 0.2, 10), (45, 0.2, 9),
+                                                  (48, 0.0, 0), (48, 1.0, 48)])
+def test_high_mobility_count_is_ceil_pn(n, p, expected):
+    assert high_mobility_count(n, p) == expected

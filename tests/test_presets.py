@@ -1,0 +1,193 @@
+"""Paper presets, policies that bring what they need, and `mobidfl presets/reproduce` parts
+(issue 12)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.cli import main
+from analysis.reproduce import PAPERS, Claim, claim_effects, claim_verdict, run_metrics
+from model.config import Config
+from model.errors import ConfigError
+from model.presets import load_preset, preset_names, resolve_auto_dataset
+from model.world import MobiDFLModel
+
+TINY = {"steps": 1, "test_size": 50, "model": "mlp", "local_steps": 1, "map": "nyc_uws",
+        "vehicles": 0, "pedestrians": 0, "sensors": 0, "uavs": 0}
+
+
+# --- policies and mobility models bring what they need ------------------------------------------
+def test_fedavg_weighted_on_dirichlet_005_runs_with_the_default_batch():
+    # Prepare: issue 12's first refusal (20 agents, default batch 16 > smallest partition)
+    settings = dict(TINY, vehicles=20, policy="fedavg_weighted", partition="dirichlet",
+                    dirichlet_alpha=0.05, batch_size=16)
+    # Execute
+    model = MobiDFLModel(**settings).run()
+    # Assert: some agent holds fewer samples than B, and it trained with min(B, |D_i|)
+    engine = model.learner.engine
+    assert engine.data_sizes.min() < 16
+    assert engine.batch_sizes.tolist() == np.minimum(engine.data_sizes, 16).tolist()
+    assert np.isfinite(model.model_table().acc_mean.iloc[-1])
+
+
+def test_mofel_brings_route_mobility_unless_told_otherwise():
+    # Prepare / Execute
+    config = Config.from_settings({"vehicle.policy": "mofel", "vehicles": 10})
+    # Assert: applied, recorded as derived, and undone when the policy is changed back
+    assert config.vehicle.mobility == "route"
+    assert "vehicle.mobility" in config.derived_settings()
+    assert config.updated({"vehicle.policy": "dpsgd"}).vehicle.mobility == "manhattan"
+    assert 'mobility = "route"' in config.to_toml()
+
+
+def test_explicit_contrary_mobility_fails_naming_the_one_setting():
+    with pytest.raises(ConfigError) as err:
+        Config.from_settings({"vehicle.policy": "mofel", "vehicle.mobility": "manhattan"})
+    message = str(err.value)
+    assert "'vehicle.mobility'" in message and "route" in message and "\n" not in message
+
+
+def test_psfl_on_30_sensors_gets_the_papers_world():
+    # Prepare: issue 12's third case
+    config = Config.from_settings({"sensor.policy": "psfl", "sensors": 30, "vehicles": 0})
+    # Assert: static grid sensors with area labels, 8-neighbourhood range
+    assert config.sensor.mobility == "static"
+    assert config.partition_of("sensor") == "area"
+    assert config.radius_m == pytest.approx(1.5 * config.cell_m)
+    # an explicit radius wins over a default (not a requirement)
+    assert config.updated(radius_m=120.0).radius_m == 120.0
+
+
+def test_mofel_run_without_extra_settings_starts():
+    # Prepare / Execute: the policy brings its route mobility
+    model = MobiDFLModel(**dict(TINY, vehicles=8), vehicle_policy="mofel", servers=2, areas=2)
+    model.run()
+    # Assert
+    assert model.config.vehicle.mobility == "route"
+    assert "ntc" in model.model_table()
+
+
+# --- presets ------------------------------------------------------------------------------
+def test_every_preset_resolves_and_every_value_names_its_source():
+    for name in preset_names():
+        # Prepare
+        text = resources.files("model.presets").joinpath(f"{name}.toml").read_text()
+        # Execute
+        config = Config.from_settings(preset=name)
+        # Assert: every setting line carries a comment (its source); all settings known
+        for line in text.splitlines():
+            if re.match(r"^[a-z_]+\s*=", line) and not line.startswith(
+                ("description", "paper", "substitutes")
+            ):
+                assert "#" in line, f"{name}: no source for `{line}`"
+        assert load_preset(name).description and load_preset(name).paper
+        assert config.preset == name and config.dataset in ("mnist5k", "mnist", "cifar10",
+                                                              "fashion_mnist", "emnist_letters")
+    assert {"mobility_000", "dam_001", "mofel_002", "cached_dfl_003", "psfl_004"} <= set(
+        preset_names()
+    )
+
+
+def test_explicit_values_override_the_preset_and_the_rest_come_from_it():
+    # Execute
+    config = Config.from_settings(preset="cached_dfl_003", lr=0.5)
+    # Assert
+    assert config.lr == 0.5
+    assert (config.vehicles, config.cache_size, config.tau_max, config.batch_size) == (
+        100, 10, 5, 64)
+    assert config.updated(preset="").vehicles == Config().vehicles  # preset values undone
+
+
+def test_auto_dataset_falls_back_to_the_offline_substitute(tmp_path):
+    assert resolve_auto_dataset("auto:cifar10|mnist5k", str(tmp_path)) == "mnist5k"
+    with pytest.raises(ConfigError, match="dataset"):
+        resolve_auto_dataset("auto:imagenet|mnist5k", None)
+
+
+def test_cli_run_with_preset_records_preset_and_resolved_values(tmp_path):
+    # Prepare
+    out = tmp_path / "run"
+    # Execute: the DAM preset (full batch) shortened with --set
+    code = main(["run", "--preset", "dam_001", "--out", str(out), "--quiet",
+                 "--set", "steps=2", "--set", "model=mlp", "--set", "test_size=50"])
+    # Assert
+    assert code == 0
+    written = tomllib.loads((out / "config.toml").read_text())
+    assert written["preset"] == "dam_001" and written["batch_size"] == 0
+    assert written["steps"] == 2 and written["uav"]["mobility"] == "dcm"
+    again = Config.from_toml(out / "config.toml")  # re-runnable: same resolved values
+    assert again.to_dict() == Config.from_settings(
+        preset="dam_001", steps=2, model="mlp", test_size=50).to_dict()
+
+
+def test_cli_presets_lists_each_preset_on_one_line(capsys):
+    assert main(["presets"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == len(preset_names())
+    assert all(line.split()[0] in preset_names() for line in lines)
+
+
+def test_cli_unknown_preset_fails_with_one_line(tmp_path, capsys):
+    code = main(["run", "--preset", "nope", "--out", str(tmp_path / "x"), "--quiet"])
+    assert code == 2
+    assert "setting 'preset' = 'nope'" in capsys.readouterr().err
+
+
+# --- reproduce: verdicts from numbers ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("effects", "paper", "verdict"),
+    [
+        ([4.0, 5.0, 3.0], 4.64, "holds"),
+        ([4.0, -1.0, 6.0], 4.64, "direction only"),  # not every seed
+        ([20.0, 25.0], 4.64, "direction only"),  # more than x2 the paper
+        ([-1.0, -0.5, 0.4], 2.73, "fails"),
+        ([0.3, 0.1], None, "holds"),  # direction-only claim
+        ([], None, "fails"),
+    ],
+)
+def test_claim_verdict(effects, paper, verdict):
+    assert claim_verdict(effects, paper_value=paper)[0] == verdict
+
+
+def test_claim_effects_are_paired_per_seed_and_run_metrics_reads_a_table():
+    # Prepare: two variants, two seeds; one run's per-step table
+    per_run = pd.DataFrame({"variant": ["A", "A", "B", "B"], "seed": [0, 1, 1, 0],
+                            "final_acc": [80.0, 70.0, 60.0, 75.0]})
+    claim = Claim("T", "A over B", "final_acc", "A", "B", 5.0, "q")
+    table = pd.DataFrame({"step": [0, 1, 2, 3, 4], "acc_mean": [0.1, 0.5, 0.5, 0.7, 0.9]})
+    # Execute
+    effects = claim_effects(claim, per_run)
+    metrics = run_metrics(table, window=2)
+    # Assert
+    assert sorted(effects.tolist()) == [5.0, 10.0]
+    assert metrics["final_acc"] == pytest.approx(80.0)  # mean of the last 2 evaluations
+    assert metrics["half_acc"] == pytest.approx(50.0)
+
+
+def test_every_reproduction_spec_uses_a_shipped_preset_and_known_variants():
+    for spec in PAPERS.values():
+        assert spec.preset in preset_names()
+        for claim in spec.claims:
+            assert claim.a in spec.variants and (claim.b is None or claim.b in spec.variants)
+        for variant in spec.variants:
+            Config.from_settings({"preset": spec.preset, **spec.scales["small"],
+                                  **spec.variants[variant]})
+
+
+def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_mobility():
+    from analysis.app_components import AppModel, initial_settings, model_params
+
+    # Prepare: the app's start inputs, as SolaraViz passes them on Reset
+    start = initial_settings(model_params())
+    # Execute
+    with_preset = AppModel.model_settings(**dict(start, preset="dam_001", seed=4))
+    with_mofel = AppModel.model_settings(**dict(start, vehicle_policy="mofel"))
+    # Assert: only the touched inputs stay explicit
+    assert with_preset == {"preset": "dam_001", "seed": 4}
+    assert Config.from_settings(with_mofel).vehicle.mobility == "route"
