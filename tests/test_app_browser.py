@@ -252,9 +252,10 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
         moved = sum(a != b for a, b in zip(paths_before, paths_after, strict=True))
         assert moved >= 150, f"only {moved} of {N_AGENTS} agent shapes moved"
         svg = base64.b64decode(page.evaluate(PLOT_SVG, plot)).decode()
-        assert _markers(svg, "acc-mean") == 4, "accuracy plot should show steps 0..3"
+        # steps 1..3: step 0 is not evaluated by default (eval_initial=False)
+        assert _markers(svg, "acc-mean") == 3, "accuracy plot should show steps 1..3"
         for kind in ("vehicle", "pedestrian", "sensor", "uav"):
-            assert _markers(svg, f"acc-{kind}") == 4, kind
+            assert _markers(svg, f"acc-{kind}") == 3, kind
         status_text_now = status.text_content() or ""
         assert browser.problems == [], browser.problems
         assert server.cdn_misses == [], f"fetched outside the local cache: {server.cdn_misses}"
@@ -352,12 +353,12 @@ def test_clicks_while_a_step_runs_are_queued_not_lost() -> None:
 
         # Execute + Assert: Reset builds a fresh model; Play steps until paused, then stops.
         status, queue = page.locator(".mobidfl-status"), page.locator(".mobidfl-queue")
-        page.get_by_role("button", name="Reset").click()
+        page.get_by_role("button", name="Reset", exact=True).click()
         expect(status).to_contain_text("Step 0 ")
-        page.get_by_role("button", name="▶").click()
+        page.get_by_role("button", name="▶", exact=True).click()
         expect(queue).to_contain_text("(playing)")
         expect(status).to_contain_text("Step 1 ")
-        page.get_by_role("button", name="❚❚").click()
+        page.get_by_role("button", name="❚❚", exact=True).click()
         expect(queue).to_contain_text("Idle")
         stopped_at = status.text_content()
         page.wait_for_timeout(1500)  # about a step: nothing more may run
