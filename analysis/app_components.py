@@ -426,7 +426,9 @@ def status_text(model: MobiDFLModel) -> str:
     parts = [
         f"Step {model.steps}",
         f"simulated time {clock(model.steps * model.config.step_s)}",
-        f"mean accuracy {accuracy:.3f}" if math.isfinite(accuracy) else "learning off",
+        f"mean accuracy {accuracy:.3f}" if math.isfinite(accuracy)
+        else "learning off" if model.learner is None
+        else "accuracy from step 1",  # step 0 is not evaluated unless eval_initial
         f"{int(model.adjacency.nnz // 2)} contacts",
     ]
     seconds = getattr(model, "last_step_s", float("nan"))

@@ -416,3 +416,16 @@ def test_areas_geojson_covers_the_grid_once_per_area(small_model: AppModel) -> N
         assert shapes[int(area)].contains(shapely.geometry.Point(lon, lat))
     total = sum(shape.area for shape in shapes.values())
     assert abs(shapely.union_all(list(shapes.values())).area - total) < 1e-9 * max(total, 1)
+
+
+def test_status_text_before_the_first_evaluation_does_not_say_learning_off() -> None:
+    # Prepare: learning on, step 0 not evaluated (the default eval_initial=False).
+    model = AppModel(map="nyc_uws", vehicles=4, pedestrians=0, sensors=0, uavs=0, model="mlp",
+                     batch_size=8)
+
+    # Execute
+    text = status_text(model)
+
+    # Assert: it says when accuracy comes, not that learning is off.
+    assert model.learner is not None
+    assert "accuracy from step 1" in text and "learning off" not in text, text
