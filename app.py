@@ -1,8 +1,9 @@
 """MobiDFL interactive exploration (issue #6): ``solara run app.py --host 127.0.0.1``.
 
-Mesa's ``SolaraViz`` gives the controls (Step / Play / Reset, the parameter inputs) and the
-draggable grid; the map, plots and agent panel come from :mod:`analysis.app_components`
-(that module says why they are our own components). Everything works offline: the streets
+The page is Mesa's ``SolaraViz`` layout (parameter inputs, draggable grid) with our own Step /
+Play / Reset (``AppPage``, ``QueuedController``: a click during a step is queued, never lost);
+the map, plots and agent panel come from :mod:`analysis.app_components` (that module says why
+they are our own components). Everything works offline: the streets
 are drawn from the map's own geometry and OSM web tiles are an opt-in checkbox.
 
 Settings without an input (or different starting values) come from the environment, e.g.
@@ -17,12 +18,12 @@ from __future__ import annotations
 import os
 
 import torch
-from mesa.visualization import SolaraViz
 
 from analysis.app_components import (
     AccuracyPlot,
     AgentInfo,
     AppModel,
+    AppPage,
     ContactsPlot,
     MapView,
     NeighboursPlot,
@@ -37,7 +38,7 @@ params = model_params(env_settings(os.environ.get("MOBIDFL_APP_SETTINGS", "")))
 start = initial_settings(params)
 params["fallback"] = start  # a rejected input on Reset falls back to the starting scenario
 model = AppModel(**start)
-page = SolaraViz(
+page = AppPage(
     model,
     components=[MapView, AgentInfo, AccuracyPlot, ContactsPlot, NeighboursPlot],
     model_params=params,

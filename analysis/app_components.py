@@ -1,7 +1,8 @@
 """Pieces of the interactive app (``solara run app.py``): map layers, plots, panels.
 
-The app is Mesa's ``SolaraViz`` (controls, Step/Play/Reset, parameter inputs, draggable
-grid) with the components below. The pure functions turn a running
+The app is Mesa's ``SolaraViz`` layout (parameter inputs, draggable grid) around the
+components below, with our own Step/Play/Reset (:func:`QueuedController`: a click during a
+step is queued, never lost). The pure functions turn a running
 :class:`model.world.MobiDFLModel` into GeoJSON and figures, so they are testable without a
 browser; the ``@solara.component`` functions only arrange them.
 
@@ -28,6 +29,7 @@ import functools
 import html
 import math
 import shlex
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -36,12 +38,23 @@ import ipyleaflet
 import matplotlib
 import matplotlib.ticker
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
+import shapely
+import shapely.geometry
 import solara
+import solara.lab
 import traitlets
 from matplotlib.figure import Figure
-from mesa.visualization.utils import update_counter
+from mesa.visualization.solara_viz import (
+    ComponentsView,
+    ModelCreator,
+    ShowSteps,
+    _build_model_init_kwargs,
+)
+from mesa.visualization.utils import force_update, update_counter
 from pyproj import Transformer
+from solara.server import kernel_context
 
 from maps.sources import ATTRIBUTION, BUNDLED
 from model.config import COUNT_SETTING, KINDS, Config, mobility_fit, parse_value
@@ -117,9 +130,13 @@ def lonlat(model: MobiDFLModel, xy: np.ndarray) -> np.ndarray:
 
 
 def shape_size_m(model: MobiDFLModel) -> float:
-    """Agent symbol radius in metres: about 1/70 of the map's larger side, 4..60 m."""
+    """Agent symbol radius in metres: about 1/70 of the map's larger side, 4..400 m.
+
+    About 4 px at the zoom that fits the map; the old 60 m cap left 2-pixel dots on a
+    city-scale map (``manhattan_grid`` is 15 km tall).
+    """
     west, south, east, north = model.world_map.bounds
-    return float(np.clip(max(east - west, north - south) / 70.0, 4.0, 60.0))
+    return float(np.clip(max(east - west, north - south) / 70.0, 4.0, 400.0))
 
 
 # --- GeoJSON layers --------------------------------------------------------------------
@@ -193,25 +210,49 @@ def contacts_geojson(model: MobiDFLModel, *, max_lines: int = MAX_CONTACT_LINES)
     return {"type": "FeatureCollection", "features": [feature] if len(pairs) else []}
 
 
-def streets_geojson(model: MobiDFLModel) -> dict[str, Any]:
-    """The street graph from its own geometry (works offline): drivable darker than walk-only."""
-    from analysis.gis import streets_layer
+STREET_DETAIL_EDGES = 2000
+"""Above this many streets the lines are drawn thinner (at a city's zoom thick lines merge)."""
 
-    streets = streets_layer(model)
+
+def streets_geojson(model: MobiDFLModel) -> dict[str, Any]:
+    """The street graph from its own geometry (works offline): drivable darker than walk-only.
+
+    WHY this shape: a city-scale map (``manhattan_grid``: 9,176 walk edges) drawn as one
+    feature per street class is two SVG paths in the browser, each street once (the two
+    directions of a street share a line); the points go through one CRS transform and the
+    per-street lists are slices of one list (no per-edge geometry objects): about 10x faster
+    than a GeoDataFrame built street by street.
+    """
+    world = model.world_map
+    walk, drive = world.walk, world.drive
+    lo, hi = np.minimum(walk.edge_u, walk.edge_v), np.maximum(walk.edge_u, walk.edge_v)
+    _, first = np.unique(lo.astype(np.int64) * len(walk.node_ids) + hi, return_index=True)
+    edges = np.sort(first)
+    walk_ends = pd.MultiIndex.from_arrays(
+        [walk.node_ids[walk.edge_u[edges]], walk.node_ids[walk.edge_v[edges]]])
+    drive_u, drive_v = drive.node_ids[drive.edge_u], drive.node_ids[drive.edge_v]
+    drive_ends = pd.MultiIndex.from_arrays([np.r_[drive_u, drive_v], np.r_[drive_v, drive_u]])
+    drivable = walk_ends.isin(drive_ends)
+    points = lonlat(model, walk.pts_xy).round(6).tolist()
+    starts, stops = walk.edge_pt0[edges], walk.edge_pt1[edges]
+    thin = len(edges) > STREET_DETAIL_EDGES
     features = []
-    for drivable, group in streets.groupby("drivable"):
-        geoms = [geom for geom in group.geometry if not geom.is_empty]
-        lines = [np.asarray(geom.coords).round(7).tolist() for geom in geoms]
+    for flag in (True, False):
+        chosen = np.flatnonzero(drivable == flag)
+        if not chosen.size:
+            continue
+        lines = [points[a:b] for a, b in zip(starts[chosen], stops[chosen], strict=True)]
         features.append(
             {
                 "type": "Feature",
                 "geometry": {"type": "MultiLineString", "coordinates": lines},
                 "properties": {
-                    "drivable": bool(drivable),
+                    "drivable": flag,
+                    "streets": int(chosen.size),
                     "style": {
-                        "color": "#555555" if drivable else "#999999",
-                        "weight": 2.5 if drivable else 1.2,
-                        "opacity": 0.8,
+                        "color": "#555555" if flag else "#999999",
+                        "weight": (1.0 if flag else 0.6) if thin else (2.5 if flag else 1.2),
+                        "opacity": 0.7 if thin else 0.8,
                     },
                 },
             }
@@ -220,17 +261,29 @@ def streets_geojson(model: MobiDFLModel) -> dict[str, Any]:
 
 
 def areas_geojson(model: MobiDFLModel) -> dict[str, Any]:
-    """Map areas (k-means clusters of road nodes) as faint polygons: grid cells merged by area."""
-    from analysis.gis import cells_layer
+    """Map areas (k-means clusters of road nodes) as faint polygons: grid cells merged by area.
 
-    cells = cells_layer(model)
+    Cells are made as one array of boxes and merged per area with
+    ``shapely.coverage_union_all`` (0.03 s on ``manhattan_grid``, where a GeoDataFrame
+    ``dissolve`` took 1.8 s).
+    """
+    world = model.world_map
+    grid = world.grid
+    cells = np.arange(grid.n_cells)
+    rows, cols = grid.rc(cells)
+    x0 = grid.x0 + cols * grid.cell_m
+    y0 = grid.y0 + rows * grid.cell_m
+    boxes = shapely.box(x0, y0, x0 + grid.cell_m, y0 + grid.cell_m)
+    area_of_cell = np.asarray(world.area_of(grid.centres(cells)))
     features = []
-    for area, group in cells.dissolve(by="area").iterrows():
+    for area in np.unique(area_of_cell):
+        merged = shapely.coverage_union_all(boxes[area_of_cell == area])
+        merged = shapely.transform(merged, lambda xy: lonlat(model, xy))
         colour = AREA_COLOURS[int(area) % len(AREA_COLOURS)]
         features.append(
             {
                 "type": "Feature",
-                "geometry": group.geometry.__geo_interface__,
+                "geometry": shapely.geometry.mapping(shapely.set_precision(merged, 1e-7)),
                 "properties": {
                     "area": int(area),
                     "style": {
@@ -373,7 +426,9 @@ def status_text(model: MobiDFLModel) -> str:
     parts = [
         f"Step {model.steps}",
         f"simulated time {clock(model.steps * model.config.step_s)}",
-        f"mean accuracy {accuracy:.3f}" if math.isfinite(accuracy) else "learning off",
+        f"mean accuracy {accuracy:.3f}" if math.isfinite(accuracy)
+        else "learning off" if model.learner is None
+        else "accuracy from step 1",  # step 0 is not evaluated unless eval_initial
         f"{int(model.adjacency.nnz // 2)} contacts",
     ]
     seconds = getattr(model, "last_step_s", float("nan"))
@@ -856,3 +911,145 @@ def _plot(make, css_class: str):
 AccuracyPlot = _plot(accuracy_figure, "mobidfl-accuracy-plot")
 ContactsPlot = _plot(contacts_figure, "mobidfl-contacts-plot")
 NeighboursPlot = _plot(neighbours_figure, "mobidfl-neighbours-plot")
+
+
+# --- controls: every Step click is one step, run in click order ---------------------------------
+class StepQueue:
+    """Steps asked for and not yet run, and whether a worker thread is running them.
+
+    WHY (issue 13 item 9): Mesa's ``ModelController`` runs the whole step inside the click
+    handler, so the browser session's kernel is busy for seconds and a click that arrives then
+    was lost on a loaded machine (three clicks gave step 2). Here a click only adds one to
+    ``pending`` and returns at once; one worker thread per page runs the steps one after another
+    and redraws after each, so N clicks are N steps and the page can say how many wait.
+    All fields are read and written under ``lock``.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending = 0
+        self.playing = False
+        self.running_step: int | None = None  # the step number being computed, if any
+        self.worker: threading.Thread | None = None
+
+    def text(self) -> str:
+        """What the controls show: the step being computed and how many clicks wait."""
+        with self.lock:
+            if self.running_step is None:
+                return "Idle: Step runs one step per click; clicks during a step are queued."
+            waiting = f" · {self.pending} more queued" if self.pending else ""
+            playing = " (playing)" if self.playing else ""
+            return f"Running step {self.running_step}{playing}{waiting}"
+
+
+@solara.component
+def QueuedController(
+    model: solara.Reactive[MobiDFLModel],
+    model_parameters: solara.Reactive[dict],
+    play_interval_s: float = 0.1,
+) -> None:
+    """Step / Play / Reset whose clicks are never lost while a step runs (see :class:`StepQueue`).
+
+    The worker thread enters this page's kernel context so it can redraw the page (reactive
+    state is per browser session); rendering happens in the worker between two steps, never
+    while the model is half-way through one.
+    """
+    queue = solara.use_memo(StepQueue, [])
+    shown = solara.use_reactive(queue.text())
+    error = solara.use_reactive(None)
+    context = kernel_context.get_current_context()
+
+    def publish() -> None:
+        shown.set(queue.text())
+
+    def work() -> None:
+        with context:
+            while True:
+                with queue.lock:
+                    current = model.value
+                    if not current.running or not (queue.pending or queue.playing):
+                        queue.pending, queue.playing = 0, False
+                        queue.running_step, queue.worker = None, None
+                        break
+                    if queue.pending:
+                        queue.pending -= 1
+                    queue.running_step = current.steps + 1
+                publish()
+                try:
+                    current.step()
+                except Exception as exc:  # noqa: BLE001 - shown on the page, queue cleared
+                    error.set(f"error in step: {type(exc).__name__}: {exc}")
+                    with queue.lock:
+                        queue.pending, queue.playing = 0, False
+                force_update()
+                if queue.playing:
+                    time.sleep(play_interval_s)
+            publish()
+            force_update()
+
+    def start_worker_locked() -> None:
+        if queue.worker is None:
+            queue.worker = threading.Thread(target=work, name="mobidfl-steps", daemon=True)
+            queue.worker.start()
+
+    def do_step() -> None:
+        with queue.lock:
+            queue.pending += 1
+            start_worker_locked()
+        publish()
+
+    def do_play_pause() -> None:
+        with queue.lock:
+            queue.playing = not queue.playing
+            if queue.playing:
+                start_worker_locked()
+        publish()
+
+    def do_reset() -> None:
+        with queue.lock:  # the step under way finishes on the old model; nothing more runs
+            queue.pending, queue.playing = 0, False
+        error.set(None)
+        kwargs = _build_model_init_kwargs(model.value, model_parameters.value,
+                                          add_scenario_when_empty=True,
+                                          require_model_accepts_scenario=True)
+        model.value = type(model.value)(**kwargs)
+        publish()
+
+    playing = queue.playing
+    with solara.Row(justify="space-between"):
+        solara.Button(label="Reset", color="primary", on_click=do_reset)
+        solara.Button(label="❚❚" if playing else "▶", color="primary", on_click=do_play_pause,
+                      disabled=not model.value.running)
+        solara.Button(label="Step", color="primary", on_click=do_step,
+                      disabled=playing or not model.value.running)
+    solara.Text(shown.value, classes=["mobidfl-queue"], style={"font-size": "12px"})
+    if error.value:
+        solara.Error(label=error.value)
+
+
+@solara.component
+def AppPage(
+    model: MobiDFLModel,
+    components: list[Any],
+    model_params: dict[str, Any],
+    name: str,
+) -> None:
+    """SolaraViz's layout (app bar, sidebar with controls and inputs, component grid) with
+    :func:`QueuedController` in place of Mesa's ``ModelController``.
+
+    WHY: ``SolaraViz`` hard-wires its controller; its other pieces (``ModelCreator``,
+    ``ComponentsView``, ``ShowSteps``) are reused as they are.
+    """
+    reactive_model = solara.use_reactive(model)
+    reactive_parameters = solara.use_reactive({})
+    with solara.AppBar():
+        solara.AppBarTitle(name)
+        solara.lab.ThemeToggle()
+    with solara.Sidebar(), solara.Column():
+        with solara.Card("Controls"):
+            QueuedController(reactive_model, reactive_parameters)
+        with solara.Card("Model Parameters"):
+            ModelCreator(reactive_model, model_params, model_parameters=reactive_parameters)
+        with solara.Card("Information"):
+            ShowSteps(reactive_model.value)
+    ComponentsView(list(components), reactive_model.value)

@@ -3,8 +3,9 @@
 WHY: the app is what users look at first; Python-side checks cannot see a map that renders
 nothing or a Step button that does not reach the model. The browser test starts
 ``solara run app.py`` offline through the harness (tests/browser.py), clicks Step three
-times with 200 agents and checks what the page shows. The other tests check the GeoJSON and
-settings helpers the page is built from, without a browser.
+times with 200 agents and checks what the page shows; a second one clicks Step while a slow
+step runs and checks that every click became one step, in order (issue 13 item 9). The other
+tests check the GeoJSON and settings helpers the page is built from, without a browser.
 Set-up for the browser test: ``.ci/browser_deps.sh`` and ``.ci/solara_assets.sh``.
 """
 
@@ -22,12 +23,14 @@ from analysis.app_components import (
     AGENT_CLASS,
     AppModel,
     agents_geojson,
+    areas_geojson,
     contacts_geojson,
     env_settings,
     initial_settings,
     lonlat,
     model_params,
     status_text,
+    streets_geojson,
 )
 from tests.browser import (
     CHROMIUM,
@@ -249,9 +252,10 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
         moved = sum(a != b for a, b in zip(paths_before, paths_after, strict=True))
         assert moved >= 150, f"only {moved} of {N_AGENTS} agent shapes moved"
         svg = base64.b64decode(page.evaluate(PLOT_SVG, plot)).decode()
-        assert _markers(svg, "acc-mean") == 4, "accuracy plot should show steps 0..3"
+        # steps 1..3: step 0 is not evaluated by default (eval_initial=False)
+        assert _markers(svg, "acc-mean") == 3, "accuracy plot should show steps 1..3"
         for kind in ("vehicle", "pedestrian", "sensor", "uav"):
-            assert _markers(svg, f"acc-{kind}") == 4, kind
+            assert _markers(svg, f"acc-{kind}") == 3, kind
         status_text_now = status.text_content() or ""
         assert browser.problems == [], browser.problems
         assert server.cdn_misses == [], f"fetched outside the local cache: {server.cdn_misses}"
@@ -275,3 +279,153 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
     with Image.open(shot) as image:
         colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
     assert colours is None or len(colours) > 50, "screenshot is (nearly) blank"
+
+
+# Few agents but slow learning (CNN, 12 local steps): a step takes about a second, so
+# clicks can land while one runs; the server and page still start in well under 30 s.
+SLOW_STEP_SETTINGS = (
+    "map=nyc_uws vehicles=12 pedestrians=0 sensors=0 uavs=0 model=cnn local_steps=12 "
+    "batch_size=16"
+)
+CLICKS_DURING_A_STEP = """
+async () => {
+  const queue = () => document.querySelector('.mobidfl-queue')?.textContent || '';
+  const status = () => document.querySelector('.mobidfl-status')?.textContent || '';
+  const seen = [queue()];
+  const observer = new MutationObserver(() => {
+    const text = queue();
+    if (text !== seen[seen.length - 1]) seen.push(text);
+  });
+  observer.observe(document.body, {subtree: true, childList: true, characterData: true});
+  const button = [...document.querySelectorAll('button')]
+      .find(b => b.textContent.trim() === 'Step');
+  const until = (test, what) => new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const check = () => {
+      if (test()) resolve();
+      else if (performance.now() - t0 > 60000)
+        reject(new Error(`${what} not seen in 60 s: ${status()} | ${queue()} | ${seen}`));
+      else setTimeout(check, 5);
+    };
+    check();
+  });
+  button.click();
+  await until(() => queue().startsWith('Running step 1'), 'first step running');
+  button.click();
+  button.click();
+  const statusAtClicks = status();
+  await until(() => status().startsWith('Step 3 ') && queue().startsWith('Idle'),
+              'step 3 and an idle queue');
+  observer.disconnect();
+  return {seen, statusAtClicks, final: status()};
+}
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} absent; {SETUP_HINT}")
+def test_clicks_while_a_step_runs_are_queued_not_lost() -> None:
+    # Prepare: the app with slow steps, offline; wait for the page and the idle queue line.
+    from playwright.sync_api import expect
+
+    env = {"MOBIDFL_APP_SETTINGS": SLOW_STEP_SETTINGS}
+    with (
+        solara_server(APP, port=free_port(), env=env, timeout_s=120) as server,
+        chromium_page() as browser,
+    ):
+        page = browser.page
+        page.goto(server.url)
+        wait_for_solara_app(page, timeout_ms=90_000)
+        expect(page.locator(".mobidfl-status")).to_contain_text("Step 0 ")
+        expect(page.locator(".mobidfl-queue")).to_contain_text("Idle")
+
+        # Execute: one click, then two more while that first step is still running.
+        result = page.evaluate(CLICKS_DURING_A_STEP)
+
+        # Assert: the two later clicks came during step 1, were shown as queued, and each ran
+        # one step in order: the page ends at step 3 with nothing left in the queue.
+        assert result["statusAtClicks"].startswith("Step 0 "), result
+        seen = result["seen"]
+        assert "Running step 1 · 2 more queued" in seen, seen
+        assert seen.index("Running step 1 · 2 more queued") < seen.index("Running step 3"), seen
+        assert result["final"].startswith("Step 3 · simulated time 0:06:00"), result
+        expect(page.locator(".mobidfl-status")).to_contain_text("Step 3 ")
+
+        # Execute + Assert: Reset builds a fresh model; Play steps until paused, then stops.
+        status, queue = page.locator(".mobidfl-status"), page.locator(".mobidfl-queue")
+        page.get_by_role("button", name="Reset", exact=True).click()
+        expect(status).to_contain_text("Step 0 ")
+        page.get_by_role("button", name="▶", exact=True).click()
+        expect(queue).to_contain_text("(playing)")
+        expect(status).to_contain_text("Step 1 ")
+        page.get_by_role("button", name="❚❚", exact=True).click()
+        expect(queue).to_contain_text("Idle")
+        stopped_at = status.text_content()
+        page.wait_for_timeout(1500)  # about a step: nothing more may run
+        assert status.text_content() == stopped_at
+        assert re.match(r"Step [12] ", stopped_at or ""), stopped_at
+        assert browser.problems == [], browser.problems
+        assert server.cdn_misses == [], server.cdn_misses
+
+
+def test_streets_geojson_draws_each_street_once_with_its_class(small_model: AppModel) -> None:
+    # Prepare: the walk network's undirected streets and the drivable ones (either direction).
+    world = small_model.world_map
+    walk, drive = world.walk, world.drive
+    ids = walk.node_ids
+    undirected = {frozenset((ids[u], ids[v]))
+                  for u, v in zip(walk.edge_u, walk.edge_v, strict=True)}
+    drivable = {frozenset((drive.node_ids[u], drive.node_ids[v]))
+                for u, v in zip(drive.edge_u, drive.edge_v, strict=True)}
+    ends = {}
+    for e in range(walk.n_edges):  # street end points in WGS84 -> the street's node pair
+        xy = walk.pts_xy[[walk.edge_pt0[e], walk.edge_pt1[e] - 1]]
+        key = tuple(np.round(lonlat(small_model, xy), 6).ravel())
+        ends[key] = ends[key[2:] + key[:2]] = frozenset((ids[walk.edge_u[e]], ids[walk.edge_v[e]]))
+
+    # Execute
+    features = streets_geojson(small_model)["features"]
+
+    # Assert: every street once, in the class its drive edges give it.
+    drawn = {}
+    for feature in features:
+        for line in feature["geometry"]["coordinates"]:
+            key = tuple(np.array(line)[[0, -1]].ravel())
+            drawn.setdefault(ends[key], []).append(feature["properties"]["drivable"])
+    assert set(drawn) == undirected
+    assert all(len(flags) == 1 for flags in drawn.values())
+    assert {pair for pair, flags in drawn.items() if flags[0]} == drivable & undirected
+
+
+def test_areas_geojson_covers_the_grid_once_per_area(small_model: AppModel) -> None:
+    # Prepare: the grid's cells and their areas.
+    import shapely.geometry
+
+    grid = small_model.world_map.grid
+    cells = np.arange(grid.n_cells)
+    areas = small_model.world_map.area_of(grid.centres(cells))
+
+    # Execute
+    features = areas_geojson(small_model)["features"]
+
+    # Assert: one feature per area, disjoint, whose centre-of-cell points fall in their own area.
+    assert sorted(f["properties"]["area"] for f in features) == sorted(set(areas.tolist()))
+    shapes = {f["properties"]["area"]: shapely.geometry.shape(f["geometry"]) for f in features}
+    centres = lonlat(small_model, grid.centres(cells))
+    for (lon, lat), area in zip(centres, areas, strict=True):
+        assert shapes[int(area)].contains(shapely.geometry.Point(lon, lat))
+    total = sum(shape.area for shape in shapes.values())
+    assert abs(shapely.union_all(list(shapes.values())).area - total) < 1e-9 * max(total, 1)
+
+
+def test_status_text_before_the_first_evaluation_does_not_say_learning_off() -> None:
+    # Prepare: learning on, step 0 not evaluated (the default eval_initial=False).
+    model = AppModel(map="nyc_uws", vehicles=4, pedestrians=0, sensors=0, uavs=0, model="mlp",
+                     batch_size=8)
+
+    # Execute
+    text = status_text(model)
+
+    # Assert: it says when accuracy comes, not that learning is off.
+    assert model.learner is not None
+    assert "accuracy from step 1" in text and "learning off" not in text, text
