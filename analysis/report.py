@@ -5,15 +5,15 @@
 its columns and swept parameters are present:
 
 * ``accuracy.png``: test accuracy over steps per policy (or per grid point), mean with a
-  band of ± one standard deviation over seeds (seed 000 Figs. 5-8, seed 003 Fig. 3);
+  band of ± one standard deviation over seeds (de Heredia 2024 Figs. 5-8, Cached-DFL Fig. 3);
 * ``final_accuracy_vs_p.png``: final accuracy vs the high-mobility proportion p
-  (``hm_fraction``; seed 000, Tables 1-4);
-* ``hm_lm_gap_vs_p.png``: HM - LM accuracy gap vs p (seed 000, Table 2);
+  (``hm_fraction``; de Heredia 2024, Tables 1-4);
+* ``hm_lm_gap_vs_p.png``: HM - LM accuracy gap vs p (de Heredia 2024, Table 2);
 * ``cache_vs_tau_max.png``: mean cached-model count and age vs tau_max (columns
-  ``cache_size_mean``, ``cache_age_mean``, averaged over steps 1..T; seed 003, Table 2);
-* ``federations.png``: federation count over time (column ``federations``; seed 004, Fig. 5);
+  ``cache_size_mean``, ``cache_age_mean``, averaged over steps 1..T; Cached-DFL, Table 2);
+* ``federations.png``: federation count over time (column ``federations``; PSFL, Fig. 5);
 * ``ntc_nfc.png``: training cycles NTC and frustrated clients NFC per algorithm (final
-  cumulative ``ntc``, ``nfc``; seed 002, Figs. 4-5);
+  cumulative ``ntc``, ``nfc``; MoFeL, Figs. 4-5);
 * ``report.md``: mean ± std over seeds of every final metric per grid point, the figures,
   and the runs that failed.
 

@@ -248,7 +248,7 @@ def run_metrics(table: pd.DataFrame, *, window: int = 3) -> dict[str, float]:
 
     ``final_acc``: mean of the last ``window`` evaluated ``acc_mean`` values; ``half_acc``:
     the last evaluated value in the first half; ``hm_lm_gap``: mean over every evaluation
-    after step 0 (seed 000's "throughout"); cache statistics: mean over the second half.
+    after step 0 (de Heredia's "throughout"); cache statistics: mean over the second half.
     """
     t = table.sort_values("step")
     out: dict[str, float] = {"steps_run": float(t.step.max())}

@@ -13,7 +13,7 @@ from shapely.geometry import box
 
 @dataclass(frozen=True)
 class Grid:
-    """Square cells of ``cell_m`` metres laid over ``bounds`` (seed 001's G x G grid).
+    """Square cells of ``cell_m`` metres laid over ``bounds`` (Reza et al.'s G x G grid).
 
     Cells are numbered row-major from the south-west corner: ``cell = row * cols + col``.
     """

@@ -1,4 +1,4 @@
-"""Data partitions (model/learning/partition.py): seed 003 Experiments, seed 001, seed 004."""
+"""Data partitions (model/learning/partition.py): Cached-DFL Experiments, Reza et al., PSFL."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_dirichlet_rejects_non_positive_alpha():
 
 
 def test_area_uses_only_area_labels_and_splits_shared_labels():
-    # Prepare: seed 003 group split, 3 areas, label 9 and 6 shared by two areas each
+    # Prepare: Cached-DFL group split, 3 areas, label 9 and 6 shared by two areas each
     area_labels = [[9, 0, 1, 2], [3, 4, 5, 6], [6, 7, 8, 9]]
     agent_area = np.array([0] * 4 + [1] * 4 + [2] * 4)
     # Execute

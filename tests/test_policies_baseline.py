@@ -154,7 +154,7 @@ def test_combine_rows_stacks_groups_and_rejects_overlap():
 
 
 def test_dpsgd_full_mixing_beats_local_training_on_shards(ds):
-    # Prepare: 10 agents on seed 003 shards (1-4 shards each, mostly 1-2 labels)
+    # Prepare: 10 agents on Cached-DFL shards (1-4 shards each, mostly 1-2 labels)
     engines = {
         name: make(ds, n=10, local_steps=10, batch_size=16, lr=0.05, same_init=True)
         for name in ("local", "dpsgd")

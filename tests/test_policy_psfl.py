@@ -1,4 +1,4 @@
-"""The ``psfl`` policy (seed 004, Alg. 1) and the ★ walker, in real runs and by hand."""
+"""The ``psfl`` policy (PSFL, Alg. 1) and the ★ walker, in real runs and by hand."""
 
 from __future__ import annotations
 

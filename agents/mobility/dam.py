@@ -1,4 +1,4 @@
-"""Distribution-aware mobility of mobile clients on the grid (seed 001: DAM and DCM).
+"""Distribution-aware mobility of mobile clients on the grid (Reza et al.: DAM and DCM).
 
 Seed 001 (Reza et al., §IV-B) lets mobile clients (UAVs) steer by the static clients' data:
 from every cell ``L`` a mobile client would see the pooled label distribution of the static
@@ -54,7 +54,7 @@ class DistributionAwareGrid(GridMobility):
     """
 
     name = "distribution_aware_base"
-    # Kinds it fits: seed 001: DAM/DCM steer mobile clients (UAVs) over the cells of static ones.
+    # Kinds it fits: Reza et al.: DAM/DCM steer mobile clients (UAVs) over the cells of static ones.
     kinds = frozenset({"uav"})
 
     def __init__(self, **kwargs: Any) -> None:
@@ -69,7 +69,7 @@ class DistributionAwareGrid(GridMobility):
         self.destination = np.full(self.count, NO_DESTINATION, dtype=np.int64)
         self._distributions: np.ndarray | None = None  # (count, cells, Y), built once
 
-    # --- what the mobile clients know (seed 001 §IV-B assumption) -------------------------
+    # --- what the mobile clients know (Reza et al. §IV-B assumption) -------------------------
     @property
     def rc_cells(self) -> float:
         """Communication radius ``R_c`` in cells (``radius_m / cell_m``)."""

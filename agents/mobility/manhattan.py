@@ -68,7 +68,7 @@ class Manhattan(MobilityModel):
 
 @register_mobility
 class AreaRestricted(Manhattan):
-    """Manhattan mobility that never leaves the agent's home area (seed 003, Fig. 6).
+    """Manhattan mobility that never leaves the agent's home area (Cached-DFL, Fig. 6).
 
     Home areas are assigned round-robin; the first ``area_free`` members are free
     vehicles that may drive anywhere (the paper's 3-4 free cars).

@@ -117,7 +117,7 @@ class Route(MobilityModel):
     """
 
     name = "route"
-    # Kinds it fits: MoFeL (seed 002): vehicles on routes over the drive network.
+    # Kinds it fits: MoFeL: vehicles on routes over the drive network.
     kinds = frozenset({"vehicle"})
 
     def __init__(self, **kwargs: Any) -> None:

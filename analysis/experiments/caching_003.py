@@ -14,10 +14,10 @@ K = 10 local steps, SGD lr 0.1, batch 64, MNIST / FashionMNIST / CIFAR-10):
   sub-cache per area) ends above DFL.
 
 How MobiDFL runs it (scaled down, same mechanisms): vehicles on the bundled ``nyc_uws`` map
-(Upper West Side, 800 m x 776 m, 39 drive intersections) with seed 003's Manhattan mobility
+(Upper West Side, 800 m x 776 m, 39 drive intersections) with Cached-DFL's Manhattan mobility
 (straight 0.5, left/right 0.25, no U-turns but at dead ends), 13.89 m/s, R = 100 m, 120 s
 epochs, contacts at any moment of the epoch; ``mnist5k`` (4,500 training images, offline)
-with seed 003's shards (4/3/2/1 shards per car); an MLP instead of the paper's CNN (CPU
+with Cached-DFL's shards (4/3/2/1 shards per car); an MLP instead of the paper's CNN (CPU
 time); batch 16 instead of 64 (a one-shard car holds only ~75 images here); the paper's
 lr 0.1 and K = 10; proximal term rho = 0 (the authors' code trains plain SGD).
 
@@ -344,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         df.to_csv(args.out, index=False)
     sc = SCALES[args.scale]
     print(
-        f"seed 003, scale {args.scale}: {sc.cars} cars on nyc_uws, {sc.steps} epochs of 120 s, "
+        f"Cached-DFL, scale {args.scale}: {sc.cars} cars on nyc_uws, {sc.steps} epochs of 120 s, "
         f"{sc.dataset}/{sc.model}, C_max = {sc.cache_size}, tau_max = {sc.tau_max}, "
         f"seeds {list(args.seeds)}; mean ± std over seeds"
     )

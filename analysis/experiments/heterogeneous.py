@@ -1,8 +1,8 @@
-"""A heterogeneous world: every kind of device runs a different seed system in one run.
+"""A heterogeneous world: every kind of device runs a different paper's system in one run.
 
-Vehicles drive the Upper West Side with Cached-DFL (``cached_lru``, seed 003), static
-sensors form PSFL federations (``psfl``, seed 004), and UAVs fly DCM routes (``dcm``,
-seed 001) while mixing with FedAvg weights (seed 001, eq. 2). Data are area-skewed
+Vehicles drive the Upper West Side with Cached-DFL (``cached_lru``), static
+sensors form PSFL federations (``psfl``), and UAVs fly DCM routes (``dcm``,
+Reza et al.) while mixing with FedAvg weights (Reza et al., eq. 2). Data are area-skewed
 (``partition = "area"``), so sensors in one area share labels. Each policy only mixes with
 members of its own group; contacts across kinds are recorded but not used for exchange.
 

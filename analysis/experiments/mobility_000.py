@@ -12,7 +12,7 @@ What the thesis measured (Sec. 6, non-IID CIFAR-10, LeNet, N = 48 clients, 3 see
 
 How MobiDFL runs it (scaled down, same mechanisms):
 
-* 48 pedestrians doing seed 000's random walk (``random_walk``, four directions at 1/4,
+* 48 pedestrians doing de Heredia's random walk (``random_walk``, four directions at 1/4,
   reflection at the box, speeds LM ~ U(0, s_max), HM ~ U(beta s_max, 2 beta s_max),
   beta = 1.75), contacts = within R at any moment of the step (``contact = during``);
 * the box is the bounding box of the bundled ``nyc_uws`` map (800 m x 776 m). The thesis'
@@ -22,7 +22,7 @@ How MobiDFL runs it (scaled down, same mechanisms):
   keeps R / box and step / box, hence the mean neighbour count, the same (the density
   table of :func:`density_check` shows it: identical to the 500 x 500 box within 0.05);
 * data: ``mnist5k`` (the offline default, 4,500 training images) instead of CIFAR-10, with
-  seed 003's non-IID shards (``partition = shards``); the thesis' optimiser settings
+  Cached-DFL's non-IID shards (``partition = shards``); the thesis' optimiser settings
   (SGD lr 0.01, batch 8, 3 local steps per round); an MLP (784-128-10) instead of LeNet
   (CPU time); evaluation on a shared 500-image test sample every ``eval_every`` steps;
 * "final accuracy" = mean client accuracy averaged over the last ``final_window``
@@ -349,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         df.to_csv(args.out, index=False)
     sc = SCALES[args.scale]
     print(
-        f"seed 000, scale {args.scale}: {sc.clients} clients, {sc.steps} rounds, "
+        f"de Heredia 2024, scale {args.scale}: {sc.clients} clients, {sc.steps} rounds, "
         f"{sc.dataset}/{sc.model}, shards, seeds {list(args.seeds)}; mean ± std over seeds"
     )
     for title, table in tables(df).items():

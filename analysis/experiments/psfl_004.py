@@ -379,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         df.to_csv(args.out, index=False)
     sc = SCALES[args.scale]
     print(
-        f"seed 004, scale {args.scale}: 56 sensors on 7 x 8 cells, mnist5k, {sc.steps} rounds, "
+        f"PSFL, scale {args.scale}: 56 sensors on 7 x 8 cells, mnist5k, {sc.steps} rounds, "
         f"seeds {list(args.seeds)}; mean ± std over seeds; sigma on the paper's scale "
         f"(psfl_loss = batch_sum: the authors' code's loss)"
     )

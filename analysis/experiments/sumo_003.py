@@ -5,12 +5,12 @@ Seed 003 (Cached-DFL, Wang et al., AAAI 2025, Fig. 2) compares DFL without cache
 tau_max = 5, Alg. 1-2) for cars that move by its own random-turn Manhattan model at a
 constant 13.89 m/s. Here the same comparison runs twice on the same map and data:
 
-* ``manhattan``: seed 003's mobility (straight 0.5, left/right 0.25, constant speed);
+* ``manhattan``: Cached-DFL's mobility (straight 0.5, left/right 0.25, constant speed);
 * ``sumo``: Eclipse SUMO traffic on the same streets (car following, junction right of way,
   traffic lights guessed by netconvert, trips from randomTrips.py, speed limit 13.89 m/s,
   speed factors normc(1, 0.1, 0.8, 1.2), cars re-inserted where they arrive).
 
-Everything else is seed 003's setting as in :mod:`analysis.experiments.caching_003`
+Everything else is Cached-DFL's setting as in :mod:`analysis.experiments.caching_003`
 (120 s epochs, R = 100 m, contacts at any moment of the epoch, shards, lr 0.1, K local
 steps, MLP on mnist5k at the smaller scales). The output: final and half-way accuracy per
 mobility and policy, the LRU - DFL gap per mobility (mean ± std over seeds, and per seed),
@@ -28,7 +28,7 @@ SUMO traffic on this dense map (caches are full under both). At ``ci`` (seeds 0 
 * ``ci``: 12 cars, 6 epochs, K = 5, 2 seeds (the test ``tests/test_exp_sumo.py``);
 * ``small``: 30 cars, 30 epochs, K = 10, 3 seeds: ``python -m analysis.experiments.sumo_003
   --scale small --seeds 0 1 2`` (measured numbers in the README section "Real traffic");
-* ``full``: 100 cars, 200 epochs, seed 003's ``cached_cnn`` on ``fashion_mnist`` (needs the
+* ``full``: 100 cars, 200 epochs, Cached-DFL's ``cached_cnn`` on ``fashion_mnist`` (needs the
   files under ``data_root``) on ``grid:30x30`` (a 2.9 km square, so 100 cars are not 48
   per km^2 as on ``nyc_uws``): hours per seed on one core, not run here.
 """
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         df.to_csv(args.out, index=False)
     sc = SCALES[args.scale]
     print(
-        f"seed 003 under manhattan vs sumo, scale {args.scale}: {sc.base.cars} cars on "
+        f"Cached-DFL under manhattan vs sumo, scale {args.scale}: {sc.base.cars} cars on "
         f"{sc.map}, {sc.base.steps} epochs of 120 s, {sc.base.dataset}/{sc.base.model}, "
         f"K = {sc.base.local_steps}, C_max = {sc.base.cache_size}, tau_max = {sc.base.tau_max}, "
         f"seeds {list(args.seeds)}"

@@ -1,4 +1,4 @@
-"""Model caches of Cached-DFL (seed 003: Wang et al., "Decentralized Federated Learning with
+"""Model caches of Cached-DFL (Wang et al., "Decentralized Federated Learning with
 Model Caching on Mobile Agents").
 
 Every agent keeps, besides its own model, a small cache of models of other agents it met
@@ -354,7 +354,7 @@ def aggregation_weights(own_size: int, entries: Iterable[CacheEntry]) -> np.ndar
 
 
 def cache_stats(caches: Iterable[Cache], *, now: int) -> tuple[float, float]:
-    """Average number and average age of cached models (seed 003, Table 2).
+    """Average number and average age of cached models (Cached-DFL, Table 2).
 
     The mean count is taken over agents (caches); the mean age ``now - timestamp`` is pooled over
     all cached models of all agents (Table 2 does not say which average; pooling weights each

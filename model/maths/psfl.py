@@ -55,7 +55,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Graph:
-    """Neighbourhood relation N_i in CSR form (seed 004, Sec. III-A: N_i within r_c).
+    """Neighbourhood relation N_i in CSR form (PSFL, Sec. III-A: N_i within r_c).
 
     ``indices[indptr[i]:indptr[i + 1]]`` are the neighbours of node ``i``, sorted, without
     ``i`` itself and without duplicates. Edge ``k`` is the directed pair (row of k, indices[k]).
@@ -202,7 +202,7 @@ def _check_loss(loss: np.ndarray, name: str) -> np.ndarray:
 
 
 def dissimilarity_matrix(loss: np.ndarray) -> np.ndarray:
-    """ds(i, j) = L_ij + L_ji for every pair (seed 004, eq. 3 and the line above it).
+    """ds(i, j) = L_ij + L_ji for every pair (PSFL, eq. 3 and the line above it).
 
     ``loss[i, j]`` = L(D_i, nn_j): model j evaluated on node i's local data. The result is
     symmetric by construction. The diagonal follows the same formula, ds(i, i) = 2 L_ii, which
@@ -320,7 +320,7 @@ def gradient_field(
     *,
     sigma: float | None = None,
 ) -> GradientField:
-    """G(i) = 0 at leaders, else min over j in N_i of G(j) + ds(i, j) (seed 004, Sec. III-B).
+    """G(i) = 0 at leaders, else min over j in N_i of G(j) + ds(i, j) (PSFL, Sec. III-B).
 
     Example from the paper: on a - b - c with leader a, G(c) = ds(c, b) + ds(b, a). Computed as
     the fixed point of ScaFi's ``classicGradient`` (multi-source Dijkstra, ds >= 0). Competition
@@ -497,7 +497,7 @@ def elect_leaders(
     self_ds: np.ndarray | None = None,
     max_rounds: int | None = None,
 ) -> Election:
-    """Run :func:`election_round` until nothing changes (seed 004, Sec. III-B; Alg. 1 line 5).
+    """Run :func:`election_round` until nothing changes (PSFL, Sec. III-B; Alg. 1 line 5).
 
     Why a fixed point: in the paper the election runs one round per time step and settles
     (Fig. 4); on a static graph with fixed ds its settled state is this fixed point. At a fixed
@@ -581,7 +581,7 @@ def fedavg_within(federation: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 
 
 def federation_count(leader_of: np.ndarray) -> int:
-    """|F| = |L|: number of distinct leaders followed (seed 004, Sec. IV-B)."""
+    """|F| = |L|: number of distinct leaders followed (PSFL, Sec. IV-B)."""
     leader_of = np.asarray(leader_of, dtype=np.int64).ravel()
     return int(np.unique(leader_of[leader_of >= 0]).size)
 

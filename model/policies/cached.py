@@ -1,4 +1,4 @@
-"""``cached_lru`` and ``cached_group_lru``: Cached-DFL (seed 003, Wang et al., AAAI 2025).
+"""``cached_lru`` and ``cached_group_lru``: Cached-DFL (Wang et al., AAAI 2025).
 
 Every member keeps, besides its own model, a cache of models of other agents it met directly
 or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
@@ -25,7 +25,7 @@ Cache entries hold the tuples returned by ``engine.snapshot(i)`` (immutable, sha
 model cached by 30 agents is stored once; nothing is ever copied. ``cached_group_lru``
 splits the cache into one sub-cache per home area (the origin's ``ctx.agents.area``),
 "each sub-cache is updated by local models from its associated group, using the LRU
-policy" (seed 003, "Grouped Mobility Patterns").
+policy" (Cached-DFL, "Grouped Mobility Patterns").
 
 Timestamp ties (common when contacts are dense: all cached models carry the current
 epoch) keep arrival order, as the authors' stable sort does; breaking them by origin id
@@ -258,14 +258,14 @@ class CachedPolicy(ExchangePolicy):
 
 @register_policy
 class CachedLRUPolicy(CachedPolicy):
-    """Cached-DFL with the LRU cache update (seed 003, Alg. 2), ``C_max = cache_size``."""
+    """Cached-DFL with the LRU cache update (Wang et al., Alg. 2), ``C_max = cache_size``."""
 
     name = "cached_lru"
 
 
 @register_policy
 class CachedGroupLRUPolicy(CachedPolicy):
-    """Cached-DFL with group-based LRU: one LRU sub-cache per home area (seed 003, Fig. 6).
+    """Cached-DFL with group-based LRU: one LRU sub-cache per home area (Wang et al., Fig. 6).
 
     Sub-cache sizes come from ``cache_groups`` (e.g. ``4,3,3``) or an even split of
     ``cache_size`` over ``areas``. Within a group, Alg. 2 lines 17-18 keep the newest

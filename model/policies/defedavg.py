@@ -1,4 +1,4 @@
-"""``defedavg``: pairwise decentralized FedAvg without caches (seed 003's "DFL" baseline).
+"""``defedavg``: pairwise decentralized FedAvg without caches (Cached-DFL's "DFL" baseline).
 
 Seed 003 (Wang et al., AAAI 2025) compares Cached-DFL with DeFedAvg (Sun, Li and Wang
 2022), "where each agent can only get new model by averaging with another model"
@@ -17,8 +17,8 @@ Every agent picks its own peer, so ``i`` may average with ``j`` while ``j`` aver
 
 How it differs from the other neighbourhood policies:
 
-* ``dpsgd`` (seed 000): equal weights ``1/|M_i|`` over ALL neighbours met and itself.
-* ``fedavg_weighted`` (seed 001 eq. 2): data-size weights over ALL neighbours met.
+* ``dpsgd`` (de Heredia 2024): equal weights ``1/|M_i|`` over ALL neighbours met and itself.
+* ``fedavg_weighted`` (Reza et al. eq. 2): data-size weights over ALL neighbours met.
 * ``defedavg`` (this): data-size weights over itself and ONE neighbour met.
 """
 
