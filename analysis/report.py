@@ -37,6 +37,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from analysis.stats import format_mean_std, mean_std  # noqa: E402
 from analysis.sweep import MANIFEST, load_runs, read_manifest  # noqa: E402
 from model.config import read_toml  # noqa: E402
 from model.errors import ConfigError  # noqa: E402
@@ -339,7 +340,7 @@ def _pm(mean: float, std: float, n: int) -> str:
     if pd.isna(mean):
         return "–"
     digits = 1 if abs(mean) >= 100 else 3 if abs(mean) < 10 else 2
-    return f"{mean:.{digits}f}" if n < 2 else f"{mean:.{digits}f} ± {std:.{digits}f}"
+    return format_mean_std(mean, std, n, digits=digits)
 
 
 def _markdown(table: pd.DataFrame) -> str:
@@ -399,8 +400,7 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
     if (folder / MANIFEST).exists():
         wall = manifest[manifest["status"] == "ok"]["wall_s"]
         if len(wall):
-            spread = wall.std(ddof=1) if len(wall) > 1 else 0.0
-            lines += [f"Wall time per run: {wall.mean():.1f} ± {spread:.1f} s.", ""]
+            lines += [f"Wall time per run: {mean_std(wall, digits=1)} s.", ""]
         failed = manifest[manifest["status"].isin(["error", "lost"])]
         if len(failed):
             lines += ["## Failed runs", "", _markdown(failed[["run_id", "seed", *swept, "status",

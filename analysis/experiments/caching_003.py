@@ -74,6 +74,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel
 
@@ -273,25 +274,18 @@ def run(*, scale: str = "small", seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFra
 
 
 # --- tables -----------------------------------------------------------------------------
-def _pm(values: pd.Series, *, factor: float = 100.0, digits: int = 2) -> str:
-    v = np.asarray(values, dtype=float) * factor
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "n/a"
-    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():.{digits}f} ± {sd:.{digits}f}"
-
-
 def _accuracy_table(df: pd.DataFrame, part: str) -> pd.DataFrame:
     sub = df[df.part == part]
     policies = list(dict.fromkeys(sub.policy))
     return pd.DataFrame(
         {
-            "acc. at half (%)": [_pm(sub[sub.policy == p].half_acc) for p in policies],
-            "final acc. (%)": [_pm(sub[sub.policy == p].final_acc) for p in policies],
-            "neighbours/epoch": [_pm(sub[sub.policy == p].neighbours_mean, factor=1, digits=1)
+            "acc. at half (%)": [mean_std(sub[sub.policy == p].half_acc, factor=100)
                                  for p in policies],
-            "cached models": [_pm(sub[sub.policy == p].cache_count, factor=1, digits=1)
+            "final acc. (%)": [mean_std(sub[sub.policy == p].final_acc, factor=100)
+                               for p in policies],
+            "neighbours/epoch": [mean_std(sub[sub.policy == p].neighbours_mean, digits=1)
+                                 for p in policies],
+            "cached models": [mean_std(sub[sub.policy == p].cache_count, digits=1)
                               if "cache_count" in sub and sub[sub.policy == p].cache_count.notna()
                               .any() else "" for p in policies],
         },
@@ -315,11 +309,11 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                     {
                         "epoch (s)": int(epoch_s),
                         "tau_max": int(tau),
-                        "cached models": _pm(cell.cache_count, factor=1, digits=1),
+                        "cached models": mean_std(cell.cache_count, digits=1),
                         "paper": f"{paper[0]:.1f}",
-                        "age (epochs)": _pm(cell.cache_age, factor=1, digits=2),
+                        "age (epochs)": mean_std(cell.cache_age, digits=2),
                         "paper age": f"{paper[1]:.1f}",
-                        "neighbours/epoch": _pm(cell.neighbours_mean, factor=1, digits=1),
+                        "neighbours/epoch": mean_std(cell.neighbours_mean, digits=1),
                     }
                 )
         out["Table 2: unlimited cache, number and age of cached models"] = pd.DataFrame(

@@ -69,6 +69,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel
 
@@ -275,8 +276,8 @@ def run(
 
 
 def _mean_std(values: pd.Series) -> str:
-    pct = 100.0 * values.to_numpy(float)
-    return f"{pct.mean():5.1f} ± {pct.std(ddof=1) if pct.size > 1 else 0.0:4.1f}"
+    """Accuracy in percent, padded to line up: :func:`analysis.stats.mean_std`."""
+    return mean_std(values, factor=100, digits=1, width=5)
 
 
 def table(frame: pd.DataFrame, figure: str) -> pd.DataFrame:

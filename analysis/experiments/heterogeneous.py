@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
+from analysis.stats import mean_std
 from model.world import MobiDFLModel
 
 SCENARIO = {
@@ -75,10 +76,9 @@ def main() -> None:
     frame = run(scale=args.scale, seeds=args.seeds)
     if args.out:
         frame.to_csv(args.out, index=False)
-    summary = frame.drop(columns="seed").agg(["mean", "std"]).T
     print(f"heterogeneous world, scale={args.scale}, seeds={args.seeds}")
-    for name, (mean, std) in summary.iterrows():
-        print(f"  {name:30s} {mean:8.3f} ± {std:.3f}")
+    for name in frame.columns.drop("seed"):
+        print(f"  {name:30s} {mean_std(frame[name], digits=3, width=8)}")
 
 
 if __name__ == "__main__":

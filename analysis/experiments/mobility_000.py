@@ -64,6 +64,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel, shared_world_map
 
@@ -262,12 +263,8 @@ def density_check(*, proportions: Sequence[float], seeds: Sequence[int], steps: 
 
 # --- tables -----------------------------------------------------------------------------
 def _pm(values: pd.Series | np.ndarray) -> str:
-    v = np.asarray(values, dtype=float) * 100.0
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "n/a"
-    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():+.2f} ± {sd:.2f}"
+    """Percentage points, signed: :func:`analysis.stats.mean_std`."""
+    return mean_std(values, factor=100, digits=2, signed=True)
 
 
 def _paired(df: pd.DataFrame, value: str, *, p: float, alpha: float, ref_p: float,

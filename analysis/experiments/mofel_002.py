@@ -42,7 +42,9 @@ re-tuned, when speeds became per client, so clients are now slower on average (m
 ~v_max / 2) than in that calibration.
 
 Measured (``small`` = 100 vehicles, 180 steps, K = 2, at 2 and 10 m/s only, seeds 0-2;
-each (seed, speed) run separately): NFC is 0 for MoFeL and A2; A1's grows 75.0 ± 8.0 ->
+each (seed, speed) run separately; the ± in this paragraph is the population std, ddof = 0,
+which the table printed then; it now prints the sample std, 1.22x that for 3 seeds,
+1.41x for 2): NFC is 0 for MoFeL and A2; A1's grows 75.0 ± 8.0 ->
 345.3 ± 32.9 and its NTC falls 60.7 ± 7.4 -> 4.0 ± 0.8 (55 -> 112 partial cycles), the
 paper's direction. MobiDFL disagrees on NTC: A2 completes 116.0 / 115.7 cycles (every
 interval, all 4 servers: it is saturated, since with per-client speeds some clients are
@@ -78,6 +80,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel
 
@@ -207,11 +210,6 @@ def _label(policy: str) -> str:
     return LABELS[policy]
 
 
-def _pm(values: pd.Series, digits: int = 1) -> str:
-    std = float(values.std(ddof=0)) if len(values) > 1 else 0.0
-    return f"{float(values.mean()):.{digits}f} ± {std:.{digits}f}"
-
-
 def table(df: pd.DataFrame) -> pd.DataFrame:
     """Table 2 layout: per speed and algorithm, NTC and NFC (mean ± std over seeds)."""
     out = []
@@ -221,13 +219,13 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
                 "speed m/s": speed,
                 "paper v_max": PAPER_SPEED.get(float(speed), "-"),
                 "algorithm": _label(str(policy)),
-                "NTC": _pm(part["ntc"]),
-                "partial cycles": _pm(part["ntc_partial"]),
-                "NFC": _pm(part["nfc"]),
-                "clients/cycle": _pm(part["clients_per_cycle"], 2),
-                "server acc": _pm(part["server_acc_mean"], 3),
-                "acc (run avg)": _pm(part["server_acc_avg"], 3),
-                "server acc std": _pm(part["server_acc_std"], 3),
+                "NTC": mean_std(part["ntc"], digits=1),
+                "partial cycles": mean_std(part["ntc_partial"], digits=1),
+                "NFC": mean_std(part["nfc"], digits=1),
+                "clients/cycle": mean_std(part["clients_per_cycle"], digits=2),
+                "server acc": mean_std(part["server_acc_mean"], digits=3),
+                "acc (run avg)": mean_std(part["server_acc_avg"], digits=3),
+                "server acc std": mean_std(part["server_acc_std"], digits=3),
                 "paper (text of Table 2)": PAPER_DIRECTION.get(str(policy), "(not in paper)"),
             }
         )

@@ -82,6 +82,7 @@ import pandas as pd
 import torch
 
 from agents.mobility import make_mobility
+from analysis.stats import mean_std
 from model.config import Config
 from model.errors import ConfigError
 from model.policies.psfl import area_accuracy
@@ -287,15 +288,6 @@ def run(*, scale: str = "small", seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFra
 
 
 # --- tables ---------------------------------------------------------------------------------
-def _pm(values: Any, digits: int = 2) -> str:
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "n/a"
-    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():.{digits}f} ± {sd:.{digits}f}"
-
-
 def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Paper-style tables (mean ± std over seeds) from :func:`run`'s rows."""
     out: dict[str, pd.DataFrame] = {}
@@ -309,11 +301,11 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 {
                     "areas": int(k),
                     "sigma": f"{sigma:g}",
-                    "|F| final": _pm(sub.federations),
-                    "|F| last 5": _pm(sub.federations_last5),
+                    "|F| final": mean_std(sub.federations),
+                    "|F| last 5": mean_std(sub.federations_last5),
                     "paper |F|": _paper_f(int(k), sigma),
-                    "settled at k by step": _pm(sub.steps_to_k, 1),
-                    "eq. 6 errors": _pm(sub.federation_errors, 1),
+                    "settled at k by step": mean_std(sub.steps_to_k, digits=1),
+                    "eq. 6 errors": mean_std(sub.federation_errors, digits=1),
                     "ds intra / inter (step 1)": f"{sub.ds_intra_first.mean():.2f} / "
                     f"{sub.ds_inter_first.mean():.2f}",
                 }
@@ -327,11 +319,13 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 {
                     "areas": int(k),
                     "sigma": f"{sigma:g}",
-                    "PSFL own labels": _pm(sub.acc_own, 3),
-                    "PSFL per federation": _pm(sub.federation_acc, 3),
-                    "central own labels": _pm(base.acc_own, 3),
-                    "central all labels": _pm(base.acc_all, 3),
-                    "PSFL - central (own)": _pm((mine.acc_own - base.acc_own).dropna(), 3),
+                    "PSFL own labels": mean_std(sub.acc_own, digits=3),
+                    "PSFL per federation": mean_std(sub.federation_acc, digits=3),
+                    "central own labels": mean_std(base.acc_own, digits=3),
+                    "central all labels": mean_std(base.acc_all, digits=3),
+                    "PSFL - central (own)": mean_std(
+                        (mine.acc_own - base.acc_own).dropna(), digits=3
+                    ),
                     "paper PSFL": f"{PAPER_ACCURACY.get(int(k), float('nan')):.2f}",
                 }
             )
@@ -341,7 +335,11 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         touring = walker[walker.offset >= 0]
         per_seed = touring.groupby(["seed", "offset"]).dl.mean().unstack("offset")
         rows = [
-            (f"DL {int(o)} steps after entering an area", _pm(per_seed[o]), "1" if o == 0 else "0")
+            (
+                f"DL {int(o)} steps after entering an area",
+                mean_std(per_seed[o]),
+                "1" if o == 0 else "0",
+            )
             for o in per_seed.columns
         ]
         after = walker[walker.after_tour]
@@ -350,10 +348,10 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         )
         k = int(walker.areas.iloc[0])
         rows += [
-            ("DL summed after the tour", _pm(tail.dl), "~0"),
-            ("|F| after the tour", _pm(tail.fed), f"{k}"),
-            ("eq. 6 errors after the tour", _pm(tail.err), ""),
-            ("|F| while touring", _pm(touring.groupby("seed").federations.mean()), ""),
+            ("DL summed after the tour", mean_std(tail.dl), "~0"),
+            ("|F| after the tour", mean_std(tail.fed), f"{k}"),
+            ("eq. 6 errors after the tour", mean_std(tail.err), ""),
+            ("|F| while touring", mean_std(touring.groupby("seed").federations.mean()), ""),
         ]
         out["Fig. 7: the ★ node (DL = eq. 7), offsets = steps since it entered an area"] = (
             pd.DataFrame(rows, columns=["quantity", "MobiDFL", "paper"])

@@ -41,11 +41,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
 from analysis.experiments import caching_003
+from analysis.stats import mean_std
 from model.errors import ConfigError
 
 MOBILITIES = ("manhattan", "sumo")
@@ -99,12 +99,6 @@ def run(*, scale: str = "small", seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def _pm(values: Any, factor: float = 100.0, digits: int = 1) -> str:
-    v = np.asarray(values, dtype=float) * factor
-    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():.{digits}f} ± {sd:.{digits}f}"
-
-
 def gaps(df: pd.DataFrame) -> pd.DataFrame:
     """LRU minus DFL final accuracy per seed and mobility (fractions)."""
     wide = df.pivot_table(index=["mobility", "seed"], columns="policy", values="final_acc")
@@ -123,10 +117,10 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 {
                     "mobility": mobility,
                     "policy": caching_003.POLICY_LABELS.get(policy, policy),
-                    "acc. at half (%)": _pm(cell.half_acc),
-                    "final acc. (%)": _pm(cell.final_acc),
-                    "neighbours/epoch": _pm(cell.neighbours_mean, factor=1.0),
-                    "cached models": _pm(cell.cache_count, factor=1.0)
+                    "acc. at half (%)": mean_std(cell.half_acc, factor=100, digits=1),
+                    "final acc. (%)": mean_std(cell.final_acc, factor=100, digits=1),
+                    "neighbours/epoch": mean_std(cell.neighbours_mean, digits=1),
+                    "cached models": mean_std(cell.cache_count, digits=1)
                     if "cache_count" in cell and cell.cache_count.notna().any()
                     else "",
                 }
@@ -136,7 +130,8 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     ).set_index(["mobility", "policy"])
     g = gaps(df)
     summary = g.groupby("mobility").lru_minus_dfl.agg(
-        gap=lambda s: _pm(s), per_seed=lambda s: " ".join(f"{100 * v:+.1f}" for v in s)
+        gap=lambda s: mean_std(s, factor=100, digits=1),
+        per_seed=lambda s: " ".join(f"{100 * v:+.1f}" for v in s),
     )
     summary.columns = ["LRU - DFL (points)", "per seed"]
     out["How the result changes: Cached-DFL LRU minus DFL, final accuracy"] = summary
