@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 
 from agents.mobility.random_walk import high_mobility_count
-from model.learning.data import load_dataset
 from model.learning.engine import adam_update, agent_batch_sizes, make_engine
 from model.maths.schedule import (
     EarlyStopState,
@@ -19,11 +18,6 @@ from model.maths.schedule import (
     early_stop_step,
     plateau_step,
 )
-
-
-@pytest.fixture(scope="module")
-def ds():
-    return load_dataset("mnist5k", root=None, test_size=200, seed=0)
 
 
 def uneven_parts() -> list[np.ndarray]:
