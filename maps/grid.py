@@ -60,7 +60,7 @@ class Grid:
 def split_areas(points: np.ndarray, *, k: int, seed: int) -> np.ndarray:
     """Cluster road nodes into ``k`` areas with k-means, deterministic from ``seed``.
 
-    Seed 003's group experiment divides Manhattan into areas; its code clusters road
+    Cached-DFL's group experiment divides Manhattan into areas; its code clusters road
     nodes with KMeans. Labels are renumbered so area 0 is the southernmost centre.
     """
     if k == 1 or len(points) <= k:

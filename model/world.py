@@ -133,12 +133,12 @@ def accuracy_low_mobility(model: MobiDFLModel) -> float:
 
 
 def hm_lm_gap(model: MobiDFLModel) -> float:
-    """Seed 000, Table 2: accuracy of high- minus low-mobility clients."""
+    """de Heredia 2024, Table 2: accuracy of high- minus low-mobility clients."""
     return accuracy_high_mobility(model) - accuracy_low_mobility(model)
 
 
 def distinct_neighbours_of_class(model: MobiDFLModel, high: bool) -> float:
-    """Seed 000, App. B: cumulative distinct neighbours per mobility class."""
+    """de Heredia 2024, App. B: cumulative distinct neighbours per mobility class."""
     mask = model.hm if high else ~model.hm
     return float(model.distinct_neighbours[mask].mean()) if mask.any() else float("nan")
 

@@ -1,4 +1,4 @@
-"""Seed 001 experiment at CI scale: the direction of Fig. 2 (analysis/experiments/dam_001.py)."""
+"""Reza et al. experiment at CI scale: the direction of Fig. 2 (analysis/experiments/dam_001.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 003's comparison under manhattan and under SUMO traffic, scale ``ci`` (2 seeds)."""
+"""Cached-DFL's comparison under manhattan and under SUMO traffic, scale ``ci`` (2 seeds)."""
 
 from __future__ import annotations
 

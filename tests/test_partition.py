@@ -36,7 +36,7 @@ def test_iid_sizes_and_near_uniform_labels():
     assert hist.min() >= 8 and hist.max() <= 35
 
 
-def test_shard_counts_match_seed003_mix_and_sum_to_2n():
+def test_shard_counts_match_cached_dfl_mix_and_sum_to_2n():
     # 10% x 4, 20% x 3, 30% x 2, 40% x 1 when N divides by 10
     counts = shard_counts(100)
     assert [(counts == k).sum() for k in (4, 3, 2, 1)] == [10, 20, 30, 40]

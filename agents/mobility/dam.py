@@ -1,6 +1,6 @@
 """Distribution-aware mobility of mobile clients on the grid (Reza et al.: DAM and DCM).
 
-Seed 001 (Reza et al., §IV-B) lets mobile clients (UAVs) steer by the static clients' data:
+Reza et al. (§IV-B) let mobile clients (UAVs) steer by the static clients' data:
 from every cell ``L`` a mobile client would see the pooled label distribution of the static
 clients within ``R_c`` plus its own (eq. 4); it draws a destination with probability
 proportional to how far that distribution is from the one where it stands (eqs. 5-6, DAM) or,
@@ -171,7 +171,7 @@ class DistributionAwareGrid(GridMobility):
 
 @register_mobility
 class DAM(DistributionAwareGrid):
-    """Seed 001, eqs. 4-8: destinations anywhere on the grid, ``p(L) ∝ d(L, L_cur)`` (eq. 6)."""
+    """Reza et al., eqs. 4-8: destinations anywhere on the grid, ``p(L) ∝ d(L, L_cur)`` (eq. 6)."""
 
     name = "dam"
 
@@ -184,7 +184,7 @@ class DAM(DistributionAwareGrid):
 
 @register_mobility
 class DCM(DistributionAwareGrid):
-    """Seed 001, Alg. 1 + eq. 9: destinations only at the static clients' cluster centres.
+    """Reza et al., Alg. 1 + eq. 9: destinations only at the static clients' cluster centres.
 
     The centres are computed once, on the first step (static clients never move), with the
     model's generator for Alg. 1's random tie-breaks, and kept in the checkpoint state.

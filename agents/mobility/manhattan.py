@@ -14,7 +14,7 @@ from maps.network import StreetNetwork
 
 @register_mobility
 class Manhattan(MobilityModel):
-    """Seed 003's Manhattan mobility model on an OSM street graph.
+    """Cached-DFL's Manhattan mobility model on an OSM street graph.
 
     Agents move at constant speed along edge geometries; at an intersection the next edge
     is drawn by turn class (straight / left / right, ``turn_*`` settings), U-turns only at

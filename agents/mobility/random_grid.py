@@ -65,7 +65,7 @@ class GridMobility(MobilityModel):
 
 @register_mobility
 class RandomGrid(GridMobility):
-    """Seed 001, eq. 3: the next cell is uniform among the cells within R_m.
+    """Reza et al., eq. 3: the next cell is uniform among the cells within R_m.
 
     ``rm_cells = inf`` makes every cell reachable (the paper's unconstrained case). The draw
     is :func:`model.maths.distribution.random_grid_destination` (Euclidean cell distance,

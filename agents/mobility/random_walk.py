@@ -1,4 +1,4 @@
-"""Seed 000's random walk with boundary reflection and high/low-mobility classes."""
+"""de Heredia's random walk with boundary reflection and high/low-mobility classes."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def draw_speeds(
 
 @register_mobility
 class RandomWalk(MobilityModel):
-    """Seed 000, eqs. 1-2: a direction from q each step, constant speed, reflection.
+    """de Heredia 2024, eqs. 1-2: a direction from q each step, constant speed, reflection.
 
     The box is the map's bounding box; positions start uniform in it (de Heredia's initial
     positions). Each step picks a direction with probabilities ``walk_q``, then moves

@@ -1,4 +1,4 @@
-"""Seed 004's sensor field: static sensors in rectangular areas, plus the moving ★ node.
+"""PSFL's sensor field: static sensors in rectangular areas, plus the moving ★ node.
 
 PSFL (Domini et al., ACSOS 2024, Sec. IV-A) places sensors on a 7 x 8 grid and splits space
 into k areas, each with its own label subset. Its code (Alchemist ``PhenomenaDistribution``,

@@ -1,4 +1,4 @@
-"""Seed 003 (Wang et al., AAAI 2025): Cached-DFL, model caching on moving vehicles.
+"""Cached-DFL (Wang et al., AAAI 2025): model caching on moving vehicles.
 
 What the paper measured (100 cars on Manhattan, 13.89 m/s, 100 m range, 120 s epochs,
 K = 10 local steps, SGD lr 0.1, batch 64, MNIST / FashionMNIST / CIFAR-10):
@@ -84,7 +84,7 @@ PAPER_TABLE2 = {  # epoch seconds -> tau_max -> (mean number, mean age) of cache
     120: {1: (3.7, 0.0), 2: (9.9, 0.6), 5: (35.2, 1.5), 10: (90.2, 4.7), 20: (98.5, 5.2)},
 }
 AREA_LABELS = "9,0,1,2;3,4,5,6;6,7,8,9"
-"""Seed 003's group experiment labels per area (authors' code)."""
+"""Cached-DFL's group experiment labels per area (authors' code)."""
 
 POLICY_LABELS = {
     "central_fedavg": "CFL (central FedAvg)",
@@ -168,7 +168,7 @@ def scale_of(name: str) -> Scale:
 
 
 def base_settings(scale: Scale, *, seed: int) -> dict[str, Any]:
-    """Seed 003's vehicular setting on the bundled map (shared by every part)."""
+    """Cached-DFL's vehicular setting on the bundled map (shared by every part)."""
     return {
         "map": "nyc_uws",
         "vehicles": scale.cars,

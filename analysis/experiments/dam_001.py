@@ -1,4 +1,4 @@
-"""Seed 001 (Reza et al.): distribution-aware mobility of a few mobile clients in DFL.
+"""Reza et al. (DAM/DCM): distribution-aware mobility of a few mobile clients in DFL.
 
 What the paper measured (MNIST, 18 x 18 grid, 20 clients of which |C_m| mobile, FedAvg-weighted
 mixing over neighbours within R_c (eq. 2), Dirichlet alpha, 1,000 rounds, 10 runs):
@@ -327,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         frame.to_csv(args.out, index=False)
     sc = scale_of(args.scale)
     print(
-        f"\nSeed 001 on MobiDFL, scale={args.scale}: {sc.grid}x{sc.grid} grid, "
+        f"\nReza et al. (DAM/DCM) on MobiDFL, scale={args.scale}: {sc.grid}x{sc.grid} grid, "
         f"{sc.clients} clients, {sc.rounds} rounds, {sc.dataset}/{sc.model}; "
         f"accuracy % of all clients, mean ± std over seeds {list(args.seeds)}"
     )

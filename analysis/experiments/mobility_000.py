@@ -1,4 +1,4 @@
-"""Seed 000 (de Heredia 2024): client mobility in D-PSGD, HM-LM gap, mobility-aware weights.
+"""de Heredia 2024: client mobility in D-PSGD, HM-LM gap, mobility-aware weights.
 
 What the thesis measured (Sec. 6, non-IID CIFAR-10, LeNet, N = 48 clients, 3 seeds):
 

@@ -1,4 +1,4 @@
-"""Seed 002 (Macedo et al., Sensors 2023): MoFeL vs A1 / A2, frustrated clients and cycles.
+"""MoFeL (Macedo et al., Sensors 2023): MoFeL vs A1 / A2, frustrated clients and cycles.
 
 What the paper measured (Sec. 5-6; 4 central servers in a mesh, 100 clients, speeds
 v_n ~ U(1 m/min, v_max), training times tau_n ~ U(1, 20) min, territorial reach
@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     df = run(scale=args.scale, seeds=args.seeds)
     if args.out:
         df.to_csv(args.out, index=False)
-    print(f"Seed 002, Table 2 (NTC / NFC), scale={args.scale}, seeds={args.seeds}")
+    print(f"MoFeL, Table 2 (NTC / NFC), scale={args.scale}, seeds={args.seeds}")
     with pd.option_context("display.width", 200, "display.max_colwidth", 50):
         print(table(df).to_string(index=False))
     solver = df[df["policy"] == "mofel"][["solver_milp", "solver_greedy", "solve_s"]].sum()

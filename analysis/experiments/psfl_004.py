@@ -1,4 +1,4 @@
-"""Seed 004 (Domini et al., ACSOS 2024): proximity-based self-federated learning (PSFL).
+"""PSFL (Domini et al., ACSOS 2024): proximity-based self-federated learning.
 
 What the paper measured (EMNIST-letters, 56 sensors on a 7 x 8 grid, k = 3 / 5 / 9 areas
 with disjoint label subsets, MLP 128, 60 rounds, 2 local epochs, 20 seeds):

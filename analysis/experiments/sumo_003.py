@@ -1,6 +1,6 @@
-"""Does Cached-DFL still win under real traffic? Seed 003's comparison under SUMO.
+"""Does Cached-DFL still win under real traffic? Its comparison under SUMO.
 
-Seed 003 (Cached-DFL, Wang et al., AAAI 2025, Fig. 2) compares DFL without caches
+Cached-DFL (Wang et al., AAAI 2025, Fig. 2) compares DFL without caches
 (DeFedAvg, pairwise averaging with a car met) and Cached-DFL with LRU caches (C_max = 10,
 tau_max = 5, Alg. 1-2) for cars that move by its own random-turn Manhattan model at a
 constant 13.89 m/s. Here the same comparison runs twice on the same map and data:
@@ -69,7 +69,7 @@ SCALES: dict[str, Scale] = {
 
 
 def settings_for(scale: Scale, *, seed: int, mobility: str, policy: str) -> dict[str, Any]:
-    """Seed 003's setting (caching_003.base_settings) with the mobility and map swapped."""
+    """Cached-DFL's setting (caching_003.base_settings) with the mobility and map swapped."""
     return caching_003.base_settings(scale.base, seed=seed) | {
         "map": scale.map,
         "pedestrians": 0,

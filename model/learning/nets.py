@@ -34,7 +34,7 @@ def mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 def cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """Two 5x5 conv layers + two fully connected layers (Reza et al.'s MNIST model shape).
 
-    Seed 001 gives only "two convolution layers followed by two fully connected layers".
+    Reza et al. give only "two convolution layers followed by two fully connected layers".
     Sizes are those of the classic PyTorch MNIST example: conv 10@5x5, pool 2, conv 20@5x5,
     pool 2, FC 50, FC classes (21,840 parameters, ~1 MFLOP forward per 28x28 sample), chosen
     so that hundreds of agents train on two CPU cores. The FedAvg paper's 32/64-channel,
@@ -61,7 +61,7 @@ def cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
 
 def cached_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """Seed 003's released Fashion-MNIST CNN without its BatchNorm layers.
+    """Cached-DFL's released Fashion-MNIST CNN without its BatchNorm layers.
 
     conv 16@5x5 pad 2, max-pool 2, conv 32@5x5 pad 2, max-pool 2, FC classes (28,938
     parameters at 28x28; ~5.7 MFLOP forward per sample, ~6x the ``cnn``): for faithful

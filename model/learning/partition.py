@@ -31,7 +31,7 @@ PARTITIONS: tuple[str, ...] = ("iid", "shards", "dirichlet", "area")
 """Names accepted by :func:`make_partition` (setting ``partition``)."""
 
 SHARD_MIX: tuple[tuple[int, float], ...] = ((4, 0.1), (3, 0.2), (2, 0.3))
-"""(shards per agent, fraction of agents); the rest (40 %) get 1 shard. Seed 003."""
+"""(shards per agent, fraction of agents); the rest (40 %) get 1 shard. Cached-DFL."""
 
 
 def _check_agents(labels: np.ndarray, n_agents: int) -> np.ndarray:
@@ -77,7 +77,7 @@ def shard_counts(n_agents: int) -> np.ndarray:
 def partition_shards(
     labels: np.ndarray, n_agents: int, *, rng: np.random.Generator
 ) -> list[np.ndarray]:
-    """Seed 003 extreme non-i.i.d.: sort by label, cut into 2N shards, deal 4/3/2/1 shards.
+    """Cached-DFL extreme non-i.i.d.: sort by label, cut into 2N shards, deal 4/3/2/1 shards.
 
     Within a label the order is random (so a shard is a random sample of its 1-2 labels);
     which agent gets how many shards and which shards are both drawn from ``rng``.
@@ -157,7 +157,7 @@ def partition_area(
 ) -> list[np.ndarray]:
     """Area-specific label skew: agents only get samples whose label is in their area's set.
 
-    Seed 003 group experiment (three areas with labels {9,0,1,2}, {3,4,5,6}, {6,7,8,9}) and
+    Cached-DFL group experiment (three areas with labels {9,0,1,2}, {3,4,5,6}, {6,7,8,9}) and
     PSFL (k areas with disjoint label subsets). A label listed by several areas is split
     between them in proportion to their agent counts, so no sample is used twice; agents of
     one area share their area's pool without overlap, either evenly at random

@@ -161,7 +161,7 @@ def coverage_matrix(
 ) -> np.ndarray:
     """``(rows*cols, S)`` bool: a client standing at cell ``L`` can talk to static client ``j``.
 
-    Seed 001 §III: ``j`` is a neighbour when ``||L - L_j^(0)||_2 <= R_c``; used by eq. 4
+    Reza et al. §III: ``j`` is a neighbour when ``||L - L_j^(0)||_2 <= R_c``; used by eq. 4
     (``zeta_{i_m, L}``) and Alg. 1 (lines 6, 8, 11).
     """
     rows, cols = _check_grid(grid)
@@ -229,7 +229,7 @@ def distribution_distance(
 ) -> np.ndarray:
     """Distance between label distributions along the last axis (broadcasting).
 
-    Seed 001, eq. 5 uses the Euclidean (L2) distance ``sqrt(sum_l (D^L_l - D^cur_l)^2)``
+    Reza et al., eq. 5 uses the Euclidean (L2) distance ``sqrt(sum_l (D^L_l - D^cur_l)^2)``
     (``metric="l2"``). ``metric="tv"`` (total variation, ``0.5 * sum_l |p_l - q_l|``) is a
     non-paper alternative.
     """

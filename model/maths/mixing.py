@@ -96,7 +96,7 @@ def _with_identity_rows(w: sp.csr_matrix, mask: np.ndarray) -> sp.csr_matrix:
 def dpsgd_weights(adjacency: sp.spmatrix, members: np.ndarray | None = None) -> sp.csr_matrix:
     """Plain D-PSGD averaging: ``W_ij = 1 / |M_i|`` over ``M_i`` = neighbours of i and i.
 
-    Seed 000, Sec. 5.3 (the weights of the original D-PSGD paper [12]) and Alg. 1 line 6.
+    de Heredia 2024, Sec. 5.3 (the weights of the original D-PSGD paper [12]) and Alg. 1 line 6.
     An isolated member keeps its model (``W_ii = 1``).
     """
     a, mask = _member_graph(adjacency, members)

@@ -1,6 +1,6 @@
 """Proximity-based self-federated learning (PSFL): pure maths.
 
-Seed 004 (Domini et al., ACSOS 2024, *Proximity-based Self-Federated Learning*). Nodes form
+PSFL (Domini et al., ACSOS 2024, *Proximity-based Self-Federated Learning*). Nodes form
 federations around self-elected leaders; the distance that bounds a federation is not metres
 but the accumulated loss-based dissimilarity ``ds`` (eq. 3) along a path to the leader, the
 gradient field ``G`` (Sec. III-B), bounded by ``sigma``.
@@ -432,7 +432,7 @@ def election_round(
 ) -> ElectionState:
     """One synchronous round of ScaFi's ``S(sigma, ds)`` for every node (Alg. 1 line 5).
 
-    Seed 004, Sec. III-B steps 1-4, as coded in ScaFi's ``breakUsingUids`` /
+    PSFL, Sec. III-B steps 1-4, as coded in ScaFi's ``breakUsingUids`` /
     ``distanceCompetition`` (the block the paper's code calls). Each node i, reading its
     neighbours' state from the previous round:
 
@@ -537,7 +537,7 @@ def elect_leaders(
 def federations(leader_of: np.ndarray) -> list[np.ndarray]:
     """Members of each federation f_j, one sorted array per leader, leaders in id order.
 
-    Seed 004, Sec. III-A: F^t = {f_1, ..., f_m}, each characterised by its leader l_j. Nodes
+    PSFL, Sec. III-A: F^t = {f_1, ..., f_m}, each characterised by its leader l_j. Nodes
     with leader -1 (none within sigma) belong to no federation.
     """
     leader_of = np.asarray(leader_of, dtype=np.int64).ravel()

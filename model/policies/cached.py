@@ -96,7 +96,7 @@ def encounter_order(
 def even_group_limits(cache_size: int, groups: int) -> list[int]:
     """``cache_size`` split over ``groups`` sub-caches, the remainder to the first ones.
 
-    Seed 003: "On each vehicle, we evenly divide the cache for the three areas" (10 -> 4,3,3).
+    Cached-DFL: "On each vehicle, we evenly divide the cache for the three areas" (10 -> 4,3,3).
     """
     if groups < 1:
         raise ConfigError("areas", groups, "an integer >= 1")
@@ -161,7 +161,7 @@ class CachedPolicy(ExchangePolicy):
         self.caches = {int(i): {} for i in np.asarray(members).reshape(-1)}
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
-        """Seed 003, Alg. 1 lines 17-18 for every member: cache update, then aggregation."""
+        """Cached-DFL, Alg. 1 lines 17-18 for every member: cache update, then aggregation."""
         now, tau_max, limits = int(ctx.step), self.tau_max, self._limits()
         sizes = ctx.agents.data_size
         members = [int(i) for i in ctx.members]

@@ -140,7 +140,7 @@ class PsflPolicy(ExchangePolicy):
         "{kind}.partition": "area",  # PSFL §IV: area-specific label subsets
         "radius_m": lambda config, kind: 1.5 * config.cell_m,  # code: ConnectWithinDistance 1.5
     }
-    """Seed 004's world: area label skew, and each sensor (static, one per grid cell by
+    """PSFL's world: area label skew, and each sensor (static, one per grid cell by
     default) hearing its 8 surrounding cells. The paper's rectangular areas are the
     ``psfl_walker`` mobility, not imposed: DAM/DCM movers recognise static clients by their
     ``static`` mobility (heterogeneous worlds)."""

@@ -336,7 +336,7 @@ def select_exact(
 ) -> Selection:
     """The central station's selection, solved exactly with ``scipy.optimize.milp`` (HiGHS).
 
-    Seed 002, eq. 1 subject to eqs. 2-8 (and eq. 10 via ``max_trainings_per_client``). The
+    MoFeL, eq. 1 subject to eqs. 2-8 (and eq. 10 via ``max_trainings_per_client``). The
     paper minimises sum_s E_s and predicts E_s from the number of contributing clients; we
     read that as: first serve as many requesting servers as possible (each with at least
     ``min_clients``), then select as many clients as possible (at most ``max_clients`` per
