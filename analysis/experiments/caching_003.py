@@ -64,7 +64,6 @@ Run: ``python -m analysis.experiments.caching_003 --scale small --seeds 0 1 2``.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,6 +73,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.experiments.harness import experiment_parser, print_tables, run_and_save
 from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel
@@ -327,23 +327,19 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the per-run rows to this CSV")
+    parser = experiment_parser(
+        __doc__, sorted(SCALES), out_help="write the per-run rows to this CSV"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     sc = SCALES[args.scale]
     print(
         f"Cached-DFL, scale {args.scale}: {sc.cars} cars on nyc_uws, {sc.steps} epochs of 120 s, "
         f"{sc.dataset}/{sc.model}, C_max = {sc.cache_size}, tau_max = {sc.tau_max}, "
         f"seeds {list(args.seeds)}; mean ± std over seeds"
     )
-    for title, table in tables(df).items():
-        print(f"\n{title}\n{table.to_string()}")
+    print_tables(tables(df))
     print(
         f"\n{len(df)} runs, {df.seconds.sum():.0f} s of runs, "
         f"{time.perf_counter() - start:.0f} s in all"

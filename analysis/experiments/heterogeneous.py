@@ -19,12 +19,12 @@ Run: ``python -m analysis.experiments.heterogeneous --scale small --seeds 0 1 2`
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 
 import pandas as pd
 import torch
 
+from analysis.experiments.harness import experiment_parser, run_and_save
 from analysis.stats import mean_std
 from model.world import MobiDFLModel
 
@@ -67,15 +67,10 @@ def run(*, scale: str = "small", seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", choices=sorted(SCALES), default="small")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", help="CSV file for the per-seed rows")
-    args = parser.parse_args()
-    frame = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        frame.to_csv(args.out, index=False)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = experiment_parser(__doc__, sorted(SCALES), out_help="CSV file for the per-seed rows")
+    args = parser.parse_args(argv)
+    frame = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     print(f"heterogeneous world, scale={args.scale}, seeds={args.seeds}")
     for name in frame.columns.drop("seed"):
         print(f"  {name:30s} {mean_std(frame[name], digits=3, width=8)}")

@@ -53,7 +53,6 @@ Run: ``python -m analysis.experiments.mobility_000 --scale small --seeds 0 1 2``
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Sequence
@@ -64,6 +63,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.experiments.harness import experiment_parser, print_tables, run_and_save
 from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel, shared_world_map
@@ -334,23 +334,19 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the per-run rows to this CSV")
+    parser = experiment_parser(
+        __doc__, sorted(SCALES), out_help="write the per-run rows to this CSV"
+    )
     parser.add_argument("--no-density", action="store_true", help="skip the density table")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     sc = SCALES[args.scale]
     print(
         f"de Heredia 2024, scale {args.scale}: {sc.clients} clients, {sc.steps} rounds, "
         f"{sc.dataset}/{sc.model}, shards, seeds {list(args.seeds)}; mean ± std over seeds"
     )
-    for title, table in tables(df).items():
-        print(f"\n{title}\n{table.to_string()}")
+    print_tables(tables(df))
     if not args.no_density:
         dens = density_check(proportions=sc.proportions, seeds=args.seeds[:1])
         print(f"\nMean neighbours per client per round (mobility only)\n{dens.round(2)}")

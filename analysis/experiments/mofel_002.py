@@ -71,7 +71,6 @@ Run: ``python -m analysis.experiments.mofel_002 --scale small --seeds 0 1 2``.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,6 +79,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from analysis.experiments.harness import experiment_parser, run_and_save
 from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel
@@ -236,15 +236,12 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the per-run rows to this CSV")
+    parser = experiment_parser(
+        __doc__, sorted(SCALES), out_help="write the per-run rows to this CSV"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     print(f"MoFeL, Table 2 (NTC / NFC), scale={args.scale}, seeds={args.seeds}")
     with pd.option_context("display.width", 200, "display.max_colwidth", 50):
         print(table(df).to_string(index=False))

@@ -71,7 +71,6 @@ Run: ``python -m analysis.experiments.psfl_004 --scale small --seeds 0 1 2``.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,6 +81,7 @@ import pandas as pd
 import torch
 
 from agents.mobility import make_mobility
+from analysis.experiments.harness import experiment_parser, print_tables, run_and_save
 from analysis.stats import mean_std
 from model.config import Config
 from model.errors import ConfigError
@@ -366,15 +366,10 @@ def _paper_f(k: int, paper_sigma: float) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the rows to this CSV")
+    parser = experiment_parser(__doc__, sorted(SCALES), out_help="write the rows to this CSV")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     sc = SCALES[args.scale]
     print(
         f"PSFL, scale {args.scale}: 56 sensors on 7 x 8 cells, mnist5k, {sc.steps} rounds, "
@@ -382,8 +377,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"(psfl_loss = batch_sum: the authors' code's loss)"
     )
     pd.set_option("display.width", 200)
-    for title, table in tables(df).items():
-        print(f"\n{title}\n{table.to_string(index=False)}")
+    print_tables(tables(df), index=False)
     runs = df[df["table"] == "areas"]
     walk = df[df["table"] == "walker"]
     print(

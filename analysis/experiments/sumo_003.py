@@ -35,7 +35,6 @@ SUMO traffic on this dense map (caches are full under both). At ``ci`` (seeds 0 
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -45,6 +44,7 @@ import pandas as pd
 import torch
 
 from analysis.experiments import caching_003
+from analysis.experiments.harness import experiment_parser, print_tables, run_and_save
 from analysis.stats import mean_std
 from model.errors import ConfigError
 
@@ -139,15 +139,12 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the per-run rows to this CSV")
+    parser = experiment_parser(
+        __doc__, sorted(SCALES), out_help="write the per-run rows to this CSV"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     sc = SCALES[args.scale]
     print(
         f"Cached-DFL under manhattan vs sumo, scale {args.scale}: {sc.base.cars} cars on "
@@ -155,8 +152,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"K = {sc.base.local_steps}, C_max = {sc.base.cache_size}, tau_max = {sc.base.tau_max}, "
         f"seeds {list(args.seeds)}"
     )
-    for title, table in tables(df).items():
-        print(f"\n{title}\n{table.to_string()}")
+    print_tables(tables(df))
     print(f"\n{len(df)} runs, {time.perf_counter() - start:.0f} s in all")
 
 
