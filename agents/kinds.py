@@ -81,7 +81,7 @@ class DeviceAgent(GeoAgent):
 
 
 class Vehicle(DeviceAgent):
-    """Drives the directed street network (default 13.89 m/s, seed 003)."""
+    """Drives the directed street network (default 13.89 m/s, Cached-DFL)."""
 
     kind = "vehicle"
 
@@ -93,13 +93,13 @@ class Pedestrian(DeviceAgent):
 
 
 class Sensor(DeviceAgent):
-    """Sits still on a grid cell (seed 001's static clients, seed 004's sensors)."""
+    """Sits still on a grid cell (Reza et al.'s static clients, PSFL's sensors)."""
 
     kind = "sensor"
 
 
 class UAV(DeviceAgent):
-    """Flies between grid cells (seed 001's mobile clients)."""
+    """Flies between grid cells (Reza et al.'s mobile clients)."""
 
     kind = "uav"
 

@@ -5,15 +5,15 @@
 its columns and swept parameters are present:
 
 * ``accuracy.png``: test accuracy over steps per policy (or per grid point), mean with a
-  band of ± one standard deviation over seeds (seed 000 Figs. 5-8, seed 003 Fig. 3);
+  band of ± one standard deviation over seeds (de Heredia 2024 Figs. 5-8, Cached-DFL Fig. 3);
 * ``final_accuracy_vs_p.png``: final accuracy vs the high-mobility proportion p
-  (``hm_fraction``; seed 000, Tables 1-4);
-* ``hm_lm_gap_vs_p.png``: HM - LM accuracy gap vs p (seed 000, Table 2);
+  (``hm_fraction``; de Heredia 2024, Tables 1-4);
+* ``hm_lm_gap_vs_p.png``: HM - LM accuracy gap vs p (de Heredia 2024, Table 2);
 * ``cache_vs_tau_max.png``: mean cached-model count and age vs tau_max (columns
-  ``cache_size_mean``, ``cache_age_mean``, averaged over steps 1..T; seed 003, Table 2);
-* ``federations.png``: federation count over time (column ``federations``; seed 004, Fig. 5);
+  ``cache_size_mean``, ``cache_age_mean``, averaged over steps 1..T; Cached-DFL, Table 2);
+* ``federations.png``: federation count over time (column ``federations``; PSFL, Fig. 5);
 * ``ntc_nfc.png``: training cycles NTC and frustrated clients NFC per algorithm (final
-  cumulative ``ntc``, ``nfc``; seed 002, Figs. 4-5);
+  cumulative ``ntc``, ``nfc``; MoFeL, Figs. 4-5);
 * ``report.md``: mean ± std over seeds of every final metric per grid point, the figures,
   and the runs that failed.
 
@@ -37,6 +37,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from analysis.stats import format_mean_std, mean_std  # noqa: E402
 from analysis.sweep import MANIFEST, load_runs, read_manifest  # noqa: E402
 from model.config import read_toml  # noqa: E402
 from model.errors import ConfigError  # noqa: E402
@@ -339,7 +340,7 @@ def _pm(mean: float, std: float, n: int) -> str:
     if pd.isna(mean):
         return "–"
     digits = 1 if abs(mean) >= 100 else 3 if abs(mean) < 10 else 2
-    return f"{mean:.{digits}f}" if n < 2 else f"{mean:.{digits}f} ± {std:.{digits}f}"
+    return format_mean_std(mean, std, n, digits=digits)
 
 
 def _markdown(table: pd.DataFrame) -> str:
@@ -399,8 +400,7 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
     if (folder / MANIFEST).exists():
         wall = manifest[manifest["status"] == "ok"]["wall_s"]
         if len(wall):
-            spread = wall.std(ddof=1) if len(wall) > 1 else 0.0
-            lines += [f"Wall time per run: {wall.mean():.1f} ± {spread:.1f} s.", ""]
+            lines += [f"Wall time per run: {mean_std(wall, digits=1)} s.", ""]
         failed = manifest[manifest["status"].isin(["error", "lost"])]
         if len(failed):
             lines += ["## Failed runs", "", _markdown(failed[["run_id", "seed", *swept, "status",

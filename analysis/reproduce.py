@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.stats import mean_std, sample_std
 from model.config import Config
 from model.errors import ConfigError
 
@@ -248,7 +249,7 @@ def run_metrics(table: pd.DataFrame, *, window: int = 3) -> dict[str, float]:
 
     ``final_acc``: mean of the last ``window`` evaluated ``acc_mean`` values; ``half_acc``:
     the last evaluated value in the first half; ``hm_lm_gap``: mean over every evaluation
-    after step 0 (seed 000's "throughout"); cache statistics: mean over the second half.
+    after step 0 (de Heredia's "throughout"); cache statistics: mean over the second half.
     """
     t = table.sort_values("step")
     out: dict[str, float] = {"steps_run": float(t.step.max())}
@@ -408,14 +409,6 @@ def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 
 
-def _pm(values: np.ndarray, *, signed: bool = True) -> str:
-    v = np.asarray(values, dtype=float)
-    if v.size == 0:
-        return "n/a"
-    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():{'+' if signed else ''}.2f} ± {sd:.2f}"
-
-
 def verdict_rows(spec: PaperSpec, per_run: pd.DataFrame) -> list[dict[str, str]]:
     rows = []
     ran = set(per_run.variant) if len(per_run) else set()
@@ -432,7 +425,7 @@ def verdict_rows(spec: PaperSpec, per_run: pd.DataFrame) -> list[dict[str, str]]
                 "source": claim.source,
                 "claim": claim.text,
                 "paper": f"{paper} (\"{claim.paper_quote}\")",
-                "MobiDFL (mean ± std)": _pm(effects),
+                "MobiDFL (mean ± std)": mean_std(effects, signed=True),
                 "seeds": str(effects.size),
                 "verdict": verdict,
                 "reason": reason,
@@ -473,7 +466,7 @@ def _markdown(
     lines.append("| variant | " + " | ".join(metrics) + " |")
     lines.append("|---" * (len(metrics) + 1) + "|")
     for variant, g in per_run.groupby("variant", sort=False):
-        cells = [_pm(g[m].dropna().to_numpy(), signed=False) for m in metrics]
+        cells = [mean_std(g[m].dropna().to_numpy()) for m in metrics]
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     lines += ["", "![accuracy](accuracy.png)", "", "![claims](claims.png)", ""]
     lines += ["## Resolved settings", ""]
@@ -519,7 +512,7 @@ def _figures(spec: PaperSpec, steps: pd.DataFrame, per_run: pd.DataFrame, out: P
         effects = claim_effects(claim, per_run)
         ax.scatter(np.zeros(effects.size), effects, color="C0", label="MobiDFL seeds")
         if effects.size:
-            ax.errorbar([0.25], [effects.mean()], yerr=[effects.std()], fmt="s", color="C0")
+            ax.errorbar([0.25], [effects.mean()], yerr=[sample_std(effects)], fmt="s", color="C0")
         if claim.paper_value is not None:
             ax.scatter([0.5], [claim.paper_value], marker="*", s=120, color="C3", label="paper")
         ax.axhline(0, color="grey", lw=0.8)

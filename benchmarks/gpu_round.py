@@ -1,4 +1,4 @@
-"""Seed 003's round on CUDA with the batched backend, beside the CPU loop on a reduced round.
+"""Cached-DFL's round on CUDA with the batched backend, beside the CPU loop on a reduced round.
 
 The round of ``benchmarks/peer_round.py`` (100 cars, 100 SGD steps of batch 64, the
 Cached-DFL CNN, every car evaluated on 10k test images; ``--scale`` shrinks it) run with

@@ -1,4 +1,4 @@
-"""Seed 003's (Cached-DFL's) own round: a re-implementation of its loop vs MobiDFL, side by side.
+"""Cached-DFL's own round: a re-implementation of its loop vs MobiDFL, side by side.
 
 The round (issue 15): ``cars`` cars on Fashion-MNIST shards, the Cached-DFL CNN (MobiDFL
 ``cached_cnn``), ``steps`` SGD steps of batch 64 per car, LRU cache 10, tau_max 5, then every
@@ -209,7 +209,7 @@ def peer_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: in
 
 
 def layout_sweep(dataset: Dataset, *, repeats: int = 3) -> None:
-    """Seed 003's CNN on 1 thread: evaluation samples/s per chunk size and layout, and
+    """Cached-DFL's CNN on 1 thread: evaluation samples/s per chunk size and layout, and
     training steps of batch 64, NCHW vs channels-last (weights and input), interleaved."""
     net = build_net("cached_cnn", dataset.input_shape, dataset.num_classes).eval()
     nhwc = copy.deepcopy(net).to(memory_format=torch.channels_last)

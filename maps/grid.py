@@ -13,7 +13,7 @@ from shapely.geometry import box
 
 @dataclass(frozen=True)
 class Grid:
-    """Square cells of ``cell_m`` metres laid over ``bounds`` (seed 001's G x G grid).
+    """Square cells of ``cell_m`` metres laid over ``bounds`` (Reza et al.'s G x G grid).
 
     Cells are numbered row-major from the south-west corner: ``cell = row * cols + col``.
     """
@@ -60,7 +60,7 @@ class Grid:
 def split_areas(points: np.ndarray, *, k: int, seed: int) -> np.ndarray:
     """Cluster road nodes into ``k`` areas with k-means, deterministic from ``seed``.
 
-    Seed 003's group experiment divides Manhattan into areas; its code clusters road
+    Cached-DFL's group experiment divides Manhattan into areas; its code clusters road
     nodes with KMeans. Labels are renumbered so area 0 is the southernmost centre.
     """
     if k == 1 or len(points) <= k:

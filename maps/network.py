@@ -2,7 +2,7 @@
 
 An agent on the network is an ``(edge, offset)`` pair. Edge geometries are stored once as
 one array of points; positions are interpolated with a single ``searchsorted`` over all
-agents. Turn choices at intersections follow the Manhattan mobility model (seed 003,
+agents. Turn choices at intersections follow the Manhattan mobility model (Cached-DFL,
 "Mobile DFL Simulation"; Bai, Sadagopan & Helmy 2003): straight / left / right with
 configured probabilities, never back the way it came unless at a dead end.
 """
@@ -218,7 +218,7 @@ class StreetNetwork:
         *,
         allowed_nodes: np.ndarray | None = None,
     ) -> TurnTable:
-        """Next-edge probabilities by turn angle (seed 003, Manhattan mobility model).
+        """Next-edge probabilities by turn angle (Cached-DFL, Manhattan mobility model).
 
         At the end of edge ``u -> v`` every out-edge ``v -> w`` (``w != u``) is classed by
         its turn angle: straight (|a| <= 45°), left (45° < a), right (a < -45°). Each class

@@ -49,7 +49,7 @@ NETCONVERT_OPTIONS: tuple[str, ...] = (
     "--no-warnings",
     "true",
 )
-"""netconvert options: keep the map's coordinates; U-turns only at dead ends (as seed 003's
+"""netconvert options: keep the map's coordinates; U-turns only at dead ends (as Cached-DFL's
 Manhattan model); traffic lights guessed at major crossings (``--tls.guess``)."""
 
 

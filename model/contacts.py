@@ -3,7 +3,7 @@
 Two rules (setting ``contact``):
 
 * ``end``: pairs within R at the end of the step (one ``cKDTree.query_pairs``).
-* ``during``: pairs within R at *any moment* of the step (seed 000, §5.1, M_i(t_k)).
+* ``during``: pairs within R at *any moment* of the step (de Heredia 2024, §5.1, M_i(t_k)).
   Motion is sampled at F sub-times, F chosen so that no agent moves more than R/2
   between samples (F = ceil(2 * max step distance / R)). Between two samples each agent
   is taken to move on the straight chord, and the pair's exact closest approach on

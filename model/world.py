@@ -1,12 +1,12 @@
 """The Mesa model: devices move through a real city, meet, train and exchange models.
 
-One step is one global epoch t of ``step_s`` seconds (seed 003: 120 s):
+One step is one global epoch t of ``step_s`` seconds (Cached-DFL: 120 s):
 
 1. every mobility group moves (positions sampled at sub-times of the step);
 2. contacts: who was within ``radius_m`` (``end`` of the step, or ``during`` it);
-3. local training: K SGD steps per agent on its own partition (seed 003, Alg. 1);
+3. local training: K SGD steps per agent on its own partition (Cached-DFL, Alg. 1);
 4. exchange: each policy turns this step's contacts into mixing weights or new models
-   for its members (D-PSGD, Alg. 1 of seed 000, line 6), applied as one sparse matmul;
+   for its members (D-PSGD, Alg. 1 of de Heredia 2024, line 6), applied as one sparse matmul;
 5. evaluation every ``eval_every`` steps, data collection.
 
 The app, the CLI, sweeps and the analysis import this model; it imports none of them.
@@ -133,12 +133,12 @@ def accuracy_low_mobility(model: MobiDFLModel) -> float:
 
 
 def hm_lm_gap(model: MobiDFLModel) -> float:
-    """Seed 000, Table 2: accuracy of high- minus low-mobility clients."""
+    """de Heredia 2024, Table 2: accuracy of high- minus low-mobility clients."""
     return accuracy_high_mobility(model) - accuracy_low_mobility(model)
 
 
 def distinct_neighbours_of_class(model: MobiDFLModel, high: bool) -> float:
-    """Seed 000, App. B: cumulative distinct neighbours per mobility class."""
+    """de Heredia 2024, App. B: cumulative distinct neighbours per mobility class."""
     mask = model.hm if high else ~model.hm
     return float(model.distinct_neighbours[mask].mean()) if mask.any() else float("nan")
 
@@ -376,7 +376,7 @@ class MobiDFLModel(mesa.Model):
     def run(self, *, steps: int | None = None, progress: Callable[[int], None] | None = None):
         """Run ``steps`` (default: the ``steps`` setting) steps; ``progress(step)`` after each."""
         for _ in range(steps if steps is not None else self.config.steps - self.steps):
-            if not self.running:  # early stop (early_stop_patience, seed 003)
+            if not self.running:  # early stop (early_stop_patience, Cached-DFL)
                 break
             self.step()
             if progress is not None:

@@ -52,7 +52,7 @@ def route_visits(
     start: float = 0.0,
     progress: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Predicted (server, enter, exit) along one client's route (seed 002, Sec. 4 and eq. 6).
+    """Predicted (server, enter, exit) along one client's route (MoFeL, Sec. 4 and eq. 6).
 
     A client crossing server s's territory stays d_s / v_n time units there. ``progress`` is
     the path length already covered in the first territory at ``start``.
@@ -86,7 +86,7 @@ def route_visits(
 
 
 def can_ever_train(reach: np.ndarray, speed: np.ndarray, train_time: np.ndarray) -> np.ndarray:
-    """d_s / v_n >= tau_n: client n can ever finish a training inside s (seed 002, Sec. 4).
+    """d_s / v_n >= tau_n: client n can ever finish a training inside s (MoFeL, Sec. 4).
 
     Broadcasts: pass reach[None, :] and speed[:, None] for the (clients, servers) table.
     """
@@ -136,7 +136,7 @@ class CycleOutcome:
 
 
 def evaluate_cycles(selection: Selection, actual: Visits, train_time: np.ndarray) -> CycleOutcome:
-    """Replay a selection against the actual connection intervals (seed 002, Sec. 5.2)."""
+    """Replay a selection against the actual connection intervals (MoFeL, Sec. 5.2)."""
     tau = np.asarray(train_time, dtype=float).ravel()
     cyc, cli, srv, start = [], [], [], []
     for i, c in enumerate(selection.cycles):
@@ -162,7 +162,7 @@ def ntc(
     *,
     min_completed: int | None = 1,
 ) -> int:
-    """NTC: training cycles completed (seed 002, Sec. 5.2).
+    """NTC: training cycles completed (MoFeL, Sec. 5.2).
 
     A cycle counts when at least ``min_completed`` of its clients deliver (None: all of
     them, the reading of "MoFeL requires the aggregation of all local training" that the
@@ -178,5 +178,5 @@ def ntc(
 
 
 def nfc(selection: Selection, actual: Visits, train_time: np.ndarray) -> int:
-    """NFC: clients that initiated training but failed to complete it (seed 002, Sec. 5.2)."""
+    """NFC: clients that initiated training but failed to complete it (MoFeL, Sec. 5.2)."""
     return int(evaluate_cycles(selection, actual, train_time).frustrated.sum())

@@ -1,4 +1,4 @@
-"""Tests for model.maths.cache (seed 003: Cached-DFL, Alg. 1 and Alg. 2 LRU, group-based LRU)."""
+"""Tests for model.maths.cache (Cached-DFL: Alg. 1 and Alg. 2 LRU, group-based LRU)."""
 
 from __future__ import annotations
 

@@ -268,7 +268,7 @@ def test_default_world_has_all_four_kinds_and_is_not_saturated():
     # Execute
     model = MobiDFLModel(learning=False, steps=3, seed=2).run()
     _, saturated = model.density_summary()
-    # Assert: every kind present, each with its own seed system's policy
+    # Assert: every kind present, each with its own paper's policy
     assert all(config.count(kind) > 0 for kind in KINDS)
     assert {config.policy_of(kind) for kind in KINDS} >= {"cached_lru", "dpsgd"}
     assert set(model.kind_of) == set(KINDS)

@@ -1,4 +1,4 @@
-"""DAM / DCM mobility wired into MobiDFL (seed 001, eqs. 4-9, Alg. 1): agents/mobility/dam.py."""
+"""DAM / DCM mobility wired into MobiDFL (Reza et al., eqs. 4-9, Alg. 1): agents/mobility/dam.py."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_destination_is_kept_until_reached_eq8_and_moves_respect_rm(grid3: World
 
 @pytest.mark.parametrize("mobility", ["dam", "dcm"])
 def test_real_run_never_moves_more_than_rm(mobility: str) -> None:
-    # Prepare: seed 001's world at toy size: 12 x 12 cells, 8 sensors, 3 UAVs, R_m = 2.
+    # Prepare: Reza et al.'s world at toy size: 12 x 12 cells, 8 sensors, 3 UAVs, R_m = 2.
     model = MobiDFLModel(
         **{
             "map": "grid:2x2:120", "cell_m": 10.0, "vehicles": 0, "pedestrians": 0,

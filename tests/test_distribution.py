@@ -1,4 +1,4 @@
-"""Tests for model.maths.distribution (seed 001: DAM / DCM, eqs. 3-9, Alg. 1)."""
+"""Tests for model.maths.distribution (Reza et al.: DAM / DCM, eqs. 3-9, Alg. 1)."""
 
 from __future__ import annotations
 

@@ -9,15 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from model.errors import ConfigError
-from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import partition_iid, partition_shards
 from model.maths.mixing import dpsgd_weights, global_average_weights
-
-
-@pytest.fixture(scope="module")
-def ds():
-    return load_dataset("mnist5k", root=None, test_size=200, seed=0)
 
 
 def ring(n: int) -> sp.csr_matrix:

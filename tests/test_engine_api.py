@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from model.errors import ConfigError
-from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import partition_iid
 from model.policies import Exchange, ExchangeContext, ExchangePolicy
@@ -18,13 +17,7 @@ from model.world import MobiDFLModel
 
 
 @pytest.fixture(scope="module")
-def dataset():
-    return load_dataset("mnist5k", root=None, test_size=200, seed=0)
-
-
-@pytest.fixture(scope="module")
-def engine(dataset):
-    ds = dataset
+def engine(ds):
     parts = partition_iid(ds.train_labels[:400], 4, rng=np.random.default_rng(0))
     e = make_engine(
         "loop",
@@ -51,9 +44,9 @@ def test_evaluate_params_equals_the_agent_evaluation(engine):
     np.testing.assert_allclose([m[1] for m in mine], loss, rtol=1e-5)
 
 
-def test_evaluate_params_on_some_labels_uses_only_those_test_samples(engine, dataset):
+def test_evaluate_params_on_some_labels_uses_only_those_test_samples(engine, ds):
     # Prepare: accuracy on labels {0} and {1} weighted by their test counts = on {0, 1}
-    y = dataset.y_test.numpy()
+    y = ds.y_test.numpy()
     n0, n1 = int((y == 0).sum()), int((y == 1).sum())
     params = engine.snapshot(0)
     # Execute
@@ -66,9 +59,9 @@ def test_evaluate_params_on_some_labels_uses_only_those_test_samples(engine, dat
     assert np.isnan(missing[0]) and np.isnan(missing[1])
 
 
-def test_set_data_updates_partition_histogram_and_loss_order(engine, dataset):
+def test_set_data_updates_partition_histogram_and_loss_order(engine, ds):
     # Prepare: give agent 2 the first 40 samples of label 3 only
-    labels = np.asarray(dataset.train_labels)
+    labels = np.asarray(ds.train_labels)
     order = np.flatnonzero(labels == 3)[:40][::-1].copy()
     saved = (engine.parts[2].copy(), int(engine.data_sizes[2]), engine.label_hist[2].copy())
     try:

@@ -1,4 +1,4 @@
-"""Seed 000 experiment at scale ``ci``: the direction of the thesis' effects only."""
+"""de Heredia 2024 experiment at scale ``ci``: the direction of the thesis' effects only."""
 
 from __future__ import annotations
 

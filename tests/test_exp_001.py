@@ -1,4 +1,4 @@
-"""Seed 001 experiment at CI scale: the direction of Fig. 2 (analysis/experiments/dam_001.py)."""
+"""Reza et al. experiment at CI scale: the direction of Fig. 2 (analysis/experiments/dam_001.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def test_ci_scale_shows_static_random_dam_dcm_order() -> None:
     # Execute: Fig. 2 at CI size (10 x 10 grid, 10 clients of which 3 mobile, R_m = inf).
     frame = dam_001.run(scale="ci", seeds=(0,))
     # Assert: one run per pattern, accuracies are fractions, and the paper's direction
-    # Static < Random < DAM <= DCM (seed 001, Fig. 2).
+    # Static < Random < DAM <= DCM (Reza et al., Fig. 2).
     fig2 = frame[frame["figure"] == "fig2"].set_index("pattern")["accuracy"]
     assert sorted(fig2.index) == ["DAM", "DCM", "Random", "Static"]
     assert all(0.0 < v < 1.0 for v in fig2)

@@ -1,4 +1,4 @@
-"""Several seed systems in one run: each group learns under its own policy."""
+"""Several papers' systems in one run: each group learns under its own policy."""
 
 from __future__ import annotations
 

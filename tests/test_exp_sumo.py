@@ -1,4 +1,4 @@
-"""Seed 003's comparison under manhattan and under SUMO traffic, scale ``ci`` (2 seeds)."""
+"""Cached-DFL's comparison under manhattan and under SUMO traffic, scale ``ci`` (2 seeds)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_cached_dfl_beats_dfl_under_both_mobilities(rows):
     assert len(rows) == 8 and set(rows.mobility) == {"manhattan", "sumo"}
     # Execute
     gaps = sumo_003.gaps(rows)
-    # Assert: seed 003's Fig. 2 direction holds under SUMO traffic too, for every seed
+    # Assert: Cached-DFL's Fig. 2 direction holds under SUMO traffic too, for every seed
     assert (gaps.lru_minus_dfl > 0.05).all(), gaps
     # Assert: the two mobilities are really different traffic (contacts differ)
     by_mobility = rows.groupby("mobility").neighbours_mean.mean()

@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 
 from agents.mobility.random_walk import high_mobility_count
-from model.learning.data import load_dataset
 from model.learning.engine import adam_update, agent_batch_sizes, make_engine
 from model.maths.schedule import (
     EarlyStopState,
@@ -19,11 +18,6 @@ from model.maths.schedule import (
     early_stop_step,
     plateau_step,
 )
-
-
-@pytest.fixture(scope="module")
-def ds():
-    return load_dataset("mnist5k", root=None, test_size=200, seed=0)
 
 
 def uneven_parts() -> list[np.ndarray]:
@@ -52,8 +46,8 @@ def test_agent_batch_sizes_is_min_of_b_and_data_and_zero_is_full():
     "kw",
     [
         dict(batch_size=16),  # per-agent min(B, |D_i|): padded in the batched backend
-        dict(batch_size=0, local_steps=2),  # full batch (seed 001)
-        dict(optimizer="adam", lr=1e-3, weight_decay=1e-4),  # seed 004
+        dict(batch_size=0, local_steps=2),  # full batch (Reza et al.)
+        dict(optimizer="adam", lr=1e-3, weight_decay=1e-4),  # PSFL
         dict(batch_size=0, momentum=0.9, weight_decay=5e-4, lr=0.3, local_steps=1),
     ],
 )

@@ -1,4 +1,4 @@
-"""Mixing matrices (model/maths/mixing.py): seed 000 Sec. 5.3-5.4, seed 001 eq. 2."""
+"""Mixing matrices (model/maths/mixing.py): de Heredia 2024 Sec. 5.3-5.4, Reza et al. eq. 2."""
 
 from __future__ import annotations
 

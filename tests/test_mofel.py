@@ -1,4 +1,4 @@
-"""Tests for model.maths.mofel (seed 002, MoFeL selection, baselines A1/A2, NTC/NFC)."""
+"""Tests for model.maths.mofel (MoFeL: selection, baselines A1/A2, NTC/NFC)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Data partitions (model/learning/partition.py): seed 003 Experiments, seed 001, seed 004."""
+"""Data partitions (model/learning/partition.py): Cached-DFL Experiments, Reza et al., PSFL."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_iid_sizes_and_near_uniform_labels():
     assert hist.min() >= 8 and hist.max() <= 35
 
 
-def test_shard_counts_match_seed003_mix_and_sum_to_2n():
+def test_shard_counts_match_cached_dfl_mix_and_sum_to_2n():
     # 10% x 4, 20% x 3, 30% x 2, 40% x 1 when N divides by 10
     counts = shard_counts(100)
     assert [(counts == k).sum() for k in (4, 3, 2, 1)] == [10, 20, 30, 40]
@@ -88,7 +88,7 @@ def test_dirichlet_rejects_non_positive_alpha():
 
 
 def test_area_uses_only_area_labels_and_splits_shared_labels():
-    # Prepare: seed 003 group split, 3 areas, label 9 and 6 shared by two areas each
+    # Prepare: Cached-DFL group split, 3 areas, label 9 and 6 shared by two areas each
     area_labels = [[9, 0, 1, 2], [3, 4, 5, 6], [6, 7, 8, 9]]
     agent_area = np.array([0] * 4 + [1] * 4 + [2] * 4)
     # Execute

@@ -11,15 +11,9 @@ import torch
 
 import model.contacts as contacts
 from model.errors import ConfigError
-from model.learning.data import load_dataset
 from model.learning.engine import AUTO_WORKERS_MIN_FLOP, auto_workers, make_engine
 from model.learning.partition import partition_shards
 from model.world import MobiDFLModel
-
-
-@pytest.fixture(scope="module")
-def ds():
-    return load_dataset("mnist5k", root=None, test_size=200, seed=0)
 
 
 def engine(ds, backend="loop", n=4, **kw):

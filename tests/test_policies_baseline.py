@@ -11,7 +11,6 @@ import scipy.sparse as sp
 import torch
 
 from model.errors import ConfigError
-from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import partition_shards
 from model.maths.mixing import dpsgd_weights, fedavg_weights
@@ -28,11 +27,6 @@ from model.policies import (
 )
 
 SETTINGS = SimpleNamespace(mobility_alpha=0.0)
-
-
-@pytest.fixture(scope="module")
-def ds():
-    return load_dataset("mnist5k", root=None, test_size=300, seed=0)
 
 
 def table(engine) -> AgentTable:
@@ -96,16 +90,16 @@ def test_registry_lists_baselines_and_rejects_unknown_names():
                 return Exchange()
 
 
-def test_local_keeps_identity(ds):
-    e = make(ds)
+def test_local_keeps_identity(ds300):
+    e = make(ds300)
     ex = make_policy("local", settings=SETTINGS).exchange(context(e, complete(6)))
     assert ex.rows is None and not ex.assign
     assert (combine_rows([(np.arange(6), ex)], 6) != sp.identity(6)).nnz == 0
 
 
-def test_dpsgd_and_fedavg_rows_match_mixing_maths(ds):
+def test_dpsgd_and_fedavg_rows_match_mixing_maths(ds300):
     # Prepare: members 0..3 only, a path 0-1-2-3-4-5
-    e = make(ds)
+    e = make(ds300)
     adj = np.zeros((6, 6), dtype=bool)
     for i in range(5):
         adj[i, i + 1] = adj[i + 1, i] = True
@@ -120,9 +114,9 @@ def test_dpsgd_and_fedavg_rows_match_mixing_maths(ds):
     assert d.metrics["degree_mean"] == pytest.approx(1.5)  # 1, 2, 2, 1 member neighbours
 
 
-def test_central_fedavg_makes_members_identical_and_spares_others(ds):
+def test_central_fedavg_makes_members_identical_and_spares_others(ds300):
     # Prepare: members 0..4; agent 5 is not
-    e = make(ds)
+    e = make(ds300)
     ctx = context(e, np.zeros((6, 6), dtype=bool), members=np.arange(5))
     keep = e.snapshot(5)
     w = e.data_sizes[:5] / e.data_sizes[:5].sum()
@@ -153,10 +147,10 @@ def test_combine_rows_stacks_groups_and_rejects_overlap():
         combine_rows([(np.array([0, 1]), Exchange()), (np.array([1]), Exchange())], 4)
 
 
-def test_dpsgd_full_mixing_beats_local_training_on_shards(ds):
-    # Prepare: 10 agents on seed 003 shards (1-4 shards each, mostly 1-2 labels)
+def test_dpsgd_full_mixing_beats_local_training_on_shards(ds300):
+    # Prepare: 10 agents on Cached-DFL shards (1-4 shards each, mostly 1-2 labels)
     engines = {
-        name: make(ds, n=10, local_steps=10, batch_size=16, lr=0.05, same_init=True)
+        name: make(ds300, n=10, local_steps=10, batch_size=16, lr=0.05, same_init=True)
         for name in ("local", "dpsgd")
     }
     # Execute: 6 rounds, everybody meets everybody (complete contact graph)

@@ -1,4 +1,4 @@
-"""MoFeL policies (seed 002) and the route mobility they need, in real (small) runs."""
+"""MoFeL policies and the route mobility they need, in real (small) runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``psfl`` policy (seed 004, Alg. 1) and the ★ walker, in real runs and by hand."""
+"""The ``psfl`` policy (PSFL, Alg. 1) and the ★ walker, in real runs and by hand."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from maps.world import WorldMap
 from model.checkpoint import load, save_atomic
 from model.config import Config
 from model.errors import ConfigError
-from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import partition_area
 from model.maths.psfl import gradient_field
@@ -103,11 +102,6 @@ def test_metrics_reach_model_csv_and_match_the_policy_state():
 
 
 # --- a clean hand-made setting --------------------------------------------------------------
-@pytest.fixture(scope="module")
-def dataset():
-    return load_dataset("mnist5k", root=None, test_size=300, seed=0)
-
-
 def _grid_adjacency(rows: int, cols: int) -> sp.csr_matrix:
     """8-neighbour contacts on a rows x cols lattice, node = r * cols + c."""
     n = rows * cols
@@ -118,16 +112,16 @@ def _grid_adjacency(rows: int, cols: int) -> sp.csr_matrix:
 
 
 @pytest.fixture(scope="module")
-def specialised(dataset):
+def specialised(ds300):
     """18 agents on a 3 x 6 lattice, 3 column-pair areas, one identical model per area."""
     rows, cols = 3, 6
     area = (np.arange(rows * cols) % cols) // 2
     parts = partition_area(
-        dataset.train_labels, area, [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9]],
+        ds300.train_labels, area, [[0, 1, 2], [3, 4, 5, 6], [7, 8, 9]],
         rng=np.random.default_rng(0),
     )
     engine = make_engine(
-        "loop", net="mlp", dataset=dataset, parts=parts, lr=0.05, batch_size=16,
+        "loop", net="mlp", dataset=ds300, parts=parts, lr=0.05, batch_size=16,
         local_steps=5, seed=0,
     )
     for _ in range(20):

@@ -1,4 +1,4 @@
-"""Tests for model.maths.psfl (seed 004, PSFL: eq. 3, G field, S election, eqs. 6-7)."""
+"""Tests for model.maths.psfl (PSFL: eq. 3, G field, S election, eqs. 6-7)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Distribution-aware mobility of mobile clients on the grid (seed 001: DAM and DCM).
+"""Distribution-aware mobility of mobile clients on the grid (Reza et al.: DAM and DCM).
 
-Seed 001 (Reza et al., §IV-B) lets mobile clients (UAVs) steer by the static clients' data:
+Reza et al. (§IV-B) let mobile clients (UAVs) steer by the static clients' data:
 from every cell ``L`` a mobile client would see the pooled label distribution of the static
 clients within ``R_c`` plus its own (eq. 4); it draws a destination with probability
 proportional to how far that distribution is from the one where it stands (eqs. 5-6, DAM) or,
@@ -54,7 +54,7 @@ class DistributionAwareGrid(GridMobility):
     """
 
     name = "distribution_aware_base"
-    # Kinds it fits: seed 001: DAM/DCM steer mobile clients (UAVs) over the cells of static ones.
+    # Kinds it fits: Reza et al.: DAM/DCM steer mobile clients (UAVs) over the cells of static ones.
     kinds = frozenset({"uav"})
 
     def __init__(self, **kwargs: Any) -> None:
@@ -69,7 +69,7 @@ class DistributionAwareGrid(GridMobility):
         self.destination = np.full(self.count, NO_DESTINATION, dtype=np.int64)
         self._distributions: np.ndarray | None = None  # (count, cells, Y), built once
 
-    # --- what the mobile clients know (seed 001 §IV-B assumption) -------------------------
+    # --- what the mobile clients know (Reza et al. §IV-B assumption) -------------------------
     @property
     def rc_cells(self) -> float:
         """Communication radius ``R_c`` in cells (``radius_m / cell_m``)."""
@@ -171,7 +171,7 @@ class DistributionAwareGrid(GridMobility):
 
 @register_mobility
 class DAM(DistributionAwareGrid):
-    """Seed 001, eqs. 4-8: destinations anywhere on the grid, ``p(L) ∝ d(L, L_cur)`` (eq. 6)."""
+    """Reza et al., eqs. 4-8: destinations anywhere on the grid, ``p(L) ∝ d(L, L_cur)`` (eq. 6)."""
 
     name = "dam"
 
@@ -184,7 +184,7 @@ class DAM(DistributionAwareGrid):
 
 @register_mobility
 class DCM(DistributionAwareGrid):
-    """Seed 001, Alg. 1 + eq. 9: destinations only at the static clients' cluster centres.
+    """Reza et al., Alg. 1 + eq. 9: destinations only at the static clients' cluster centres.
 
     The centres are computed once, on the first step (static clients never move), with the
     model's generator for Alg. 1's random tie-breaks, and kept in the checkpoint state.

@@ -14,7 +14,7 @@ from maps.network import StreetNetwork
 
 @register_mobility
 class Manhattan(MobilityModel):
-    """Seed 003's Manhattan mobility model on an OSM street graph.
+    """Cached-DFL's Manhattan mobility model on an OSM street graph.
 
     Agents move at constant speed along edge geometries; at an intersection the next edge
     is drawn by turn class (straight / left / right, ``turn_*`` settings), U-turns only at
@@ -68,7 +68,7 @@ class Manhattan(MobilityModel):
 
 @register_mobility
 class AreaRestricted(Manhattan):
-    """Manhattan mobility that never leaves the agent's home area (seed 003, Fig. 6).
+    """Manhattan mobility that never leaves the agent's home area (Cached-DFL, Fig. 6).
 
     Home areas are assigned round-robin; the first ``area_free`` members are free
     vehicles that may drive anywhere (the paper's 3-4 free cars).

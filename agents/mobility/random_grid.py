@@ -1,4 +1,4 @@
-"""Mobile clients hopping between grid cells (seed 001, eq. 3: Random Movement)."""
+"""Mobile clients hopping between grid cells (Reza et al., eq. 3: Random Movement)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class GridMobility(MobilityModel):
     """Base for cell-to-cell movers: the member is at a cell centre at every step end.
 
     Between step ends it flies the straight line from the old to the new centre at
-    constant speed, so "within R at any moment" contacts see the path (seed 000's M_i).
+    constant speed, so "within R at any moment" contacts see the path (de Heredia's M_i).
     Subclasses choose the next cell with :meth:`next_cells`.
     """
 
@@ -65,7 +65,7 @@ class GridMobility(MobilityModel):
 
 @register_mobility
 class RandomGrid(GridMobility):
-    """Seed 001, eq. 3: the next cell is uniform among the cells within R_m.
+    """Reza et al., eq. 3: the next cell is uniform among the cells within R_m.
 
     ``rm_cells = inf`` makes every cell reachable (the paper's unconstrained case). The draw
     is :func:`model.maths.distribution.random_grid_destination` (Euclidean cell distance,
@@ -73,7 +73,7 @@ class RandomGrid(GridMobility):
     """
 
     name = "random_grid"
-    # Kinds it fits: seed 001: mobile clients (UAVs) fly between grid cells.
+    # Kinds it fits: Reza et al.: mobile clients (UAVs) fly between grid cells.
     kinds = frozenset({"uav"})
 
     def next_cells(self, ctx: MobilityContext) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Seed 000's random walk with boundary reflection and high/low-mobility classes."""
+"""de Heredia's random walk with boundary reflection and high/low-mobility classes."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 
-# (dx, dy) for up, down, left, right: the order of q_i = [u_i, d_i, l_i, r_i] (seed 000, §5.1)
+# (dx, dy) for up, down, left, right: the order of q_i = [u_i, d_i, l_i, r_i]
+# (de Heredia 2024, §5.1)
 DIRECTIONS = np.array([[0.0, 1.0], [0.0, -1.0], [-1.0, 0.0], [1.0, 0.0]])
 
 
 def reflect(x: np.ndarray, low: float, high: float) -> np.ndarray:
-    """Fold positions back into [low, high]: seed 000, eq. 2, for any travelled distance.
+    """Fold positions back into [low, high]: de Heredia 2024, eq. 2, for any travelled distance.
 
     Eq. 2 reverses the velocity component when a move would cross a bound; folding the
     unbounded straight-line position is the same motion, also when one step crosses the
@@ -28,7 +29,7 @@ def reflect(x: np.ndarray, low: float, high: float) -> np.ndarray:
 
 
 def high_mobility_count(count: int, hm_fraction: float) -> int:
-    """``ceil(p N)`` high-mobility clients (seed 000's code; N = 48, p = 0.05 gives 3).
+    """``ceil(p N)`` high-mobility clients (de Heredia's code; N = 48, p = 0.05 gives 3).
 
     The product is rounded to 9 decimals first so that float noise (0.2 * 45 =
     9.000000000000002) does not add a client.
@@ -39,7 +40,7 @@ def high_mobility_count(count: int, hm_fraction: float) -> int:
 def draw_speeds(
     *, count: int, hm_fraction: float, s_max: float, beta: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Speeds by class (seed 000, §5.1 "Client speeds").
+    """Speeds by class (de Heredia 2024, §5.1 "Client speeds").
 
     Low mobility: U(0, s_max); high mobility: U(beta s_max, 2 beta s_max); a proportion
     ``hm_fraction`` (p) of the agents, chosen at random, is high-mobility: ``ceil(pN)``
@@ -57,15 +58,15 @@ def draw_speeds(
 
 @register_mobility
 class RandomWalk(MobilityModel):
-    """Seed 000, eqs. 1-2: a direction from q each step, constant speed, reflection.
+    """de Heredia 2024, eqs. 1-2: a direction from q each step, constant speed, reflection.
 
-    The box is the map's bounding box; positions start uniform in it (seed 000's initial
+    The box is the map's bounding box; positions start uniform in it (de Heredia's initial
     positions). Each step picks a direction with probabilities ``walk_q``, then moves
     ``s_i * step_s`` metres (eq. 1), reflecting at the bounds (eq. 2).
     """
 
     name = "random_walk"
-    # Kinds it fits: seed 000: mobile clients (anything that moves).
+    # Kinds it fits: de Heredia 2024: mobile clients (anything that moves).
     kinds = frozenset({"vehicle", "pedestrian", "uav"})
 
     def __init__(self, **kwargs: Any) -> None:

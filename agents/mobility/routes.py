@@ -1,6 +1,6 @@
 """Trips on shortest paths to random destinations, with a disclosed (predictable) route.
 
-Seed 002 (MoFeL, Sec. 3-4) assumes a central station that knows every client's route and
+MoFeL (Sec. 3-4) assumes a central station that knows every client's route and
 speed, so it can predict when the client enters and leaves each edge server's territory.
 This model gives MobiDFL such routes on the real street graph: a member drives the
 shortest path (by length) from where it is to a random destination node, then draws the
@@ -117,7 +117,7 @@ class Route(MobilityModel):
     """
 
     name = "route"
-    # Kinds it fits: MoFeL (seed 002): vehicles on routes over the drive network.
+    # Kinds it fits: MoFeL: vehicles on routes over the drive network.
     kinds = frozenset({"vehicle"})
 
     def __init__(self, **kwargs: Any) -> None:
@@ -180,7 +180,7 @@ class Route(MobilityModel):
     def ensure_horizon(self, until: float) -> None:
         """Commit trips until every moving member's known plan lasts at least to ``until``.
 
-        Seed 002, Sec. 4: the central station predicts over ``[t0, t0 + Delta]``; it needs the
+        MoFeL, Sec. 4: the central station predicts over ``[t0, t0 + Delta]``; it needs the
         routes that far ahead.
         """
         speed = self.speeds()

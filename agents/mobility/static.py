@@ -1,4 +1,4 @@
-"""Agents that do not move: sensors on grid cells (seed 001 static clients, seed 004)."""
+"""Agents that do not move: sensors on grid cells (Reza et al.'s static clients, PSFL's sensors)."""
 
 from __future__ import annotations
 

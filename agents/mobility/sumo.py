@@ -21,7 +21,7 @@ Positions at the contact rule's sub-times (``ctx.fractions``) are interpolated l
 between the two SUMO steps around each sub-time. The bound on the distance per step is
 ``1.2 x speed limit x step_s``: every car's speed factor is drawn from
 ``normc(1, 0.1, 0.8, 1.2)`` (SUMO's default deviation, capped at 1.2); the speed limit of
-every street is the vehicle kind's ``speed`` setting (seed 003: 13.89 m/s), since maps
+every street is the vehicle kind's ``speed`` setting (Cached-DFL: 13.89 m/s), since maps
 carry no reliable limits.
 
 libsumo is a process-wide singleton: one SUMO simulation per process. A newer SUMO-driven

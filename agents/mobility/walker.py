@@ -1,4 +1,4 @@
-"""Seed 004's sensor field: static sensors in rectangular areas, plus the moving ★ node.
+"""PSFL's sensor field: static sensors in rectangular areas, plus the moving ★ node.
 
 PSFL (Domini et al., ACSOS 2024, Sec. IV-A) places sensors on a 7 x 8 grid and splits space
 into k areas, each with its own label subset. Its code (Alchemist ``PhenomenaDistribution``,
@@ -39,7 +39,7 @@ __all__ = ["PsflWalker", "area_layout", "rectangle_areas", "snake_order"]
 
 
 def area_layout(k: int) -> tuple[int, int]:
-    """(rows, cols) of seed 004's area rectangles: rows = floor(sqrt(k)), cols = ceil(k/rows)."""
+    """(rows, cols) of PSFL's area rectangles: rows = floor(sqrt(k)), cols = ceil(k/rows)."""
     if k < 1:
         raise ConfigError("areas", k, "an integer >= 1")
     rows = math.isqrt(k)
@@ -49,7 +49,7 @@ def area_layout(k: int) -> tuple[int, int]:
 def rectangle_areas(
     xy: np.ndarray, *, bounds: tuple[float, float, float, float], k: int
 ) -> np.ndarray:
-    """Area id of each point under seed 004's rectangle layout (see module docstring).
+    """Area id of each point under PSFL's rectangle layout (see module docstring).
 
     Args:
         xy: ``[n, 2]`` positions in metres.
@@ -70,7 +70,7 @@ def rectangle_areas(
 
 
 def snake_order(k: int) -> list[int]:
-    """Areas in boustrophedon order over the layout (seed 004 code: 0,1,2,5,4,3,6,7,8 for 9).
+    """Areas in boustrophedon order over the layout (PSFL code: 0,1,2,5,4,3,6,7,8 for 9).
 
     Consecutive areas are adjacent rectangles, so each move of the ★ node crosses one border.
     """
@@ -86,7 +86,7 @@ def snake_order(k: int) -> list[int]:
 
 @register_mobility
 class PsflWalker(MobilityModel):
-    """Static sensors in seed 004's rectangular areas; optionally the last one walks (★).
+    """Static sensors in PSFL's rectangular areas; optionally the last one walks (★).
 
     Attributes:
         home_area: area of every member at the start (read by the Mesa model as ``area``,
@@ -96,7 +96,7 @@ class PsflWalker(MobilityModel):
     """
 
     name = "psfl_walker"
-    # Kinds it fits: PSFL (seed 004): sensors in areas, one of them walks.
+    # Kinds it fits: PSFL: sensors in areas, one of them walks.
     kinds = frozenset({"sensor"})
 
     def __init__(self, **kwargs: Any) -> None:

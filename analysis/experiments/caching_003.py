@@ -1,4 +1,4 @@
-"""Seed 003 (Wang et al., AAAI 2025): Cached-DFL, model caching on moving vehicles.
+"""Cached-DFL (Wang et al., AAAI 2025): model caching on moving vehicles.
 
 What the paper measured (100 cars on Manhattan, 13.89 m/s, 100 m range, 120 s epochs,
 K = 10 local steps, SGD lr 0.1, batch 64, MNIST / FashionMNIST / CIFAR-10):
@@ -14,10 +14,10 @@ K = 10 local steps, SGD lr 0.1, batch 64, MNIST / FashionMNIST / CIFAR-10):
   sub-cache per area) ends above DFL.
 
 How MobiDFL runs it (scaled down, same mechanisms): vehicles on the bundled ``nyc_uws`` map
-(Upper West Side, 800 m x 776 m, 39 drive intersections) with seed 003's Manhattan mobility
+(Upper West Side, 800 m x 776 m, 39 drive intersections) with Cached-DFL's Manhattan mobility
 (straight 0.5, left/right 0.25, no U-turns but at dead ends), 13.89 m/s, R = 100 m, 120 s
 epochs, contacts at any moment of the epoch; ``mnist5k`` (4,500 training images, offline)
-with seed 003's shards (4/3/2/1 shards per car); an MLP instead of the paper's CNN (CPU
+with Cached-DFL's shards (4/3/2/1 shards per car); an MLP instead of the paper's CNN (CPU
 time); batch 16 instead of 64 (a one-shard car holds only ~75 images here); the paper's
 lr 0.1 and K = 10; proximal term rho = 0 (the authors' code trains plain SGD).
 
@@ -64,7 +64,6 @@ Run: ``python -m analysis.experiments.caching_003 --scale small --seeds 0 1 2``.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,6 +73,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.experiments.harness import experiment_parser, print_tables, run_and_save
+from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel
 
@@ -83,7 +84,7 @@ PAPER_TABLE2 = {  # epoch seconds -> tau_max -> (mean number, mean age) of cache
     120: {1: (3.7, 0.0), 2: (9.9, 0.6), 5: (35.2, 1.5), 10: (90.2, 4.7), 20: (98.5, 5.2)},
 }
 AREA_LABELS = "9,0,1,2;3,4,5,6;6,7,8,9"
-"""Seed 003's group experiment labels per area (authors' code)."""
+"""Cached-DFL's group experiment labels per area (authors' code)."""
 
 POLICY_LABELS = {
     "central_fedavg": "CFL (central FedAvg)",
@@ -167,7 +168,7 @@ def scale_of(name: str) -> Scale:
 
 
 def base_settings(scale: Scale, *, seed: int) -> dict[str, Any]:
-    """Seed 003's vehicular setting on the bundled map (shared by every part)."""
+    """Cached-DFL's vehicular setting on the bundled map (shared by every part)."""
     return {
         "map": "nyc_uws",
         "vehicles": scale.cars,
@@ -273,25 +274,18 @@ def run(*, scale: str = "small", seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFra
 
 
 # --- tables -----------------------------------------------------------------------------
-def _pm(values: pd.Series, *, factor: float = 100.0, digits: int = 2) -> str:
-    v = np.asarray(values, dtype=float) * factor
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "n/a"
-    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():.{digits}f} ± {sd:.{digits}f}"
-
-
 def _accuracy_table(df: pd.DataFrame, part: str) -> pd.DataFrame:
     sub = df[df.part == part]
     policies = list(dict.fromkeys(sub.policy))
     return pd.DataFrame(
         {
-            "acc. at half (%)": [_pm(sub[sub.policy == p].half_acc) for p in policies],
-            "final acc. (%)": [_pm(sub[sub.policy == p].final_acc) for p in policies],
-            "neighbours/epoch": [_pm(sub[sub.policy == p].neighbours_mean, factor=1, digits=1)
+            "acc. at half (%)": [mean_std(sub[sub.policy == p].half_acc, factor=100)
                                  for p in policies],
-            "cached models": [_pm(sub[sub.policy == p].cache_count, factor=1, digits=1)
+            "final acc. (%)": [mean_std(sub[sub.policy == p].final_acc, factor=100)
+                               for p in policies],
+            "neighbours/epoch": [mean_std(sub[sub.policy == p].neighbours_mean, digits=1)
+                                 for p in policies],
+            "cached models": [mean_std(sub[sub.policy == p].cache_count, digits=1)
                               if "cache_count" in sub and sub[sub.policy == p].cache_count.notna()
                               .any() else "" for p in policies],
         },
@@ -315,11 +309,11 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                     {
                         "epoch (s)": int(epoch_s),
                         "tau_max": int(tau),
-                        "cached models": _pm(cell.cache_count, factor=1, digits=1),
+                        "cached models": mean_std(cell.cache_count, digits=1),
                         "paper": f"{paper[0]:.1f}",
-                        "age (epochs)": _pm(cell.cache_age, factor=1, digits=2),
+                        "age (epochs)": mean_std(cell.cache_age, digits=2),
                         "paper age": f"{paper[1]:.1f}",
-                        "neighbours/epoch": _pm(cell.neighbours_mean, factor=1, digits=1),
+                        "neighbours/epoch": mean_std(cell.neighbours_mean, digits=1),
                     }
                 )
         out["Table 2: unlimited cache, number and age of cached models"] = pd.DataFrame(
@@ -333,23 +327,19 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the per-run rows to this CSV")
+    parser = experiment_parser(
+        __doc__, sorted(SCALES), out_help="write the per-run rows to this CSV"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     sc = SCALES[args.scale]
     print(
-        f"seed 003, scale {args.scale}: {sc.cars} cars on nyc_uws, {sc.steps} epochs of 120 s, "
+        f"Cached-DFL, scale {args.scale}: {sc.cars} cars on nyc_uws, {sc.steps} epochs of 120 s, "
         f"{sc.dataset}/{sc.model}, C_max = {sc.cache_size}, tau_max = {sc.tau_max}, "
         f"seeds {list(args.seeds)}; mean ± std over seeds"
     )
-    for title, table in tables(df).items():
-        print(f"\n{title}\n{table.to_string()}")
+    print_tables(tables(df))
     print(
         f"\n{len(df)} runs, {df.seconds.sum():.0f} s of runs, "
         f"{time.perf_counter() - start:.0f} s in all"

@@ -1,4 +1,4 @@
-"""Seed 001 (Reza et al.): distribution-aware mobility of a few mobile clients in DFL.
+"""Reza et al. (DAM/DCM): distribution-aware mobility of a few mobile clients in DFL.
 
 What the paper measured (MNIST, 18 x 18 grid, 20 clients of which |C_m| mobile, FedAvg-weighted
 mixing over neighbours within R_c (eq. 2), Dirichlet alpha, 1,000 rounds, 10 runs):
@@ -59,7 +59,6 @@ Run: ``python -m analysis.experiments.dam_001 --scale small --seeds 0 1 2``.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -69,6 +68,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.experiments.harness import experiment_parser, run_and_save
+from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel
 
@@ -275,8 +276,8 @@ def run(
 
 
 def _mean_std(values: pd.Series) -> str:
-    pct = 100.0 * values.to_numpy(float)
-    return f"{pct.mean():5.1f} ± {pct.std(ddof=1) if pct.size > 1 else 0.0:4.1f}"
+    """Accuracy in percent, padded to line up: :func:`analysis.stats.mean_std`."""
+    return mean_std(values, factor=100, digits=1, width=5)
 
 
 def table(frame: pd.DataFrame, figure: str) -> pd.DataFrame:
@@ -308,10 +309,7 @@ def _column_name(value: Any, names: list[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=list(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="CSV file for the per-run rows")
+    parser = experiment_parser(__doc__, SCALES, out_help="CSV file for the per-run rows")
     parser.add_argument("--dataset", default=None, help="override the dataset (e.g. mnist)")
     parser.add_argument("--data-root", default=None, help="folder with torchvision files")
     args = parser.parse_args(argv)
@@ -321,12 +319,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.data_root:
         overrides["data_root"] = args.data_root
     start = time.perf_counter()
-    frame = run(scale=args.scale, seeds=args.seeds, overrides=overrides, progress=True)
-    if args.out:
-        frame.to_csv(args.out, index=False)
+    frame = run_and_save(
+        lambda: run(scale=args.scale, seeds=args.seeds, overrides=overrides, progress=True),
+        args.out,
+    )
     sc = scale_of(args.scale)
     print(
-        f"\nSeed 001 on MobiDFL, scale={args.scale}: {sc.grid}x{sc.grid} grid, "
+        f"\nReza et al. (DAM/DCM) on MobiDFL, scale={args.scale}: {sc.grid}x{sc.grid} grid, "
         f"{sc.clients} clients, {sc.rounds} rounds, {sc.dataset}/{sc.model}; "
         f"accuracy % of all clients, mean ± std over seeds {list(args.seeds)}"
     )

@@ -1,8 +1,8 @@
-"""A heterogeneous world: every kind of device runs a different seed system in one run.
+"""A heterogeneous world: every kind of device runs a different paper's system in one run.
 
-Vehicles drive the Upper West Side with Cached-DFL (``cached_lru``, seed 003), static
-sensors form PSFL federations (``psfl``, seed 004), and UAVs fly DCM routes (``dcm``,
-seed 001) while mixing with FedAvg weights (seed 001, eq. 2). Data are area-skewed
+Vehicles drive the Upper West Side with Cached-DFL (``cached_lru``), static
+sensors form PSFL federations (``psfl``), and UAVs fly DCM routes (``dcm``,
+Reza et al.) while mixing with FedAvg weights (Reza et al., eq. 2). Data are area-skewed
 (``partition = "area"``), so sensors in one area share labels. Each policy only mixes with
 members of its own group; contacts across kinds are recorded but not used for exchange.
 
@@ -19,12 +19,13 @@ Run: ``python -m analysis.experiments.heterogeneous --scale small --seeds 0 1 2`
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 
 import pandas as pd
 import torch
 
+from analysis.experiments.harness import experiment_parser, run_and_save
+from analysis.stats import mean_std
 from model.world import MobiDFLModel
 
 SCENARIO = {
@@ -66,19 +67,13 @@ def run(*, scale: str = "small", seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", choices=sorted(SCALES), default="small")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", help="CSV file for the per-seed rows")
-    args = parser.parse_args()
-    frame = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        frame.to_csv(args.out, index=False)
-    summary = frame.drop(columns="seed").agg(["mean", "std"]).T
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = experiment_parser(__doc__, sorted(SCALES), out_help="CSV file for the per-seed rows")
+    args = parser.parse_args(argv)
+    frame = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     print(f"heterogeneous world, scale={args.scale}, seeds={args.seeds}")
-    for name, (mean, std) in summary.iterrows():
-        print(f"  {name:30s} {mean:8.3f} ± {std:.3f}")
+    for name in frame.columns.drop("seed"):
+        print(f"  {name:30s} {mean_std(frame[name], digits=3, width=8)}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Seed 000 (de Heredia 2024): client mobility in D-PSGD, HM-LM gap, mobility-aware weights.
+"""de Heredia 2024: client mobility in D-PSGD, HM-LM gap, mobility-aware weights.
 
 What the thesis measured (Sec. 6, non-IID CIFAR-10, LeNet, N = 48 clients, 3 seeds):
 
@@ -12,7 +12,7 @@ What the thesis measured (Sec. 6, non-IID CIFAR-10, LeNet, N = 48 clients, 3 see
 
 How MobiDFL runs it (scaled down, same mechanisms):
 
-* 48 pedestrians doing seed 000's random walk (``random_walk``, four directions at 1/4,
+* 48 pedestrians doing de Heredia's random walk (``random_walk``, four directions at 1/4,
   reflection at the box, speeds LM ~ U(0, s_max), HM ~ U(beta s_max, 2 beta s_max),
   beta = 1.75), contacts = within R at any moment of the step (``contact = during``);
 * the box is the bounding box of the bundled ``nyc_uws`` map (800 m x 776 m). The thesis'
@@ -22,7 +22,7 @@ How MobiDFL runs it (scaled down, same mechanisms):
   keeps R / box and step / box, hence the mean neighbour count, the same (the density
   table of :func:`density_check` shows it: identical to the 500 x 500 box within 0.05);
 * data: ``mnist5k`` (the offline default, 4,500 training images) instead of CIFAR-10, with
-  seed 003's non-IID shards (``partition = shards``); the thesis' optimiser settings
+  Cached-DFL's non-IID shards (``partition = shards``); the thesis' optimiser settings
   (SGD lr 0.01, batch 8, 3 local steps per round); an MLP (784-128-10) instead of LeNet
   (CPU time); evaluation on a shared 500-image test sample every ``eval_every`` steps;
 * "final accuracy" = mean client accuracy averaged over the last ``final_window``
@@ -53,7 +53,6 @@ Run: ``python -m analysis.experiments.mobility_000 --scale small --seeds 0 1 2``
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Sequence
@@ -64,6 +63,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.experiments.harness import experiment_parser, print_tables, run_and_save
+from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel, shared_world_map
 
@@ -262,12 +263,8 @@ def density_check(*, proportions: Sequence[float], seeds: Sequence[int], steps: 
 
 # --- tables -----------------------------------------------------------------------------
 def _pm(values: pd.Series | np.ndarray) -> str:
-    v = np.asarray(values, dtype=float) * 100.0
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "n/a"
-    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():+.2f} ± {sd:.2f}"
+    """Percentage points, signed: :func:`analysis.stats.mean_std`."""
+    return mean_std(values, factor=100, digits=2, signed=True)
 
 
 def _paired(df: pd.DataFrame, value: str, *, p: float, alpha: float, ref_p: float,
@@ -337,23 +334,19 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the per-run rows to this CSV")
+    parser = experiment_parser(
+        __doc__, sorted(SCALES), out_help="write the per-run rows to this CSV"
+    )
     parser.add_argument("--no-density", action="store_true", help="skip the density table")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     sc = SCALES[args.scale]
     print(
-        f"seed 000, scale {args.scale}: {sc.clients} clients, {sc.steps} rounds, "
+        f"de Heredia 2024, scale {args.scale}: {sc.clients} clients, {sc.steps} rounds, "
         f"{sc.dataset}/{sc.model}, shards, seeds {list(args.seeds)}; mean ± std over seeds"
     )
-    for title, table in tables(df).items():
-        print(f"\n{title}\n{table.to_string()}")
+    print_tables(tables(df))
     if not args.no_density:
         dens = density_check(proportions=sc.proportions, seeds=args.seeds[:1])
         print(f"\nMean neighbours per client per round (mobility only)\n{dens.round(2)}")

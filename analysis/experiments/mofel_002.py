@@ -1,4 +1,4 @@
-"""Seed 002 (Macedo et al., Sensors 2023): MoFeL vs A1 / A2, frustrated clients and cycles.
+"""MoFeL (Macedo et al., Sensors 2023): MoFeL vs A1 / A2, frustrated clients and cycles.
 
 What the paper measured (Sec. 5-6; 4 central servers in a mesh, 100 clients, speeds
 v_n ~ U(1 m/min, v_max), training times tau_n ~ U(1, 20) min, territorial reach
@@ -42,7 +42,9 @@ re-tuned, when speeds became per client, so clients are now slower on average (m
 ~v_max / 2) than in that calibration.
 
 Measured (``small`` = 100 vehicles, 180 steps, K = 2, at 2 and 10 m/s only, seeds 0-2;
-each (seed, speed) run separately): NFC is 0 for MoFeL and A2; A1's grows 75.0 ± 8.0 ->
+each (seed, speed) run separately; the ± in this paragraph is the population std, ddof = 0,
+which the table printed then; it now prints the sample std, 1.22x that for 3 seeds,
+1.41x for 2): NFC is 0 for MoFeL and A2; A1's grows 75.0 ± 8.0 ->
 345.3 ± 32.9 and its NTC falls 60.7 ± 7.4 -> 4.0 ± 0.8 (55 -> 112 partial cycles), the
 paper's direction. MobiDFL disagrees on NTC: A2 completes 116.0 / 115.7 cycles (every
 interval, all 4 servers: it is saturated, since with per-client speeds some clients are
@@ -69,7 +71,6 @@ Run: ``python -m analysis.experiments.mofel_002 --scale small --seeds 0 1 2``.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,6 +79,8 @@ from typing import Any
 import pandas as pd
 import torch
 
+from analysis.experiments.harness import experiment_parser, run_and_save
+from analysis.stats import mean_std
 from model.errors import ConfigError
 from model.world import MobiDFLModel
 
@@ -207,11 +210,6 @@ def _label(policy: str) -> str:
     return LABELS[policy]
 
 
-def _pm(values: pd.Series, digits: int = 1) -> str:
-    std = float(values.std(ddof=0)) if len(values) > 1 else 0.0
-    return f"{float(values.mean()):.{digits}f} ± {std:.{digits}f}"
-
-
 def table(df: pd.DataFrame) -> pd.DataFrame:
     """Table 2 layout: per speed and algorithm, NTC and NFC (mean ± std over seeds)."""
     out = []
@@ -221,13 +219,13 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
                 "speed m/s": speed,
                 "paper v_max": PAPER_SPEED.get(float(speed), "-"),
                 "algorithm": _label(str(policy)),
-                "NTC": _pm(part["ntc"]),
-                "partial cycles": _pm(part["ntc_partial"]),
-                "NFC": _pm(part["nfc"]),
-                "clients/cycle": _pm(part["clients_per_cycle"], 2),
-                "server acc": _pm(part["server_acc_mean"], 3),
-                "acc (run avg)": _pm(part["server_acc_avg"], 3),
-                "server acc std": _pm(part["server_acc_std"], 3),
+                "NTC": mean_std(part["ntc"], digits=1),
+                "partial cycles": mean_std(part["ntc_partial"], digits=1),
+                "NFC": mean_std(part["nfc"], digits=1),
+                "clients/cycle": mean_std(part["clients_per_cycle"], digits=2),
+                "server acc": mean_std(part["server_acc_mean"], digits=3),
+                "acc (run avg)": mean_std(part["server_acc_avg"], digits=3),
+                "server acc std": mean_std(part["server_acc_std"], digits=3),
                 "paper (text of Table 2)": PAPER_DIRECTION.get(str(policy), "(not in paper)"),
             }
         )
@@ -238,16 +236,13 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the per-run rows to this CSV")
+    parser = experiment_parser(
+        __doc__, sorted(SCALES), out_help="write the per-run rows to this CSV"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
-    print(f"Seed 002, Table 2 (NTC / NFC), scale={args.scale}, seeds={args.seeds}")
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
+    print(f"MoFeL, Table 2 (NTC / NFC), scale={args.scale}, seeds={args.seeds}")
     with pd.option_context("display.width", 200, "display.max_colwidth", 50):
         print(table(df).to_string(index=False))
     solver = df[df["policy"] == "mofel"][["solver_milp", "solver_greedy", "solve_s"]].sum()

@@ -1,4 +1,4 @@
-"""Seed 004 (Domini et al., ACSOS 2024): proximity-based self-federated learning (PSFL).
+"""PSFL (Domini et al., ACSOS 2024): proximity-based self-federated learning.
 
 What the paper measured (EMNIST-letters, 56 sensors on a 7 x 8 grid, k = 3 / 5 / 9 areas
 with disjoint label subsets, MLP 128, 60 rounds, 2 local epochs, 20 seeds):
@@ -71,7 +71,6 @@ Run: ``python -m analysis.experiments.psfl_004 --scale small --seeds 0 1 2``.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,6 +81,8 @@ import pandas as pd
 import torch
 
 from agents.mobility import make_mobility
+from analysis.experiments.harness import experiment_parser, print_tables, run_and_save
+from analysis.stats import mean_std
 from model.config import Config
 from model.errors import ConfigError
 from model.policies.psfl import area_accuracy
@@ -287,15 +288,6 @@ def run(*, scale: str = "small", seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFra
 
 
 # --- tables ---------------------------------------------------------------------------------
-def _pm(values: Any, digits: int = 2) -> str:
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "n/a"
-    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():.{digits}f} ± {sd:.{digits}f}"
-
-
 def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Paper-style tables (mean ± std over seeds) from :func:`run`'s rows."""
     out: dict[str, pd.DataFrame] = {}
@@ -309,11 +301,11 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 {
                     "areas": int(k),
                     "sigma": f"{sigma:g}",
-                    "|F| final": _pm(sub.federations),
-                    "|F| last 5": _pm(sub.federations_last5),
+                    "|F| final": mean_std(sub.federations),
+                    "|F| last 5": mean_std(sub.federations_last5),
                     "paper |F|": _paper_f(int(k), sigma),
-                    "settled at k by step": _pm(sub.steps_to_k, 1),
-                    "eq. 6 errors": _pm(sub.federation_errors, 1),
+                    "settled at k by step": mean_std(sub.steps_to_k, digits=1),
+                    "eq. 6 errors": mean_std(sub.federation_errors, digits=1),
                     "ds intra / inter (step 1)": f"{sub.ds_intra_first.mean():.2f} / "
                     f"{sub.ds_inter_first.mean():.2f}",
                 }
@@ -327,11 +319,13 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 {
                     "areas": int(k),
                     "sigma": f"{sigma:g}",
-                    "PSFL own labels": _pm(sub.acc_own, 3),
-                    "PSFL per federation": _pm(sub.federation_acc, 3),
-                    "central own labels": _pm(base.acc_own, 3),
-                    "central all labels": _pm(base.acc_all, 3),
-                    "PSFL - central (own)": _pm((mine.acc_own - base.acc_own).dropna(), 3),
+                    "PSFL own labels": mean_std(sub.acc_own, digits=3),
+                    "PSFL per federation": mean_std(sub.federation_acc, digits=3),
+                    "central own labels": mean_std(base.acc_own, digits=3),
+                    "central all labels": mean_std(base.acc_all, digits=3),
+                    "PSFL - central (own)": mean_std(
+                        (mine.acc_own - base.acc_own).dropna(), digits=3
+                    ),
                     "paper PSFL": f"{PAPER_ACCURACY.get(int(k), float('nan')):.2f}",
                 }
             )
@@ -341,7 +335,11 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         touring = walker[walker.offset >= 0]
         per_seed = touring.groupby(["seed", "offset"]).dl.mean().unstack("offset")
         rows = [
-            (f"DL {int(o)} steps after entering an area", _pm(per_seed[o]), "1" if o == 0 else "0")
+            (
+                f"DL {int(o)} steps after entering an area",
+                mean_std(per_seed[o]),
+                "1" if o == 0 else "0",
+            )
             for o in per_seed.columns
         ]
         after = walker[walker.after_tour]
@@ -350,10 +348,10 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         )
         k = int(walker.areas.iloc[0])
         rows += [
-            ("DL summed after the tour", _pm(tail.dl), "~0"),
-            ("|F| after the tour", _pm(tail.fed), f"{k}"),
-            ("eq. 6 errors after the tour", _pm(tail.err), ""),
-            ("|F| while touring", _pm(touring.groupby("seed").federations.mean()), ""),
+            ("DL summed after the tour", mean_std(tail.dl), "~0"),
+            ("|F| after the tour", mean_std(tail.fed), f"{k}"),
+            ("eq. 6 errors after the tour", mean_std(tail.err), ""),
+            ("|F| while touring", mean_std(touring.groupby("seed").federations.mean()), ""),
         ]
         out["Fig. 7: the ★ node (DL = eq. 7), offsets = steps since it entered an area"] = (
             pd.DataFrame(rows, columns=["quantity", "MobiDFL", "paper"])
@@ -368,24 +366,18 @@ def _paper_f(k: int, paper_sigma: float) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the rows to this CSV")
+    parser = experiment_parser(__doc__, sorted(SCALES), out_help="write the rows to this CSV")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     sc = SCALES[args.scale]
     print(
-        f"seed 004, scale {args.scale}: 56 sensors on 7 x 8 cells, mnist5k, {sc.steps} rounds, "
+        f"PSFL, scale {args.scale}: 56 sensors on 7 x 8 cells, mnist5k, {sc.steps} rounds, "
         f"seeds {list(args.seeds)}; mean ± std over seeds; sigma on the paper's scale "
         f"(psfl_loss = batch_sum: the authors' code's loss)"
     )
     pd.set_option("display.width", 200)
-    for title, table in tables(df).items():
-        print(f"\n{title}\n{table.to_string(index=False)}")
+    print_tables(tables(df), index=False)
     runs = df[df["table"] == "areas"]
     walk = df[df["table"] == "walker"]
     print(

@@ -1,16 +1,16 @@
-"""Does Cached-DFL still win under real traffic? Seed 003's comparison under SUMO.
+"""Does Cached-DFL still win under real traffic? Its comparison under SUMO.
 
-Seed 003 (Cached-DFL, Wang et al., AAAI 2025, Fig. 2) compares DFL without caches
+Cached-DFL (Wang et al., AAAI 2025, Fig. 2) compares DFL without caches
 (DeFedAvg, pairwise averaging with a car met) and Cached-DFL with LRU caches (C_max = 10,
 tau_max = 5, Alg. 1-2) for cars that move by its own random-turn Manhattan model at a
 constant 13.89 m/s. Here the same comparison runs twice on the same map and data:
 
-* ``manhattan``: seed 003's mobility (straight 0.5, left/right 0.25, constant speed);
+* ``manhattan``: Cached-DFL's mobility (straight 0.5, left/right 0.25, constant speed);
 * ``sumo``: Eclipse SUMO traffic on the same streets (car following, junction right of way,
   traffic lights guessed by netconvert, trips from randomTrips.py, speed limit 13.89 m/s,
   speed factors normc(1, 0.1, 0.8, 1.2), cars re-inserted where they arrive).
 
-Everything else is seed 003's setting as in :mod:`analysis.experiments.caching_003`
+Everything else is Cached-DFL's setting as in :mod:`analysis.experiments.caching_003`
 (120 s epochs, R = 100 m, contacts at any moment of the epoch, shards, lr 0.1, K local
 steps, MLP on mnist5k at the smaller scales). The output: final and half-way accuracy per
 mobility and policy, the LRU - DFL gap per mobility (mean ± std over seeds, and per seed),
@@ -28,24 +28,24 @@ SUMO traffic on this dense map (caches are full under both). At ``ci`` (seeds 0 
 * ``ci``: 12 cars, 6 epochs, K = 5, 2 seeds (the test ``tests/test_exp_sumo.py``);
 * ``small``: 30 cars, 30 epochs, K = 10, 3 seeds: ``python -m analysis.experiments.sumo_003
   --scale small --seeds 0 1 2`` (measured numbers in the README section "Real traffic");
-* ``full``: 100 cars, 200 epochs, seed 003's ``cached_cnn`` on ``fashion_mnist`` (needs the
+* ``full``: 100 cars, 200 epochs, Cached-DFL's ``cached_cnn`` on ``fashion_mnist`` (needs the
   files under ``data_root``) on ``grid:30x30`` (a 2.9 km square, so 100 cars are not 48
   per km^2 as on ``nyc_uws``): hours per seed on one core, not run here.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
 from analysis.experiments import caching_003
+from analysis.experiments.harness import experiment_parser, print_tables, run_and_save
+from analysis.stats import mean_std
 from model.errors import ConfigError
 
 MOBILITIES = ("manhattan", "sumo")
@@ -69,7 +69,7 @@ SCALES: dict[str, Scale] = {
 
 
 def settings_for(scale: Scale, *, seed: int, mobility: str, policy: str) -> dict[str, Any]:
-    """Seed 003's setting (caching_003.base_settings) with the mobility and map swapped."""
+    """Cached-DFL's setting (caching_003.base_settings) with the mobility and map swapped."""
     return caching_003.base_settings(scale.base, seed=seed) | {
         "map": scale.map,
         "pedestrians": 0,
@@ -99,12 +99,6 @@ def run(*, scale: str = "small", seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def _pm(values: Any, factor: float = 100.0, digits: int = 1) -> str:
-    v = np.asarray(values, dtype=float) * factor
-    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return f"{v.mean():.{digits}f} ± {sd:.{digits}f}"
-
-
 def gaps(df: pd.DataFrame) -> pd.DataFrame:
     """LRU minus DFL final accuracy per seed and mobility (fractions)."""
     wide = df.pivot_table(index=["mobility", "seed"], columns="policy", values="final_acc")
@@ -123,10 +117,10 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
                 {
                     "mobility": mobility,
                     "policy": caching_003.POLICY_LABELS.get(policy, policy),
-                    "acc. at half (%)": _pm(cell.half_acc),
-                    "final acc. (%)": _pm(cell.final_acc),
-                    "neighbours/epoch": _pm(cell.neighbours_mean, factor=1.0),
-                    "cached models": _pm(cell.cache_count, factor=1.0)
+                    "acc. at half (%)": mean_std(cell.half_acc, factor=100, digits=1),
+                    "final acc. (%)": mean_std(cell.final_acc, factor=100, digits=1),
+                    "neighbours/epoch": mean_std(cell.neighbours_mean, digits=1),
+                    "cached models": mean_std(cell.cache_count, digits=1)
                     if "cache_count" in cell and cell.cache_count.notna().any()
                     else "",
                 }
@@ -136,7 +130,8 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     ).set_index(["mobility", "policy"])
     g = gaps(df)
     summary = g.groupby("mobility").lru_minus_dfl.agg(
-        gap=lambda s: _pm(s), per_seed=lambda s: " ".join(f"{100 * v:+.1f}" for v in s)
+        gap=lambda s: mean_std(s, factor=100, digits=1),
+        per_seed=lambda s: " ".join(f"{100 * v:+.1f}" for v in s),
     )
     summary.columns = ["LRU - DFL (points)", "per seed"]
     out["How the result changes: Cached-DFL LRU minus DFL, final accuracy"] = summary
@@ -144,24 +139,20 @@ def tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="small", choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--out", default=None, help="write the per-run rows to this CSV")
+    parser = experiment_parser(
+        __doc__, sorted(SCALES), out_help="write the per-run rows to this CSV"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    df = run(scale=args.scale, seeds=args.seeds)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = run_and_save(lambda: run(scale=args.scale, seeds=args.seeds), args.out)
     sc = SCALES[args.scale]
     print(
-        f"seed 003 under manhattan vs sumo, scale {args.scale}: {sc.base.cars} cars on "
+        f"Cached-DFL under manhattan vs sumo, scale {args.scale}: {sc.base.cars} cars on "
         f"{sc.map}, {sc.base.steps} epochs of 120 s, {sc.base.dataset}/{sc.base.model}, "
         f"K = {sc.base.local_steps}, C_max = {sc.base.cache_size}, tau_max = {sc.base.tau_max}, "
         f"seeds {list(args.seeds)}"
     )
-    for title, table in tables(df).items():
-        print(f"\n{title}\n{table.to_string()}")
+    print_tables(tables(df))
     print(f"\n{len(df)} runs, {time.perf_counter() - start:.0f} s in all")
 
 

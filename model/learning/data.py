@@ -365,7 +365,7 @@ def load_dataset(
         root: folder with torchvision-layout files (``mnist``, ``emnist_letters``,
             ``cifar10``; optional for ``fashion_mnist``).
         test_size: size cap of the shared test sample every agent is evaluated on (a
-            seeded subset of the test split; seed 003 evaluates all agents on one set).
+            seeded subset of the test split; Cached-DFL evaluates all agents on one set).
         seed: fixes the mnist5k / digits train/test split and the test subset.
 
     Raises:

@@ -24,7 +24,7 @@ def _flat_size(body: nn.Module, input_shape: tuple[int, ...]) -> int:
 
 
 def mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """784-128-10 MLP with ReLU (seed 004: "a simple MLP with 128 neurons in the hidden
+    """784-128-10 MLP with ReLU (PSFL: "a simple MLP with 128 neurons in the hidden
     layer"); flattens any input shape."""
     return nn.Sequential(
         nn.Flatten(), nn.Linear(prod(input_shape), 128), nn.ReLU(), nn.Linear(128, num_classes)
@@ -32,9 +32,9 @@ def mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
 
 def cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """Two 5x5 conv layers + two fully connected layers (seed 001's MNIST model shape).
+    """Two 5x5 conv layers + two fully connected layers (Reza et al.'s MNIST model shape).
 
-    Seed 001 gives only "two convolution layers followed by two fully connected layers".
+    Reza et al. give only "two convolution layers followed by two fully connected layers".
     Sizes are those of the classic PyTorch MNIST example: conv 10@5x5, pool 2, conv 20@5x5,
     pool 2, FC 50, FC classes (21,840 parameters, ~1 MFLOP forward per 28x28 sample), chosen
     so that hundreds of agents train on two CPU cores. The FedAvg paper's 32/64-channel,
@@ -61,11 +61,11 @@ def cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
 
 def cached_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """Seed 003's released Fashion-MNIST CNN without its BatchNorm layers.
+    """Cached-DFL's released Fashion-MNIST CNN without its BatchNorm layers.
 
     conv 16@5x5 pad 2, max-pool 2, conv 32@5x5 pad 2, max-pool 2, FC classes (28,938
     parameters at 28x28; ~5.7 MFLOP forward per sample, ~6x the ``cnn``): for faithful
-    Cached-DFL reproductions. It keeps seed 003's max pooling, so its loop and batched
+    Cached-DFL reproductions. It keeps Cached-DFL's max pooling, so its loop and batched
     backends agree only up to rare near-tie switches (see :func:`cnn`).
     """
     c = input_shape[0]
@@ -83,7 +83,7 @@ def cached_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
 
 def lenet5(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """LeNet-5 (seed 002; seed 000's CIFAR-10 model): conv 6@5x5, pool, conv 16@5x5, pool,
+    """LeNet-5 (MoFeL; de Heredia's CIFAR-10 model): conv 6@5x5, pool, conv 16@5x5, pool,
     FC 120, FC 84, FC classes, with ReLU and LeCun's average pooling ("subsampling"; see
     :func:`cnn` for why not max pooling).
 

@@ -1,11 +1,11 @@
 """How the training set is split over agents: pure functions of (labels, rng).
 
 Each function returns ``list[np.ndarray]``: the training-sample indices of each agent, no
-sample given to two agents. The heterogeneity settings follow seed 003 (Experiments,
+sample given to two agents. The heterogeneity settings follow Cached-DFL (Experiments,
 "Datasets"): *i.i.d.*, *extreme non-i.i.d.* shards (10/20/30/40 % of agents get 4/3/2/1 of
-2N label-sorted shards) and *Dirichlet* (pi = 0.5 there; also seed 001's alpha = 0.05/0.1).
-``area`` gives agents of each map area samples from that area's label subset only (seed 003
-group experiment, seed 004 area skew).
+2N label-sorted shards) and *Dirichlet* (pi = 0.5 there; also Reza et al.'s alpha = 0.05/0.1).
+``area`` gives agents of each map area samples from that area's label subset only (Cached-DFL
+group experiment, PSFL area skew).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ PARTITIONS: tuple[str, ...] = ("iid", "shards", "dirichlet", "area")
 """Names accepted by :func:`make_partition` (setting ``partition``)."""
 
 SHARD_MIX: tuple[tuple[int, float], ...] = ((4, 0.1), (3, 0.2), (2, 0.3))
-"""(shards per agent, fraction of agents); the rest (40 %) get 1 shard. Seed 003."""
+"""(shards per agent, fraction of agents); the rest (40 %) get 1 shard. Cached-DFL."""
 
 
 def _check_agents(labels: np.ndarray, n_agents: int) -> np.ndarray:
@@ -57,7 +57,7 @@ def shard_counts(n_agents: int) -> np.ndarray:
     """How many shards each of N agents receives (before shuffling agents); sums to 2N.
 
     ``floor(0.1 N)`` agents get 4, ``floor(0.2 N)`` get 3, ``floor(0.3 N)`` get 2, the rest 1
-    (seed 003: 4*.1 + 3*.2 + 2*.3 + 1*.4 = 2 shards per agent on average). When N is not a
+    (Cached-DFL: 4*.1 + 3*.2 + 2*.3 + 1*.4 = 2 shards per agent on average). When N is not a
     multiple of 10 the floors leave ``N - (3 n4 + 2 n3 + n2)`` shards (at most 5) undealt;
     each goes as a second shard to one of the 1-shard agents, so exactly 2N shards are always
     used and the split is exact for N divisible by 10.
@@ -77,7 +77,7 @@ def shard_counts(n_agents: int) -> np.ndarray:
 def partition_shards(
     labels: np.ndarray, n_agents: int, *, rng: np.random.Generator
 ) -> list[np.ndarray]:
-    """Seed 003 extreme non-i.i.d.: sort by label, cut into 2N shards, deal 4/3/2/1 shards.
+    """Cached-DFL extreme non-i.i.d.: sort by label, cut into 2N shards, deal 4/3/2/1 shards.
 
     Within a label the order is random (so a shard is a random sample of its 1-2 labels);
     which agent gets how many shards and which shards are both drawn from ``rng``.
@@ -113,7 +113,7 @@ def partition_dirichlet(
 ) -> list[np.ndarray]:
     """Per class c, split its samples over agents with proportions p_c ~ Dir_N(alpha).
 
-    The usual label-skew scheme (seed 003 with pi = 0.5, after Xiong et al. 2024; seed 001).
+    The usual label-skew scheme (Cached-DFL with pi = 0.5, after Xiong et al. 2024; Reza et al.).
     Small alpha gives each agent few classes. Draws are repeated until every agent holds at
     least ``min_size`` samples (an agent needs a full batch to train).
     """
@@ -157,11 +157,11 @@ def partition_area(
 ) -> list[np.ndarray]:
     """Area-specific label skew: agents only get samples whose label is in their area's set.
 
-    Seed 003 group experiment (three areas with labels {9,0,1,2}, {3,4,5,6}, {6,7,8,9}) and
-    seed 004 (k areas with disjoint label subsets). A label listed by several areas is split
+    Cached-DFL group experiment (three areas with labels {9,0,1,2}, {3,4,5,6}, {6,7,8,9}) and
+    PSFL (k areas with disjoint label subsets). A label listed by several areas is split
     between them in proportion to their agent counts, so no sample is used twice; agents of
     one area share their area's pool without overlap, either evenly at random
-    (``within='iid'``) or with seed 003's shards (``within='shards'``). ``per_agent`` caps
+    (``within='iid'``) or with Cached-DFL's shards (``within='shards'``). ``per_agent`` caps
     each agent at that many samples (``None`` = share the whole pool).
     """
     labels = np.asarray(labels).reshape(-1)

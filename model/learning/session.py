@@ -134,7 +134,7 @@ class LearningSession:
         )
 
     def step(self) -> None:
-        """Local training (seed 003 Alg. 1 / seed 000 Alg. 1 line 4), then exchange."""
+        """Local training (Cached-DFL Alg. 1 / de Heredia 2024 Alg. 1 line 4), then exchange."""
         model = self.model
         mask = np.ones(model.n_agents, bool)
         for policy, members in self.policies.values():
@@ -142,7 +142,7 @@ class LearningSession:
             if chosen is not None:  # a bool per member (ExchangePolicy.train_mask)
                 mask[members] = np.asarray(chosen, bool)
         losses = self.engine.train(mask=None if mask.all() else mask)
-        if self.config.lr_plateau_patience:  # seed 003: ReduceLROnPlateau (model.maths.schedule)
+        if self.config.lr_plateau_patience:  # Cached-DFL: ReduceLROnPlateau (model.maths.schedule)
             trained = losses[np.isfinite(losses)]
             self.plateau = plateau_step(
                 self.plateau,
@@ -165,7 +165,7 @@ class LearningSession:
             model.policy_metrics.update(exchange.metrics)
         if model.steps % self.config.eval_every == 0 or model.steps == self.config.steps:
             self.evaluate()
-            if self.config.early_stop_patience:  # seed 003: stop when accuracy stalls
+            if self.config.early_stop_patience:  # Cached-DFL: stop when accuracy stalls
                 self.stopper, stop = early_stop_step(
                     self.stopper,
                     float(np.nanmean(model.accuracy)),

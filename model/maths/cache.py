@@ -1,4 +1,4 @@
-"""Model caches of Cached-DFL (seed 003: Wang et al., "Decentralized Federated Learning with
+"""Model caches of Cached-DFL (Wang et al., "Decentralized Federated Learning with
 Model Caching on Mobile Agents").
 
 Every agent keeps, besides its own model, a small cache of models of other agents it met
@@ -102,7 +102,7 @@ def _recency_key(entry: CacheEntry) -> int:
 
 
 def _is_stale(entry: CacheEntry, now: int, tau_max: int) -> bool:
-    """Seed 003, Alg. 2 line 2: a model is stale when ``t - tau >= tau_max``."""
+    """Cached-DFL, Alg. 2 line 2: a model is stale when ``t - tau >= tau_max``."""
     return now - entry.timestamp >= tau_max
 
 
@@ -112,7 +112,7 @@ def _is_stale(entry: CacheEntry, now: int, tau_max: int) -> bool:
 def evict_stale(cache: Cache, *, now: int, tau_max: int) -> dict[int, CacheEntry]:
     """Drop entries whose staleness ``now - timestamp`` is ``>= tau_max``.
 
-    Seed 003, Alg. 2 lines 1-5 (and Remark 3: the kick-out threshold bounds staleness, which the
+    Cached-DFL, Alg. 2 lines 1-5 (and Remark 3: the kick-out threshold bounds staleness, which the
     convergence bound of Theorem 1 needs: ``tau < tau_max``).
 
     Args:
@@ -136,7 +136,7 @@ def _merge(
     now: int,
     tau_max: int,
 ) -> dict[int, CacheEntry]:
-    """Seed 003, Alg. 2 lines 1-16: evict stale, add the peer's model, merge the peer's cache.
+    """Cached-DFL, Alg. 2 lines 1-16: evict stale, add the peer's model, merge the peer's cache.
 
     The owner's own model is never stored (it enters aggregation separately); a copy of it held
     in the peer's cache is skipped.
@@ -167,7 +167,7 @@ def _merge(
 
 
 def _keep_newest(entries: Iterable[CacheEntry], limit: int | None) -> list[CacheEntry]:
-    """Seed 003, Alg. 2 lines 17-18: sort by timestamp descending, keep the first ``limit``."""
+    """Cached-DFL, Alg. 2 lines 17-18: sort by timestamp descending, keep the first ``limit``."""
     ordered = sorted(entries, key=_recency_key)
     return ordered if limit is None else ordered[:limit]
 
@@ -184,7 +184,7 @@ def lru_update(
 ) -> dict[int, CacheEntry]:
     """LRU cache update of agent ``owner`` after meeting the agent that sent ``peer_entry``.
 
-    Seed 003, Alg. 2, line by line: lines 1-5 evict models with ``t - tau >= tau_max`` from both
+    Cached-DFL, Alg. 2, line by line: lines 1-5 evict models with ``t - tau >= tau_max`` from both
     caches; line 6 adds or replaces the peer's own model; lines 7-16 merge the peer's cache,
     keeping the copy with the larger timestamp per origin; lines 17-18 sort by timestamp
     (descending) and keep the first ``cache_size``. Ties in line 17 keep arrival order (own cache
@@ -224,7 +224,7 @@ def group_lru_update(
 ) -> dict[int, CacheEntry]:
     """Group-based (GB) LRU update: balanced presence of models from the ``m`` groups.
 
-    Seed 003, "Grouped Mobility Patterns and Data Distributions": "partition the cache into m
+    Cached-DFL, "Grouped Mobility Patterns and Data Distributions": "partition the cache into m
     sub-caches, one for each group. Each sub-cache is updated by local models from its associated
     group, using the LRU policy" and "we evenly divide the cache for the three areas".
 
@@ -290,7 +290,7 @@ def exchange_pair(
 ) -> tuple[dict[int, CacheEntry], dict[int, CacheEntry]]:
     """Symmetric encounter of agents ``entry_i.origin`` and ``entry_j.origin``.
 
-    Seed 003: "When two agents meet, they not only exchange their own local models, but also
+    Cached-DFL: "When two agents meet, they not only exchange their own local models, but also
     share their cached models with each other". Both new caches are computed from the
     PRE-exchange caches: the D2D exchange is simultaneous, each side sends what it held when they
     met. Updating one side first and letting the other read the already-updated cache would make
@@ -333,7 +333,7 @@ def exchange_pair(
 def aggregation_weights(own_size: int, entries: Iterable[CacheEntry]) -> np.ndarray:
     """FedAvg-style weights over the own model and the cached models.
 
-    Seed 003, Alg. 1 line 11 with "alpha_j = n_j / sum_{j in C_i(t)} n_j, where n_j is the number
+    Cached-DFL, Alg. 1 line 11 with "alpha_j = n_j / sum_{j in C_i(t)} n_j, where n_j is the number
     of samples on agent j"; the own model takes part with its own ``n_i`` (the authors' code:
     own model + cached models weighted by sample count).
 
@@ -354,7 +354,7 @@ def aggregation_weights(own_size: int, entries: Iterable[CacheEntry]) -> np.ndar
 
 
 def cache_stats(caches: Iterable[Cache], *, now: int) -> tuple[float, float]:
-    """Average number and average age of cached models (seed 003, Table 2).
+    """Average number and average age of cached models (Cached-DFL, Table 2).
 
     The mean count is taken over agents (caches); the mean age ``now - timestamp`` is pooled over
     all cached models of all agents (Table 2 does not say which average; pooling weights each

@@ -1,4 +1,4 @@
-"""Distribution-aware mobility on a grid: DAM and DCM (seed 001: Reza et al.,
+"""Distribution-aware mobility on a grid: DAM and DCM (Reza et al.,
 "Distribution-Aware Mobility-Assisted Decentralized Federated Learning", §III-IV).
 
 Clients live on a ``G x G`` grid of locations ``(p, q)``. Cells are numbered row-major:
@@ -138,7 +138,7 @@ def cells_within(
 ) -> np.ndarray:
     """Cells ``L`` of the grid with ``||L - centre|| <= radius`` (sorted indices).
 
-    This is the set in eq. 3 and the set ``Gamma`` of eq. 7 (seed 001). Only the bounding box
+    This is the set in eq. 3 and the set ``Gamma`` of eq. 7 (Reza et al.). Only the bounding box
     of the disc is scanned, so the cost does not grow with the grid for a finite radius.
     """
     rows, cols = _check_grid(grid)
@@ -161,7 +161,7 @@ def coverage_matrix(
 ) -> np.ndarray:
     """``(rows*cols, S)`` bool: a client standing at cell ``L`` can talk to static client ``j``.
 
-    Seed 001 §III: ``j`` is a neighbour when ``||L - L_j^(0)||_2 <= R_c``; used by eq. 4
+    Reza et al. §III: ``j`` is a neighbour when ``||L - L_j^(0)||_2 <= R_c``; used by eq. 4
     (``zeta_{i_m, L}``) and Alg. 1 (lines 6, 8, 11).
     """
     rows, cols = _check_grid(grid)
@@ -183,7 +183,7 @@ def label_distribution_at_cells(
     rc: float,
     metric: GridMetric = "euclidean",
 ) -> np.ndarray:
-    """Label distribution a mobile client would see from every cell (seed 001, eq. 4).
+    """Label distribution a mobile client would see from every cell (Reza et al., eq. 4).
 
     ``D^L_l = sum_{c in zeta_L} |{samples of c with label l}| / sum_{c in zeta_L} |D_c|`` where
     ``zeta_L`` = static clients within ``R_c`` of ``L`` plus the mobile client itself. Counts are
@@ -229,7 +229,7 @@ def distribution_distance(
 ) -> np.ndarray:
     """Distance between label distributions along the last axis (broadcasting).
 
-    Seed 001, eq. 5 uses the Euclidean (L2) distance ``sqrt(sum_l (D^L_l - D^cur_l)^2)``
+    Reza et al., eq. 5 uses the Euclidean (L2) distance ``sqrt(sum_l (D^L_l - D^cur_l)^2)``
     (``metric="l2"``). ``metric="tv"`` (total variation, ``0.5 * sum_l |p_l - q_l|``) is a
     non-paper alternative.
     """
@@ -262,7 +262,7 @@ def dam_probabilities(
     *,
     distance: DistributionDistance = "l2",
 ) -> np.ndarray:
-    """DAM destination probabilities over all cells (seed 001, eq. 6).
+    """DAM destination probabilities over all cells (Reza et al., eq. 6).
 
     ``p(L | L_cur) = d^L_{L_cur} / sum_{L in G_L} d^L_{L_cur}`` with ``d`` from eq. 5: cells whose
     data look most unlike what the client sees now are the likeliest destinations; the current
@@ -292,7 +292,7 @@ def dcm_probabilities(
     *,
     distance: DistributionDistance = "l2",
 ) -> np.ndarray:
-    """DCM destination probabilities over the cluster centres (seed 001, eq. 9).
+    """DCM destination probabilities over the cluster centres (Reza et al., eq. 9).
 
     Same as eq. 6 restricted to the centres ``L^c`` of Alg. 1 (:func:`dcm_centres`).
 
@@ -320,7 +320,7 @@ def dcm_centres(
     rng: np.random.Generator,
     metric: GridMetric = "euclidean",
 ) -> list[int]:
-    """Greedy cluster centres of the static clients (seed 001, Alg. 1).
+    """Greedy cluster centres of the static clients (Reza et al., Alg. 1).
 
     Line 3: all static clients uncovered. Line 6: the cells covering the most *uncovered* static
     clients within ``R_c``. Lines 7-8: from the second centre on (``n > 1``), if several cells
@@ -361,7 +361,7 @@ def random_grid_destination(
     rng: np.random.Generator,
     metric: GridMetric = "euclidean",
 ) -> int:
-    """Random Movement baseline: a cell drawn uniformly within ``R_m`` (seed 001, eq. 3).
+    """Random Movement baseline: a cell drawn uniformly within ``R_m`` (Reza et al., eq. 3).
 
     ``L^(t) ~ Uniform({L in G_L : ||L - L^(t-1)||_2 <= R_m})``; the current cell is part of the
     set (a client may stay). ``rm_cells = math.inf`` draws uniformly over the whole grid.
@@ -378,7 +378,7 @@ def step_toward(
     grid: GridShape,
     metric: GridMetric = "euclidean",
 ) -> int:
-    """Where a mobile client ends the round when heading for a destination (seed 001, eq. 7).
+    """Where a mobile client ends the round when heading for a destination (Reza et al., eq. 7).
 
     The destination itself if ``||L_des - L^(t-1)||_2 <= R_m``; otherwise
     ``argmin_{L in Gamma} ||L - L_des||_2`` with ``Gamma`` the cells within ``R_m`` of the
@@ -409,7 +409,7 @@ def next_destination(
     probabilities: ArrayLike,
     rng: np.random.Generator,
 ) -> int:
-    """Keep the destination until it is reached, then draw a new one (seed 001, eq. 8).
+    """Keep the destination until it is reached, then draw a new one (Reza et al., eq. 8).
 
     Args:
         current_cell: ``L^(t-1)``.

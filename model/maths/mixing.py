@@ -3,8 +3,8 @@
 Every builder returns a row-stochastic ``scipy.sparse.csr_matrix`` ``W`` (N x N, float64)
 with ``W_ij = 0`` unless ``j`` is a neighbour of ``i`` or ``j == i``. The learning engine
 applies it to all agents at once as one sparse matmul per layer
-(:meth:`model.learning.engine.Engine.mix`), i.e. ``x_i <- sum_j W_ij x_j`` (seed 000,
-Alg. 1 line 6; seed 001, ``X(t) = X(t-1/2) W(t)``).
+(:meth:`model.learning.engine.Engine.mix`), i.e. ``x_i <- sum_j W_ij x_j`` (de Heredia 2024,
+Alg. 1 line 6; Reza et al., ``X(t) = X(t-1/2) W(t)``).
 
 Conventions shared by all builders:
 
@@ -96,7 +96,7 @@ def _with_identity_rows(w: sp.csr_matrix, mask: np.ndarray) -> sp.csr_matrix:
 def dpsgd_weights(adjacency: sp.spmatrix, members: np.ndarray | None = None) -> sp.csr_matrix:
     """Plain D-PSGD averaging: ``W_ij = 1 / |M_i|`` over ``M_i`` = neighbours of i and i.
 
-    Seed 000, Sec. 5.3 (the weights of the original D-PSGD paper [12]) and Alg. 1 line 6.
+    de Heredia 2024, Sec. 5.3 (the weights of the original D-PSGD paper [12]) and Alg. 1 line 6.
     An isolated member keeps its model (``W_ii = 1``).
     """
     a, mask = _member_graph(adjacency, members)
@@ -106,7 +106,7 @@ def dpsgd_weights(adjacency: sp.spmatrix, members: np.ndarray | None = None) -> 
 def fedavg_weights(
     adjacency: sp.spmatrix, data_sizes: np.ndarray, members: np.ndarray | None = None
 ) -> sp.csr_matrix:
-    """FedAvg-weighted neighbourhood averaging, seed 001 eq. (2).
+    """FedAvg-weighted neighbourhood averaging, Reza et al. eq. (2).
 
     ``W_ij = |D_j| / (|D_i| + sum_{k in N_i} |D_k|)`` for ``j`` in ``N_i + {i}``.
     """
@@ -125,13 +125,13 @@ def mobility_aware_weights(
     alpha: float,
     members: np.ndarray | None = None,
 ) -> sp.csr_matrix:
-    """Mobility-aware averaging, seed 000 Sec. 5.4.
+    """Mobility-aware averaging, de Heredia 2024 Sec. 5.4.
 
     ``W_ij = 1/N + alpha (X_ij - 1/N)`` with ``X_ij = s_j / sum_{x in M_i} s_x``, where
     ``M_i`` is the neighbours of i plus i itself and ``N = |M_i|``. ``alpha = 0`` is plain
     D-PSGD (returned exactly), ``alpha = 1`` weighs models purely by speed. Rows whose
     speeds are all zero fall back to plain averaging (X is undefined there). ``alpha`` is
-    limited to [0, 1] so that every weight stays non-negative (seed 000's released code
+    limited to [0, 1] so that every weight stays non-negative (de Heredia's released code
     defaults to 2, which can produce negative weights).
     """
     if not 0.0 <= float(alpha) <= 1.0:  # also rejects NaN
@@ -163,7 +163,7 @@ def global_average_weights(
 ) -> sp.csr_matrix:
     """Every member's row is the (optionally weighted) average of all members.
 
-    Centralised FedAvg (McMahan et al., as used as the CFL baseline of seed 003) with
+    Centralised FedAvg (McMahan et al., as used as the CFL baseline of Cached-DFL) with
     ``weights`` = sample counts. Dense M x M block: fine for small M; the engine's
     :meth:`~model.learning.engine.Engine.average` is cheaper for large M.
     """

@@ -1,6 +1,6 @@
 """Proximity-based self-federated learning (PSFL): pure maths.
 
-Seed 004 (Domini et al., ACSOS 2024, *Proximity-based Self-Federated Learning*). Nodes form
+PSFL (Domini et al., ACSOS 2024, *Proximity-based Self-Federated Learning*). Nodes form
 federations around self-elected leaders; the distance that bounds a federation is not metres
 but the accumulated loss-based dissimilarity ``ds`` (eq. 3) along a path to the leader, the
 gradient field ``G`` (Sec. III-B), bounded by ``sigma``.
@@ -55,7 +55,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Graph:
-    """Neighbourhood relation N_i in CSR form (seed 004, Sec. III-A: N_i within r_c).
+    """Neighbourhood relation N_i in CSR form (PSFL, Sec. III-A: N_i within r_c).
 
     ``indices[indptr[i]:indptr[i + 1]]`` are the neighbours of node ``i``, sorted, without
     ``i`` itself and without duplicates. Edge ``k`` is the directed pair (row of k, indices[k]).
@@ -202,7 +202,7 @@ def _check_loss(loss: np.ndarray, name: str) -> np.ndarray:
 
 
 def dissimilarity_matrix(loss: np.ndarray) -> np.ndarray:
-    """ds(i, j) = L_ij + L_ji for every pair (seed 004, eq. 3 and the line above it).
+    """ds(i, j) = L_ij + L_ji for every pair (PSFL, eq. 3 and the line above it).
 
     ``loss[i, j]`` = L(D_i, nn_j): model j evaluated on node i's local data. The result is
     symmetric by construction. The diagonal follows the same formula, ds(i, i) = 2 L_ii, which
@@ -320,7 +320,7 @@ def gradient_field(
     *,
     sigma: float | None = None,
 ) -> GradientField:
-    """G(i) = 0 at leaders, else min over j in N_i of G(j) + ds(i, j) (seed 004, Sec. III-B).
+    """G(i) = 0 at leaders, else min over j in N_i of G(j) + ds(i, j) (PSFL, Sec. III-B).
 
     Example from the paper: on a - b - c with leader a, G(c) = ds(c, b) + ds(b, a). Computed as
     the fixed point of ScaFi's ``classicGradient`` (multi-source Dijkstra, ds >= 0). Competition
@@ -432,7 +432,7 @@ def election_round(
 ) -> ElectionState:
     """One synchronous round of ScaFi's ``S(sigma, ds)`` for every node (Alg. 1 line 5).
 
-    Seed 004, Sec. III-B steps 1-4, as coded in ScaFi's ``breakUsingUids`` /
+    PSFL, Sec. III-B steps 1-4, as coded in ScaFi's ``breakUsingUids`` /
     ``distanceCompetition`` (the block the paper's code calls). Each node i, reading its
     neighbours' state from the previous round:
 
@@ -497,7 +497,7 @@ def elect_leaders(
     self_ds: np.ndarray | None = None,
     max_rounds: int | None = None,
 ) -> Election:
-    """Run :func:`election_round` until nothing changes (seed 004, Sec. III-B; Alg. 1 line 5).
+    """Run :func:`election_round` until nothing changes (PSFL, Sec. III-B; Alg. 1 line 5).
 
     Why a fixed point: in the paper the election runs one round per time step and settles
     (Fig. 4); on a static graph with fixed ds its settled state is this fixed point. At a fixed
@@ -537,7 +537,7 @@ def elect_leaders(
 def federations(leader_of: np.ndarray) -> list[np.ndarray]:
     """Members of each federation f_j, one sorted array per leader, leaders in id order.
 
-    Seed 004, Sec. III-A: F^t = {f_1, ..., f_m}, each characterised by its leader l_j. Nodes
+    PSFL, Sec. III-A: F^t = {f_1, ..., f_m}, each characterised by its leader l_j. Nodes
     with leader -1 (none within sigma) belong to no federation.
     """
     leader_of = np.asarray(leader_of, dtype=np.int64).ravel()
@@ -581,7 +581,7 @@ def fedavg_within(federation: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 
 
 def federation_count(leader_of: np.ndarray) -> int:
-    """|F| = |L|: number of distinct leaders followed (seed 004, Sec. IV-B)."""
+    """|F| = |L|: number of distinct leaders followed (PSFL, Sec. IV-B)."""
     leader_of = np.asarray(leader_of, dtype=np.int64).ravel()
     return int(np.unique(leader_of[leader_of >= 0]).size)
 

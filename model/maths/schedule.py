@@ -1,6 +1,6 @@
-"""Learning-rate schedule and early stop of seed 003's runs, as pure functions.
+"""Learning-rate schedule and early stop of Cached-DFL's runs, as pure functions.
 
-Cached-DFL (seed 003, §Optimization Method) uses PyTorch's ``ReduceLROnPlateau`` and
+Cached-DFL (Wang et al., §Optimization Method) uses PyTorch's ``ReduceLROnPlateau`` and
 (§Evaluation Setup) stops "when the average test accuracy stops increasing for at least 20
 epochs". The paper does not say which quantity the scheduler watches; MobiDFL feeds it the
 mean local training loss of the agents that trained this step (mode ``min``), one schedule
@@ -65,7 +65,7 @@ def early_stop_step(
     state: EarlyStopState, accuracy: float, *, step: int, patience: int
 ) -> tuple[EarlyStopState, bool]:
     """Update with this step's mean accuracy; ``True`` = stop (no increase for ``patience``
-    steps since the best one; seed 003: 20 epochs)."""
+    steps since the best one; Cached-DFL: 20 epochs)."""
     if not math.isnan(accuracy) and accuracy > state.best:
         state = EarlyStopState(best=accuracy, best_step=step)
     return state, step - state.best_step >= patience

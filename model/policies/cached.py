@@ -1,4 +1,4 @@
-"""``cached_lru`` and ``cached_group_lru``: Cached-DFL (seed 003, Wang et al., AAAI 2025).
+"""``cached_lru`` and ``cached_group_lru``: Cached-DFL (Wang et al., AAAI 2025).
 
 Every member keeps, besides its own model, a cache of models of other agents it met directly
 or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
@@ -25,7 +25,7 @@ Cache entries hold the tuples returned by ``engine.snapshot(i)`` (immutable, sha
 model cached by 30 agents is stored once; nothing is ever copied. ``cached_group_lru``
 splits the cache into one sub-cache per home area (the origin's ``ctx.agents.area``),
 "each sub-cache is updated by local models from its associated group, using the LRU
-policy" (seed 003, "Grouped Mobility Patterns").
+policy" (Cached-DFL, "Grouped Mobility Patterns").
 
 Timestamp ties (common when contacts are dense: all cached models carry the current
 epoch) keep arrival order, as the authors' stable sort does; breaking them by origin id
@@ -96,7 +96,7 @@ def encounter_order(
 def even_group_limits(cache_size: int, groups: int) -> list[int]:
     """``cache_size`` split over ``groups`` sub-caches, the remainder to the first ones.
 
-    Seed 003: "On each vehicle, we evenly divide the cache for the three areas" (10 -> 4,3,3).
+    Cached-DFL: "On each vehicle, we evenly divide the cache for the three areas" (10 -> 4,3,3).
     """
     if groups < 1:
         raise ConfigError("areas", groups, "an integer >= 1")
@@ -161,7 +161,7 @@ class CachedPolicy(ExchangePolicy):
         self.caches = {int(i): {} for i in np.asarray(members).reshape(-1)}
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
-        """Seed 003, Alg. 1 lines 17-18 for every member: cache update, then aggregation."""
+        """Cached-DFL, Alg. 1 lines 17-18 for every member: cache update, then aggregation."""
         now, tau_max, limits = int(ctx.step), self.tau_max, self._limits()
         sizes = ctx.agents.data_size
         members = [int(i) for i in ctx.members]
@@ -258,14 +258,14 @@ class CachedPolicy(ExchangePolicy):
 
 @register_policy
 class CachedLRUPolicy(CachedPolicy):
-    """Cached-DFL with the LRU cache update (seed 003, Alg. 2), ``C_max = cache_size``."""
+    """Cached-DFL with the LRU cache update (Wang et al., Alg. 2), ``C_max = cache_size``."""
 
     name = "cached_lru"
 
 
 @register_policy
 class CachedGroupLRUPolicy(CachedPolicy):
-    """Cached-DFL with group-based LRU: one LRU sub-cache per home area (seed 003, Fig. 6).
+    """Cached-DFL with group-based LRU: one LRU sub-cache per home area (Wang et al., Fig. 6).
 
     Sub-cache sizes come from ``cache_groups`` (e.g. ``4,3,3``) or an even split of
     ``cache_size`` over ``areas``. Within a group, Alg. 2 lines 17-18 keep the newest

@@ -1,6 +1,6 @@
 """``central_fedavg``: a central server averages all members every step (upper baseline).
 
-The "CFL" baseline of seed 003 (FedAvg, McMahan et al. 2017): every member trains, then all
+The "CFL" baseline of Cached-DFL (FedAvg, McMahan et al. 2017): every member trains, then all
 members receive ``sum_i n_i x_i / sum_i n_i`` regardless of contacts. Done with one
 weighted average (``engine.average``) and explicit assignment, not with an M x M dense
 mixing block (M^2 non-zeros would make the sparse matmul quadratic in M).

@@ -1,6 +1,6 @@
-"""``defedavg``: pairwise decentralized FedAvg without caches (seed 003's "DFL" baseline).
+"""``defedavg``: pairwise decentralized FedAvg without caches (Cached-DFL's "DFL" baseline).
 
-Seed 003 (Wang et al., AAAI 2025) compares Cached-DFL with DeFedAvg (Sun, Li and Wang
+Cached-DFL (Wang et al., AAAI 2025) is compared with DeFedAvg (Sun, Li and Wang
 2022), "where each agent can only get new model by averaging with another model"
 (Remark 2). The authors' code does exactly that: after local training, every car that met
 somebody during the epoch averages its model with ONE peer's trained model (the last car
@@ -17,8 +17,8 @@ Every agent picks its own peer, so ``i`` may average with ``j`` while ``j`` aver
 
 How it differs from the other neighbourhood policies:
 
-* ``dpsgd`` (seed 000): equal weights ``1/|M_i|`` over ALL neighbours met and itself.
-* ``fedavg_weighted`` (seed 001 eq. 2): data-size weights over ALL neighbours met.
+* ``dpsgd`` (de Heredia 2024): equal weights ``1/|M_i|`` over ALL neighbours met and itself.
+* ``fedavg_weighted`` (Reza et al. eq. 2): data-size weights over ALL neighbours met.
 * ``defedavg`` (this): data-size weights over itself and ONE neighbour met.
 """
 
@@ -47,7 +47,7 @@ def pairwise_rows(
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """Mixing rows of pairwise data-size-weighted averaging with one random peer each.
 
-    Seed 003, DFL baseline (DeFedAvg as run in the authors' code): member ``i`` with at least
+    Cached-DFL, DFL baseline (DeFedAvg as run in the authors' code): member ``i`` with at least
     one member neighbour picks a peer ``j`` uniformly among them and gets
     ``W_ii = n_i / (n_i + n_j)``, ``W_ij = n_j / (n_i + n_j)``; every other row is the
     identity.

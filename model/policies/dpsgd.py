@@ -1,6 +1,6 @@
 """``dpsgd``: plain D-PSGD neighbourhood averaging over this step's contacts.
 
-Seed 000, Sec. 5.3 and Alg. 1 line 6: ``W_ij = 1/|M_i|`` over ``M_i`` = the neighbours of i
+de Heredia 2024, Sec. 5.3 and Alg. 1 line 6: ``W_ij = 1/|M_i|`` over ``M_i`` = the neighbours of i
 (contacts during the step) and i itself.
 """
 

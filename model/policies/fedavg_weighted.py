@@ -1,6 +1,6 @@
 """``fedavg_weighted``: neighbourhood averaging weighted by sample counts.
 
-Seed 001, eq. (2): ``w_ij = |D_j| / (|D_i| + sum_{k in N_i} |D_k|)`` for ``j`` in
+Reza et al., eq. (2): ``w_ij = |D_j| / (|D_i| + sum_{k in N_i} |D_k|)`` for ``j`` in
 ``N_i + {i}``, i.e. FedAvg weights over the agent's current neighbourhood.
 """
 

@@ -1,6 +1,6 @@
 """``mobility_aware``: D-PSGD whose neighbour weights lean towards faster neighbours.
 
-Seed 000 (de Heredia 2024), Sec. 5.4: for client ``i`` and ``j`` in ``M_i`` (the clients met
+de Heredia 2024, Sec. 5.4: for client ``i`` and ``j`` in ``M_i`` (the clients met
 during the step, plus ``i``), ``W_ij = 1/N + alpha (X_ij - 1/N)`` with
 ``X_ij = s_j / sum_{x in M_i} s_x`` and ``N = |M_i|``. High-mobility clients meet more
 clients over time, so their models are "more complete"; weighing them up is meant to close
@@ -21,7 +21,7 @@ from model.policies.dpsgd import member_degree_mean
 
 @register_policy
 class MobilityAwarePolicy(ExchangePolicy):
-    """Seed 000 Alg. 1 line 6 with the mobility-aware weights of Sec. 5.4."""
+    """de Heredia 2024 Alg. 1 line 6 with the mobility-aware weights of Sec. 5.4."""
 
     name = "mobility_aware"
     metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)

@@ -1,4 +1,4 @@
-"""``psfl``: proximity-based self-federated learning (seed 004, Domini et al., ACSOS 2024).
+"""``psfl``: proximity-based self-federated learning (PSFL, Domini et al., ACSOS 2024).
 
 Per step (Alg. 1), after every member trained locally (line 3):
 
@@ -123,7 +123,7 @@ def set_agent_data(engine: Engine, agent: int, order: np.ndarray) -> None:
 
 @register_policy
 class PsflPolicy(ExchangePolicy):
-    """Self-organising federations bounded by accumulated loss dissimilarity (seed 004).
+    """Self-organising federations bounded by accumulated loss dissimilarity (PSFL).
 
     Attributes:
         state: the election memory (:class:`model.maths.psfl.ElectionState`, member-local).
@@ -137,10 +137,10 @@ class PsflPolicy(ExchangePolicy):
 
     name = "psfl"
     defaults: ClassVar[dict[str, Any]] = {
-        "{kind}.partition": "area",  # seed 004 §IV: area-specific label subsets
+        "{kind}.partition": "area",  # PSFL §IV: area-specific label subsets
         "radius_m": lambda config, kind: 1.5 * config.cell_m,  # code: ConnectWithinDistance 1.5
     }
-    """Seed 004's world: area label skew, and each sensor (static, one per grid cell by
+    """PSFL's world: area label skew, and each sensor (static, one per grid cell by
     default) hearing its 8 surrounding cells. The paper's rectangular areas are the
     ``psfl_walker`` mobility, not imposed: DAM/DCM movers recognise static clients by their
     ``static`` mobility (heterogeneous worlds)."""

@@ -4,7 +4,7 @@ Modules: :mod:`.visits` (connection intervals, eqs. 5-7), :mod:`.selection` (the
 station, eqs. 1-8 and 10), :mod:`.baselines` (A1, A2). Test-only helpers (routes to
 intervals, c_nst tables, NTC/NFC replays) live in ``tests/mofel_oracle.py``.
 
-Seed 002 (Macedo et al., *Mobility-Aware Federated Learning Considering Multiple Networks*,
+MoFeL (Macedo et al., *Mobility-Aware Federated Learning Considering Multiple Networks*,
 Sensors 23(14):6286, 2023). Each central server s (an edge server) covers a territory of path
 length d_s; client n moves at speed v_n and needs tau_n time units of local training, so it
 stays d_s / v_n in s's territory (Sec. 4). A central station knows every client's predicted

@@ -336,7 +336,7 @@ def select_exact(
 ) -> Selection:
     """The central station's selection, solved exactly with ``scipy.optimize.milp`` (HiGHS).
 
-    Seed 002, eq. 1 subject to eqs. 2-8 (and eq. 10 via ``max_trainings_per_client``). The
+    MoFeL, eq. 1 subject to eqs. 2-8 (and eq. 10 via ``max_trainings_per_client``). The
     paper minimises sum_s E_s and predicts E_s from the number of contributing clients; we
     read that as: first serve as many requesting servers as possible (each with at least
     ``min_clients``), then select as many clients as possible (at most ``max_clients`` per
@@ -429,7 +429,7 @@ def select_greedy(
     max_trainings_per_client: int = 1,
     finish_within_horizon: bool = True,
 ) -> Selection:
-    """Fast feasible selection for large cases (seed 002, Sec. 6 suggests approximations).
+    """Fast feasible selection for large cases (MoFeL, Sec. 6 suggests approximations).
 
     Same slots and constraints as :func:`select_exact` (so never infeasible), solved greedily:
     servers with the fewest eligible clients first; each takes the slot with most free
@@ -467,7 +467,7 @@ def select(
 ) -> Selection:
     """MoFeL selection; ``method='auto'`` solves exactly when the MILP is small enough.
 
-    Why a switch: the exact problem grows fast (seed 002, Sec. 6 says so too). Measured here
+    Why a switch: the exact problem grows fast (MoFeL, Sec. 6 says so too). Measured here
     (2 shared cores, 100 clients, 4 servers, max 10 per server): ~200 variables 0.3 s, ~500
     about 1-3 s, ~900 about 3-8 s. Above ``exact_max_variables`` (binary variables: slots +
     eligible client-server pairs), or if HiGHS hits ``node_limit`` with a worse answer than

@@ -21,7 +21,7 @@ class Visits:
     """Connection intervals: client ``client[k]`` is in server ``server[k]``'s territory on
     [enter[k], exit[k]).
 
-    Seed 002, Sec. 3: a client belongs to one server's domain at any time, so the intervals of
+    MoFeL, Sec. 3: a client belongs to one server's domain at any time, so the intervals of
     one client must not overlap (checked). Used both for the central station's predictions
     and for what actually happened (for NTC/NFC).
     """
@@ -60,7 +60,7 @@ class Visits:
 def connected_until(visits: Visits, now: float, *, n_clients: int) -> tuple[np.ndarray, np.ndarray]:
     """Current server and remaining connection time of every client at ``now``.
 
-    Seed 002, Sec. 4: a client connected to s loses the connection at the end of its
+    MoFeL, Sec. 4: a client connected to s loses the connection at the end of its
     d_s / v_n stay; the remaining time is what a server can use for training.
 
     Returns:
@@ -86,7 +86,7 @@ def feasible(
 ) -> np.ndarray:
     """True where client n stays in server s's territory for the whole [start, start + tau).
 
-    Seed 002, eqs. 5-7: training happens only while connected (y_nst <= c_nst, eqs. 5-6) and
+    MoFeL, eqs. 5-7: training happens only while connected (y_nst <= c_nst, eqs. 5-6) and
     without interruption (eq. 7), so one predicted interval must contain the whole block.
     Arguments broadcast against each other.
     """

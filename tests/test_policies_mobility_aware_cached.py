@@ -1,4 +1,5 @@
-"""Policies of seed 000 (mobility_aware) and seed 003 (cached_lru, cached_group_lru, defedavg)."""
+"""Policies of de Heredia 2024 (mobility_aware) and Cached-DFL (cached_lru, cached_group_lru,
+defedavg)."""
 
 from __future__ import annotations
 
@@ -54,9 +55,9 @@ def context(adjacency, *, speed=None, sizes=None, members=None, engine=None) -> 
     )
 
 
-# --- seed 000: mobility-aware weights -----------------------------------------------------
+# --- de Heredia 2024: mobility-aware weights -----------------------------------------------------
 def test_mobility_aware_rows_equal_hand_computed_case():
-    # Prepare: path 0-1-2 with speeds 1, 2, 3 and alpha = 0.5 (seed 000, Sec. 5.4)
+    # Prepare: path 0-1-2 with speeds 1, 2, 3 and alpha = 0.5 (de Heredia 2024, Sec. 5.4)
     ctx = context(path_graph(3), speed=[1.0, 2.0, 3.0])
     policy = make_policy("mobility_aware", settings=SimpleNamespace(mobility_alpha=0.5))
     # W_ij = 1/N + alpha (s_j / sum_{M_i} s - 1/N), M_i = neighbours + i
@@ -85,7 +86,7 @@ def test_mobility_aware_alpha_zero_rows_are_dpsgd_exactly():
     # Execute
     ma = make_policy("mobility_aware", settings=SimpleNamespace(mobility_alpha=0.0))
     rows = ma.exchange(ctx).rows
-    # Assert: bit-identical to D-PSGD (seed 000: alpha = 0 devolves into plain averaging)
+    # Assert: bit-identical to D-PSGD (de Heredia 2024: alpha = 0 devolves into plain averaging)
     plain = dpsgd_weights(adj, np.arange(10))
     assert (rows != plain).nnz == 0
     check_row_stochastic(rows, adj)
@@ -109,7 +110,7 @@ def test_mobility_aware_alpha_zero_run_equals_dpsgd_run_and_alpha_one_differs():
 
 
 def test_hm_lm_columns_exist_and_match_agent_arrays():
-    # Prepare: half of the walkers are high-mobility (seed 000, p = 0.5)
+    # Prepare: half of the walkers are high-mobility (de Heredia 2024, p = 0.5)
     model = MobiDFLModel(policy="dpsgd", hm_fraction=0.5, steps=2, seed=1, **WALKERS, **TINY)
     # Execute
     model.run()
@@ -128,7 +129,7 @@ def test_hm_lm_columns_exist_and_match_agent_arrays():
     assert "hm_lm_gap" not in only_lm.model_table()
 
 
-# --- seed 003: DeFedAvg baseline ------------------------------------------------------------
+# --- Cached-DFL: DeFedAvg baseline ------------------------------------------------------------
 def test_defedavg_averages_with_one_met_peer_weighted_by_data_size():
     # Prepare: star 0-{1,2,3}, agent 4 isolated, agent 5 met 3 but is not a member
     a = np.zeros((6, 6), dtype=bool)
@@ -158,7 +159,7 @@ def test_defedavg_averages_with_one_met_peer_weighted_by_data_size():
     assert drawn == {1, 2, 3}
 
 
-# --- seed 003: cached policies in real runs ------------------------------------------------
+# --- Cached-DFL: cached policies in real runs ------------------------------------------------
 def cached_run(policy: str, **settings) -> MobiDFLModel:
     base = dict(vehicles=12, steps=6, seed=3, policy=policy, cache_size=3, tau_max=2, **TINY)
     base.update(settings)
