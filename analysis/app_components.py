@@ -577,7 +577,8 @@ def contacts_figure(model: MobiDFLModel) -> Figure:
 
 
 def neighbours_figure(model: MobiDFLModel) -> Figure:
-    """Cumulative distinct neighbours per mobility class (HM/LM, seed 000 App. B) and per kind."""
+    """Cumulative distinct neighbours per mobility class (HM/LM, de Heredia 2024 App. B) and
+    per kind."""
     figure, ax = _figure()
     history: dict[str, list[float]] = getattr(model, "distinct_history", {})
     for label, values in history.items():

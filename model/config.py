@@ -159,9 +159,9 @@ class Config:
     sensors: int = _setting(30, "number of static sensors (one per grid cell)", non_negative)
     uavs: int = _setting(6, "number of UAVs (move between grid cells)", non_negative)
     steps: int = _setting(20, "number of steps (global epochs)", at_least_one)
-    step_s: float = _setting(120.0, "seconds per step (seed 003: 120 s epochs)", positive)
+    step_s: float = _setting(120.0, "seconds per step (Cached-DFL: 120 s epochs)", positive)
     seed: int = _setting(0, "random seed (mobility, data, models)")
-    radius_m: float = _setting(100.0, "radio range R in metres (seed 003: 100 m)", positive)
+    radius_m: float = _setting(100.0, "radio range R in metres (Cached-DFL: 100 m)", positive)
     contact: str = _setting(
         "during", "contact rule: during (any moment of the step) or end", one_of("during", "end")
     )
@@ -174,7 +174,7 @@ class Config:
         "0.25,0.25,0.25,0.25", "random_walk direction probabilities up,down,left,right"
     )
     hm_fraction: float = _setting(
-        0.0, "random_walk: proportion p of high-mobility agents (seed 000)", unit_interval
+        0.0, "random_walk: proportion p of high-mobility agents (de Heredia 2024)", unit_interval
     )
     s_max: float = _setting(2.0, "random_walk: low-mobility speeds U(0, s_max) m/s", positive)
     beta: float = _setting(1.75, "random_walk: high-mobility speeds U(beta s_max, 2 beta s_max)")
@@ -182,7 +182,7 @@ class Config:
         1.0, "random_grid/dam/dcm: max move per step in cells (inf allowed)", positive
     )
     area_free: int = _setting(
-        0, "area_restricted: members free to leave their home area (seed 003)", non_negative
+        0, "area_restricted: members free to leave their home area (Cached-DFL)", non_negative
     )
     # --- SUMO traffic and traces (issue 14; agents/mobility/sumo.py, trace.py)
     sumo_step_length: float = _setting(
@@ -227,20 +227,20 @@ class Config:
     model: str = _setting("mlp", "neural network", _registered("net"))
     local_steps: int = _setting(5, "K local SGD steps per step", at_least_one)
     batch_size: int = _setting(
-        16, "batch size B (per agent min(B, |D_i|); 0 = full batch, seed 001)", non_negative
+        16, "batch size B (per agent min(B, |D_i|); 0 = full batch, Reza et al.)", non_negative
     )
     lr: float = _setting(0.05, "learning rate", positive)
     momentum: float = _setting(0.0, "SGD momentum", unit_interval)
     weight_decay: float = _setting(0.0, "SGD weight decay", non_negative)
-    prox_rho: float = _setting(0.0, "proximal term rho (seed 003, Alg. 1)", non_negative)
+    prox_rho: float = _setting(0.0, "proximal term rho (Cached-DFL, Alg. 1)", non_negative)
     # --- optimiser and schedule (paper options)
     optimizer: str = _setting(
-        "sgd", "local optimiser: sgd, or adam (seed 004: Adam)", one_of("sgd", "adam")
+        "sgd", "local optimiser: sgd, or adam (PSFL: Adam)", one_of("sgd", "adam")
     )
     lr_plateau_patience: int = _setting(
         0,
         "ReduceLROnPlateau on the mean local training loss: steps without improvement before "
-        "lr *= lr_plateau_factor (seed 003; 0 = off, torch default 10)",
+        "lr *= lr_plateau_factor (Cached-DFL; 0 = off, torch default 10)",
         non_negative,
     )
     lr_plateau_factor: float = _setting(
@@ -250,7 +250,7 @@ class Config:
     )
     early_stop_patience: int = _setting(
         0,
-        "stop the run when acc_mean has not increased for this many steps (seed 003: 20; "
+        "stop the run when acc_mean has not increased for this many steps (Cached-DFL: 20; "
         "0 = off)",
         non_negative,
     )
@@ -285,13 +285,13 @@ class Config:
     mobility_alpha: float = _setting(
         0.0, "mobility_aware: alpha in W_ij = 1/N + alpha (X_ij - 1/N)", unit_interval
     )
-    cache_size: int = _setting(10, "cached_lru: cache size C_max (seed 003)", at_least_one)
+    cache_size: int = _setting(10, "cached_lru: cache size C_max (Cached-DFL)", at_least_one)
     tau_max: int = _setting(5, "cached_lru: staleness tolerance tau_max in steps", at_least_one)
     cache_groups: str = _setting(
         "", "cached_group_lru: per-area cache limits, e.g. 4,3,3 (empty = even split)"
     )
     dam_distance: str = _setting(
-        "l2", "dam/dcm: distribution distance (seed 001 eq. 5: l2)", one_of("l2", "tv")
+        "l2", "dam/dcm: distribution distance (Reza et al. eq. 5: l2)", one_of("l2", "tv")
     )
     psfl_sigma: float = _setting(
         40.0,
@@ -299,7 +299,7 @@ class Config:
         "psfl_loss = batch_sum)",
         positive,
     )
-    psfl_walker: bool = _setting(False, "psfl: one sensor visits every area in turn (seed 004)")
+    psfl_walker: bool = _setting(False, "psfl: one sensor visits every area in turn (PSFL)")
     psfl_walker_stay: int = _setting(
         5, "psfl: steps the walker stays in each area", at_least_one
     )
@@ -511,7 +511,9 @@ class Config:
         if len(walk) != 4 or any(q < 0 for q in walk) or not math.isclose(sum(walk), 1.0):
             raise ConfigError("walk_q", self.walk_q, "four non-negative numbers that sum to 1")
         if self.beta <= 1.0:
-            raise ConfigError("beta", self.beta, "a number > 1 (HM faster than LM, seed 000)")
+            raise ConfigError(
+                "beta", self.beta, "a number > 1 (HM faster than LM, de Heredia 2024)"
+            )
         if self.n_agents < 1:
             raise ConfigError("vehicles+pedestrians+sensors+uavs", 0, "at least one agent")
         for kind in KINDS:

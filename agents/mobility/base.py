@@ -2,7 +2,7 @@
 
 A mobility model moves one group of agents (all agents of one kind). It keeps its own
 state in arrays and, each step, returns the group's positions at the requested fractions
-of the step so that contact detection can test "within R at any moment" (seed 000,
+of the step so that contact detection can test "within R at any moment" (de Heredia 2024,
 M_i(t_k)). Adding a model = one file with a subclass + one import line in
 ``agents/mobility/__init__.py``.
 """
@@ -25,7 +25,7 @@ class MobilityContext:
     """What a mobility model may read while advancing one step.
 
     Attributes:
-        model: the running Mesa model; destination-seeking models (seed 001's DAM/DCM)
+        model: the running Mesa model; destination-seeking models (Reza et al.'s DAM/DCM)
             read static agents' positions and label histograms from it.
         step_s: seconds in this step.
         fractions: increasing fractions of the step in (0, 1], the last one 1.0.

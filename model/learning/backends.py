@@ -11,11 +11,11 @@ literally the same arithmetic (hence ``workers > 1`` gives bit-for-bit the numbe
   step, updates with ``torch._foreach`` ops (the GPU path).
 * :func:`evaluate_agents`: accuracy and mean CE per agent, ``chunk`` test samples per forward.
 
-Local update (seed 003, Alg. 1 lines 1-9; seed 000, Alg. 1 lines 2-4): K steps of
+Local update (Cached-DFL, Alg. 1 lines 1-9; de Heredia 2024, Alg. 1 lines 2-4): K steps of
 ``x <- x - lr * d`` with ``d = grad CE(x; batch) + rho (x - x_i(t)) + wd x`` (i.e. the loss
 ``CE + rho/2 ||x - x_i(t)||^2``, ``x_i(t)`` = the agent's parameters when ``train`` starts),
 and with momentum ``buf <- mu buf + d; x <- x - lr buf`` (torch.optim.SGD semantics).
-With ``optimizer = "adam"`` the same ``d`` drives torch.optim.Adam's update (PSFL, seed 004
+With ``optimizer = "adam"`` the same ``d`` drives torch.optim.Adam's update (PSFL
 §V: Adam, lr 1e-3, weight decay 1e-4), with per-agent moments and step counts.
 """
 
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 EVAL_CHUNK_CONV = 128
-"""Test samples per forward for conv nets. Measured (1 thread, channels-last, seed 003's
+"""Test samples per forward for conv nets. Measured (1 thread, channels-last, Cached-DFL's
 CNN): 128 -> 13.1k samples/s, 256 -> 9.4k, 512 -> 5.9k, 2048 -> 5.8k (the old default);
 the small CNN and LeNet-5 are flat between 128 and 512. ``benchmarks/peer_round.py`` re-measures."""
 EVAL_CHUNK_DENSE = 512
@@ -154,7 +154,7 @@ class Functional:
     """The template net called with given parameters: CE loss and its gradient.
 
     ``channels_last``: evaluation runs with NHWC inputs and conv weights (CPU loop backend).
-    Measured here (benchmarks/peer_round.py, 1 thread) oneDNN then evaluates seed 003's CNN
+    Measured here (benchmarks/peer_round.py, 1 thread) oneDNN then evaluates Cached-DFL's CNN
     1.6-2.4x faster; it only helps when *both* the input and the weight are channels-last,
     so :meth:`layout` converts an agent's weights. Training batches of 64 measured
     0.94-1.15x, so training stays NCHW (and bit-identical to before).

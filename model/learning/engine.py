@@ -23,15 +23,15 @@ Both draw identical mini-batches (per-agent numpy Generators, consumed in the ma
 only), so they agree to float rounding; ``workers > 1`` (processes or Ray actors) gives
 bit-for-bit the same numbers as ``workers = 1``.
 
-Local update (seed 003, Alg. 1 lines 1-9; seed 000, Alg. 1 lines 2-4): K steps of
+Local update (Cached-DFL, Alg. 1 lines 1-9; de Heredia 2024, Alg. 1 lines 2-4): K steps of
 ``x <- x - lr * d`` with ``d = grad CE(x; batch) + rho (x - x_i(t)) + wd x`` (i.e. the loss
 ``CE + rho/2 ||x - x_i(t)||^2``, ``x_i(t)`` = the agent's parameters when ``train`` starts),
 and with momentum ``buf <- mu buf + d; x <- x - lr buf`` (torch.optim.SGD semantics).
-With ``optimizer = "adam"`` the same ``d`` drives torch.optim.Adam's update (PSFL, seed 004
+With ``optimizer = "adam"`` the same ``d`` drives torch.optim.Adam's update (PSFL
 §V: Adam, lr 1e-3, weight decay 1e-4), with per-agent moments and step counts.
 
 Batch size per agent is ``min(B, |D_i|)``; ``B = 0`` means full-batch gradient descent on
-all of the agent's data (DAM/DCM, seed 001 §V). The loop backend slices each agent's batch;
+all of the agent's data (DAM/DCM, Reza et al. §V). The loop backend slices each agent's batch;
 the batched backend pads to the chunk's largest batch and masks the padded samples out of
 the mean CE (same gradient).
 
@@ -274,10 +274,10 @@ class Engine:
         """``[A, K, B_max]`` global sample indices, drawn without replacement per step;
         agent ``a`` uses the first ``min(B, |D_a|)`` entries, the rest are -1.
 
-        Seed 003 Alg. 1 line 5 / seed 000 Alg. 1 line 2: each step samples a fresh batch from
-        the agent's own data. Drawn here, in the main process, from the agent's own
+        Cached-DFL Alg. 1 line 5 / de Heredia 2024 Alg. 1 line 2: each step samples a fresh
+        batch from the agent's own data. Drawn here, in the main process, from the agent's own
         Generator, so every backend and worker count sees the same batches. A full batch
-        (``B = 0``, seed 001) is the agent's whole data, in its stored order.
+        (``B = 0``, Reza et al.) is the agent's whole data, in its stored order.
         """
         k = self.local_steps
         widths = self.batch_sizes[agents]
@@ -313,7 +313,7 @@ class Engine:
         W is applied as a torch sparse CSR matrix, or dense when more than
         :data:`DENSE_MIX_DENSITY` of it is non-zero (:func:`mixing_operator`).
 
-        Seed 000 Alg. 1 line 6; seed 001 ``X(t) = X(t-1/2) W(t)``. ``W`` must be N x N
+        De Heredia 2024 Alg. 1 line 6; Reza et al. ``X(t) = X(t-1/2) W(t)``. ``W`` must be N x N
         (row-stochastic; rows of agents that do not mix are the identity). Momentum buffers
         are left as they are (local optimiser state).
         """
@@ -357,7 +357,7 @@ class Engine:
         """CE of ``model`` (an agent index or a parameter tuple) on agent ``on_agent``'s data.
 
         Uses a fixed random subset of at most ``max_samples`` of that agent's training
-        samples (PSFL, seed 004 eq. 3: ``L(D_i, nn_j)``).
+        samples (PSFL eq. 3: ``L(D_i, nn_j)``).
         """
         if isinstance(model, int | np.integer):
             params: Sequence[torch.Tensor] = [p[int(model)] for p in self.params]
@@ -439,7 +439,7 @@ class Engine:
         at most): on CPU such big-batch matmuls/convs already run near peak, and measured
         here vmap over agents was no faster for the MLP and 1.5-2x slower for a CNN, while
         needing N times the activation memory. The loop backend spreads agents over its
-        workers. Seed 003 evaluates every agent on one shared test set. ``chunk``: samples
+        workers. Cached-DFL evaluates every agent on one shared test set. ``chunk``: samples
         per forward (default ``eval_chunk``, chosen by measurement: :data:`EVAL_CHUNK_CONV`).
         """
         idx = np.arange(self.n_agents) if agents is None else np.asarray(agents).reshape(-1)
@@ -629,7 +629,7 @@ def make_engine(
         lr, batch_size, local_steps: step size, batch size B (per agent min(B, |D_i|);
             0 = full batch), K steps per ``train``.
         momentum, weight_decay: torch.optim.SGD-style options (buffers kept per agent).
-        prox_rho: proximal coefficient rho of seed 003, Alg. 1 (0 = plain SGD).
+        prox_rho: proximal coefficient rho of Cached-DFL, Alg. 1 (0 = plain SGD).
         optimizer: ``sgd`` or ``adam`` (torch.optim.Adam's update, state per agent).
         device: ``cpu`` or ``cuda``.
         seed: fixes the initial model(s) and every agent's batch sampling.
@@ -744,7 +744,7 @@ def _validate(
 
 
 def agent_batch_sizes(data_sizes: np.ndarray, batch_size: int) -> np.ndarray:
-    """Per-agent batch ``min(B, |D_i|)``; ``B = 0`` = full batch ``|D_i|`` (seed 001 §V)."""
+    """Per-agent batch ``min(B, |D_i|)``; ``B = 0`` = full batch ``|D_i|`` (Reza et al. §V)."""
     sizes = np.asarray(data_sizes, dtype=np.int64)
     if batch_size == 0:
         return sizes.copy()

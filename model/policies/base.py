@@ -11,24 +11,24 @@ formed from what it could receive this step. The Mesa model does, per step::
 
 How the policies MobiDFL needs fit this interface:
 
-* **Linear neighbourhood averaging** (D-PSGD, seed 000 Alg. 1; FedAvg-weighted, seed 001
-  eq. 2; mobility-aware, seed 000 Sec. 5.4): return ``Exchange(rows=W)`` built by
+* **Linear neighbourhood averaging** (D-PSGD, de Heredia 2024 Alg. 1; FedAvg-weighted, Reza et al.
+  eq. 2; mobility-aware, de Heredia 2024 Sec. 5.4): return ``Exchange(rows=W)`` built by
   :mod:`model.maths.mixing` from ``ctx.adjacency`` and ``ctx.agents`` (speed, data_size).
   Rows of all policies are stacked into one global W (:func:`combine_rows`).
-* **Model caches** (Cached-DFL LRU / group LRU, seed 003 Alg. 2): keep per-agent caches in
+* **Model caches** (Cached-DFL LRU / group LRU, Alg. 2): keep per-agent caches in
   the policy object; on contact store ``ctx.engine.snapshot(j)`` (shared immutable
   tuples, so a model cached by 50 agents is stored once) with its timestamp ``ctx.step``;
   aggregate with ``ctx.engine.combine(snapshots, weights)`` and return the results in
   ``Exchange.assign``. Cache statistics go to ``Exchange.metrics``; caches are saved by
   ``state_dict``.
-* **Self-organising federations** (PSFL, seed 004): ``ctx.engine.loss_of(j, on_agent=i)``
+* **Self-organising federations** (PSFL): ``ctx.engine.loss_of(j, on_agent=i)``
   gives the dissimilarity terms of eq. 3; leaders' FedAvg is ``engine.average(...)``;
   ``assign`` distributes the federation model; federation counts go to ``metrics``.
-* **Infrastructure / client selection** (MoFeL, seed 002): ``setup(..., model=...)`` and
+* **Infrastructure / client selection** (MoFeL): ``setup(..., model=...)`` and
   ``ctx.model`` give access to edge servers and routes; ``train_mask`` returns which members
   can finish local training this step; server models live in the policy and are handed
   out through ``assign``.
-* **Centralised FL baseline** (seed 003's CFL): ``engine.average`` over all members, then
+* **Centralised FL baseline** (Cached-DFL's CFL): ``engine.average`` over all members, then
   ``assign`` the global model to every member (:mod:`model.policies.central_fedavg`).
 """
 

@@ -1,6 +1,6 @@
 """MoFeL and its baselines A1/A2: edge servers, a central station, mobile clients.
 
-Seed 002 (Macedo et al., *Mobility-Aware Federated Learning Considering Multiple
+MoFeL (Macedo et al., *Mobility-Aware Federated Learning Considering Multiple
 Networks*, Sensors 2023). Every edge server (central server) owns a territory and a global
 model of its own; a client belongs to the server whose territory it is in. A server whose
 model is below the required accuracy asks for a training cycle (alert state, Fig. 5); the
@@ -44,7 +44,7 @@ __all__ = [
 
 @register_policy
 class MofelPolicy(MofelBase):
-    """MoFeL (seed 002, Sec. 4, eqs. 1-8 and 10): the central station's selection.
+    """MoFeL (Sec. 4, eqs. 1-8 and 10): the central station's selection.
 
     At the end of every step with requests, the station predicts every free client's
     territory intervals over ``[now, now + Delta]`` from its route and solves

@@ -1,4 +1,4 @@
-"""MoFeL's baselines A1 and A2 (seed 002, Sec. 5.2): selections without the station.
+"""MoFeL's baselines A1 and A2 (MoFeL, Sec. 5.2): selections without the station.
 
 Both start cycles at fixed instants (every training time) and see only the clients
 connected to a server now; they share all server bookkeeping with MoFeL
@@ -18,7 +18,7 @@ __all__ = ["MofelA1Policy", "MofelA2Policy"]
 
 @register_policy
 class MofelA1Policy(MofelBase):
-    """Baseline A1 (seed 002, Sec. 5.2): random connected clients at fixed intervals.
+    """Baseline A1 (MoFeL, Sec. 5.2): random connected clients at fixed intervals.
 
     Every ``ceil(train_time_s / step_s)`` steps (one training time), each server in alert
     starts a cycle with ``clients_per_cycle`` clients drawn uniformly among its connected
@@ -45,7 +45,7 @@ class MofelA1Policy(MofelBase):
 
 @register_policy
 class MofelA2Policy(MofelBase):
-    """Baseline A2 (seed 002, Sec. 5.2): each server alone, connected clients only.
+    """Baseline A2 (MoFeL, Sec. 5.2): each server alone, connected clients only.
 
     Cycles begin at the same fixed instants as A1 (every training time: the paper credits
     only MoFeL with choosing when a cycle starts, Sec. 1 and 5.2); at each, a server in

@@ -1,6 +1,6 @@
 """MoFeL's edge servers and their training cycles: the machinery all three selections share.
 
-Seed 002 (Macedo et al., *Mobility-Aware Federated Learning Considering Multiple
+MoFeL (Macedo et al., *Mobility-Aware Federated Learning Considering Multiple
 Networks*, Sensors 2023). :class:`MofelBase` keeps the servers' territories and models,
 tracks which client is where, runs the selected cycles (start, frustration, FedAvg at the
 end), counts NTC/NFC and offers the selections their view of the clients
@@ -119,7 +119,7 @@ class _Run:
 
 
 class MofelBase(ExchangePolicy):
-    """Edge servers with territories, training cycles, FedAvg, NTC/NFC (seed 002).
+    """Edge servers with territories, training cycles, FedAvg, NTC/NFC (MoFeL).
 
     Subclasses implement :meth:`choose` (which cycles to start for the servers in alert).
 
@@ -131,7 +131,7 @@ class MofelBase(ExchangePolicy):
     """
 
     requires: ClassVar[dict[str, Any]] = {"{kind}.mobility": "route"}
-    """Seed 002 §4: the central station plans with the clients' disclosed routes."""
+    """MoFeL §4: the central station plans with the clients' disclosed routes."""
     metric_names: ClassVar[tuple[str, ...]] = (
         "ntc",
         "ntc_partial",
