@@ -251,8 +251,13 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
         paths_after = [page.locator(agents).nth(i).get_attribute("d") for i in range(N_AGENTS)]
         moved = sum(a != b for a, b in zip(paths_before, paths_after, strict=True))
         assert moved >= 150, f"only {moved} of {N_AGENTS} agent shapes moved"
+        # steps 1..3: step 0 is not evaluated by default (eval_initial=False). The plot image
+        # is redrawn after the status line, so poll it briefly (a loaded machine lags).
+        deadline = time.monotonic() + 30.0
         svg = base64.b64decode(page.evaluate(PLOT_SVG, plot)).decode()
-        # steps 1..3: step 0 is not evaluated by default (eval_initial=False)
+        while _markers(svg, "acc-mean") < 3 and time.monotonic() < deadline:
+            page.wait_for_timeout(250)
+            svg = base64.b64decode(page.evaluate(PLOT_SVG, plot)).decode()
         assert _markers(svg, "acc-mean") == 3, "accuracy plot should show steps 1..3"
         for kind in ("vehicle", "pedestrian", "sensor", "uav"):
             assert _markers(svg, f"acc-{kind}") == 3, kind
