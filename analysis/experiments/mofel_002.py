@@ -52,8 +52,9 @@ always slow enough to finish) and MoFeL 100.0 ± 3.3 / 102.0 ± 4.1, fewer in ev
 A2's NTC does not fall with speed. MoFeL runs larger cycles (21.9 / 13.5 clients) and its
 servers' accuracy averaged over the run is the highest (0.816 / 0.815 vs A2 0.806 / 0.803,
 A1 0.801 / 0.797), small margins. All 511 MoFeL selections were solved exactly (MILP, 24 s
-of solving in all). At ``ci`` (40 vehicles, 60 steps, seeds 0-1) MoFeL completes 39.0 ±
-5.0 cycles vs A2 35.5 ± 0.5 at 10 m/s, but not in every seed.
+of solving in all). At ``ci`` (40 vehicles, 60 steps, seeds 0-1, 10 m/s) MoFeL and A2 are
+level: 34.5 vs 35.0 cycles (measured after the per-client changes; an earlier 39.0 vs 35.5
+is superseded), MoFeL ahead on some seeds only.
 
 Scales (wall times on this 2-core machine shared with other jobs, one thread):
 
