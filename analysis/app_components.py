@@ -635,6 +635,7 @@ class AppModel(MobiDFLModel):
         self.last_step_s = float("nan")
         self.distinct_history: dict[str, list[float]] = {}
         self._record_distinct()
+        self.completed_steps = self.steps
 
     @staticmethod
     def model_settings(
@@ -664,6 +665,7 @@ class AppModel(MobiDFLModel):
         super().step()
         self.last_step_s = time.perf_counter() - started
         self._record_distinct()
+        self.completed_steps = self.steps  # last: a redraw keyed on it never sees half a step
 
     def _record_distinct(self) -> None:
         """Mean cumulative distinct neighbours per kind (= per mobility model) this step."""
@@ -816,7 +818,7 @@ def StatusLine(model: MobiDFLModel) -> None:
 def MapView(model: MobiDFLModel) -> None:
     """Streets, areas, sensor/UAV cells, agents (shape = kind, fill = accuracy), exchanges."""
     update_counter.get()
-    steps = model.steps
+    steps = getattr(model, "completed_steps", model.steps)  # see _plot: never half a step
     streets = solara.use_memo(lambda: streets_geojson(model), [model])
     areas = solara.use_memo(lambda: areas_geojson(model), [model])
     centre, zoom = solara.use_memo(
@@ -900,10 +902,14 @@ def _plot(make, css_class: str):
     @solara.component
     def Plot(model: MobiDFLModel) -> None:
         update_counter.get()
-        figure = solara.use_memo(lambda: make(model), [model, model.steps])
+        # Keyed on the last *completed* step: Mesa counts a step as soon as it starts, and a
+        # redraw that lands while the worker thread is mid-step (another click, a hover) would
+        # otherwise memoise a figure without that step's data under the new step number.
+        done = getattr(model, "completed_steps", model.steps)
+        figure = solara.use_memo(lambda: make(model), [model, done])
         with solara.Div(classes=[css_class], style={"width": "100%"}):
             with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text: ~2x smaller
-                solara.FigureMatplotlib(figure, dependencies=[model, model.steps], format="svg")
+                solara.FigureMatplotlib(figure, dependencies=[model, done], format="svg")
 
     Plot.__name__ = make.__name__.replace("_figure", "_plot")
     return Plot
