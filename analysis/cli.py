@@ -418,7 +418,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
     width = max(len(n) for n in names)
     for name in names:
         preset = load_preset(name)
-        print(f"{name:<{width}}  seed {preset.paper}: {preset.description}")
+        print(f"{name:<{width}}  {preset.description}")
         if args.verbose and preset.substitutes:
             print(f"{'':<{width}}  offline: {preset.substitutes}")
     return 0
