@@ -288,20 +288,25 @@ def _run_to_end(
             total=config.steps, initial=model.steps, desc="steps", unit="step", disable=quiet
         ) as bar:
 
+            def save_checkpoint(step: int) -> None:
+                state = model.state_dict()
+                state["config_sha256"] = sha
+                try:
+                    save_atomic(state, out / CHECKPOINT_DIR / CHECKPOINT_STATE)
+                except OSError as exc:
+                    raise failed(f"the checkpoint of step {step}", exc) from None
+                saved["step"] = step
+
             def progress(step: int) -> None:
                 if checkpoint_every and (step % checkpoint_every == 0 or step == config.steps):
-                    state = model.state_dict()
-                    state["config_sha256"] = sha
-                    try:
-                        save_atomic(state, out / CHECKPOINT_DIR / CHECKPOINT_STATE)
-                    except OSError as exc:
-                        raise failed(f"the checkpoint of step {step}", exc) from None
-                    saved["step"] = step
+                    save_checkpoint(step)
                 acc = model.datacollector.model_vars.get("acc_mean", [float("nan")])[-1]
                 bar.set_postfix(acc=f"{acc:.3f}", contacts=int(model.adjacency.nnz // 2))
                 bar.update(1)
 
             model.run(progress=progress)
+            if checkpoint_every and saved["step"] != model.steps:
+                save_checkpoint(model.steps)  # an early stop ends before config.steps
     except KeyboardInterrupt:
         raise interrupted(f"at step {model.steps}") from None
     staging = staging_dir(out)

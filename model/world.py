@@ -430,6 +430,7 @@ class MobiDFLModel(mesa.Model):
         """Everything needed to continue this run exactly (see :mod:`model.checkpoint`)."""
         return {
             "steps": self.steps,
+            "running": bool(self.running),  # False after an early stop: a resume stays stopped
             "rng": self.rng.bit_generator.state,
             "random": self.random.getstate(),
             "position": self.position.copy(),
@@ -453,6 +454,7 @@ class MobiDFLModel(mesa.Model):
         """Continue from :meth:`state_dict` of a run built with the same config."""
         n = self.n_agents
         self.rng.bit_generator.state = state["rng"]
+        self.running = bool(state.get("running", True))
         self.random.setstate(_as_random_state(state["random"]))
         self.position = np.asarray(state["position"], float).copy()
         self.speed = np.asarray(state["speed"], float).copy()

@@ -138,3 +138,23 @@ def test_sweep_workers_exit_when_their_driver_is_killed():
     driver.wait(timeout=10)
     # Assert
     assert worker.wait(timeout=30) == 1
+
+
+def test_early_stopped_run_saves_its_last_step_and_resume_stays_stopped(tmp_path):
+    # Prepare: lr so small that accuracy cannot rise, so patience 1 stops the run early
+    out = tmp_path / "run"
+    args = ["--quiet", "--set", "steps=12", "--set", "vehicles=6", "--set", "pedestrians=0",
+            "--set", "sensors=0", "--set", "uavs=0", "--set", "test_size=50",
+            "--set", "local_steps=1", "--set", "lr=1e-9", "--set", "early_stop_patience=1"]
+    assert main(["run", "--out", str(out), "--checkpoint-every", "5", *args]) == 0
+    stopped_at = int(pd.read_csv(out / "model.csv")["step"].max())
+    before = (out / "model.csv").read_bytes()
+    (out / "model.csv").unlink()
+    # Execute
+    code = main(["run", "--resume", str(out), "--quiet"])
+    # Assert: the checkpoint holds the stopping step (not the last multiple of 5), and the
+    # resumed run does not train past the early stop
+    assert stopped_at < 12
+    assert torch.load(out / "checkpoint" / "state.pt", weights_only=True)["steps"] == stopped_at
+    assert code == 0
+    assert (out / "model.csv").read_bytes() == before
