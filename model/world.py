@@ -9,6 +9,11 @@ One step is one global epoch t of ``step_s`` seconds (Cached-DFL: 120 s):
    for its members (D-PSGD, Alg. 1 of de Heredia 2024, line 6), applied as one sparse matmul;
 5. evaluation every ``eval_every`` steps, data collection.
 
+Steps 3-5 are the learning session's (:mod:`model.learning.session`): it returns a frozen
+:class:`model.learning.results.StepResult` that the model stores (:meth:`MobiDFLModel.store`)
+and its reporters read. Policies and mobility models see the model only through
+:attr:`MobiDFLModel.view` (:mod:`model.views`).
+
 The app, the CLI, sweeps and the analysis import this model; it imports none of them.
 """
 

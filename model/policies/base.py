@@ -4,7 +4,7 @@ A policy decides, once per step (global epoch), how each of its member agents' n
 formed from what it could receive this step. The learning session does, per step::
 
     policy.before_training(ctx)                          # command: update the policy's state
-    masks = policy.train_mask(ctx)                      # query: who trains (None = all)
+    masks = policy.train_mask(ctx)                       # query: who trains (None = all)
     engine.train(mask=...)                               # K local SGD steps
     ex = policy.exchange(ctx)                            # -> Exchange
     engine.mix(combine_rows([(members, ex), ...], N))    # linear mixing, one sparse matmul
