@@ -2,7 +2,7 @@
 
 The page is Mesa's ``SolaraViz`` layout (parameter inputs, draggable grid) with our own Step /
 Play / Reset (``AppPage``, ``QueuedController``: a click during a step is queued, never lost);
-the map, plots and agent panel come from :mod:`analysis.app_components` (that module says why
+the map, plots and agent panel come from :mod:`analysis.app` (its modules say why
 they are our own components). Everything works offline: the streets
 are drawn from the map's own geometry and OSM web tiles are an opt-in checkbox.
 
@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from analysis.app_components import (
+from analysis.app import (
     AccuracyPlot,
     AgentInfo,
     AppModel,

@@ -73,7 +73,7 @@ def main() -> None:
                 seed=0,
                 same_init=False,
             )
-            names = eng._fn.names
+            names = eng.param_names
             states = [
                 {k: p[i].clone() for k, p in zip(names, eng.params, strict=True)} for i in range(n)
             ]

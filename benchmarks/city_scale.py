@@ -56,7 +56,7 @@ def measure(
         max_step_distance=mobility.max_step_distance(config.step_s), radius_m=config.radius_m
     ) if contact == "during" else 1
     ctx = MobilityContext(
-        model=None, step_s=config.step_s, fractions=np.arange(1, count + 1) / count, rng=rng
+        world=None, step_s=config.step_s, fractions=np.arange(1, count + 1) / count, rng=rng
     )
     move, found, pairs, peak = [], [], [], 0
     for _ in range(steps):

@@ -9,13 +9,19 @@ One step is one global epoch t of ``step_s`` seconds (Cached-DFL: 120 s):
    for its members (D-PSGD, Alg. 1 of de Heredia 2024, line 6), applied as one sparse matmul;
 5. evaluation every ``eval_every`` steps, data collection.
 
+Steps 3-5 are the learning session's (:mod:`model.learning.session`): it returns a frozen
+:class:`model.learning.results.StepResult` that the model stores (:meth:`MobiDFLModel.store`)
+and its reporters read. Policies and mobility models see the model only through
+:attr:`MobiDFLModel.view` (:mod:`model.views`).
+
 The app, the CLI, sweeps and the analysis import this model; it imports none of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 import mesa
@@ -33,6 +39,8 @@ from model import bounds
 from model.config import KINDS, Config
 from model.contacts import contact_matrix, contact_times, sub_samples
 from model.errors import ConfigError
+from model.learning.results import Evaluation, StepResult
+from model.world_view import ModelWorldView
 
 _MAP_CACHE: dict[tuple, WorldMap] = {}
 
@@ -101,35 +109,37 @@ def _nanmean(values: np.ndarray) -> float:
 
 
 def accuracy_mean(model: MobiDFLModel) -> float:
-    return _nanmean(model.accuracy)
+    return _nanmean(model.evaluation.accuracy)
 
 
 def accuracy_std(model: MobiDFLModel) -> float:
-    return float(np.nanstd(model.accuracy)) if np.isfinite(model.accuracy).any() else float("nan")
+    accuracy = model.evaluation.accuracy
+    return float(np.nanstd(accuracy)) if np.isfinite(accuracy).any() else float("nan")
 
 
 def accuracy_min(model: MobiDFLModel) -> float:
-    return float(np.nanmin(model.accuracy)) if np.isfinite(model.accuracy).any() else float("nan")
+    accuracy = model.evaluation.accuracy
+    return float(np.nanmin(accuracy)) if np.isfinite(accuracy).any() else float("nan")
 
 
 def loss_mean(model: MobiDFLModel) -> float:
-    return _nanmean(model.loss)
+    return _nanmean(model.evaluation.loss)
 
 
 def accuracy_of_kind(model: MobiDFLModel, kind: str) -> float:
-    return _nanmean(model.accuracy[model.kind_of == kind])
+    return _nanmean(model.evaluation.accuracy[model.kind_of == kind])
 
 
 def accuracy_of_policy(model: MobiDFLModel, policy: str) -> float:
-    return _nanmean(model.accuracy[model.policy_of_agent == policy])
+    return _nanmean(model.evaluation.accuracy[model.policy_of_agent == policy])
 
 
 def accuracy_high_mobility(model: MobiDFLModel) -> float:
-    return _nanmean(model.accuracy[model.hm]) if model.hm.any() else float("nan")
+    return _nanmean(model.evaluation.accuracy[model.hm]) if model.hm.any() else float("nan")
 
 
 def accuracy_low_mobility(model: MobiDFLModel) -> float:
-    return _nanmean(model.accuracy[~model.hm]) if (~model.hm).any() else float("nan")
+    return _nanmean(model.evaluation.accuracy[~model.hm]) if (~model.hm).any() else float("nan")
 
 
 def hm_lm_gap(model: MobiDFLModel) -> float:
@@ -144,7 +154,7 @@ def distinct_neighbours_of_class(model: MobiDFLModel, high: bool) -> float:
 
 
 def consensus_distance(model: MobiDFLModel) -> float:
-    return model.consensus
+    return model.evaluation.consensus
 
 
 def policy_metric(model: MobiDFLModel, name: str) -> float:
@@ -237,11 +247,15 @@ class MobiDFLModel(mesa.Model):
         self.encounters: tuple[np.ndarray, np.ndarray] | None = None  # time-ordered contacts
         self.neighbours_now = np.zeros(self.n_agents, int)
         self.distinct_neighbours = np.zeros(self.n_agents, int)
-        self.accuracy = np.full(self.n_agents, np.nan)
-        self.loss = np.full(self.n_agents, np.nan)
         self.label_hist: np.ndarray | None = None
-        self.consensus = float("nan")
-        self.policy_metrics: dict[str, float] = {}
+        self.evaluation = Evaluation.missing(self.n_agents)
+        """The latest evaluation of every agent's model (NaN before the first)."""
+        self.last_step: StepResult | None = None
+        """What the latest learning step returned (``None`` before step 1)."""
+        self.policy_metrics: Mapping[str, float] = MappingProxyType({})
+        """The latest step's policy metrics (columns of ``model.csv``)."""
+        self.view = ModelWorldView(self, world_map=self.world_map)
+        """What policies and mobility models may read of this model (:mod:`model.views`)."""
         self.learner = None
         if config.learning:
             from model.learning.session import LearningSession
@@ -263,7 +277,7 @@ class MobiDFLModel(mesa.Model):
         self.records: list[dict[str, np.ndarray]] = []
         self.datacollector = mesa.DataCollector(model_reporters=self._reporters())
         if self.learner is not None and config.eval_initial:
-            self.learner.evaluate()  # a full extra evaluation: only when asked (issue 15)
+            self.evaluation = self.learner.evaluate()  # an extra evaluation: only when asked
         self.datacollector.collect(self)
         self._record_agents()
 
@@ -321,7 +335,7 @@ class MobiDFLModel(mesa.Model):
             count = 1
         fractions = np.arange(1, count + 1) / count
         context = MobilityContext(
-            model=self, step_s=config.step_s, fractions=fractions, rng=self.rng
+            world=self.view, step_s=config.step_s, fractions=fractions, rng=self.rng
         )
         trajectory = np.empty((count + 1, self.n_agents, 2))
         trajectory[0] = self.position
@@ -340,10 +354,34 @@ class MobiDFLModel(mesa.Model):
         self.met = (self.met + self.adjacency).astype(bool)
         self.distinct_neighbours = np.diff(self.met.indptr)
         if self.learner is not None:
-            self.learner.step()
+            self.store(self.learner.step())
         self.datacollector.collect(self)
         if self.steps % config.record_every == 0 or self.steps == config.steps:
             self._record_agents()
+
+    def store(self, result: StepResult) -> None:
+        """Keep a learning step's result: reporters and records read it from here."""
+        self.last_step = result
+        self.policy_metrics = result.metrics
+        if result.evaluation is not None:
+            self.evaluation = result.evaluation
+        if result.stop:
+            self.running = False
+
+    @property
+    def accuracy(self) -> np.ndarray:
+        """Accuracy per agent at the latest evaluation (read-only; NaN before the first)."""
+        return self.evaluation.accuracy
+
+    @property
+    def loss(self) -> np.ndarray:
+        """Test loss per agent at the latest evaluation (read-only)."""
+        return self.evaluation.loss
+
+    @property
+    def consensus(self) -> float:
+        """Consensus distance at the latest evaluation."""
+        return self.evaluation.consensus
 
     def density_summary(self) -> tuple[str, bool]:
         """One line on contact density over the steps so far, and whether it is saturated.
@@ -464,10 +502,10 @@ class MobiDFLModel(mesa.Model):
         self.adjacency = _bool_csr(state["adjacency"], n)
         self.neighbours_now = np.diff(self.adjacency.indptr)
         self.distinct_neighbours = np.diff(self.met.indptr)
-        self.accuracy[:] = state["accuracy"]
-        self.loss[:] = state["loss"]
-        self.consensus = float(state["consensus"])
-        self.policy_metrics = dict(state["policy_metrics"])
+        self.evaluation = Evaluation(
+            accuracy=state["accuracy"], loss=state["loss"], consensus=state["consensus"]
+        )
+        self.policy_metrics = MappingProxyType(dict(state["policy_metrics"]))
         for key, values in state["model_vars"].items():
             self.datacollector.model_vars[key] = list(values)
         self.records = list(state["records"])

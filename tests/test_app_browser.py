@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.app_components import (
+from analysis.app import (
     AGENT_CLASS,
     AppModel,
     agents_geojson,

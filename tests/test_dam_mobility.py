@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from agents.mobility import MobilityContext, make_mobility
-from agents.mobility.dam import NO_DESTINATION
+from agents.mobility.dam import NO_DESTINATION, DistributionAwareGrid
 from maps.world import WorldMap
 from model.config import Config
 from model.errors import ConfigError
 from model.maths.distribution import coverage_matrix, label_distribution_at_cells
 from model.world import MobiDFLModel
+from model.world_view import ModelWorldView
 
 # Hand 3x3 layout of tests/test_distribution.py, now as MobiDFL agents on 10 m cells:
 #   sensor A on cell 0 with label counts [2, 0], sensor B on cell 8 with [0, 6],
@@ -27,8 +28,11 @@ def grid3() -> WorldMap:
     return WorldMap.build("grid:2x2:30", cell_m=10.0, areas=1, seed=0)
 
 
-def _hand_world(grid3: WorldMap, mobility: str, *, rm: float = math.inf):
-    """A stand-in model holding what DAM/DCM read: groups, positions, label histograms."""
+def _hand_world(
+    grid3: WorldMap, mobility: str, *, rm: float = math.inf, sensors_in: bool = True
+) -> tuple[ModelWorldView, DistributionAwareGrid]:
+    """A world view over a stand-in model: groups, positions, label histograms (what DAM/DCM
+    read); ``sensors_in=False`` leaves the static sensors' group out."""
     settings = Config(
         map="grid:2x2:30", cell_m=10.0, radius_m=10.0, rm_cells=rm, vehicles=0, sensors=2,
         uavs=1,
@@ -42,16 +46,17 @@ def _hand_world(grid3: WorldMap, mobility: str, *, rm: float = math.inf):
     uav = make_mobility(mobility, world=grid3, kind="uav", count=1, settings=settings, rng=rng)
     uav.cell = np.array([0])
     uav.position = grid3.grid.centres(uav.cell)
+    groups = [("sensor", slice(0, 2), sensors), ("uav", slice(2, 3), uav)]
     model = SimpleNamespace(
-        groups=[("sensor", slice(0, 2), sensors), ("uav", slice(2, 3), uav)],
+        groups=groups if sensors_in else groups[1:],
         position=np.concatenate([sensors.position, uav.position]),
         label_hist=HAND_HIST,
     )
-    return model, uav
+    return ModelWorldView(model), uav
 
 
-def _ctx(model, rng: np.random.Generator) -> MobilityContext:
-    return MobilityContext(model=model, step_s=60.0, fractions=np.array([1.0]), rng=rng)
+def _ctx(world: ModelWorldView, rng: np.random.Generator) -> MobilityContext:
+    return MobilityContext(world=world, step_s=60.0, fractions=np.array([1.0]), rng=rng)
 
 
 def test_grid3_map_is_a_3x3_grid(grid3: WorldMap) -> None:
@@ -173,7 +178,7 @@ def test_real_run_never_moves_more_than_rm(mobility: str) -> None:
     want = label_distribution_at_cells(
         cells, model.label_hist[sensor_idx], model.label_hist[-1], grid=(12, 12), rc=3.01
     )
-    np.testing.assert_allclose(uav_group.distributions(model)[-1], want, atol=1e-12)
+    np.testing.assert_allclose(uav_group.distributions(model.view)[-1], want, atol=1e-12)
 
 
 @pytest.mark.parametrize("mobility", ["dam", "dcm"])
@@ -216,8 +221,7 @@ def test_dam_without_learning_is_a_config_error(grid3: WorldMap) -> None:
 
 def test_dcm_without_static_clients_is_a_config_error(grid3: WorldMap) -> None:
     # Prepare: only the UAV's own group, no static clients for Alg. 1.
-    model, uav = _hand_world(grid3, "dcm")
-    model.groups = model.groups[1:]
+    model, uav = _hand_world(grid3, "dcm", sensors_in=False)
     # Execute / Assert
     with pytest.raises(ConfigError, match="static client"):
         uav.next_cells(_ctx(model, np.random.default_rng(0)))

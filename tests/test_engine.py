@@ -171,9 +171,9 @@ def test_loss_of_matches_manual_cross_entropy(ds):
     value = e.loss_of(1, on_agent=3, max_samples=64)
     same = e.loss_of(e.snapshot(1), on_agent=3, max_samples=64)
     # Assert: CE of model 1 on 64 of agent 3's own samples
-    idx = torch.from_numpy(e._loss_order[3][:64])
+    idx = torch.from_numpy(e.loss_order(3)[:64])
     assert set(idx.tolist()) <= set(e.parts[3].tolist())
-    logits = e._fn.logits(e.snapshot(1), ds.x_train[idx])
+    logits = e.logits(e.snapshot(1), ds.x_train[idx])
     assert value == pytest.approx(float(F.cross_entropy(logits, ds.y_train[idx])), rel=1e-6)
     assert value == same
 
@@ -225,3 +225,15 @@ def test_validation_errors_name_the_setting(ds):
         engine(ds, lr=0.0)
     with pytest.raises(ConfigError, match="model"):
         engine(ds, net="resnet")
+
+
+def test_loss_order_hands_out_a_copy(ds):
+    # Prepare
+    e = engine(ds, same_init=False)
+    before = e.loss_of(0, on_agent=2, max_samples=8)
+    order = e.loss_order(2)
+    # Execute: scramble the copy
+    order[:] = order[::-1].copy()
+    # Assert: the engine's order, and so loss_of, did not change
+    assert e.loss_of(0, on_agent=2, max_samples=8) == before
+    np.testing.assert_array_equal(e.loss_order(2), order[::-1])

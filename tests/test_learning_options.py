@@ -69,7 +69,7 @@ def test_full_batch_step_is_gradient_descent_on_all_the_agents_data(ds):
     e = make_engine("loop", dataset=ds, parts=[part], net="mlp", lr=0.5, batch_size=0,
                     local_steps=1, seed=0)
     start = [p[0].clone().requires_grad_() for p in e.params]
-    loss = F.cross_entropy(e._fn.logits(start, ds.x_train[part]), ds.y_train[part])
+    loss = F.cross_entropy(e.logits(start, ds.x_train[part]), ds.y_train[part])
     grads = torch.autograd.grad(loss, start)
     # Execute
     e.train()

@@ -12,7 +12,7 @@ from model.config import Config
 
 
 def _ctx(fractions, rng, step_s=120.0):
-    return MobilityContext(model=None, step_s=step_s, fractions=np.asarray(fractions), rng=rng)
+    return MobilityContext(world=None, step_s=step_s, fractions=np.asarray(fractions), rng=rng)
 
 
 def test_turn_choices_match_configured_probabilities(nyc):

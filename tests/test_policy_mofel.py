@@ -290,3 +290,44 @@ def test_route_predictions_match_the_drive_and_paths_are_shortest(nyc):
         assert net.edge_u[edges[0]] == a and net.edge_v[edges[-1]] == b
         assert (net.edge_v[edges[:-1]] == net.edge_u[edges[1:]]).all()
         assert np.isclose(net.edge_len[edges].sum(), dist[a, b])
+
+
+def _comparable(value):
+    """State as plain values: arrays as lists, tensors by identity (never changed in place)."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_comparable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, torch.Tensor):
+        return ("tensor", id(value))
+    return value
+
+
+def test_train_mask_is_a_pure_query_after_before_training(monkeypatch):
+    # Prepare: 20 MoFeL clients on the UWS; a spy asks train_mask twice in every real step
+    model = build("mofel", vehicles=20, steps=8)
+    policy, _ = model.learner.policies["mofel"]
+    original = policy.train_mask
+    seen = []
+
+    def twice(ctx):
+        before = _comparable(policy.state_dict())
+        first, second = original(ctx), original(ctx)
+        after = _comparable(policy.state_dict())
+        seen.append((ctx.step, policy.synced, first, second, before == after))
+        return first
+
+    monkeypatch.setattr(policy, "train_mask", twice)
+    # Execute
+    model.run()
+    # Assert: one call per step, after before_training read that step's departures;
+    # the same answer twice, no state changed, and the mask was not trivial
+    assert [step for step, *_ in seen] == list(range(1, 9))
+    assert all(synced == step for step, synced, *_ in seen)
+    for _, _, first, second, unchanged in seen:
+        np.testing.assert_array_equal(first, second)
+        assert unchanged
+    assert any(first.any() for _, _, first, *_ in seen)
+    assert not all(first.all() for _, _, first, *_ in seen)

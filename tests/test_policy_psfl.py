@@ -253,7 +253,7 @@ def test_walker_visits_every_area_in_turn_and_stays_the_set_time():
         "psfl_walker", world=world, kind="sensor", count=57, settings=settings, rng=rng
     )
     start = mover.position.copy()
-    ctx = MobilityContext(model=None, step_s=120.0, fractions=np.array([1.0]), rng=rng)
+    ctx = MobilityContext(world=None, step_s=120.0, fractions=np.array([1.0]), rng=rng)
     # Execute
     visited = [int(mover.current_areas()[-1])]
     for _ in range(9 * 5 + 3):
@@ -282,7 +282,7 @@ def test_walker_travels_at_its_speed_and_stays_at_each_stop(speed):
     mover = make_mobility(
         "psfl_walker", world=world, kind="sensor", count=57, settings=settings, rng=rng
     )
-    ctx = MobilityContext(model=None, step_s=120.0, fractions=np.array([0.5, 1.0]), rng=rng)
+    ctx = MobilityContext(world=None, step_s=120.0, fractions=np.array([0.5, 1.0]), rng=rng)
     stops = world.grid.centres(mover.stops)
     # Execute
     track = [mover.position[-1].copy()]

@@ -181,7 +181,7 @@ def test_every_reproduction_spec_uses_a_shipped_preset_and_known_variants():
 
 
 def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_mobility():
-    from analysis.app_components import AppModel, initial_settings, model_params
+    from analysis.app import AppModel, initial_settings, model_params
 
     # Prepare: the app's start inputs, as SolaraViz passes them on Reset
     start = initial_settings(model_params())

@@ -18,6 +18,7 @@ import numpy as np
 
 from maps.world import WorldMap
 from model.registry import Registry
+from model.views import WorldView
 
 
 @dataclass
@@ -25,14 +26,15 @@ class MobilityContext:
     """What a mobility model may read while advancing one step.
 
     Attributes:
-        model: the running Mesa model; destination-seeking models (Reza et al.'s DAM/DCM)
-            read static agents' positions and label histograms from it.
+        world: a read-only view of the running world (:class:`model.views.WorldView`);
+            destination-seeking models (Reza et al.'s DAM/DCM) read static agents'
+            positions and label histograms from it. ``None`` outside a model (tests).
         step_s: seconds in this step.
         fractions: increasing fractions of the step in (0, 1], the last one 1.0.
         rng: the model's generator.
     """
 
-    model: Any
+    world: WorldView | None
     step_s: float
     fractions: np.ndarray
     rng: np.random.Generator

@@ -8,7 +8,7 @@ for DCM, only among the cluster centres of Alg. 1 (eq. 9); it keeps the destinat
 gets there (eq. 8) and flies toward it at most ``R_m`` cells per step (eq. 7).
 
 As in the paper, mobile clients know the static clients' cells and label histograms (read
-from the running model: ``model.groups`` with a ``static`` mobility, ``model.label_hist``).
+through the world view: groups with a ``static`` mobility, ``label_hist``; :mod:`model.views`).
 Radii: ``R_c = radius_m / cell_m`` and ``R_m = rm_cells``; both in cells, Euclidean between
 cell centres. The maths lives in :mod:`model.maths.distribution`; this file only wires it
 to the model.
@@ -22,7 +22,6 @@ import numpy as np
 
 from agents.mobility.base import MobilityContext, register_mobility
 from agents.mobility.random_grid import GridMobility
-from agents.mobility.static import Static
 from model.errors import ConfigError
 from model.maths.distribution import (
     DistributionDistance,
@@ -33,6 +32,7 @@ from model.maths.distribution import (
     next_destination,
     step_toward,
 )
+from model.views import WorldView
 
 NO_DESTINATION = -1
 """Destination entry before the first draw (eq. 8's first round draws at once)."""
@@ -40,6 +40,14 @@ NO_DESTINATION = -1
 RC_SLACK = 1e-9
 """Relative slack on ``radius_m / cell_m``: a cell exactly ``R_c`` away counts as in range
 (the paper's ``<= R_c``) even when metres-to-cells division rounds just below."""
+
+
+def world_of(ctx: MobilityContext, name: str) -> WorldView:
+    """The context's world view; DAM/DCM cannot steer without one (they read C_s)."""
+    if ctx.world is None:
+        msg = f"mobility {name!r} reads the static clients: advance it with a world view"
+        raise ValueError(msg)
+    return ctx.world
 
 
 class DistributionAwareGrid(GridMobility):
@@ -80,42 +88,42 @@ class DistributionAwareGrid(GridMobility):
         """Eq. 5 distance (setting ``dam_distance``; paper: ``l2``)."""
         return cast(DistributionDistance, self.settings.dam_distance)
 
-    def members_in(self, model: Any) -> np.ndarray:
-        """Agent indices of this group in the model's arrays."""
-        for _, members, mobility in model.groups:
-            if mobility is self:
-                return np.arange(members.start, members.stop)
-        raise ConfigError(f"{self.kind}.mobility", self.name, "a mobility group of the model")
+    def members_in(self, world: WorldView) -> np.ndarray:
+        """Agent indices of this group in the model's arrays (one group per kind)."""
+        members = world.members_of(self.kind)
+        if members.size == 0:
+            raise ConfigError(f"{self.kind}.mobility", self.name, "a mobility group of the model")
+        return members
 
     @staticmethod
-    def static_clients(model: Any) -> np.ndarray:
+    def static_clients(world: WorldView) -> np.ndarray:
         """Indices of the static clients ``C_s``: members of groups with ``static`` mobility."""
         groups = [
-            np.arange(members.start, members.stop)
-            for _, members, mobility in model.groups
-            if isinstance(mobility, Static)
+            np.arange(group.members.start, group.members.stop)
+            for group in world.groups
+            if group.static
         ]
         return np.concatenate(groups) if groups else np.empty(0, dtype=np.int64)
 
-    def static_cells(self, model: Any) -> np.ndarray:
+    def static_cells(self, world: WorldView) -> np.ndarray:
         """Cell of every static client (their initial location ``L_j^(0)``)."""
-        idx = self.static_clients(model)
-        return self.world.grid.cell_of(model.position[idx]).astype(np.int64)
+        idx = self.static_clients(world)
+        return self.world.grid.cell_of(world.position[idx]).astype(np.int64)
 
-    def distributions(self, model: Any) -> np.ndarray:
+    def distributions(self, world: WorldView) -> np.ndarray:
         """``(count, cells, Y)``: eq. 4 from every cell, one slice per member.
 
         Built on first use and kept: static clients do not move and label histograms do not
         change during a run.
         """
         if self._distributions is None:
-            if model.label_hist is None:
+            if world.label_hist is None:
                 raise ConfigError(
                     f"{self.kind}.mobility", self.name, "a model with learning = true"
                 )
-            hist = np.asarray(model.label_hist, dtype=np.float64)
-            static = self.static_clients(model)
-            cells = self.static_cells(model)
+            hist = np.asarray(world.label_hist, dtype=np.float64)
+            static = self.static_clients(world)
+            cells = self.static_cells(world)
             self._distributions = np.stack(
                 [
                     label_distribution_at_cells(
@@ -125,7 +133,7 @@ class DistributionAwareGrid(GridMobility):
                         grid=self.grid_shape,
                         rc=self.rc_cells,
                     )
-                    for i in self.members_in(model)
+                    for i in self.members_in(world)
                 ]
             )
         return self._distributions
@@ -139,7 +147,7 @@ class DistributionAwareGrid(GridMobility):
 
     def next_cells(self, ctx: MobilityContext) -> np.ndarray:
         """Eq. 8 (keep or redraw the destination), then eq. 7 (one step of at most R_m)."""
-        dists = self.distributions(ctx.model)
+        dists = self.distributions(world_of(ctx, self.name))
         rm = float(self.settings.rm_cells)
         new = np.empty(self.count, dtype=np.int64)
         for i in range(self.count):
@@ -199,7 +207,7 @@ class DCM(DistributionAwareGrid):
     def cluster_centres(self, ctx: MobilityContext) -> np.ndarray:
         """Alg. 1 centres over the static clients' cells (computed on first use)."""
         if self.centres is None:
-            cells = self.static_cells(ctx.model)
+            cells = self.static_cells(world_of(ctx, self.name))
             if cells.size == 0:
                 raise ConfigError(
                     f"{self.kind}.mobility",

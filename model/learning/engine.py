@@ -367,6 +367,19 @@ class Engine:
         with torch.no_grad():
             return float(self._fn.ce(params, self._x[idx], self._y[idx]))
 
+    def loss_order(self, agent: int) -> np.ndarray:
+        """``agent``'s sample indices in the fixed order :meth:`loss_of` reads them (a copy)."""
+        return self._loss_order[agent].copy()
+
+    def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """The shared network's outputs on training-set inputs ``x`` with ``params``."""
+        return self._fn.logits(params, x)
+
+    @property
+    def param_names(self) -> list[str]:
+        """Name of every parameter tensor, in the order of :attr:`params`."""
+        return list(self._fn.names)
+
     def sample_losses(
         self, model: int | Params, *, on_agent: int, max_samples: int | None = None
     ) -> np.ndarray:

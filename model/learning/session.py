@@ -1,8 +1,9 @@
 """Learning inside a run: data, partitions, the engine and the policies, for one model.
 
 Keeps :class:`model.world.MobiDFLModel` about the world: the model calls
-:meth:`LearningSession.step` after contacts are known, and reads ``accuracy``/``loss``
-that this session writes back into the model's arrays.
+:meth:`LearningSession.step` after contacts are known and stores the :class:`StepResult`
+it returns (accuracy per agent, losses, policy metrics); this session writes nothing into
+the model.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import numpy as np
 from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import make_partition
+from model.learning.results import Evaluation, StepResult
 from model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step
 from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
-from model.policies.base import check_metrics
+from model.policies.base import ExchangePolicy, check_metrics
 
 if TYPE_CHECKING:
     from model.world import MobiDFLModel
+
+__all__ = ["Evaluation", "LearningSession", "StepResult"]
 
 
 class LearningSession:
@@ -51,7 +55,7 @@ class LearningSession:
             worker_backend=config.worker_backend,
             ray_address=config.ray_address,
         )
-        self.policies: dict[str, tuple[Any, np.ndarray]] = {}
+        self.policies: dict[str, tuple[ExchangePolicy, np.ndarray]] = {}
         for name in map(str, dict.fromkeys(model.policy_of_agent)):
             members = np.flatnonzero(model.policy_of_agent == name)
             policy = make_policy(name, settings=config)
@@ -60,7 +64,7 @@ class LearningSession:
                 engine=self.engine,
                 agents=self.agent_table(),
                 rng=model.rng,
-                model=model,
+                world=model.view,
             )
             self.policies[name] = (policy, members)
         self.needs_encounter_times = any(
@@ -121,7 +125,8 @@ class LearningSession:
             pos=model.position.copy(),
         )
 
-    def _context(self, members: np.ndarray) -> ExchangeContext:
+    def context(self, members: np.ndarray) -> ExchangeContext:
+        """What the policy of ``members`` sees in the current step."""
         return ExchangeContext(
             step=self.model.steps,
             members=members,
@@ -129,16 +134,21 @@ class LearningSession:
             engine=self.engine,
             agents=self.agent_table(),
             rng=self.model.rng,
-            model=self.model,
+            world=self.model.view,
             encounters=self.model.encounters,
         )
 
-    def step(self) -> None:
-        """Local training (Cached-DFL Alg. 1 / de Heredia 2024 Alg. 1 line 4), then exchange."""
+    def step(self) -> StepResult:
+        """Local training (Cached-DFL Alg. 1 / de Heredia 2024 Alg. 1 line 4), then exchange.
+
+        Per policy, ``before_training`` (a command) comes before ``train_mask`` (a query).
+        """
         model = self.model
         mask = np.ones(model.n_agents, bool)
         for policy, members in self.policies.values():
-            chosen = policy.train_mask(self._context(members))
+            context = self.context(members)
+            policy.before_training(context)  # command: e.g. MoFeL reads departures
+            chosen = policy.train_mask(context)  # pure query
             if chosen is not None:  # a bool per member (ExchangePolicy.train_mask)
                 mask[members] = np.asarray(chosen, bool)
         losses = self.engine.train(mask=None if mask.all() else mask)
@@ -153,33 +163,39 @@ class LearningSession:
             self.engine.lr = self.plateau.lr
         exchanges: list[tuple[np.ndarray, Exchange]] = []
         for policy, members in self.policies.values():
-            exchange = policy.exchange(self._context(members))
+            exchange = policy.exchange(self.context(members))
             check_metrics(policy, exchange.metrics)
             exchanges.append((members, exchange))
         if any(exchange.rows is not None for _, exchange in exchanges):
             self.engine.mix(combine_rows(exchanges, model.n_agents))  # identity otherwise
-        model.policy_metrics = {}
+        metrics: dict[str, float] = {}
         for _, exchange in exchanges:
             for agent, params in exchange.assign.items():
                 self.engine.set_agent(agent, params)
-            model.policy_metrics.update(exchange.metrics)
+            metrics.update(exchange.metrics)
+        evaluation, stop = None, False
         if model.steps % self.config.eval_every == 0 or model.steps == self.config.steps:
-            self.evaluate()
+            evaluation = self.evaluate()
             if self.config.early_stop_patience:  # Cached-DFL: stop when accuracy stalls
                 self.stopper, stop = early_stop_step(
                     self.stopper,
-                    float(np.nanmean(model.accuracy)),
+                    float(np.nanmean(evaluation.accuracy)),
                     step=model.steps,
                     patience=self.config.early_stop_patience,
                 )
-                if stop:
-                    model.running = False
+        return StepResult(
+            step=model.steps,
+            trained=mask,
+            train_loss=losses,
+            metrics=metrics,
+            evaluation=evaluation,
+            stop=bool(stop),
+        )
 
-    def evaluate(self) -> None:
+    def evaluate(self) -> Evaluation:
+        """Every agent's model on the shared test sample, and their consensus distance."""
         accuracy, loss = self.engine.evaluate()
-        self.model.accuracy[:] = accuracy
-        self.model.loss[:] = loss
-        self.model.consensus = float(self.engine.consensus())
+        return Evaluation(accuracy=accuracy, loss=loss, consensus=self.engine.consensus())
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -1,9 +1,10 @@
 """The one narrow interface every model-exchange policy implements.
 
 A policy decides, once per step (global epoch), how each of its member agents' new model is
-formed from what it could receive this step. The Mesa model does, per step::
+formed from what it could receive this step. The learning session does, per step::
 
-    masks = policy.train_mask(ctx)                      # who trains (None = all members)
+    policy.before_training(ctx)                          # command: update the policy's state
+    masks = policy.train_mask(ctx)                       # query: who trains (None = all)
     engine.train(mask=...)                               # K local SGD steps
     ex = policy.exchange(ctx)                            # -> Exchange
     engine.mix(combine_rows([(members, ex), ...], N))    # linear mixing, one sparse matmul
@@ -24,10 +25,13 @@ How the policies MobiDFL needs fit this interface:
 * **Self-organising federations** (PSFL): ``ctx.engine.loss_of(j, on_agent=i)``
   gives the dissimilarity terms of eq. 3; leaders' FedAvg is ``engine.average(...)``;
   ``assign`` distributes the federation model; federation counts go to ``metrics``.
-* **Infrastructure / client selection** (MoFeL): ``setup(..., model=...)`` and
-  ``ctx.model`` give access to edge servers and routes; ``train_mask`` returns which members
-  can finish local training this step; server models live in the policy and are handed
-  out through ``assign``.
+* **Infrastructure / client selection** (MoFeL): ``setup(..., world=...)`` and
+  ``ctx.world`` (a read-only :class:`model.views.WorldView`) give the map's areas and the
+  clients' routes; ``before_training`` reads this step's departures, ``train_mask`` returns
+  which members train this step; server models live in the policy and are handed out
+  through ``assign``.
+* **Sensing** (PSFL's moving sensors): ``before_training`` swaps a moved sensor's data
+  (``ctx.engine``), so the step's training already uses it.
 * **Centralised FL baseline** (Cached-DFL's CFL): ``engine.average`` over all members, then
   ``assign`` the global model to every member (:mod:`model.policies.central_fedavg`).
 """
@@ -48,6 +52,7 @@ from model.registry import Registry
 
 if TYPE_CHECKING:
     from model.learning.engine import Engine
+    from model.views import WorldView
 
 __all__ = [
     "POLICIES",
@@ -86,7 +91,9 @@ class ExchangeContext:
     engine: Engine  # parameters, snapshots, loss_of(...)
     agents: AgentTable
     rng: np.random.Generator
-    model: Any = None  # the Mesa model, for infrastructure-based policies (edge servers)
+    world: WorldView | None = None
+    """Read-only view of the world (groups, routes, areas) for policies that look beyond
+    their members (MoFeL, PSFL); ``None`` outside a model (tests)."""
     encounters: tuple[np.ndarray, np.ndarray] | None = None
     """This step's contact pairs ``[E, 2]`` (i < j) and their first-contact times (fraction
     of the step, :func:`model.contacts.contact_times`); only for policies that set
@@ -129,12 +136,20 @@ class ExchangePolicy(ABC):
         engine: Engine,
         agents: AgentTable,
         rng: np.random.Generator,
-        model: Any = None,
+        world: WorldView | None = None,
     ) -> None:
         """Called once before step 1 (default: nothing to prepare)."""
 
+    def before_training(self, ctx: ExchangeContext) -> None:  # noqa: B027 - optional hook
+        """Command, once per step before :meth:`train_mask`: update state from this step's
+        world (default: nothing). Side effects belong here, never in ``train_mask``."""
+
     def train_mask(self, ctx: ExchangeContext) -> np.ndarray | None:
-        """Which members train this step (bool over ``ctx.members``); ``None`` = all."""
+        """Query: which members train this step (bool over ``ctx.members``); ``None`` = all.
+
+        Pure: calling it twice gives the same answer and changes no state (called after
+        :meth:`before_training` of the same step).
+        """
         return None
 
     @abstractmethod

@@ -35,7 +35,7 @@ made every agent keep the same lowest-numbered origins (measured, see caching_00
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -56,6 +56,10 @@ from model.policies.base import (
     ExchangePolicy,
     register_policy,
 )
+
+if TYPE_CHECKING:
+    from model.learning.engine import Engine
+    from model.views import WorldView
 
 STATE_FORMAT = 1
 RNG_TAG = 0xCAC4E
@@ -149,10 +153,10 @@ class CachedPolicy(ExchangePolicy):
         self,
         *,
         members: np.ndarray,
-        engine: Any,
+        engine: Engine,
         agents: AgentTable,
         rng: np.random.Generator,
-        model: Any = None,
+        world: WorldView | None = None,
     ) -> None:
         """Empty caches for every member (Alg. 1 input: no cached models at t = 0)."""
         self._limits()  # fail early on bad cache settings

@@ -46,10 +46,12 @@ import torch
 from maps.grid import area_of_points, split_areas
 from model.errors import ConfigError
 from model.maths.mofel import Cycle, Visits
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy
+from model.policies.base import AgentTable, Exchange, ExchangeContext, ExchangePolicy
 
 if TYPE_CHECKING:
+    from maps.network import StreetNetwork
     from model.learning.engine import Engine
+    from model.views import RouteView, WorldView
 
 __all__ = ["TIME_TOL", "MofelBase", "client_train_times", "server_accuracy"]
 
@@ -148,14 +150,12 @@ class MofelBase(ExchangePolicy):
         self,
         *,
         members: np.ndarray,
-        engine: Any,
-        agents: Any,
+        engine: Engine,
+        agents: AgentTable,
         rng: np.random.Generator,
-        model: Any = None,
+        world: WorldView | None = None,
     ) -> None:
-        from agents.mobility.routes import Route
-
-        if model is None:
+        if world is None:
             raise ConfigError("policy", self.name, "a run with a Mesa model (servers need a map)")
         cfg = self.settings
         self.step_s = float(cfg.step_s)
@@ -177,25 +177,27 @@ class MofelBase(ExchangePolicy):
         cap = int(getattr(cfg, "mofel_max_clients", 0))
         self.max_clients: int | None = cap if cap > 0 else None
         self.node_limit = int(getattr(cfg, "mofel_node_limit", 20_000))
-        client_of = np.full(model.n_agents, -1, np.int64)
+        client_of = np.full(world.n_agents, -1, np.int64)
         client_of[self.members] = np.arange(n_clients)
-        # (mobility, client id per group member (-1: not ours), edge -> territory)
-        self.movers: list[tuple[Route, np.ndarray, np.ndarray]] = []
+        # (route, client id per group member (-1: not ours), edge -> territory)
+        self.movers: list[tuple[RouteView, np.ndarray, np.ndarray]] = []
         covered = np.zeros(n_clients, bool)
         where = np.full((n_clients, 2), -1, np.int64)  # (mover index, local index)
-        for kind, span, mobility in model.groups:
-            local = client_of[span]
+        for group in world.groups:
+            local = client_of[group.members]
             if not (local >= 0).any():
                 continue
-            if not isinstance(mobility, Route):
+            if group.route is None:
                 raise ConfigError(
-                    f"{kind}.mobility", mobility.name, f"route ({self.name} needs routes)"
+                    f"{group.kind}.mobility", group.mobility, f"route ({self.name} needs routes)"
                 )
             ours = np.flatnonzero(local >= 0)
             where[local[ours], 0] = len(self.movers)
             where[local[ours], 1] = ours
             covered[local[ours]] = True
-            self.movers.append((mobility, local, self._edge_territory(model, mobility.network)))
+            self.movers.append(
+                (group.route, local, self._edge_territory(world, group.route.network))
+            )
         if not covered.all():
             raise ConfigError("policy", self.name, "members that are moving agents")
         self.where = where
@@ -218,14 +220,14 @@ class MofelBase(ExchangePolicy):
         self.synced = 0
         self.now = 0.0
 
-    def _edge_territory(self, model: Any, network: Any) -> np.ndarray:
+    def _edge_territory(self, world: WorldView, network: StreetNetwork) -> np.ndarray:
         """Territory of every road segment: the area of its midpoint."""
-        world = model.world_map
         mid = network.xy(np.arange(network.n_edges), network.edge_len / 2)
         if self.n_servers == world.n_areas:
             return world.area_of(mid)
-        labels = split_areas(world.walk.node_xy, k=self.n_servers, seed=int(self.settings.seed))
-        return area_of_points(mid, world.walk.node_xy, labels)
+        nodes = world.road_node_xy
+        labels = split_areas(nodes, k=self.n_servers, seed=int(self.settings.seed))
+        return area_of_points(mid, nodes, labels)
 
     # --- time -----------------------------------------------------------------------
     def _sync(self, ctx: ExchangeContext) -> None:
@@ -262,9 +264,12 @@ class MofelBase(ExchangePolicy):
             self.counts["nfc"] += 1
             self.cycle_of[c] = -1  # abandoned: free for other cycles, its work is lost
 
-    def train_mask(self, ctx: ExchangeContext) -> np.ndarray:
-        """Clients whose (unfrustrated) training interval overlaps this step."""
+    def before_training(self, ctx: ExchangeContext) -> None:
+        """Read this step's departures (frustrated clients, territory changes)."""
         self._sync(ctx)
+
+    def train_mask(self, ctx: ExchangeContext) -> np.ndarray:
+        """Clients whose (unfrustrated) training interval overlaps this step (pure query)."""
         mask = np.zeros(self.members.size, bool)
         t_prev = self.now - self.step_s
         for run in self.active:

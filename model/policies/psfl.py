@@ -70,6 +70,7 @@ from model.policies.base import (
 
 if TYPE_CHECKING:
     from model.learning.engine import Engine
+    from model.views import WorldView
 
 __all__ = ["PsflPolicy", "area_accuracy", "set_agent_data"]
 
@@ -176,8 +177,7 @@ class PsflPolicy(ExchangePolicy):
         self._rng = np.random.default_rng([int(getattr(settings, "seed", 0)), 0x95F1])
         self._home_area = np.empty(0, dtype=np.int64)
         self._home_parts: list[np.ndarray] = []
-        self._engine: Any = None
-        self._model: Any = None
+        self._engine: Engine | None = None
         self._acc = (float("nan"), float("nan"))
         self.last_graph: Graph | None = None
         self.last_ds = np.empty(0)
@@ -188,10 +188,10 @@ class PsflPolicy(ExchangePolicy):
         self,
         *,
         members: np.ndarray,
-        engine: Any,
+        engine: Engine,
         agents: AgentTable,
         rng: np.random.Generator,
-        model: Any = None,
+        world: WorldView | None = None,
     ) -> None:
         """Everyone starts as its own candidate and leader (Fig. 4, first snapshot)."""
         members = np.asarray(members, dtype=np.int64).reshape(-1)
@@ -201,50 +201,50 @@ class PsflPolicy(ExchangePolicy):
         self._home_area = np.asarray(agents.area, dtype=np.int64)[members].copy()
         self.data_area = self._home_area.copy()
         self._home_parts = [np.asarray(engine.parts[i]).copy() for i in members]
-        self._engine, self._model = engine, model
-        self.walkers = self._find_walkers(model, members)
+        self._engine = engine
+        self.walkers = self._find_walkers(world, members)
 
     @staticmethod
-    def _find_walkers(model: Any, members: np.ndarray) -> np.ndarray:
+    def _find_walkers(world: WorldView | None, members: np.ndarray) -> np.ndarray:
         """Global ids of moving sensors: mobility groups that declare ``walkers``."""
         found: list[int] = []
-        for _, span, mobility in getattr(model, "groups", ()):
-            local = getattr(mobility, "walkers", None)
-            if local is not None:
-                found.extend((span.start + np.asarray(local, dtype=np.int64)).tolist())
+        for group in () if world is None else world.groups:
+            if group.walker is not None:
+                local = np.asarray(group.walker.walkers, dtype=np.int64)
+                found.extend((group.members.start + local).tolist())
         return np.asarray([w for w in found if w in set(members.tolist())], dtype=np.int64)
 
     def _ensure(self, ctx: ExchangeContext) -> None:
         if self.state is None:
             self.setup(
                 members=ctx.members, engine=ctx.engine, agents=ctx.agents, rng=ctx.rng,
-                model=ctx.model,
+                world=ctx.world,
             )
         elif not np.array_equal(np.asarray(ctx.members), self.members):
             raise ConfigError("members", ctx.members.tolist()[:8], "the members set up at step 0")
 
     # --- sensing (before local training) -------------------------------------------------
-    def train_mask(self, ctx: ExchangeContext) -> np.ndarray | None:
-        """All members train; first a moved sensor senses the data of its new area."""
+    def before_training(self, ctx: ExchangeContext) -> None:
+        """A moved sensor senses the data of its new area before the step's training."""
         self._ensure(ctx)
         self._sense(ctx)
-        return None
 
-    def _walker_areas(self, model: Any) -> dict[int, int]:
+    @staticmethod
+    def _walker_areas(world: WorldView) -> dict[int, int]:
         areas: dict[int, int] = {}
-        for _, span, mobility in getattr(model, "groups", ()):
-            if getattr(mobility, "walkers", None) is None:
+        for group in world.groups:
+            if group.walker is None:
                 continue
-            now = mobility.current_areas()
-            for w in np.asarray(mobility.walkers, dtype=np.int64).tolist():
-                areas[span.start + w] = int(now[w])
+            now = group.walker.current_areas()
+            for w in np.asarray(group.walker.walkers, dtype=np.int64).tolist():
+                areas[group.members.start + w] = int(now[w])
         return areas
 
     def _sense(self, ctx: ExchangeContext) -> None:
-        if self.walkers.size == 0 or ctx.model is None:
+        if self.walkers.size == 0 or ctx.world is None:
             return
         local_of = {int(g): k for k, g in enumerate(self.members)}
-        for w, area in self._walker_areas(ctx.model).items():
+        for w, area in self._walker_areas(ctx.world).items():
             k = local_of.get(w)
             if k is None or area == self.data_area[k]:
                 continue

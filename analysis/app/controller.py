@@ -1,0 +1,161 @@
+"""Step / Play / Reset and the page layout: every Step click is one step, in click order."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import solara
+import solara.lab
+from mesa.visualization.solara_viz import (
+    ComponentsView,
+    ModelCreator,
+    ShowSteps,
+    _build_model_init_kwargs,
+)
+from mesa.visualization.utils import force_update
+from solara.server import kernel_context
+
+from model.world import MobiDFLModel
+
+
+class StepQueue:
+    """Steps asked for and not yet run, and whether a worker thread is running them.
+
+    WHY (issue 13 item 9): Mesa's ``ModelController`` runs the whole step inside the click
+    handler, so the browser session's kernel is busy for seconds and a click that arrives then
+    was lost on a loaded machine (three clicks gave step 2). Here a click only adds one to
+    ``pending`` and returns at once; one worker thread per page runs the steps one after another
+    and redraws after each, so N clicks are N steps and the page can say how many wait.
+    All fields are read and written under ``lock``.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending = 0
+        self.playing = False
+        self.running_step: int | None = None  # the step number being computed, if any
+        self.worker: threading.Thread | None = None
+
+    def text(self) -> str:
+        """What the controls show: the step being computed and how many clicks wait."""
+        with self.lock:
+            if self.running_step is None:
+                return "Idle: Step runs one step per click; clicks during a step are queued."
+            waiting = f" · {self.pending} more queued" if self.pending else ""
+            playing = " (playing)" if self.playing else ""
+            return f"Running step {self.running_step}{playing}{waiting}"
+
+
+@solara.component
+def QueuedController(
+    model: solara.Reactive[MobiDFLModel],
+    model_parameters: solara.Reactive[dict],
+    play_interval_s: float = 0.1,
+) -> None:
+    """Step / Play / Reset whose clicks are never lost while a step runs (see :class:`StepQueue`).
+
+    The worker thread enters this page's kernel context so it can redraw the page (reactive
+    state is per browser session); rendering happens in the worker between two steps, never
+    while the model is half-way through one.
+    """
+    queue = solara.use_memo(StepQueue, [])
+    shown = solara.use_reactive(queue.text())
+    error = solara.use_reactive(None)
+    context = kernel_context.get_current_context()
+
+    def publish() -> None:
+        shown.set(queue.text())
+
+    def work() -> None:
+        with context:
+            while True:
+                with queue.lock:
+                    current = model.value
+                    if not current.running or not (queue.pending or queue.playing):
+                        queue.pending, queue.playing = 0, False
+                        queue.running_step, queue.worker = None, None
+                        break
+                    if queue.pending:
+                        queue.pending -= 1
+                    queue.running_step = current.steps + 1
+                publish()
+                try:
+                    current.step()
+                except Exception as exc:  # noqa: BLE001 - shown on the page, queue cleared
+                    error.set(f"error in step: {type(exc).__name__}: {exc}")
+                    with queue.lock:
+                        queue.pending, queue.playing = 0, False
+                force_update()
+                if queue.playing:
+                    time.sleep(play_interval_s)
+            publish()
+            force_update()
+
+    def start_worker_locked() -> None:
+        if queue.worker is None:
+            queue.worker = threading.Thread(target=work, name="mobidfl-steps", daemon=True)
+            queue.worker.start()
+
+    def do_step() -> None:
+        with queue.lock:
+            queue.pending += 1
+            start_worker_locked()
+        publish()
+
+    def do_play_pause() -> None:
+        with queue.lock:
+            queue.playing = not queue.playing
+            if queue.playing:
+                start_worker_locked()
+        publish()
+
+    def do_reset() -> None:
+        with queue.lock:  # the step under way finishes on the old model; nothing more runs
+            queue.pending, queue.playing = 0, False
+        error.set(None)
+        kwargs = _build_model_init_kwargs(model.value, model_parameters.value,
+                                          add_scenario_when_empty=True,
+                                          require_model_accepts_scenario=True)
+        model.value = type(model.value)(**kwargs)
+        publish()
+
+    playing = queue.playing
+    with solara.Row(justify="space-between"):
+        solara.Button(label="Reset", color="primary", on_click=do_reset)
+        solara.Button(label="❚❚" if playing else "▶", color="primary", on_click=do_play_pause,
+                      disabled=not model.value.running)
+        solara.Button(label="Step", color="primary", on_click=do_step,
+                      disabled=playing or not model.value.running)
+    solara.Text(shown.value, classes=["mobidfl-queue"], style={"font-size": "12px"})
+    if error.value:
+        solara.Error(label=error.value)
+
+
+@solara.component
+def AppPage(
+    model: MobiDFLModel,
+    components: list[Any],
+    model_params: dict[str, Any],
+    name: str,
+) -> None:
+    """SolaraViz's layout (app bar, sidebar with controls and inputs, component grid) with
+    :func:`QueuedController` in place of Mesa's ``ModelController``.
+
+    WHY: ``SolaraViz`` hard-wires its controller; its other pieces (``ModelCreator``,
+    ``ComponentsView``, ``ShowSteps``) are reused as they are.
+    """
+    reactive_model = solara.use_reactive(model)
+    reactive_parameters = solara.use_reactive({})
+    with solara.AppBar():
+        solara.AppBarTitle(name)
+        solara.lab.ThemeToggle()
+    with solara.Sidebar(), solara.Column():
+        with solara.Card("Controls"):
+            QueuedController(reactive_model, reactive_parameters)
+        with solara.Card("Model Parameters"):
+            ModelCreator(reactive_model, model_params, model_parameters=reactive_parameters)
+        with solara.Card("Information"):
+            ShowSteps(reactive_model.value)
+    ComponentsView(list(components), reactive_model.value)

@@ -1,0 +1,331 @@
+"""Map layers: the running model as GeoJSON (agents, contacts, streets, areas, cells).
+
+Pure functions of a :class:`model.world.MobiDFLModel`, testable without a browser. Why our
+own layers instead of mesa-geo's ``make_geospace_component``: mesa-geo 0.9.3 (a) draws
+GeoDataFrame layers with ``ipyleaflet.GeoJSON(element=...)``, which renders nothing; (b)
+creates one new ipyleaflet marker *widget* per agent on every render (200 widget creations
+and removals per step, slow and leaky); (c) reads positions from the GeoAgents' geometries,
+which means rebuilding mesa-geo's r-tree each step (``sync_geometries``, mesa-geo issues
+#23, #104); (d) has no hover/click callback to show an agent's details; and (e) always adds
+a web tile layer, which breaks the offline default. Here every layer is one
+``ipyleaflet.GeoJSON`` widget (:class:`MapLayer`) whose ``data`` is replaced per step,
+built straight from the model's position arrays.
+
+Map data © OpenStreetMap contributors (ODbL).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import ipyleaflet
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+import shapely
+import shapely.geometry
+import traitlets
+from pyproj import Transformer
+
+from analysis.app.look import (
+    AGENT_OUTLINE,
+    AREA_COLOURS,
+    CONTACT_COLOUR,
+    KIND_COLOURS,
+    MAX_CONTACT_LINES,
+    UNIT_SHAPES,
+    accuracy_colour,
+)
+from model.world import MobiDFLModel
+
+
+@functools.lru_cache(maxsize=16)
+def _to_wgs84(crs: str) -> Transformer:
+    """One transformer per map CRS (creating one costs milliseconds; we need it per step)."""
+    return Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
+
+
+def lonlat(model: MobiDFLModel, xy: np.ndarray) -> np.ndarray:
+    """Metres in the map CRS (... x 2) to WGS84 (lon, lat), same shape."""
+    flat = np.asarray(xy, float).reshape(-1, 2)
+    lon, lat = _to_wgs84(model.world_map.crs).transform(flat[:, 0], flat[:, 1])
+    return np.stack([lon, lat], axis=-1).reshape(np.shape(xy))
+
+
+def shape_size_m(model: MobiDFLModel) -> float:
+    """Agent symbol radius in metres: about 1/70 of the map's larger side, 4..400 m.
+
+    About 4 px at the zoom that fits the map; the old 60 m cap left 2-pixel dots on a
+    city-scale map (``manhattan_grid`` is 15 km tall).
+    """
+    west, south, east, north = model.world_map.bounds
+    return float(np.clip(max(east - west, north - south) / 70.0, 4.0, 400.0))
+
+
+def agents_geojson(model: MobiDFLModel) -> dict[str, Any]:
+    """One polygon per agent: shape by kind, fill by test accuracy (kind colour if none).
+
+    Properties carry ``index`` (row in the model's arrays) so hover/click can find the agent.
+    """
+    size = shape_size_m(model)
+    features: list[dict[str, Any]] = []
+    for kind in dict.fromkeys(model.kind_of):
+        members = np.flatnonzero(model.kind_of == kind)
+        unit = UNIT_SHAPES[kind]
+        rings = lonlat(model, model.position[members, None, :] + size * unit[None, :, :])
+        rings = np.concatenate([rings, rings[:, :1]], axis=1).round(7)
+        for row, index in enumerate(members):
+            accuracy = float(model.accuracy[index])
+            fill = accuracy_colour(accuracy) or KIND_COLOURS[kind]
+            features.append(
+                {
+                    "type": "Feature",
+                    "id": int(index),
+                    "geometry": {"type": "Polygon", "coordinates": [rings[row].tolist()]},
+                    "properties": {
+                        "index": int(index),
+                        "kind": kind,
+                        "accuracy": round(accuracy, 4) if math.isfinite(accuracy) else None,
+                        "style": {
+                            "color": AGENT_OUTLINE,
+                            "weight": 0.6,
+                            "opacity": 0.9,
+                            "fillColor": fill,
+                            "fillOpacity": 0.95,
+                        },
+                    },
+                }
+            )
+    features.sort(key=lambda f: f["id"])
+    return {"type": "FeatureCollection", "features": features}
+
+
+def contact_pairs(adjacency: sp.spmatrix) -> np.ndarray:
+    """Pairs (i < j) that exchanged this step, shape (P, 2), from the symmetric adjacency."""
+    upper = sp.triu(sp.csr_matrix(adjacency), k=1).tocoo()
+    return np.stack([upper.row, upper.col], axis=-1).astype(int)
+
+
+def contacts_geojson(model: MobiDFLModel, *, max_lines: int = MAX_CONTACT_LINES) -> dict:
+    """This step's exchanges as one MultiLineString between the agents' current positions.
+
+    Above ``max_lines`` pairs an evenly spaced subset is drawn (the picture is saturated by
+    then); the properties say how many were drawn of how many.
+    """
+    if max_lines < 0:
+        msg = f"max_lines={max_lines} is invalid; allowed: an integer >= 0"
+        raise ValueError(msg)
+    pairs = contact_pairs(model.adjacency)
+    total = len(pairs)
+    if total > max_lines:
+        pairs = pairs[np.linspace(0, total - 1, max_lines).astype(int)]
+    ends = lonlat(model, model.position)[pairs].round(7) if len(pairs) else np.empty((0, 2, 2))
+    feature = {
+        "type": "Feature",
+        "geometry": {"type": "MultiLineString", "coordinates": ends.tolist()},
+        "properties": {
+            "drawn": len(pairs),
+            "total": total,
+            "style": {"color": CONTACT_COLOUR, "weight": 1, "opacity": 0.35},
+        },
+    }
+    return {"type": "FeatureCollection", "features": [feature] if len(pairs) else []}
+
+
+STREET_DETAIL_EDGES = 2000
+"""Above this many streets the lines are drawn thinner (at a city's zoom thick lines merge)."""
+
+
+def streets_geojson(model: MobiDFLModel) -> dict[str, Any]:
+    """The street graph from its own geometry (works offline): drivable darker than walk-only.
+
+    WHY this shape: a city-scale map (``manhattan_grid``: 9,176 walk edges) drawn as one
+    feature per street class is two SVG paths in the browser, each street once (the two
+    directions of a street share a line); the points go through one CRS transform and the
+    per-street lists are slices of one list (no per-edge geometry objects): about 10x faster
+    than a GeoDataFrame built street by street.
+    """
+    world = model.world_map
+    walk, drive = world.walk, world.drive
+    lo, hi = np.minimum(walk.edge_u, walk.edge_v), np.maximum(walk.edge_u, walk.edge_v)
+    _, first = np.unique(lo.astype(np.int64) * len(walk.node_ids) + hi, return_index=True)
+    edges = np.sort(first)
+    walk_ends = pd.MultiIndex.from_arrays(
+        [walk.node_ids[walk.edge_u[edges]], walk.node_ids[walk.edge_v[edges]]])
+    drive_u, drive_v = drive.node_ids[drive.edge_u], drive.node_ids[drive.edge_v]
+    drive_ends = pd.MultiIndex.from_arrays([np.r_[drive_u, drive_v], np.r_[drive_v, drive_u]])
+    drivable = walk_ends.isin(drive_ends)
+    points = lonlat(model, walk.pts_xy).round(6).tolist()
+    starts, stops = walk.edge_pt0[edges], walk.edge_pt1[edges]
+    thin = len(edges) > STREET_DETAIL_EDGES
+    features = []
+    for flag in (True, False):
+        chosen = np.flatnonzero(drivable == flag)
+        if not chosen.size:
+            continue
+        lines = [points[a:b] for a, b in zip(starts[chosen], stops[chosen], strict=True)]
+        features.append(
+            {
+                "type": "Feature",
+                "geometry": {"type": "MultiLineString", "coordinates": lines},
+                "properties": {
+                    "drivable": flag,
+                    "streets": int(chosen.size),
+                    "style": {
+                        "color": "#555555" if flag else "#999999",
+                        "weight": (1.0 if flag else 0.6) if thin else (2.5 if flag else 1.2),
+                        "opacity": 0.7 if thin else 0.8,
+                    },
+                },
+            }
+        )
+    return {"type": "FeatureCollection", "features": features}
+
+
+def areas_geojson(model: MobiDFLModel) -> dict[str, Any]:
+    """Map areas (k-means clusters of road nodes) as faint polygons: grid cells merged by area.
+
+    Cells are made as one array of boxes and merged per area with
+    ``shapely.coverage_union_all`` (0.03 s on ``manhattan_grid``, where a GeoDataFrame
+    ``dissolve`` took 1.8 s).
+    """
+    world = model.world_map
+    grid = world.grid
+    cells = np.arange(grid.n_cells)
+    rows, cols = grid.rc(cells)
+    x0 = grid.x0 + cols * grid.cell_m
+    y0 = grid.y0 + rows * grid.cell_m
+    boxes = shapely.box(x0, y0, x0 + grid.cell_m, y0 + grid.cell_m)
+    area_of_cell = np.asarray(world.area_of(grid.centres(cells)))
+    features = []
+    for area in np.unique(area_of_cell):
+        merged = shapely.coverage_union_all(boxes[area_of_cell == area])
+        merged = shapely.transform(merged, lambda xy: lonlat(model, xy))
+        colour = AREA_COLOURS[int(area) % len(AREA_COLOURS)]
+        features.append(
+            {
+                "type": "Feature",
+                "geometry": shapely.geometry.mapping(shapely.set_precision(merged, 1e-7)),
+                "properties": {
+                    "area": int(area),
+                    "style": {
+                        "color": colour,
+                        "weight": 1,
+                        "opacity": 0.6,
+                        "fillColor": colour,
+                        "fillOpacity": 0.12,
+                    },
+                },
+            }
+        )
+    return {"type": "FeatureCollection", "features": features}
+
+
+def occupied_cells_geojson(model: MobiDFLModel) -> dict[str, Any]:
+    """Grid cells where sensors or UAVs sit now (outlined), empty when there are none."""
+    grid = model.world_map.grid
+    mask = np.isin(model.kind_of, ("sensor", "uav"))
+    if not mask.any():
+        return {"type": "FeatureCollection", "features": []}
+    cells = np.unique(grid.cell_of(model.position[mask]))
+    rows, cols = grid.rc(cells)
+    x0 = grid.x0 + cols * grid.cell_m
+    y0 = grid.y0 + rows * grid.cell_m
+    corners = np.stack(
+        [
+            np.stack([x0, y0], -1),
+            np.stack([x0 + grid.cell_m, y0], -1),
+            np.stack([x0 + grid.cell_m, y0 + grid.cell_m], -1),
+            np.stack([x0, y0 + grid.cell_m], -1),
+            np.stack([x0, y0], -1),
+        ],
+        axis=1,
+    )
+    rings = lonlat(model, corners).round(7)
+    polygons = [[ring.tolist()] for ring in rings]
+    feature = {
+        "type": "Feature",
+        "geometry": {"type": "MultiPolygon", "coordinates": polygons},
+        "properties": {
+            "cells": int(len(cells)),
+            "style": {
+                "color": "#6a51a3",
+                "weight": 1,
+                "opacity": 0.7,
+                "dashArray": "3 3",
+                "fillColor": "#6a51a3",
+                "fillOpacity": 0.08,
+            },
+        },
+    }
+    return {"type": "FeatureCollection", "features": [feature]}
+
+
+def selection_geojson(model: MobiDFLModel, index: int | None) -> dict[str, Any]:
+    """A halo under the selected agent and its contacts of this step."""
+    if index is None or not 0 <= index < model.n_agents:
+        return {"type": "FeatureCollection", "features": []}
+    size = shape_size_m(model)
+    ring = lonlat(model, model.position[index] + 2.2 * size * UNIT_SHAPES["vehicle"])
+    ring = np.concatenate([ring, ring[:1]]).round(7).tolist()
+    adjacency = sp.csr_matrix(model.adjacency)
+    neighbours = adjacency.indices[adjacency.indptr[index] : adjacency.indptr[index + 1]]
+    points = lonlat(model, model.position).round(7)
+    lines = [[points[index].tolist(), points[j].tolist()] for j in neighbours]
+    features = [
+        {
+            "type": "Feature",
+            "geometry": {"type": "Polygon", "coordinates": [ring]},
+            "properties": {
+                "style": {"color": "#000000", "weight": 2, "fillColor": "#ffff00",
+                          "fillOpacity": 0.6}
+            },
+        }
+    ]
+    if lines:
+        features.append(
+            {
+                "type": "Feature",
+                "geometry": {"type": "MultiLineString", "coordinates": lines},
+                "properties": {"style": {"color": "#000000", "weight": 2, "opacity": 0.8}},
+            }
+        )
+    return {"type": "FeatureCollection", "features": features}
+
+
+def map_view(model: MobiDFLModel, *, width_px: int, height_px: int) -> tuple[list[float], float]:
+    """Centre (lat, lon) and a zoom (quarter steps) that fits the map's bounds in the view."""
+    west, south, east, north = model.world_map.bounds
+    (lon, lat) = lonlat(model, np.array([(west + east) / 2, (south + north) / 2]))
+    metres_per_px = max((east - west) / width_px, (north - south) / height_px, 1e-3)
+    zoom = math.log2(156543.03392 * math.cos(math.radians(lat)) / metres_per_px)
+    return [float(lat), float(lon)], math.floor(zoom * 4) / 4
+
+
+class MapLayer(ipyleaflet.GeoJSON):
+    """An ``ipyleaflet.GeoJSON`` whose features go into a map pane and carry a CSS class.
+
+    WHY: ipyleaflet passes a layer's ``o=True`` traits to Leaflet as options, and Leaflet's
+    GeoJSON hands its options to every feature path it creates. With ``pane`` each layer gets
+    its own SVG in its own pane, so a layer whose data changes is redrawn *in place* instead of
+    on top of the others (Leaflet appends re-added paths at the end of a shared SVG); with
+    ``class_name`` agents are findable in the page; ``interactive=False`` lets the mouse pass
+    through lines to the agents below.
+    """
+
+    pane = traitlets.Unicode("overlayPane").tag(sync=True, o=True)
+    class_name = traitlets.Unicode("").tag(sync=True, o=True)
+    interactive = traitlets.Bool(True).tag(sync=True, o=True)
+
+
+PANES: dict[str, dict[str, str]] = {
+    "mobidfl_areas": {"zIndex": "402"},
+    "mobidfl_streets": {"zIndex": "404"},
+    "mobidfl_cells": {"zIndex": "406"},
+    "mobidfl_contacts": {"zIndex": "408", "pointerEvents": "none"},
+    "mobidfl_selection": {"zIndex": "410", "pointerEvents": "none"},
+    "mobidfl_agents": {"zIndex": "412"},
+}
+OSM_TILES = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"

@@ -1,0 +1,66 @@
+"""The app's look: colours and shapes per kind, the accuracy colour scale, map size.
+
+Shared by the map layers, the legend and the figures, so a kind looks the same everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import matplotlib.colors
+import numpy as np
+
+KIND_COLOURS: dict[str, str] = {
+    "vehicle": "#1f77b4",
+    "pedestrian": "#ff7f0e",
+    "sensor": "#2ca02c",
+    "uav": "#d62728",
+}
+"""Kind colours: plot lines per kind and agent fill when learning is off."""
+
+KIND_SHAPES: dict[str, str] = {
+    "vehicle": "circle",
+    "pedestrian": "triangle",
+    "sensor": "square",
+    "uav": "diamond",
+}
+AREA_COLOURS = ("#8dd3c7", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5")
+CONTACT_COLOUR = "#e6550d"
+AGENT_OUTLINE = "#303030"
+AGENT_CLASS = "mobidfl-agent"
+"""CSS class of every agent shape on the map (browser tests and user styling find them)."""
+MAX_CONTACT_LINES = 2000
+"""More contact lines than this are thinned for drawing (all are still counted)."""
+MAP_HEIGHT_PX = 285
+MAP_WIDTH_GUESS_PX = 460  # half the grid at 1280 px; only used to pick the initial zoom
+ACCURACY_LUT = [
+    matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["viridis"](np.linspace(0, 1, 101))
+]
+
+
+def _unit_shape(shape: str) -> np.ndarray:
+    """Vertices (k x 2) of a shape of radius 1 around the origin, closed ring not repeated."""
+    if shape == "circle":
+        angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
+    elif shape == "triangle":
+        angles = np.pi / 2 + np.array([0, 2, 4]) * np.pi / 3
+    elif shape == "square":
+        angles = np.pi / 4 + np.arange(4) * np.pi / 2
+    elif shape == "diamond":
+        angles = np.arange(4) * np.pi / 2
+    else:
+        msg = f"shape={shape!r} is not known; allowed: circle, triangle, square, diamond"
+        raise ValueError(msg)
+    scale = 1.25 if shape in ("triangle", "diamond") else 1.0  # same visual weight
+    return scale * np.stack([np.cos(angles), np.sin(angles)], axis=-1)
+
+
+UNIT_SHAPES = {kind: _unit_shape(shape) for kind, shape in KIND_SHAPES.items()}
+
+
+def accuracy_colour(accuracy: float) -> str | None:
+    """Viridis colour of an accuracy in [0, 1]; ``None`` for NaN (not evaluated)."""
+    if not math.isfinite(accuracy):
+        return None
+    return ACCURACY_LUT[int(round(min(max(accuracy, 0.0), 1.0) * 100))]
