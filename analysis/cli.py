@@ -236,6 +236,16 @@ def _resume_run(args: argparse.Namespace) -> int:
     )
 
 
+def _checkpoint_step(path: Path, recorded: int | None) -> int | None:
+    """The step of the checkpoint at ``path`` (``recorded`` when it cannot be read)."""
+    import torch
+
+    try:
+        return int(torch.load(path, weights_only=True, map_location="cpu")["steps"])
+    except (OSError, KeyError, RuntimeError, ValueError, EOFError):
+        return recorded
+
+
 def _config_sha(config: Config) -> str:
     return hashlib.sha256(config.to_toml().encode()).hexdigest()
 
@@ -266,6 +276,10 @@ def _run_to_end(
     saved = {"step": saved_at}
 
     def kept() -> str:
+        if checkpoint_every:
+            # What is on disk, not what was recorded: a Ctrl-C may land after the rename
+            # that publishes a checkpoint but before `saved` is updated.
+            saved["step"] = _checkpoint_step(out / CHECKPOINT_DIR / CHECKPOINT_STATE, saved["step"])
         if checkpoint_every and saved["step"] is not None:
             return (
                 f"the checkpoint at step {saved['step']} is saved in {out / CHECKPOINT_DIR}; "
