@@ -155,6 +155,24 @@ def test_claim_verdict(effects, paper, verdict):
     assert claim_verdict(effects, paper_value=paper)[0] == verdict
 
 
+@pytest.mark.parametrize(
+    ("effects", "verdict"),
+    [([0.0, 0.0, 0.0], "holds"), ([0.0, 2.0, 0.0], "fails"), ([], "fails")],
+)
+def test_claim_verdict_of_a_value_the_paper_states_as_zero(effects, verdict):
+    # MoFeL's NFC = 0: holds only when zero on every seed
+    assert claim_verdict(effects, paper_value=0.0, sign=0)[0] == verdict
+
+
+def test_run_metrics_reads_mofel_final_cycle_and_frustration_counts():
+    # Prepare: cumulative NTC / NFC per step, as MofelBase reports them
+    table = pd.DataFrame({"step": [0, 1, 2], "ntc": [0.0, 1.0, 3.0], "nfc": [0.0, 2.0, 2.0]})
+    # Execute
+    metrics = run_metrics(table)
+    # Assert: the counts at the end of the run
+    assert metrics["ntc"] == 3.0 and metrics["nfc"] == 2.0
+
+
 def test_claim_effects_are_paired_per_seed_and_run_metrics_reads_a_table():
     # Prepare: two variants, two seeds; one run's per-step table
     per_run = pd.DataFrame({"variant": ["A", "A", "B", "B"], "seed": [0, 1, 1, 0],
