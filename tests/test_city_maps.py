@@ -273,3 +273,15 @@ def test_default_world_has_all_four_kinds_and_is_not_saturated():
     assert {config.policy_of(kind) for kind in KINDS} >= {"cached_lru", "dpsgd"}
     assert set(model.kind_of) == set(KINDS)
     assert not saturated
+
+
+def test_manhattan_grid_twoway_has_every_segment_both_ways():
+    # Prepare: Cached-DFL's code adds each road segment in both directions (road_sim.py)
+    one_way = StreetNetwork.from_table(manhattan_grid(), directed=True)
+    # Execute
+    table = load_edges("manhattan_grid_twoway")
+    drive = StreetNetwork.from_table(table, directed=True)
+    # Assert: same intersections and streets, each segment now a directed edge both ways
+    segments = 200 * 11 + 12 * 199
+    assert drive.n_edges == 2 * segments > one_way.n_edges
+    assert np.allclose(drive.node_xy, one_way.node_xy)

@@ -1,7 +1,8 @@
 """MoFeL (Macedo et al., Sensors 2023) experiment at CI size: the directions of Table 2.
 
-Per-client speeds v_n ~ U(1 m/min, v_max) and training times tau_n ~ U(tau/20, tau)
-(Sec. 5.3), NTC = cycles all of whose started clients finished; two seeds.
+The preset ``mofel_002`` (1-min steps, tau_n ~ U(1, 20) min, speeds the paper's times 20/3),
+100 clients, 160 steps, at the paper's 5 and 30 m/min; NTC = cycles all of whose started
+clients finished; two seeds (measured: 39 s of CPU, 2.9 min wall at load ~4).
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ def test_mofel_and_a2_frustrate_no_client_a1_more_at_higher_speed(result):
         assert 0 < nfc[(low, "mofel_a1")] < nfc[(high, "mofel_a1")]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="MobiDFL's NTC counts a cycle only when every client that started it finished; "
+    "A1 draws 10 random connected clients and at least one always leaves, so A1's NTC is 0 "
+    "at both speeds (ci seeds 0-1; small seeds 0-2: 0.7 and 0.0). Its aggregated cycles "
+    "(complete + partial) do fall: test_a1_aggregates_fewer_cycles_at_higher_speed",
+)
 def test_a1_completes_fewer_cycles_at_higher_speed(result):
     # Prepare
     low, high = mofel_002.SCALES["ci"].speeds
@@ -57,13 +65,20 @@ def test_a1_completes_fewer_cycles_at_higher_speed(result):
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MobiDFL disagrees: with per-client speeds U(1 m/min, v_max) some clients are "
-    "always slow enough to finish, and A2 takes all of them at every fixed interval, so "
-    "its NTC does not fall with v_max (ci, seeds 0-1: 35.5 at 2 and at 10 m/s; small, "
-    "seeds 0-2: 116.0 and 115.7)",
-)
+def test_a1_aggregates_fewer_cycles_at_higher_speed(result):
+    # Prepare
+    low, high = mofel_002.SCALES["ci"].speeds
+
+    def aggregated(seed: int, speed: float) -> float:
+        return _at(result, seed, speed, "mofel_a1", "ntc") + _at(
+            result, seed, speed, "mofel_a1", "ntc_partial"
+        )
+
+    # Execute / Assert: fewer of A1's cycles keep any client to the end at 30 m/min
+    for seed in SEEDS:
+        assert aggregated(seed, high) < aggregated(seed, low)
+
+
 def test_a2_completes_fewer_cycles_at_higher_speed(result):
     # Prepare
     low, high = mofel_002.SCALES["ci"].speeds
@@ -74,17 +89,18 @@ def test_a2_completes_fewer_cycles_at_higher_speed(result):
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MobiDFL disagrees: A2 starts a cycle at every interval with every client that "
-    "can finish (with per-client speeds some always can), MoFeL's station waits within "
-    "Delta for more clients per cycle (eq. 1 read as most servers, then most clients, "
-    "then earliest start); small, seeds 0-2, 10 m/s: MoFeL 102.0 +- 4.1 vs A2 115.7 "
-    "+- 0.5, fewer in every seed; ci seeds 0-1: not in every seed",
-)
 def test_mofel_completes_at_least_as_many_cycles_as_a2_at_high_speed(result):
     # Prepare
     high = mofel_002.SCALES["ci"].speeds[-1]
     # Execute / Assert: paper - MoFeL performs more training cycles than A2 at 30 m/min
     for seed in SEEDS:
         assert _at(result, seed, high, "mofel", "ntc") >= _at(result, seed, high, "mofel_a2", "ntc")
+
+
+def test_mofel_completes_more_cycles_at_higher_speed(result):
+    # Prepare
+    low, high = mofel_002.SCALES["ci"].speeds
+    # Execute / Assert: paper - "an increase in NTC in MoFeL between 5 and 30 m/min": at
+    # 30 m/min fewer clients stay long, and the station picks shorter cycles of them
+    for seed in SEEDS:
+        assert _at(result, seed, high, "mofel", "ntc") > _at(result, seed, low, "mofel", "ntc")

@@ -155,6 +155,24 @@ def test_claim_verdict(effects, paper, verdict):
     assert claim_verdict(effects, paper_value=paper)[0] == verdict
 
 
+@pytest.mark.parametrize(
+    ("effects", "verdict"),
+    [([0.0, 0.0, 0.0], "holds"), ([0.0, 2.0, 0.0], "fails"), ([], "fails")],
+)
+def test_claim_verdict_of_a_value_the_paper_states_as_zero(effects, verdict):
+    # MoFeL's NFC = 0: holds only when zero on every seed
+    assert claim_verdict(effects, paper_value=0.0, sign=0)[0] == verdict
+
+
+def test_run_metrics_reads_mofel_final_cycle_and_frustration_counts():
+    # Prepare: cumulative NTC / NFC per step, as MofelBase reports them
+    table = pd.DataFrame({"step": [0, 1, 2], "ntc": [0.0, 1.0, 3.0], "nfc": [0.0, 2.0, 2.0]})
+    # Execute
+    metrics = run_metrics(table)
+    # Assert: the counts at the end of the run
+    assert metrics["ntc"] == 3.0 and metrics["nfc"] == 2.0
+
+
 def test_claim_effects_are_paired_per_seed_and_run_metrics_reads_a_table():
     # Prepare: two variants, two seeds; one run's per-step table
     per_run = pd.DataFrame({"variant": ["A", "A", "B", "B"], "seed": [0, 1, 1, 0],
@@ -191,3 +209,20 @@ def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_mobility(
     # Assert: only the touched inputs stay explicit
     assert with_preset == {"preset": "dam_001", "seed": 4}
     assert Config.from_settings(with_mofel).vehicle.mobility == "route"
+
+
+def test_mofel_preset_keeps_the_papers_v_tau_over_d_ratios():
+    # Prepare: the paper (Sec. 5.3): d_s mean 75 m, tau_max 20 min, v_min 1 m/min, the
+    # middle scenario v_max 15 m/min; nyc_uws territories: ~500 m of road per visit
+    from analysis.experiments.mofel_002 import SPEED_SCALE, mobidfl_speed
+
+    config = Config.from_settings(preset="mofel_002")
+    # Execute
+    ratio = config.vehicle.speed * config.train_time_s / 500.0
+    # Assert: v_max tau_max / d = 15 * 20 / 75 = 4, as in the paper; times literal
+    assert SPEED_SCALE == pytest.approx(500.0 / 75.0)
+    assert ratio == pytest.approx(15.0 * 20.0 / 75.0, rel=1e-3)
+    assert config.vehicle.speed == pytest.approx(mobidfl_speed(15.0))
+    assert config.route_speed_min == pytest.approx(1.0 * SPEED_SCALE / 60.0, rel=1e-3)
+    assert (config.step_s, config.train_time_s, config.train_time_min_fraction) == (
+        60.0, 1200.0, 0.05)

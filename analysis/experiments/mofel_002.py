@@ -12,60 +12,40 @@ table's numbers; its text gives the directions checked here:
 * MoFeL's NFC stays (practically) 0 and it completes more cycles than A1 and A2 in every
   scenario ("more robust" to mobility; at 30 m/min it "performed X % more cycles").
 
-How MobiDFL runs it (same mechanisms, scaled): 100 vehicles (``ci``: 40) on the bundled
-``nyc_uws`` map (800 m x 760 m, 39 drive intersections) driving shortest paths to random
-destinations (``route`` mobility: the disclosed routes the central station needs); the
-map's 4 areas are the 4 servers' territories (k-means of road nodes, seeded by ``seed``,
-so territories differ between seeds; one is often small); ``mnist5k`` split i.i.d. (the
-paper: every client a unique uniform slice), an MLP instead of LeNet-5 (CPU time) except
-at ``full``. Time step 10 s. As in the paper (Sec. 5.3), every client has its own speed
-v_n ~ U(1 m/min, v_max) (``route_speed_min``; v_max = ``vehicle.speed``) and its own
-training time tau_n ~ U(3, 60) s (``train_time_min_fraction`` = 0.05 of ``train_time_s``
-= 60 s, the paper's U(1, 20) min); the station optimises over both. FedAvg over the clients
-that finish. NTC counts a cycle only when every client that started it finished (Sec. 4:
+How MobiDFL runs it: the preset ``mofel_002`` (its comments give each source) with the
+speed, size and CPU settings of a scale on top. 100 vehicles on the bundled ``nyc_uws`` map
+drive shortest paths to random destinations (``route`` mobility: the disclosed routes the
+central station needs); the map's 4 areas are the 4 servers' territories (k-means of road
+nodes, seeded by ``seed``). Times are the paper's (1-min steps, tau_n ~ U(1, 20) min per
+client); speeds are the paper's times 20/3, because a territory visit on nyc_uws covers
+~500 m of road against the paper's d_s ~ U(50, 100) m (mean 75 m): this keeps v tau / d_s,
+which decides who can finish before migrating (Sec. 4), as in the paper
+(docs/reproduction/mofel_002/departures.md). Per-client speeds v_n ~ U(1 m/min, v_max) are
+scaled the same way. ``mnist5k`` split i.i.d., an MLP instead of LeNet-5 (CPU time) except at
+``full``. NTC counts a cycle only when every client that started it finished (Sec. 4:
 "aggregation of results of all local training"); cycles aggregated with some clients
-frustrated are reported as "partial cycles". MoFeL and A2 take any number of clients
-(eq. 1 has no cap: ``mofel_max_clients = 0``); A1 draws 10 per cycle (the paper gives no
-number). The station's interval Delta is 2 training times (``mofel_horizon``; the paper
-gives no value); the exact MILP stops at 20,000 branch-and-bound nodes
-(``mofel_node_limit``), never on a clock, so a seed always gives the same selection.
-``required_accuracy`` 0.95: the paper's value was lost with its formulas; the MLP on
-mnist5k levels off near 0.90, so servers keep asking for cycles, as the paper's servers
-do in the mobile scenarios (Fig. 8), and NTC measures how many cycles each selection can
-complete. All three policies see the same vehicles, speeds, training times, routes, data
-and initial model per seed.
+frustrated are reported as "partial cycles". MoFeL and A2 take any number of clients (eq. 1
+has no cap); A1 draws 10 per cycle (the paper gives no number). The station's interval
+Delta is 2 training times (``mofel_horizon``; the paper gives no value). A1 and A2 start
+cycles every longest training time (20 min). ``required_accuracy`` 0.95: the paper's value
+was lost with its formulas; the MLP on mnist5k stays below it, so servers keep asking for
+cycles, as the paper's servers do in the mobile scenarios (Fig. 8). All three policies see
+the same vehicles, speeds, training times, routes, data and initial model per seed.
 
-Speeds. 2 and 10 m/s stand for the paper's v_max = 5 and 30 m/min. That mapping was
-calibrated earlier for one constant speed per run (the share of territory stays lasting at
-least tau matched P(d / v >= tau) under the paper's distributions); it was kept, not
-re-tuned, when speeds became per client, so clients are now slower on average (mean
-~v_max / 2) than in that calibration.
+History: until this mapping (issue 12) the module ran 10-s steps, tau_max = 60 s and
+v_max = 2 / 10 m/s with v_min = 1 m/min taken literally: v_max tau_max / d = 0.24 / 1.2,
+against the paper's 1.33 (5 m/min) to 8 (30 m/min), so its "30 m/min" was less mobile
+than the paper's 5 m/min; A2 then always found clients that could finish and MoFeL
+completed fewer cycles than A2 (small: 102.0 vs 115.7). The measured numbers of the
+current mapping are in docs/reproduction/mofel_002/reproduction.md.
 
-Measured (``small`` = 100 vehicles, 180 steps, K = 2, at 2 and 10 m/s only, seeds 0-2;
-each (seed, speed) run separately; the ± in this paragraph is the population std, ddof = 0,
-which the table printed then; it now prints the sample std, 1.22x that for 3 seeds,
-1.41x for 2): NFC is 0 for MoFeL and A2; A1's grows 75.0 ± 8.0 ->
-345.3 ± 32.9 and its NTC falls 60.7 ± 7.4 -> 4.0 ± 0.8 (55 -> 112 partial cycles), the
-paper's direction. MobiDFL disagrees on NTC: A2 completes 116.0 / 115.7 cycles (every
-interval, all 4 servers: it is saturated, since with per-client speeds some clients are
-always slow enough to finish) and MoFeL 100.0 ± 3.3 / 102.0 ± 4.1, fewer in every seed;
-A2's NTC does not fall with speed. MoFeL runs larger cycles (21.9 / 13.5 clients) and its
-servers' accuracy averaged over the run is the highest (0.816 / 0.815 vs A2 0.806 / 0.803,
-A1 0.801 / 0.797), small margins. All 511 MoFeL selections were solved exactly (MILP, 24 s
-of solving in all). At ``ci`` (40 vehicles, 60 steps, seeds 0-1, 10 m/s) MoFeL and A2 are
-level: 34.5 vs 35.0 cycles (measured after the per-client changes; an earlier 39.0 vs 35.5
-is superseded), MoFeL ahead on some seeds only.
+Scales (one thread, this 2-core machine shared with other jobs):
 
-Scales (wall times on this 2-core machine shared with other jobs, one thread):
-
-* ``ci``: 40 vehicles, 60 steps (10 min = 10 training times), 2 and 10 m/s, K = 1 local
-  step per step: 25-45 s per seed (10 s of CPU);
-* ``small``: 100 vehicles, 180 steps (30 min = 30 training times), 2 / 6 / 10 m/s,
-  K = 2, plus MoFeL with Delta = tau: 33-71 s per run at load ~8 (the measurement
-  above ran the 2 and 10 m/s runs only, one (seed, speed) per process);
-* ``full``: 100 vehicles, 1,200 steps (200 min = 200 training times, as the paper's
-  2,000 min are about 190 mean training times), LeNet-5, K = 5 (10 local epochs of ~45
-  images at batch 16 over the 6 steps of a cycle): expected 1-2 h per seed (not run).
+* ``ci``: 100 vehicles, 160 steps (8 longest training times), 5 and 30 m/min, one
+  local SGD step per minute of training, 200 test images;
+* ``small``: 100 vehicles, 400 steps, 5 / 15 / 30 m/min, plus MoFeL with Delta = tau_max
+  (the same sizes as ``mobidfl reproduce mofel_002 --scale small``);
+* ``full``: the preset (2,000 steps, LeNet-5, 10 local steps per minute), 5 / 15 / 30 m/min.
 
 Run: ``python -m analysis.experiments.mofel_002 --scale small --seeds 0 1 2``.
 """
@@ -87,7 +67,16 @@ from model.world import MobiDFLModel
 
 POLICIES: tuple[str, ...] = ("mofel", "mofel_a1", "mofel_a2")
 LABELS = {"mofel": "MoFeL", "mofel_a1": "A1", "mofel_a2": "A2"}
-PAPER_SPEED = {2.0: "5 m/min", 6.0: "15 m/min", 10.0: "30 m/min"}
+SPEED_SCALE = 20.0 / 3.0
+"""MobiDFL length / the paper's: ~500 m of road per territory visit on nyc_uws vs d_s 75 m."""
+
+
+def mobidfl_speed(v_max_m_per_min: float) -> float:
+    """The MobiDFL v_max (m/s) that stands for the paper's v_max in m/min (times 20/3)."""
+    return round(v_max_m_per_min * SPEED_SCALE / 60.0, 4)
+
+
+PAPER_SPEED = {mobidfl_speed(v): f"{v:g} m/min" for v in (5.0, 15.0, 30.0)}
 """MobiDFL speed (m/s) -> the paper's v_max it stands for (see the module docstring)."""
 PAPER_DIRECTION = {
     "mofel": "NFC ~ 0; most cycles; NTC grows with speed",
@@ -112,20 +101,26 @@ class Scale:
 
 
 SCALES: dict[str, Scale] = {
-    "ci": Scale(vehicles=40, steps=60, speeds=(2.0, 10.0), local_steps=1, test_size=200),
+    "ci": Scale(
+        vehicles=100,
+        steps=160,
+        speeds=(mobidfl_speed(5.0), mobidfl_speed(30.0)),
+        local_steps=1,
+        test_size=200,
+    ),
     "small": Scale(
         vehicles=100,
-        steps=180,
-        speeds=(2.0, 6.0, 10.0),
-        local_steps=2,
+        steps=400,
+        speeds=tuple(mobidfl_speed(v) for v in (5.0, 15.0, 30.0)),
+        local_steps=1,
         test_size=500,
         horizons=(1.0,),
     ),
     "full": Scale(
         vehicles=100,
-        steps=1200,
-        speeds=(2.0, 6.0, 10.0),
-        local_steps=5,
+        steps=2000,
+        speeds=tuple(mobidfl_speed(v) for v in (5.0, 15.0, 30.0)),
+        local_steps=10,
         test_size=1000,
         model="lenet5",
     ),
@@ -133,37 +128,19 @@ SCALES: dict[str, Scale] = {
 
 
 def settings_for(scale: Scale, *, policy: str, speed: float, seed: int) -> dict[str, Any]:
-    """MobiDFL settings of one run (public setting names)."""
+    """MobiDFL settings of one run: the preset ``mofel_002`` plus the scale (public names)."""
     return {
-        "map": "nyc_uws",
-        "areas": 4,
-        "servers": 4,
+        "preset": "mofel_002",
         "vehicles": scale.vehicles,
-        "pedestrians": 0,
-        "sensors": 0,
-        "uavs": 0,
         "steps": scale.steps,
-        "step_s": 10.0,
-        "train_time_s": 60.0,
-        "required_accuracy": 0.95,
-        "contact": "end",
         "eval_every": 10**6,  # agents are evaluated at the end only; servers after each cycle
         "dataset": "mnist5k",
-        "partition": "iid",
         "model": scale.model,
         "local_steps": scale.local_steps,
-        "batch_size": 16,
         "test_size": scale.test_size,
         "seed": seed,
-        "vehicle.mobility": "route",
         "vehicle.speed": speed,
         "vehicle.policy": policy,
-        # the paper's per-client heterogeneity (Sec. 5.3) and eq. 1 without a client cap
-        "train_time_min_fraction": 0.05,
-        "route_speed_min": 1.0 / 60.0,
-        "mofel_max_clients": 0,
-        "mofel_horizon": 2.0,
-        "mofel_node_limit": 20_000,
     }
 
 
