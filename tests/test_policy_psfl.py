@@ -20,6 +20,7 @@ from model.config import Config
 from model.errors import ConfigError
 from model.learning.engine import make_engine
 from model.learning.partition import partition_area
+from model.maths.distribution import area_label_lists
 from model.maths.psfl import gradient_field
 from model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
 from model.world import MobiDFLModel
@@ -247,7 +248,9 @@ def test_area_layout_follows_the_paper_code():
 def test_walker_visits_every_area_in_turn_and_stays_the_set_time():
     # Prepare: the paper's 7 x 8 field with 9 areas, 56 static sensors + the ★ node
     world = WorldMap.build("grid:8x9:100", cell_m=100.0, areas=9, seed=0)
-    settings = Config(areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=math.inf)
+    settings = Config.from_settings(
+        areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=math.inf
+    )
     rng = np.random.default_rng(0)
     mover = make_mobility(
         "psfl_walker", world=world, kind="sensor", count=57, settings=settings, rng=rng
@@ -277,7 +280,9 @@ def test_walker_visits_every_area_in_turn_and_stays_the_set_time():
 def test_walker_travels_at_its_speed_and_stays_at_each_stop(speed):
     # Prepare: the paper's 7 x 8 field with 9 areas, the ★ node at `speed` cells per step
     world = WorldMap.build("grid:8x9:100", cell_m=100.0, areas=9, seed=0)
-    settings = Config(areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=speed)
+    settings = Config.from_settings(
+        areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=speed
+    )
     rng = np.random.default_rng(0)
     mover = make_mobility(
         "psfl_walker", world=world, kind="sensor", count=57, settings=settings, rng=rng
@@ -315,7 +320,7 @@ def test_walker_senses_each_area_s_data_in_a_real_run():
     )
     policy = model.learner.policies["psfl"][0]
     walker = int(policy.walkers[0])
-    area_labels = Config(areas=3, area_labels=TINY["area_labels"]).area_label_lists(10)
+    area_labels = area_label_lists(TINY["area_labels"], areas=3, num_classes=10)
     mobility = model.groups[0][2]
     seen = [int(mobility.current_areas()[-1])]
     assert set(np.flatnonzero(model.learner.engine.label_hist[walker])) <= set(area_labels[0])
