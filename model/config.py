@@ -41,7 +41,6 @@ from model.settings import (
     non_negative,
     one_of,
     positive,
-    unit_interval,
 )
 from model.settings import setting as _setting
 
@@ -52,6 +51,8 @@ __all__ = [
     "SEED_MAX",
     "Config",
     "KindSettings",
+    "canonical_name",
+    "check_setting",
     "PluginValues",
     "declared_settings",
     "mobility_fit",
@@ -173,7 +174,9 @@ class Config:
         16, "batch size B (per agent min(B, |D_i|); 0 = full batch, Reza et al.)", non_negative
     )
     lr: float = _setting(0.05, "learning rate", positive)
-    momentum: float = _setting(0.0, "SGD momentum", unit_interval)
+    momentum: float = _setting(
+        0.0, "SGD momentum", lambda v: None if 0.0 <= v < 1.0 else "a number in [0, 1)"
+    )
     weight_decay: float = _setting(0.0, "SGD weight decay", non_negative)
     prox_rho: float = _setting(0.0, "proximal term rho (Cached-DFL, Alg. 1)", non_negative)
     # --- optimiser and schedule (paper options)
@@ -309,9 +312,8 @@ class Config:
         defaults = Config()
         reset = {n: _get_setting(defaults, n) for n in stale}
         config = self._replaced(reset)._replaced(flat)
-        config = _resolve(config, explicit)
         object.__setattr__(config, "_spelling", spelled)
-        return config.validated()
+        return _resolve(config, explicit).validated()
 
     def explicit_settings(self) -> dict[str, Any]:
         """Settings given explicitly (``--set``, TOML, keyword arguments), by public name."""
@@ -353,23 +355,32 @@ class Config:
             if owner is None:
                 top[attr] = _coerce(attr, _field_type(Config, attr), value)
             else:
-                owner_type = KindSettings if owner in KINDS else type(self.plugins[owner])
+                owner_type = KindSettings if owner in KINDS else plugin_namespaces()[owner]
                 nested.setdefault(owner, {})[attr] = _coerce(
                     name, _field_type(owner_type, attr), value
                 )
-        plugins = dict(self.plugins.items())
+        plugins = self._registered_plugins()
         for owner, changes in nested.items():
             if owner in KINDS:
                 top[owner] = replace(getattr(self, owner), **changes)
             else:
                 plugins[owner] = replace(plugins[owner], **changes)
-        if any(owner not in KINDS for owner in nested):
+        if any(o not in KINDS for o in nested) or list(plugins) != list(self.plugins):
             top["plugins"] = PluginValues(tuple(plugins.items()))
         out = replace(self, **top)
         for tracked in ("_explicit", "_derived", "_spelling"):
             if tracked in self.__dict__:
                 object.__setattr__(out, tracked, self.__dict__[tracked])
         return out
+
+    def _registered_plugins(self) -> dict[str, Any]:
+        """This config's plug-in settings for the namespaces registered now: a plug-in
+        registered later gets its defaults, an unregistered one is dropped."""
+        held = dict(self.plugins.items())
+        return {
+            n: held[n] if type(held.get(n)) is own else own()
+            for n, own in plugin_namespaces().items()
+        }
 
     def validated(self) -> Config:
         for f in fields(self):
@@ -380,10 +391,7 @@ class Config:
                     _run_check(shown, kf, getattr(value, kf.name))
             elif not isinstance(value, PluginValues):
                 _run_check(self.display_name(f.name), f, value)
-        namespaces = plugin_namespaces()
         for namespace, own in self.plugins.items():
-            if type(own) is not namespaces.get(namespace, type(own)):
-                raise ConfigError(namespace, type(own).__name__, namespaces[namespace].__name__)
             for pf in fields(own):
                 shown = self.display_name(f"{namespace}.{pf.name}")
                 check_value(shown, pf, getattr(own, pf.name))
@@ -538,6 +546,27 @@ def parse_value(name: str, raw: str) -> Any:
     if raw.lower() in ("none", "null", "") and _is_optional(target):
         return None
     return _coerce(name, target, raw)
+
+
+def check_setting(name: str, value: Any) -> None:
+    """Check ``value`` by setting ``name``'s own declared check, the one
+    :meth:`Config.validated` runs: code that takes a setting's value as an argument (the
+    learning engine) checks it here, so each rule is written once."""
+    owner, attr = _split_name(name)
+    if owner is None:
+        owner_type: type = Config
+    elif owner in KINDS:
+        owner_type = KindSettings
+    else:
+        owner_type = plugin_namespaces()[owner]
+    declared = next(f for f in fields(owner_type) if f.name == attr)
+    _run_check(name, declared, value)
+
+
+def canonical_name(name: str) -> str:
+    """The public name of setting ``name`` (``psfl_sigma`` -> ``psfl.sigma``,
+    ``vehicle_mobility`` -> ``vehicle.mobility``); unknown names raise :class:`ConfigError`."""
+    return _canonical(name)
 
 
 # --- resolution: presets, auto datasets, what policies and mobility models declare ------------
