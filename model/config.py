@@ -251,8 +251,10 @@ class Config:
 
     def plugin_settings(self, namespace: str) -> Any:
         """The settings instance of one plug-in namespace (what :meth:`PluginSettings.of`
-        hands a policy or mobility model)."""
-        return self.plugins[namespace]
+        hands a policy or mobility model); defaults for one registered after this config."""
+        if namespace in self.plugins:
+            return self.plugins[namespace]
+        return self._registered_plugins()[namespace]
 
     @property
     def n_agents(self) -> int:
@@ -799,3 +801,19 @@ def _toml_value(value: Any) -> str:
 
 _FIELD_NAMES = {f.name for f in fields(Config)}
 _KIND_FIELD_NAMES = {f.name for f in fields(KindSettings)}
+_DATACLASS_INIT = Config.__init__
+
+
+def _config_init(self: Config, **settings: Any) -> None:
+    """``Config(rm_cells=2.0)``: the raw constructor also takes plug-in settings (old flat or
+    namespaced names) and underscored per-kind names, coerced but, like every raw field,
+    not validated (:meth:`Config.from_settings` validates)."""
+    other = {k: settings.pop(k) for k in list(settings) if k not in _FIELD_NAMES}
+    _DATACLASS_INIT(self, **settings)
+    if other:
+        built = self._replaced(other)
+        for f in fields(Config):
+            object.__setattr__(self, f.name, getattr(built, f.name))
+
+
+Config.__init__ = _config_init  # type: ignore[method-assign]

@@ -77,6 +77,18 @@ def test_plugin_settings_by_namespace_table_keyword_and_old_flat_name(tmp_path):
     assert Config.from_toml(_write(tmp_path / "again.toml", written)) == from_set
 
 
+def test_raw_constructor_takes_plugin_settings_by_any_name_unvalidated():
+    # Execute
+    raw = Config(rm_cells=2.0, **{"psfl.sigma": -1.0}, vehicle_speed=3.0, seed=4)
+    # Assert: placed like from_settings would, but not checked (from_settings checks)
+    assert (raw.dam.rm_cells, raw.psfl.sigma, raw.vehicle.speed, raw.seed) == (2.0, -1.0, 3.0, 4)
+    assert raw.manhattan == Config().manhattan
+    with pytest.raises(ConfigError, match="setting 'psfl.sigma' = -1.0"):
+        raw.validated()
+    with pytest.raises(ConfigError, match="setting 'colour'"):
+        Config(colour="red")
+
+
 @pytest.mark.parametrize(
     "assignments, setting, allowed",
     [

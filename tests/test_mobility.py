@@ -17,7 +17,7 @@ def _ctx(fractions, rng, step_s=120.0):
 
 def test_turn_choices_match_configured_probabilities(nyc):
     # Prepare: many vehicles so that >= 2,000 intersection decisions happen
-    settings = Config.from_settings(turn_straight=0.6, turn_left=0.3, turn_right=0.1)
+    settings = Config(turn_straight=0.6, turn_left=0.3, turn_right=0.1)
     rng = np.random.default_rng(1)
     mover = make_mobility(
         "manhattan", world=nyc, kind="vehicle", count=300, settings=settings, rng=rng
@@ -63,7 +63,7 @@ def test_vehicles_stay_on_streets_and_travel_speed_times_step(nyc):
 
 
 def test_area_restricted_vehicles_never_leave_their_area(nyc):
-    settings = Config.from_settings(area_free=0)
+    settings = Config(area_free=0)
     rng = np.random.default_rng(3)
     mover = make_mobility(
         "area_restricted", world=nyc, kind="vehicle", count=30, settings=settings, rng=rng
@@ -78,7 +78,7 @@ def test_area_restricted_vehicles_never_leave_their_area(nyc):
 
 
 def test_reflection_keeps_random_walkers_in_the_box(nyc):
-    settings = Config.from_settings(hm_fraction=0.5, s_max=20.0, beta=3.0)
+    settings = Config(hm_fraction=0.5, s_max=20.0, beta=3.0)
     rng = np.random.default_rng(4)
     mover = make_mobility(
         "random_walk", world=nyc, kind="pedestrian", count=200, settings=settings, rng=rng
@@ -104,7 +104,7 @@ def test_high_mobility_speeds_exceed_low_by_at_least_beta():
 
 
 def test_random_grid_moves_at_most_rm_cells(nyc):
-    settings = Config.from_settings(rm_cells=2.0)
+    settings = Config(rm_cells=2.0)
     rng = np.random.default_rng(6)
     mover = make_mobility(
         "random_grid", world=nyc, kind="uav", count=5, settings=settings, rng=rng

@@ -248,9 +248,7 @@ def test_area_layout_follows_the_paper_code():
 def test_walker_visits_every_area_in_turn_and_stays_the_set_time():
     # Prepare: the paper's 7 x 8 field with 9 areas, 56 static sensors + the ★ node
     world = WorldMap.build("grid:8x9:100", cell_m=100.0, areas=9, seed=0)
-    settings = Config.from_settings(
-        areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=math.inf
-    )
+    settings = Config(areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=math.inf)
     rng = np.random.default_rng(0)
     mover = make_mobility(
         "psfl_walker", world=world, kind="sensor", count=57, settings=settings, rng=rng
@@ -280,9 +278,7 @@ def test_walker_visits_every_area_in_turn_and_stays_the_set_time():
 def test_walker_travels_at_its_speed_and_stays_at_each_stop(speed):
     # Prepare: the paper's 7 x 8 field with 9 areas, the ★ node at `speed` cells per step
     world = WorldMap.build("grid:8x9:100", cell_m=100.0, areas=9, seed=0)
-    settings = Config.from_settings(
-        areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=speed
-    )
+    settings = Config(areas=9, psfl_walker=True, psfl_walker_stay=5, psfl_walker_speed=speed)
     rng = np.random.default_rng(0)
     mover = make_mobility(
         "psfl_walker", world=world, kind="sensor", count=57, settings=settings, rng=rng

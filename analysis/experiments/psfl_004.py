@@ -107,7 +107,7 @@ BASE: dict[str, Any] = {
     "model": "mlp",
     "partition": "area",
     "area_within": "iid",
-    "area_labels": "",  # the overlapping windows of >= 3 labels (Config.area_label_lists)
+    "area_labels": "",  # overlapping windows of >= 3 labels (maths.distribution.area_label_lists)
     "psfl_loss": "batch_sum",  # the authors' code's loss scale, on which sigma is set
     "psfl_loss_batch": 64,
     "psfl_walker_speed": 0.2,
