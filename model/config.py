@@ -480,6 +480,11 @@ def plugin_namespaces() -> dict[str, type[PluginSettings]]:
             own = getattr(plugin, "settings_class", None)
             if own is None:
                 continue
+            if own.namespace in _FIELD_NAMES or not own.namespace.isidentifier():
+                raise ConfigError(
+                    f"{registry.kind} {name}.settings_class.namespace", own.namespace,
+                    "an identifier that is not a setting or a kind",
+                )
             held = found.setdefault(own.namespace, own)
             if held is not own:
                 raise ConfigError(

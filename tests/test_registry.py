@@ -194,3 +194,29 @@ def test_a_registry_with_a_group_loads_its_plugins_once_on_first_lookup(tmp_path
     # Assert
     assert before == [] and names == ["alpha", "late"] and again == (True, 2, _Plugin)
     assert target.LOADS == [1]
+
+
+def test_a_plugin_namespace_that_shadows_a_setting_is_refused():
+    # Prepare: a policy whose settings namespace is the core setting `seed`
+    @dataclass(frozen=True, kw_only=True)
+    class SeedSettings(PluginSettings):
+        namespace: ClassVar[str] = "seed"
+        x: int = setting(1, "nothing")
+
+    @register_policy
+    class Shadow(ExchangePolicy):
+        name = "toy_shadow"
+        settings_class = SeedSettings
+
+        def exchange(self, ctx: ExchangeContext) -> Exchange:
+            return Exchange()
+
+    # Execute
+    try:
+        with pytest.raises(ConfigError) as info:
+            Config.from_settings(vehicles=3)
+    finally:
+        POLICIES.unregister("toy_shadow")
+    # Assert
+    assert info.value.setting == "policy toy_shadow.settings_class.namespace"
+    assert Config.from_settings(vehicles=3).vehicles == 3  # fine again once it is gone
