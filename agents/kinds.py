@@ -9,23 +9,39 @@ mesa-geo rebuilds its r-tree on every move (mesa-geo issues #23, #104).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar, Protocol
 
+import mesa
 import numpy as np
 from mesa_geo import GeoAgent
 from shapely.geometry import Point
 
-if TYPE_CHECKING:
-    from model.world import MobiDFLModel
+
+class AgentArrays(Protocol):
+    """What an agent reads from its model: the per-agent arrays it is a view onto.
+
+    :class:`model.world.MobiDFLModel` provides them; a protocol here, because that module
+    imports this one (agents sit a floor below the Mesa model) and never the reverse.
+    """
+
+    config: Any
+    position: np.ndarray
+    speed: np.ndarray
+    neighbours_now: np.ndarray
+    distinct_neighbours: np.ndarray
+    accuracy: np.ndarray
+    loss: np.ndarray
+    hm: np.ndarray
+    label_hist: np.ndarray
 
 
 class DeviceAgent(GeoAgent):
     """A device that moves (or not), trains its own model and exchanges with neighbours."""
 
     kind: ClassVar[str] = "device"
-    model: MobiDFLModel
+    model: AgentArrays  # type: ignore[assignment]  # a mesa.Model with these arrays
 
-    def __init__(self, model: MobiDFLModel, *, index: int, lon: float, lat: float) -> None:
+    def __init__(self, model: mesa.Model, *, index: int, lon: float, lat: float) -> None:
         super().__init__(model, Point(lon, lat), "epsg:4326")
         self.index = int(index)
 

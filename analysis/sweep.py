@@ -59,7 +59,7 @@ import pandas as pd
 
 from model.atomic import open_atomic
 from model.atomic import write_text_atomic as _write_text
-from model.config import KINDS, SEED_MAX, Config, public_names, read_toml
+from model.config import KINDS, SEED_MAX, Config, canonical_name, public_names, read_toml
 from model.errors import ConfigError
 
 SWEEP_KEYS = ("replicates", "seeds", "base", "grid")
@@ -118,7 +118,7 @@ class Sweep:
             name = _public_name(raw_name)
             if name == "seed":
                 raise ConfigError("grid.seed", values, "no seed in [grid]: use replicates/seeds")
-            if name in grid:
+            if canonical_name(name) in {canonical_name(n) for n in grid}:
                 raise ConfigError(f"grid.{raw_name}", values, f"one entry for setting {name}")
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"grid.{raw_name}", values, "a non-empty list of values")
@@ -215,19 +215,20 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, A
 
 
 def _public_name(name: str) -> str:
-    """``vehicle_policy`` -> ``vehicle.policy``; unknown names fail naming the setting."""
+    """``vehicle_policy`` -> ``vehicle.policy``; an old flat name (``hm_fraction``) stays as
+    written, so manifests keep their columns; unknown names fail naming the setting."""
     if name in _PUBLIC:
         return name
     for kind in KINDS:
         dotted = f"{kind}.{name.removeprefix(kind + '_')}"
         if name.startswith(kind + "_") and dotted in _PUBLIC:
             return dotted
-    raise ConfigError(name, "?", "a known setting (see `mobidfl settings`)")
+    canonical_name(name)  # an alias of a plug-in setting, or ConfigError
+    return name
 
 
 def _value_of(config: Config, name: str) -> Any:
-    kind, _, attr = name.rpartition(".")
-    return getattr(config.kind(kind), attr) if kind else getattr(config, attr)
+    return config.setting(name)
 
 
 def _toml(value: Any) -> str:

@@ -1,1 +1,25 @@
-"""MobiDFL core: the Mesa model, its configuration, learning engine and exchange policies."""
+"""MobiDFL core: the Mesa model, its configuration, learning engine and exchange policies.
+
+The front door: ``from model import MobiDFLModel, Config``. Names are resolved lazily
+(PEP 562), so ``import model.errors`` from a lower floor (``maps``, ``agents``) runs this
+file without importing the Mesa model above it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "MobiDFLModel": "model.world",
+    "Config": "model.config",
+    "ConfigError": "model.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'model' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -1,30 +1,67 @@
 """The one typed, validated run configuration.
 
 Every public setting is a dataclass field whose metadata carries its help text and its
-check. The same names work as ``--set name=value`` on the command line, as keys in a TOML
-file, as keyword arguments of :class:`model.world.MobiDFLModel` (so ``mesa.batch_run`` can
-sweep them) and as rows of the README table. Per-kind settings are dotted
-(``vehicle.mobility``) and live in a nested :class:`KindSettings`.
+check (:func:`model.settings.setting`). The same names work as ``--set name=value`` on the
+command line, as keys in a TOML file, as keyword arguments of
+:class:`model.world.MobiDFLModel` (so ``mesa.batch_run`` can sweep them) and as rows of the
+README table. Per-kind settings are dotted (``vehicle.mobility``) and live in a nested
+:class:`KindSettings`. Each policy and mobility model owns its settings
+(:class:`model.settings.PluginSettings`, e.g. ``psfl.sigma``); the registries
+(:mod:`model.plugins`) say which exist, and this class composes and validates them. Their
+old flat names (``psfl_sigma``) stay aliases.
+
+Ground floor: this module imports nothing above it; plug-in names are checked against the
+registry instances, which load the plug-in modules themselves (:mod:`model.registry`).
 
 A bad value fails at once with :class:`model.errors.ConfigError`, whose one-line message
-names the setting, the value and what is allowed.
+names the setting (as it was written), the value and what is allowed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 import os
 import tomllib
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from model.errors import ConfigError
+from model.plugins import DATASETS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
+from model.registry import Registry
+from model.settings import (
+    Check,
+    PluginSettings,
+    at_least_one,
+    check_value,
+    non_negative,
+    one_of,
+    positive,
+)
+from model.settings import setting as _setting
+
+__all__ = [
+    "COUNT_SETTING",
+    "KINDS",
+    "KIND_POLICY",
+    "SEED_MAX",
+    "Config",
+    "KindSettings",
+    "canonical_name",
+    "check_setting",
+    "PluginValues",
+    "declared_settings",
+    "mobility_fit",
+    "parse_value",
+    "plugin_namespaces",
+    "public_names",
+    "read_toml",
+    "settings_table",
+]
 
 KINDS: tuple[str, ...] = ("vehicle", "pedestrian", "sensor", "uav")
 COUNT_SETTING: dict[str, str] = {
@@ -42,89 +79,33 @@ KIND_POLICY: dict[str, str] = {
 }
 """What ``policy = "auto"`` (the default) gives each kind: the seed system built for it."""
 
-Check = Callable[[Any], str | None]
-"""A check returns ``None`` when the value is fine, else the text saying what is allowed."""
 
-
-def _setting(default: Any, help: str, check: Check | None = None) -> Any:
-    return field(default=default, metadata={"help": help, "check": check})
-
-
-def positive(value: float) -> str | None:
-    return None if value > 0 else "a number > 0"
-
-
-def non_negative(value: float) -> str | None:
-    return None if value >= 0 else "a number >= 0"
-
-
-def at_least_one(value: int) -> str | None:
-    return None if value >= 1 else "an integer >= 1"
-
-
-def unit_interval(value: float) -> str | None:
-    return None if 0.0 <= value <= 1.0 else "a number in [0, 1]"
-
-
-def one_of(*choices: str) -> Check:
-    def check(value: str) -> str | None:
-        return None if value in choices else "one of " + ", ".join(choices)
-
-    return check
-
-
-def _registered(registry_name: str, *, allow_auto: bool = False) -> Check:
-    """Check a name against a registry resolved lazily (registries import this module)."""
+def _registered(registry: Registry[Any], *, allow_auto: bool = False) -> Check:
+    """Check a name against a plug-in registry (loaded on first use)."""
 
     def check(value: str | None) -> str | None:
         if value is None:
             return None
-        names = sorted(_registry_names(registry_name))
-        if registry_name == "policy" and allow_auto:
+        names = registry.names()
+        if allow_auto:
             names = ["auto", *names]
         return None if value in names else "one of " + ", ".join(names)
 
     return check
 
 
-_REGISTRIES: dict[str, tuple[str, str]] = {
-    "mobility": ("agents.mobility", "MOBILITY_MODELS"),
-    "policy": ("model.policies", "POLICIES"),
-    "partition": ("model.learning.partition", "PARTITIONS"),
-    "dataset": ("model.learning.data", "DATASETS"),
-    "net": ("model.learning.nets", "NETS"),
-}
-"""Setting kind -> (module, name) of its registry, imported on first use: the registries
-import this module, so importing them here at load time would be a cycle."""
-
-
-def _registry_names(registry_name: str) -> Iterable[str]:
-    module, attr = _REGISTRIES[registry_name]
-    return getattr(importlib.import_module(module), attr)
-
-
 @dataclass(frozen=True, kw_only=True)
 class KindSettings:
     """Settings of one agent kind (public names ``<kind>.<field>``)."""
 
-    mobility: str = _setting("static", "mobility model", _registered("mobility"))
+    mobility: str = _setting("static", "mobility model", _registered(MOBILITY_MODELS))
     speed: float = _setting(0.0, "speed in m/s (random_walk draws speeds instead)", non_negative)
     policy: str | None = _setting(
-        None, "exchange policy; empty = the global `policy`", _registered("policy")
+        None, "exchange policy; empty = the global `policy`", _registered(POLICIES)
     )
     partition: str | None = _setting(
-        None, "data partition; empty = the global `partition`", _registered("partition")
+        None, "data partition; empty = the global `partition`", _registered(PARTITIONS)
     )
-
-
-def _trace_file(value: str) -> str | None:
-    """An empty name (no trace) or an existing ``.xml``/``.csv`` file (SUMO FCD or CSV)."""
-    if not value:
-        return None
-    path = Path(value).expanduser()
-    if path.suffix.lower() not in (".xml", ".csv"):
-        return "a SUMO FCD .xml or a .csv trace file"
-    return None if path.is_file() else "an existing SUMO FCD .xml or .csv trace file"
 
 
 def _kind_default(mobility: str, speed: float) -> Any:
@@ -168,43 +149,6 @@ class Config:
     )
     cell_m: float = _setting(100.0, "grid cell size in metres (sensors, UAVs)", positive)
     areas: int = _setting(3, "number of map areas (area-restricted cars, area data)", at_least_one)
-    turn_straight: float = _setting(0.5, "Manhattan model: P(straight)", unit_interval)
-    turn_left: float = _setting(0.25, "Manhattan model: P(left)", unit_interval)
-    turn_right: float = _setting(0.25, "Manhattan model: P(right)", unit_interval)
-    walk_q: str = _setting(
-        "0.25,0.25,0.25,0.25", "random_walk direction probabilities up,down,left,right"
-    )
-    hm_fraction: float = _setting(
-        0.0, "random_walk: proportion p of high-mobility agents (de Heredia 2024)", unit_interval
-    )
-    s_max: float = _setting(2.0, "random_walk: low-mobility speeds U(0, s_max) m/s", positive)
-    beta: float = _setting(1.75, "random_walk: high-mobility speeds U(beta s_max, 2 beta s_max)")
-    rm_cells: float = _setting(
-        1.0, "random_grid/dam/dcm: max move per step in cells (inf allowed)", positive
-    )
-    area_free: int = _setting(
-        0, "area_restricted: members free to leave their home area (Cached-DFL)", non_negative
-    )
-    # --- SUMO traffic and traces (issue 14; agents/mobility/sumo.py, trace.py)
-    sumo_step_length: float = _setting(
-        1.0, "sumo: seconds per SUMO step (--step-length)", positive
-    )
-    sumo_warmup_s: float = _setting(
-        60.0, "sumo: seconds of SUMO traffic before step 0 (at least one SUMO step)",
-        non_negative,
-    )
-    sumo_fringe_factor: float = _setting(
-        1.0, "sumo: randomTrips.py --fringe-factor (trips from/to the map's border)", positive
-    )
-    sumo_fcd: bool = _setting(
-        False, "sumo: write the sampled positions as trace.csv into --out (for `trace`)"
-    )
-    trace_file: str = _setting(
-        "", "trace: SUMO FCD .xml or CSV (id,time,lon,lat or id,time,x,y)", _trace_file
-    )
-    trace_crs: str = _setting(
-        "", "trace: CRS of x,y in trace_file (empty = the map's CRS; EPSG:4326 for geo FCD)"
-    )
     record_every: int = _setting(1, "write agents.parquet rows every N steps", at_least_one)
     vehicle: KindSettings = _kind_default("manhattan", 13.89)
     pedestrian: KindSettings = _kind_default("manhattan", 1.4)
@@ -213,9 +157,9 @@ class Config:
 
     # --- learning ------------------------------------------------------------------
     learning: bool = _setting(True, "train and exchange models (false = mobility only)")
-    dataset: str = _setting("mnist5k", "dataset", _registered("dataset"))
+    dataset: str = _setting("mnist5k", "dataset", _registered(DATASETS))
     data_root: str | None = _setting(None, "folder with torchvision-layout datasets")
-    partition: str = _setting("shards", "data partition", _registered("partition"))
+    partition: str = _setting("shards", "data partition", _registered(PARTITIONS))
     dirichlet_alpha: float = _setting(0.5, "Dirichlet concentration alpha", positive)
     area_labels: str = _setting(
         "",
@@ -225,13 +169,15 @@ class Config:
     area_within: str = _setting(
         "iid", "area partition: how an area's samples are split", one_of("iid", "shards")
     )
-    model: str = _setting("mlp", "neural network", _registered("net"))
+    model: str = _setting("mlp", "neural network", _registered(NETS))
     local_steps: int = _setting(5, "K local SGD steps per step", at_least_one)
     batch_size: int = _setting(
         16, "batch size B (per agent min(B, |D_i|); 0 = full batch, Reza et al.)", non_negative
     )
     lr: float = _setting(0.05, "learning rate", positive)
-    momentum: float = _setting(0.0, "SGD momentum", unit_interval)
+    momentum: float = _setting(
+        0.0, "SGD momentum", lambda v: None if 0.0 <= v < 1.0 else "a number in [0, 1)"
+    )
     weight_decay: float = _setting(0.0, "SGD weight decay", non_negative)
     prox_rho: float = _setting(0.0, "proximal term rho (Cached-DFL, Alg. 1)", non_negative)
     # --- optimiser and schedule (paper options)
@@ -281,81 +227,14 @@ class Config:
         "auto",
         "exchange policy for all kinds; auto = each kind's own seed system (vehicle "
         "cached_lru, pedestrian dpsgd, sensor and uav fedavg_weighted)",
-        _registered("policy", allow_auto=True),
+        _registered(POLICIES, allow_auto=True),
     )
-    mobility_alpha: float = _setting(
-        0.0, "mobility_aware: alpha in W_ij = 1/N + alpha (X_ij - 1/N)", unit_interval
+    plugins: PluginValues = field(
+        default_factory=lambda: PluginValues.defaults(),
+        metadata={"help": "the plug-ins' own settings, by namespace", "check": None},
     )
-    cache_size: int = _setting(10, "cached_lru: cache size C_max (Cached-DFL)", at_least_one)
-    tau_max: int = _setting(5, "cached_lru: staleness tolerance tau_max in steps", at_least_one)
-    cache_groups: str = _setting(
-        "", "cached_group_lru: per-area cache limits, e.g. 4,3,3 (empty = even split)"
-    )
-    dam_distance: str = _setting(
-        "l2", "dam/dcm: distribution distance (Reza et al. eq. 5: l2)", one_of("l2", "tv")
-    )
-    psfl_sigma: float = _setting(
-        40.0,
-        "psfl: federation bound sigma on accumulated dissimilarity (paper: 20/40/80 at "
-        "psfl_loss = batch_sum)",
-        positive,
-    )
-    psfl_walker: bool = _setting(False, "psfl: one sensor visits every area in turn (PSFL)")
-    psfl_walker_stay: int = _setting(
-        5, "psfl: steps the walker stays in each area", at_least_one
-    )
-    servers: int = _setting(3, "mofel: number of edge servers (one territory each)", at_least_one)
-    train_time_s: float = _setting(
-        60.0, "mofel: longest local training time tau_max of a client in seconds", positive
-    )
-    required_accuracy: float = _setting(
-        0.9, "mofel: a server requests training while below this accuracy", unit_interval
-    )
-
-    # --- paper fidelity
-    psfl_loss: str = _setting(
-        "batch_sum",
-        "psfl: scale of L(D_i, nn_j) in eq. 3: batch_sum (authors' code, the scale of the "
-        "paper's sigma 20/40/80) or mean (eq. 3 as printed)",
-        one_of("batch_sum", "mean"),
-    )
-    psfl_loss_batch: int = _setting(
-        64, "psfl: evaluation batch of psfl_loss = batch_sum (authors' code: 64)", at_least_one
-    )
-    train_time_min_fraction: float = _setting(
-        0.05,
-        "mofel: client training times drawn U(f train_time_s, train_time_s) per client "
-        "(paper Sec. 5.3: U(1, 20) min, f = 0.05; 1 = one time for all)",
-        lambda v: None if 0.0 < v <= 1.0 else "a number in (0, 1]",
-    )
-    route_speed_min: float = _setting(
-        1.0 / 60.0,
-        "route: client speeds drawn U(route_speed_min, <kind>.speed) m/s per client "
-        "(MoFeL Sec. 5.3: v_min = 1 m/min)",
-        non_negative,
-    )
-    mofel_max_clients: int = _setting(
-        0,
-        "mofel/mofel_a2: at most this many clients per cycle (0 = no cap: eq. 1 has none)",
-        non_negative,
-    )
-    mofel_horizon: float = _setting(
-        2.0,
-        "mofel: the station's prediction interval Delta in units of the largest training "
-        "time (the paper has Delta but gives no value)",
-        positive,
-    )
-    mofel_node_limit: int = _setting(
-        20_000,
-        "mofel: branch-and-bound node limit of the exact selection (deterministic; no clock)",
-        at_least_one,
-    )
-    psfl_walker_speed: float = _setting(
-        0.2,
-        "psfl: speed of the moving node between area centres in grid cells per step "
-        "(authors' code 0.2; inf = jump in one step)",
-        positive,
-    )
+    """Each policy's and mobility model's own settings (``psfl.sigma``): see
+    :func:`plugin_namespaces`; read one with :meth:`plugin_settings`."""
 
     # ------------------------------------------------------------------------------
     def count(self, kind: str) -> int:
@@ -371,46 +250,28 @@ class Config:
     def partition_of(self, kind: str) -> str:
         return self.kind(kind).partition or self.partition
 
+    def plugin_settings(self, namespace: str) -> Any:
+        """The settings instance of one plug-in namespace (what :meth:`PluginSettings.of`
+        hands a policy or mobility model); defaults for one registered after this config."""
+        if namespace in self.plugins:
+            return self.plugins[namespace]
+        return self._registered_plugins()[namespace]
+
     @property
     def n_agents(self) -> int:
         return sum(self.count(k) for k in KINDS)
 
-    @property
-    def turn_probabilities(self) -> tuple[float, float, float]:
-        return (self.turn_straight, self.turn_left, self.turn_right)
-
-    def area_label_lists(self, num_classes: int) -> list[list[int]]:
-        """Labels of each area (``area_labels``).
-
-        Empty (default): overlapping circular windows of at least 3 labels
-        (:func:`model.maths.distribution.overlapping_area_labels`: no area holds a single
-        label; 3 areas of 10 classes: {0..3}, {3..6}, {6..9}, cf. Cached-DFL's
-        {9,0,1,2}, {3,4,5,6}, {6,7,8,9}). ``disjoint``: PSFL's code split into contiguous
-        disjoint blocks. Otherwise explicit ';'-separated lists.
-        """
-        from model.maths.distribution import disjoint_area_labels, overlapping_area_labels
-
-        if not self.area_labels.strip():
-            return overlapping_area_labels(num_classes, self.areas)
-        if self.area_labels.strip() == "disjoint":
-            return disjoint_area_labels(num_classes, self.areas)
-        try:
-            lists = [[int(v) for v in part.split(",")] for part in self.area_labels.split(";")]
-        except ValueError:
-            raise ConfigError("area_labels", self.area_labels, "lists like 0,1,2;3,4,5") from None
-        if len(lists) != self.areas or any(
-            not 0 <= v < num_classes for part in lists for v in part
-        ):
-            raise ConfigError(
-                "area_labels",
-                self.area_labels,
-                f"{self.areas} ';'-separated lists of labels in [0, {num_classes})",
-            )
-        return lists
-
-    @property
-    def walk_probabilities(self) -> tuple[float, ...]:
-        return tuple(float(v) for v in self.walk_q.split(","))
+    def __getattr__(self, name: str) -> Any:
+        """A namespace (``config.psfl.sigma``) or an old flat name (``config.psfl_sigma``)."""
+        plugins = self.__dict__.get("plugins")
+        if name.startswith("_") or plugins is None:
+            raise AttributeError(name)
+        if name in plugins:
+            return plugins[name]
+        alias = _aliases().get(name)
+        if alias is not None and alias[0] in plugins:
+            return getattr(plugins[alias[0]], alias[1])
+        raise AttributeError(f"'Config' object has no attribute {name!r}")
 
     # --- construction ---------------------------------------------------------------
     @classmethod
@@ -446,75 +307,106 @@ class Config:
         that contradicts an explicit value fails with one line naming that setting.
         ``explicit_settings()`` and ``derived_settings()`` tell which is which.
         """
-        flat = {_canonical(n): v for n, v in _flatten(settings or {})}
-        flat.update({_canonical(n): v for n, v in _flatten(kw)})
+        given = [*_flatten(settings or {}), *_flatten(kw)]
+        flat = {_canonical(n): v for n, v in given}
+        spelled = {**self._spelled(), **{_canonical(n): n for n, _ in given}}
         explicit = {**self.explicit_settings(), **flat}
         stale = {n for n in self.derived_settings() if n not in explicit}
         defaults = Config()
         reset = {n: _get_setting(defaults, n) for n in stale}
         config = self._replaced(reset)._replaced(flat)
+        object.__setattr__(config, "_spelling", spelled)
         return _resolve(config, explicit).validated()
 
     def explicit_settings(self) -> dict[str, Any]:
         """Settings given explicitly (``--set``, TOML, keyword arguments), by public name."""
-        return dict(getattr(self, "_explicit", {}))
+        return dict(self.__dict__.get("_explicit", {}))
 
     def derived_settings(self) -> frozenset[str]:
         """Settings filled by the preset or by a policy's / mobility model's declaration."""
-        return getattr(self, "_derived", frozenset())
+        return self.__dict__.get("_derived", frozenset())
+
+    def _spelled(self) -> dict[str, str]:
+        """Public name -> the name the user wrote (an old flat name stays in messages)."""
+        return dict(self.__dict__.get("_spelling", {}))
+
+    def display_name(self, name: str) -> str:
+        """How messages name setting ``name``: as the user wrote it, or, when the user
+        wrote any setting of its namespace by its old flat name, that old name too."""
+        spelled = self._spelled()
+        if name in spelled:
+            return spelled[name]
+        owner, _, attr = name.rpartition(".")
+        if owner in self.plugins and any(
+            n.startswith(owner + ".") and s != n for n, s in spelled.items()
+        ):
+            alias = _field_alias(type(self.plugins[owner]), attr)
+            return alias or name
+        return name
 
     def setting(self, name: str) -> Any:
-        """The value of one public setting by name (``vehicle.mobility`` or ``lr``)."""
+        """The value of one public setting by name (``vehicle.mobility``, ``psfl.sigma``,
+        ``lr`` or an old flat name such as ``psfl_sigma``)."""
         return _get_setting(self, _canonical(name))
 
     def _replaced(self, flat: Mapping[str, Any]) -> Config:
         """Copy with public settings replaced (coerced, not validated, tracking kept)."""
         top: dict[str, Any] = {}
-        per_kind: dict[str, dict[str, Any]] = {}
+        nested: dict[str, dict[str, Any]] = {}
         for name, value in flat.items():
-            kind, attr = _split_name(name)
-            if kind is None:
+            owner, attr = _split_name(name)
+            if owner is None:
                 top[attr] = _coerce(attr, _field_type(Config, attr), value)
             else:
-                per_kind.setdefault(kind, {})[attr] = _coerce(
-                    name, _field_type(KindSettings, attr), value
+                owner_type = KindSettings if owner in KINDS else plugin_namespaces()[owner]
+                nested.setdefault(owner, {})[attr] = _coerce(
+                    name, _field_type(owner_type, attr), value
                 )
-        for kind, changes in per_kind.items():
-            top[kind] = replace(getattr(self, kind), **changes)
+        plugins = self._registered_plugins()
+        for owner, changes in nested.items():
+            if owner in KINDS:
+                top[owner] = replace(getattr(self, owner), **changes)
+            else:
+                plugins[owner] = replace(plugins[owner], **changes)
+        if any(o not in KINDS for o in nested) or list(plugins) != list(self.plugins):
+            top["plugins"] = PluginValues(tuple(plugins.items()))
         out = replace(self, **top)
-        object.__setattr__(out, "_explicit", self.explicit_settings())
-        object.__setattr__(out, "_derived", self.derived_settings())
+        for tracked in ("_explicit", "_derived", "_spelling"):
+            if tracked in self.__dict__:
+                object.__setattr__(out, tracked, self.__dict__[tracked])
         return out
+
+    def _registered_plugins(self) -> dict[str, Any]:
+        """This config's plug-in settings for the namespaces registered now: a plug-in
+        registered later gets its defaults, an unregistered one is dropped."""
+        held = dict(self.plugins.items())
+        return {
+            n: held[n] if type(held.get(n)) is own else own()
+            for n, own in plugin_namespaces().items()
+        }
 
     def validated(self) -> Config:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, KindSettings):
                 for kf in fields(value):
-                    _run_check(f"{f.name}.{kf.name}", kf, getattr(value, kf.name))
-            else:
-                _run_check(f.name, f, value)
+                    shown = self.display_name(f"{f.name}.{kf.name}")
+                    _run_check(shown, kf, getattr(value, kf.name))
+            elif not isinstance(value, PluginValues):
+                _run_check(self.display_name(f.name), f, value)
+        for namespace, own in self.plugins.items():
+            for pf in fields(own):
+                shown = self.display_name(f"{namespace}.{pf.name}")
+                check_value(shown, pf, getattr(own, pf.name))
+            problem = own.joint_check()
+            if problem is not None:
+                names, value, allowed = problem
+                shown = "+".join(self.display_name(f"{namespace}.{n}") for n in names)
+                raise ConfigError(shown, value, allowed)
         self._check_joint()
         return self
 
     def _check_joint(self) -> None:
-        turns = sum(self.turn_probabilities)
-        if not math.isclose(turns, 1.0, abs_tol=1e-9):
-            raise ConfigError(
-                "turn_straight+turn_left+turn_right",
-                round(turns, 6),
-                "probabilities that sum to 1",
-            )
-        try:
-            walk = self.walk_probabilities
-        except ValueError:
-            raise ConfigError("walk_q", self.walk_q, "four comma-separated numbers") from None
-        if len(walk) != 4 or any(q < 0 for q in walk) or not math.isclose(sum(walk), 1.0):
-            raise ConfigError("walk_q", self.walk_q, "four non-negative numbers that sum to 1")
-        if self.beta <= 1.0:
-            raise ConfigError(
-                "beta", self.beta, "a number > 1 (HM faster than LM, de Heredia 2024)"
-            )
         if self.n_agents < 1:
             raise ConfigError("vehicles+pedestrians+sensors+uavs", 0, "at least one agent")
         for kind in KINDS:
@@ -525,11 +417,17 @@ class Config:
 
     # --- output ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Nested dict of every setting (kinds as tables), ``None`` values left out."""
+        """Nested dict of every setting (kinds and plug-in namespaces as tables), ``None``
+        values left out."""
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, KindSettings):
+            if isinstance(value, PluginValues):
+                for namespace, own in value.items():
+                    out[namespace] = {
+                        k: v for k, v in dataclasses.asdict(own).items() if v is not None
+                    }
+            elif isinstance(value, KindSettings):
                 out[f.name] = {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
             elif value is not None:
                 out[f.name] = value
@@ -546,13 +444,90 @@ class Config:
         return "\n".join(scalars + tables) + "\n"
 
 
+@dataclass(frozen=True)
+class PluginValues:
+    """The plug-ins' settings instances by namespace: a frozen, hashable, read-only mapping
+    (so :class:`Config` stays comparable and hashable)."""
+
+    entries: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def defaults(cls) -> PluginValues:
+        """Every registered namespace at its defaults."""
+        return cls(tuple((n, settings()) for n, settings in plugin_namespaces().items()))
+
+    def __getitem__(self, namespace: str) -> Any:
+        for name, own in self.entries:
+            if name == namespace:
+                return own
+        raise KeyError(namespace)
+
+    def __contains__(self, namespace: object) -> bool:
+        return any(name == namespace for name, _ in self.entries)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self.entries)
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return iter(self.entries)
+
+
+def plugin_namespaces() -> dict[str, type[PluginSettings]]:
+    """Namespace -> settings class declared by the registered policies and mobility models
+    (``settings_class``), sorted by namespace (the README table's order)."""
+    found: dict[str, type[PluginSettings]] = {}
+    for registry in (POLICIES, MOBILITY_MODELS):
+        for name, plugin in registry.items():
+            own = getattr(plugin, "settings_class", None)
+            if own is None:
+                continue
+            if own.namespace in _FIELD_NAMES or not own.namespace.isidentifier():
+                raise ConfigError(
+                    f"{registry.kind} {name}.settings_class.namespace", own.namespace,
+                    "an identifier that is not a setting or a kind",
+                )
+            held = found.setdefault(own.namespace, own)
+            if held is not own:
+                raise ConfigError(
+                    f"{registry.kind} {name}.settings_class", own.__qualname__,
+                    f"{held.__qualname__}, the class of namespace {own.namespace!r}",
+                )
+    return dict(sorted(found.items()))
+
+
+def _aliases() -> dict[str, tuple[str, str]]:
+    """Old flat name -> (namespace, field) of every plug-in setting that declares one."""
+    out: dict[str, tuple[str, str]] = {}
+    for namespace, own in plugin_namespaces().items():
+        for f in fields(own):  # type: ignore[arg-type]
+            alias = f.metadata.get("alias")
+            if alias:
+                if alias in out or alias in _FIELD_NAMES:
+                    raise ConfigError(f"{namespace}.{f.name}", alias, "an alias no other uses")
+                out[alias] = (namespace, f.name)
+    return out
+
+
+def _field_alias(owner: type, attr: str) -> str | None:
+    return next((f.metadata.get("alias") for f in fields(owner) if f.name == attr), None)
+
+
 def settings_table() -> list[tuple[str, str, str]]:
     """Rows (name, default, help) of every public setting, for the README and ``--help``."""
     rows: list[tuple[str, str, str]] = []
     defaults = Config()
     for f in fields(Config):
         value = getattr(defaults, f.name)
-        if isinstance(value, KindSettings):
+        if isinstance(value, PluginValues):
+            for namespace, own in value.items():
+                for pf in fields(own):
+                    alias = pf.metadata.get("alias")
+                    note = f" (old name `{alias}`)" if alias else ""
+                    rows.append(
+                        (f"{namespace}.{pf.name}", repr(getattr(own, pf.name)),
+                         pf.metadata["help"] + note)
+                    )
+        elif isinstance(value, KindSettings):
             for kf in fields(KindSettings):
                 rows.append(
                     (f"{f.name}.{kf.name}", repr(getattr(value, kf.name)), kf.metadata["help"])
@@ -568,24 +543,52 @@ def public_names() -> list[str]:
 
 def parse_value(name: str, raw: str) -> Any:
     """Parse a command-line value by the setting's type (``inf`` and ``none`` understood)."""
-    kind, attr = _split_name(name)
-    owner = Config if kind is None else KindSettings
-    target = _field_type(owner, attr)
+    owner, attr = _split_name(name)
+    if owner is None:
+        owner_type: type = Config
+    elif owner in KINDS:
+        owner_type = KindSettings
+    else:
+        owner_type = plugin_namespaces()[owner]
+    target = _field_type(owner_type, attr)
     if raw.lower() in ("none", "null", "") and _is_optional(target):
         return None
     return _coerce(name, target, raw)
 
 
+def check_setting(name: str, value: Any) -> None:
+    """Check ``value`` by setting ``name``'s own declared check, the one
+    :meth:`Config.validated` runs: code that takes a setting's value as an argument (the
+    learning engine) checks it here, so each rule is written once."""
+    owner, attr = _split_name(name)
+    if owner is None:
+        owner_type: type = Config
+    elif owner in KINDS:
+        owner_type = KindSettings
+    else:
+        owner_type = plugin_namespaces()[owner]
+    declared = next(f for f in fields(owner_type) if f.name == attr)
+    _run_check(name, declared, value)
+
+
+def canonical_name(name: str) -> str:
+    """The public name of setting ``name`` (``psfl_sigma`` -> ``psfl.sigma``,
+    ``vehicle_mobility`` -> ``vehicle.mobility``); unknown names raise :class:`ConfigError`."""
+    return _canonical(name)
+
+
 # --- resolution: presets, auto datasets, what policies and mobility models declare ------------
 def _canonical(name: str) -> str:
-    kind, attr = _split_name(name)
-    return attr if kind is None else f"{kind}.{attr}"
+    owner, attr = _split_name(name)
+    return attr if owner is None else f"{owner}.{attr}"
 
 
 def _get_setting(config: Config, name: str) -> Any:
-    kind, _, attr = name.rpartition(".")
-    owner = getattr(config, kind) if kind else config
-    return getattr(owner, attr)
+    owner, _, attr = name.rpartition(".")
+    if not owner:
+        return getattr(config, attr)
+    holder = getattr(config, owner) if owner in KINDS else config.plugins[owner]
+    return getattr(holder, attr)
 
 
 def declared_settings(config: Config) -> list[tuple[str, Any, str, bool]]:
@@ -593,13 +596,10 @@ def declared_settings(config: Config) -> list[tuple[str, Any, str, bool]]:
 
     Each policy class (``model.policies``) and mobility class (``agents.mobility``) may set
     ``requires`` (strict: an explicit contrary value is an error) and ``defaults`` (applied
-    only where the user said nothing): dicts from a setting name, where ``{kind}`` stands
-    for the agent kind using it, to a value or a function ``f(config, kind)`` (``None`` =
-    nothing to declare). Kinds with no agents declare nothing.
+    only where the user said nothing): dicts from a setting name (namespaced or its old flat
+    name), where ``{kind}`` stands for the agent kind using it, to a value or a function
+    ``f(config, kind)`` (``None`` = nothing to declare). Kinds with no agents declare nothing.
     """
-    from agents.mobility import MOBILITY_MODELS
-    from model.policies import POLICIES
-
     out: list[tuple[str, Any, str, bool]] = []
     for kind in KINDS:
         if config.count(kind) == 0:
@@ -615,7 +615,7 @@ def declared_settings(config: Config) -> list[tuple[str, Any, str, bool]]:
                 for name, value in (getattr(cls, attr, None) or {}).items():
                     resolved = value(config, kind) if callable(value) else value
                     if resolved is not None:
-                        out.append((name.format(kind=kind), resolved, why, strict))
+                        out.append((_canonical(name.format(kind=kind)), resolved, why, strict))
     return out
 
 
@@ -625,7 +625,8 @@ def _resolve(config: Config, explicit: Mapping[str, Any]) -> Config:
     if config.preset:
         from model.presets import preset_settings
 
-        fill = {n: v for n, v in preset_settings(config.preset).items() if n not in explicit}
+        preset = {_canonical(n): v for n, v in preset_settings(config.preset).items()}
+        fill = {n: v for n, v in preset.items() if n not in explicit}
         config = config._replaced(fill)
         derived.update(fill)
     if config.dataset.startswith("auto:"):
@@ -644,7 +645,9 @@ def _resolve(config: Config, explicit: Mapping[str, Any]) -> Config:
                 continue
             if name in explicit:
                 if strict:
-                    raise ConfigError(name, current, f"{value!r} (required by {why})")
+                    raise ConfigError(
+                        config.display_name(name), current, f"{value!r} (required by {why})"
+                    )
                 continue
             config = config._replaced({name: value})
             derived.add(name)
@@ -662,29 +665,36 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, A
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
             yield from _flatten(value, prefix=f"{name}.")
-        elif isinstance(value, KindSettings):
+        elif isinstance(value, KindSettings | PluginSettings):
             yield from _flatten(dataclasses.asdict(value), prefix=f"{name}.")
         else:
             yield name, value
 
 
 def _split_name(name: str) -> tuple[str | None, str]:
-    """``vehicle.mobility`` and ``vehicle_mobility`` both name a per-kind setting."""
+    """``(owner, field)``: owner ``None`` (a core setting), a kind (``vehicle.mobility`` and
+    ``vehicle_mobility``) or a plug-in namespace (``psfl.sigma`` and its alias
+    ``psfl_sigma``)."""
+    unknown = ConfigError(name, "?", "a known setting (see `mobidfl settings`)")
     if "." in name:
-        kind, _, attr = name.partition(".")
-    else:
-        kind, attr = None, name
-        for candidate in KINDS:
-            if name.startswith(candidate + "_"):
-                kind, attr = candidate, name[len(candidate) + 1 :]
-                break
-    if kind is None:
-        if attr not in _FIELD_NAMES or attr in KINDS:
-            raise ConfigError(name, "?", "a known setting (see `mobidfl settings`)")
-        return None, attr
-    if kind not in KINDS or attr not in _KIND_FIELD_NAMES:
-        raise ConfigError(name, "?", "a known setting (see `mobidfl settings`)")
-    return kind, attr
+        owner, _, attr = name.partition(".")
+        if owner in KINDS:
+            if attr not in _KIND_FIELD_NAMES:
+                raise unknown
+            return owner, attr
+        own = plugin_namespaces().get(owner)
+        if own is None or attr not in {f.name for f in fields(own)}:  # type: ignore[arg-type]
+            raise unknown
+        return owner, attr
+    if name in _FIELD_NAMES and name not in KINDS and name != "plugins":
+        return None, name
+    for kind in KINDS:
+        if name.startswith(kind + "_") and name[len(kind) + 1 :] in _KIND_FIELD_NAMES:
+            return kind, name[len(kind) + 1 :]
+    alias = _aliases().get(name)
+    if alias is not None:
+        return alias
+    raise unknown
 
 
 def _field_type(owner: type, attr: str) -> Any:
@@ -734,9 +744,6 @@ def _coerce(name: str, target: Any, value: Any) -> Any:
     raise ConfigError(name, value, "a supported value")
 
 
-INF_ALLOWED = frozenset({"rm_cells", "psfl_walker_speed"})  # inf = move in one step
-"""Float settings where ``inf`` means something (no limit); every other float must be finite."""
-
 SEED_MAX = 2**63 - 1
 """Seeds are stored as int64 (manifests, Parquet) and seed numpy and torch."""
 
@@ -774,8 +781,6 @@ def read_toml(path: str | Path, *, source: str) -> dict[str, Any]:
 
 def mobility_fit(kind: str, name: str) -> str | None:
     """``None`` when mobility ``name`` declares that it fits ``kind``, else what is allowed."""
-    from agents.mobility import MOBILITY_MODELS
-
     model = MOBILITY_MODELS.get(name)
     if model is None or kind in model.kinds:
         return None
@@ -784,17 +789,7 @@ def mobility_fit(kind: str, name: str) -> str | None:
 
 
 def _run_check(name: str, f: dataclasses.Field, value: Any) -> None:
-    if isinstance(value, float):
-        if math.isnan(value):
-            raise ConfigError(name, value, "a number (not NaN)")
-        if math.isinf(value) and f.name not in INF_ALLOWED:
-            raise ConfigError(name, value, "a finite number")
-    check = f.metadata.get("check") or _EXTRA_CHECKS.get(name)
-    if check is None:
-        return
-    allowed = check(value)
-    if allowed is not None:
-        raise ConfigError(name, value, allowed)
+    check_value(name, f, value, extra=_EXTRA_CHECKS.get(name))
 
 
 def _toml_value(value: Any) -> str:
@@ -812,3 +807,19 @@ def _toml_value(value: Any) -> str:
 
 _FIELD_NAMES = {f.name for f in fields(Config)}
 _KIND_FIELD_NAMES = {f.name for f in fields(KindSettings)}
+_DATACLASS_INIT = Config.__init__
+
+
+def _config_init(self: Config, **settings: Any) -> None:
+    """``Config(rm_cells=2.0)``: the raw constructor also takes plug-in settings (old flat or
+    namespaced names) and underscored per-kind names, coerced but, like every raw field,
+    not validated (:meth:`Config.from_settings` validates)."""
+    other = {k: settings.pop(k) for k in list(settings) if k not in _FIELD_NAMES}
+    _DATACLASS_INIT(self, **settings)
+    if other:
+        built = self._replaced(other)
+        for f in fields(Config):
+            object.__setattr__(self, f.name, getattr(built, f.name))
+
+
+Config.__init__ = _config_init  # type: ignore[method-assign]

@@ -16,3 +16,10 @@ class ConfigError(ValueError):
         self.setting = setting
         self.value = value
         self.allowed = allowed
+
+
+class DatasetUnavailable(ValueError):
+    """The requested dataset's files are not on this machine (message says how to get them).
+
+    Here, not in :mod:`model.learning.data`, so the presets (ground floor) can tell a
+    missing dataset from a broken one without importing the loaders' module."""

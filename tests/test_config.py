@@ -57,6 +57,64 @@ def test_bad_value_names_setting_value_and_what_is_allowed(assignment, setting):
     assert "\n" not in message
 
 
+def test_plugin_settings_by_namespace_table_keyword_and_old_flat_name(tmp_path):
+    # Prepare
+    path = tmp_path / "run.toml"
+    path.write_text("[psfl]\nsigma = 20\n[cached]\nsize = 4\n")
+    # Execute
+    from_toml = Config.from_toml(path)
+    from_set = Config().with_overrides(["psfl.sigma=20", "cached.size=4"])
+    from_kwargs = Config.from_settings(**{"psfl.sigma": 20, "cached.size": 4})
+    from_alias = Config.from_settings(psfl_sigma=20, cache_size=4)
+    written = from_set.to_toml()
+    # Assert: one setting under four spellings; the config records it by namespace
+    assert from_toml == from_set == from_kwargs == from_alias
+    assert from_set.psfl.sigma == from_set.psfl_sigma == from_set.setting("psfl_sigma") == 20.0
+    assert from_set.cached.size == 4 and from_set.explicit_settings() == {
+        "psfl.sigma": 20.0, "cached.size": 4
+    }
+    assert "\n[psfl]\nsigma = 20.0\n" in written and "psfl_sigma" not in written
+    assert Config.from_toml(_write(tmp_path / "again.toml", written)) == from_set
+
+
+def test_raw_constructor_takes_plugin_settings_by_any_name_unvalidated():
+    # Execute
+    raw = Config(rm_cells=2.0, **{"psfl.sigma": -1.0}, vehicle_speed=3.0, seed=4)
+    # Assert: placed like from_settings would, but not checked (from_settings checks)
+    assert (raw.dam.rm_cells, raw.psfl.sigma, raw.vehicle.speed, raw.seed) == (2.0, -1.0, 3.0, 4)
+    assert raw.manhattan == Config().manhattan
+    with pytest.raises(ConfigError, match="setting 'psfl.sigma' = -1.0"):
+        raw.validated()
+    with pytest.raises(ConfigError, match="setting 'colour'"):
+        Config(colour="red")
+
+
+@pytest.mark.parametrize(
+    "assignments, setting, allowed",
+    [
+        (["psfl.sigma=-1"], "psfl.sigma", "a number > 0"),
+        (["psfl_sigma=-1"], "psfl_sigma", "a number > 0"),
+        (["psfl.walker_speed=inf", "psfl.sigma=inf"], "psfl.sigma", "a finite number"),
+        (["manhattan.turn_left=0.5"],
+         "manhattan.turn_straight+manhattan.turn_left+manhattan.turn_right", "sum to 1"),
+        (["random_walk.beta=0.5"], "random_walk.beta", "a number > 1"),
+        (["psfl.colour=1"], "psfl.colour", "a known setting"),
+    ],
+)
+def test_plugin_setting_errors_name_the_setting_as_written(assignments, setting, allowed):
+    # Execute
+    with pytest.raises(ConfigError) as info:
+        Config().with_overrides(assignments)
+    # Assert
+    assert info.value.setting == setting and allowed in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
 def test_every_public_setting_is_documented():
     rows = settings_table()
     assert all(help_text for _, _, help_text in rows)

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.config import Config
 from model.errors import ConfigError
 from model.maths.distribution import (
+    area_label_lists,
     cell_coordinates,
     cell_index,
     cell_row_col,
@@ -454,7 +454,7 @@ def test_rectangular_moves_never_exceed_rm(
     assert current == dest  # every eq. 7 step gets strictly closer: it arrives
 
 
-# --- area label sets (Config.area_label_lists) -----------------------------------------------
+# --- area label sets (area_label_lists, setting area_labels) --------------------------------
 @pytest.mark.parametrize("areas", [1, 2, 3, 5, 9, 12])
 def test_default_area_labels_cover_all_classes_and_no_area_holds_one_label(areas):
     # Prepare / Execute
@@ -479,12 +479,12 @@ def test_default_area_labels_overlap_like_cached_dfl_groups():
 
 def test_config_area_labels_modes():
     # Prepare / Execute / Assert
-    assert Config(areas=3).area_label_lists(10) == overlapping_area_labels(10, 3)
-    assert Config(areas=3, area_labels="disjoint").area_label_lists(10) == [
+    assert area_label_lists("", areas=3, num_classes=10) == overlapping_area_labels(10, 3)
+    assert area_label_lists("disjoint", areas=3, num_classes=10) == [
         [0, 1, 2, 3], [4, 5, 6], [7, 8, 9]
     ]
-    assert Config(areas=3, area_labels="9,0,1,2;3,4,5,6;6,7,8,9").area_label_lists(10)[0] == [
+    assert area_label_lists("9,0,1,2;3,4,5,6;6,7,8,9", areas=3, num_classes=10)[0] == [
         9, 0, 1, 2
     ]
     with pytest.raises(ConfigError, match="area_labels"):
-        Config(areas=2, area_labels="0,1;2;3").area_label_lists(10)
+        area_label_lists("0,1;2;3", areas=2, num_classes=10)

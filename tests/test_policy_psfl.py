@@ -20,6 +20,7 @@ from model.config import Config
 from model.errors import ConfigError
 from model.learning.engine import make_engine
 from model.learning.partition import partition_area
+from model.maths.distribution import area_label_lists
 from model.maths.psfl import gradient_field
 from model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
 from model.world import MobiDFLModel
@@ -315,7 +316,7 @@ def test_walker_senses_each_area_s_data_in_a_real_run():
     )
     policy = model.learner.policies["psfl"][0]
     walker = int(policy.walkers[0])
-    area_labels = Config(areas=3, area_labels=TINY["area_labels"]).area_label_lists(10)
+    area_labels = area_label_lists(TINY["area_labels"], areas=3, num_classes=10)
     mobility = model.groups[0][2]
     seen = [int(mobility.current_areas()[-1])]
     assert set(np.flatnonzero(model.learner.engine.label_hist[walker])) <= set(area_labels[0])

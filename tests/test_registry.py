@@ -3,13 +3,15 @@ that registers in this file and runs end to end through the Mesa model."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from agents.mobility import MOBILITY_MODELS, MobilityModel, register_mobility
+from model.config import Config, public_names, settings_table
 from model.errors import ConfigError
 from model.policies import (
     POLICIES,
@@ -18,7 +20,8 @@ from model.policies import (
     ExchangePolicy,
     register_policy,
 )
-from model.registry import Registry
+from model.registry import Registry, plugin_modules
+from model.settings import PluginSettings, positive, setting
 
 
 class _Plugin:
@@ -75,35 +78,71 @@ def test_mobility_registry_refuses_a_taken_name():
                 return np.zeros((1, self.count, 2))
 
 
+@dataclass(frozen=True, kw_only=True)
+class ToySettings(PluginSettings):
+    """The toy policy's own setting: a weight reported as a metric."""
+
+    namespace: ClassVar[str] = "toy"
+    x: float = setting(1.0, "toy_mean: the weight it reports", positive, alias="toy_x")
+
+
+TOY_WORLD = {"policy": "toy_mean", "map": "nyc_uws", "vehicles": 4, "pedestrians": 0,
+             "sensors": 0, "uavs": 0, "steps": 2, "test_size": 50}
+
+
 def test_a_toy_policy_in_a_test_registers_and_runs_end_to_end(tmp_path):
     from model.world import MobiDFLModel
 
-    # Prepare: a FedAvg over all members with two declared metrics, defined here
+    # Prepare: a FedAvg over all members with its own settings and declared metrics,
+    # declaring a default by its namespaced name and a requirement by an old flat name
     @register_policy
     class ToyMean(ExchangePolicy):
         name = "toy_mean"
-        metric_names: ClassVar[tuple[str, ...]] = ("toy_members", "toy_step")
+        settings_class = ToySettings
+        options: ToySettings
+        metric_names: ClassVar[tuple[str, ...]] = ("toy_members", "toy_step", "toy_x")
+        defaults: ClassVar[dict[str, Any]] = {"toy.x": 3.0}
+        requires: ClassVar[dict[str, Any]] = {"cache_size": 7}
 
         def exchange(self, ctx: ExchangeContext) -> Exchange:
             mean = ctx.engine.average(agents=ctx.members)
             return Exchange(
                 assign={int(i): mean for i in ctx.members},
-                metrics={"toy_members": float(ctx.members.size), "toy_step": float(ctx.step)},
+                metrics={"toy_members": float(ctx.members.size), "toy_step": float(ctx.step),
+                         "toy_x": self.options.x},
             )
 
     try:
         # Execute
-        model = MobiDFLModel(policy="toy_mean", map="nyc_uws", vehicles=4, pedestrians=0,
-                             sensors=0, uavs=0, steps=2, test_size=50).run()
+        declared = Config.from_settings(TOY_WORLD)
+        from_set = Config().with_overrides([f"{k}={v}" for k, v in TOY_WORLD.items()]
+                                           + ["toy.x=2.5"])
+        from_alias = Config.from_settings(TOY_WORLD, toy_x=2.5)
+        with pytest.raises(ConfigError) as bad:
+            Config.from_settings(TOY_WORLD, **{"toy.x": -1})
+        with pytest.raises(ConfigError) as contrary:
+            Config.from_settings(TOY_WORLD, cache_size=5)
+        model = MobiDFLModel(**TOY_WORLD, **{"toy.x": 2.0}).run()
         model.model_table().to_csv(tmp_path / "model.csv", index=False)
         table = pd.read_csv(tmp_path / "model.csv")
+        rows = {name: default for name, default, _ in settings_table()}
 
-        # Assert: the policy ran (all models equal) and its metrics reached model.csv
+        # Assert: the settings are composed, documented, validated with one line
+        assert (declared.toy.x, declared.cached.size) == (3.0, 7)
+        assert {"toy.x", "cached.size"} <= declared.derived_settings()
+        assert from_set.toy.x == from_alias.toy.x == from_set.setting("toy_x") == 2.5
+        assert rows["toy.x"] == "1.0"
+        assert str(bad.value) == "setting 'toy.x' = -1.0 is not allowed: a number > 0"
+        assert str(contrary.value).startswith("setting 'cache_size' = 5 is not allowed: 7")
+        # the policy ran with its own instance (all models equal, its x in model.csv)
         assert POLICIES["toy_mean"] is ToyMean and "toy_mean" in POLICIES.names()
+        assert model.config.toy == ToySettings(x=2.0)
+        assert "[toy]\nx = 2.0\n" in model.config.to_toml()
         assert model.steps == 2 and model.learner.engine.consensus() == 0.0
         ran = table[table["step"] >= 1]
         assert ran["toy_members"].tolist() == [4.0, 4.0]
         assert ran["toy_step"].tolist() == [1.0, 2.0]
+        assert ran["toy_x"].tolist() == [2.0, 2.0]
         with pytest.raises(ValueError, match="'toy_mean' is registered twice"):
 
             @register_policy
@@ -112,7 +151,72 @@ def test_a_toy_policy_in_a_test_registers_and_runs_end_to_end(tmp_path):
 
     finally:
         POLICIES.unregister("toy_mean")
-    assert "toy_mean" not in POLICIES
+    assert "toy_mean" not in POLICIES and "toy.x" not in public_names()
     with pytest.raises(ConfigError, match="setting 'policy' = 'toy_mean'"):
-        MobiDFLModel(policy="toy_mean", map="nyc_uws", vehicles=4, pedestrians=0, sensors=0,
-                     uavs=0, steps=2, test_size=50)
+        MobiDFLModel(**TOY_WORLD)
+    with pytest.raises(ConfigError, match="setting 'toy.x' = '\\?'"):
+        Config.from_settings({"toy.x": 2.0})
+
+
+def test_plugin_modules_come_from_the_entry_points_of_the_project_file():
+    # Prepare / Execute
+    modules = plugin_modules()
+    # Assert: the built-ins are declared (pyproject.toml), and loaded into the registries
+    assert modules[:5] == ["model.policies", "agents.mobility", "model.learning.data",
+                           "model.learning.partition", "model.learning.nets"]
+    assert {"psfl", "mofel"} <= set(POLICIES) and "route" in MOBILITY_MODELS
+
+
+def test_a_registry_with_a_group_loads_its_plugins_once_on_first_lookup(tmp_path, monkeypatch):
+    # Prepare: a group whose one module (a real file) registers into a fresh registry
+    import sys
+    import types
+
+    reg: Registry[Any] = Registry("gadget", group="toy.group")
+    target = types.ModuleType("toy_gadget_target")
+    target.__dict__.update(REG=reg, PLUGIN=_Plugin, LOADS=[])
+    (tmp_path / "toy_gadgets.py").write_text(
+        "import toy_gadget_target as t\nt.LOADS.append(1)\nt.REG.register(t.PLUGIN)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "toy_gadget_target", target)
+    monkeypatch.delitem(sys.modules, "toy_gadgets", raising=False)
+    monkeypatch.setattr("model.registry._LOADED", {})
+    monkeypatch.setattr(
+        "model.registry.plugin_modules",
+        lambda group: ["toy_gadgets"] if group == "toy.group" else [],
+    )
+    # Execute
+    reg.register("late")(_Plugin)  # registering does not load
+    before = list(target.LOADS)
+    names = reg.names()
+    again = ("alpha" in reg, len(reg), reg["alpha"])
+    # Assert
+    assert before == [] and names == ["alpha", "late"] and again == (True, 2, _Plugin)
+    assert target.LOADS == [1]
+
+
+def test_a_plugin_namespace_that_shadows_a_setting_is_refused():
+    # Prepare: a policy whose settings namespace is the core setting `seed`
+    @dataclass(frozen=True, kw_only=True)
+    class SeedSettings(PluginSettings):
+        namespace: ClassVar[str] = "seed"
+        x: int = setting(1, "nothing")
+
+    @register_policy
+    class Shadow(ExchangePolicy):
+        name = "toy_shadow"
+        settings_class = SeedSettings
+
+        def exchange(self, ctx: ExchangeContext) -> Exchange:
+            return Exchange()
+
+    # Execute
+    try:
+        with pytest.raises(ConfigError) as info:
+            Config.from_settings(vehicles=3)
+    finally:
+        POLICIES.unregister("toy_shadow")
+    # Assert
+    assert info.value.setting == "policy toy_shadow.settings_class.namespace"
+    assert Config.from_settings(vehicles=3).vehicles == 3  # fine again once it is gone

@@ -12,6 +12,8 @@ import pytest
 from analysis.cli import main
 from analysis.report import make_report
 from analysis.sweep import Sweep, load_runs, read_manifest, run_path, run_sweep
+from model.config import Config
+from model.errors import ConfigError
 from model.world import MobiDFLModel
 
 BASE = """
@@ -64,6 +66,23 @@ def test_runs_are_grid_times_seeds_with_distinct_ids():
     ]
     assert [r.seed for r in runs[::4]] == [7, 8, 9]
     assert all(r.steps == 4 and "seed" not in r.settings for r in runs)
+
+
+def test_plugin_settings_sweep_by_namespace_or_old_name_once_each():
+    # Execute
+    sweep = Sweep.from_dict({"base": {"steps": 2, "psfl": {"loss": "mean"}},
+                             "grid": {"random_walk.hm_fraction": [0.0, 0.5],
+                                      "mobility_alpha": [0.0, 0.4]}})
+    runs = sweep.runs()
+    config = Config.from_settings(runs[-1].settings, seed=runs[-1].seed)
+    with pytest.raises(ConfigError, match="one entry for setting random_walk.hm_fraction"):
+        Sweep.from_dict({"grid": {"hm_fraction": [0.1, 0.2],
+                                  "random_walk.hm_fraction": [0.3, 0.4]}})
+    # Assert: names kept as written (manifest columns), values reach the plug-ins' settings
+    assert sweep.base == {"steps": 2, "psfl.loss": "mean"}
+    assert runs[-1].params == {"random_walk.hm_fraction": 0.5, "mobility_alpha": 0.4}
+    assert (config.random_walk.hm_fraction, config.mobility_aware.alpha) == (0.5, 0.4)
+    assert config.psfl.loss == "mean" and len(runs) == 4
 
 
 def test_every_run_is_recorded_and_a_failing_run_does_not_stop_the_others(local_sweep):

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from maps.world import WorldMap
-from model.registry import Registry
+from model.plugins import MOBILITY_MODELS
+from model.settings import PluginSettings
 from model.views import WorldView
 
 
@@ -48,9 +49,12 @@ class MobilityModel(ABC):
     """The agent kinds this model fits; ``Config`` refuses ``<kind>.mobility`` for others."""
     requires: ClassVar[dict[str, Any]] = {}
     """Settings this model cannot run without (``{kind}`` = its agent kind), see
-    :func:`model.config.declared_settings`."""
+    :func:`model.config.declared_settings`; namespaced or old flat names)."""
     defaults: ClassVar[dict[str, Any]] = {}
     """Settings applied with this model where the user said nothing."""
+    settings_class: ClassVar[type[PluginSettings] | None] = None
+    """This model's own settings (a frozen dataclass under a namespace, e.g. ``manhattan``);
+    :class:`model.config.Config` composes, documents and validates them."""
 
     def __init__(
         self,
@@ -66,6 +70,9 @@ class MobilityModel(ABC):
         self.count = count
         self.settings = settings
         self.kind_settings = settings.kind(kind)
+        own = type(self).settings_class
+        self.options: Any = None if own is None else own.of(settings)
+        """This model's own typed settings (``None`` for a model without any)."""
         self.hm = np.zeros(count, bool)
         self.position = np.zeros((count, 2))
 
@@ -91,10 +98,6 @@ class MobilityModel(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.position = np.asarray(state["position"], float).copy()
         self.hm = np.asarray(state["hm"], bool).copy()
-
-
-MOBILITY_MODELS: Registry[MobilityModel] = Registry("mobility")
-"""Mobility models by name (setting ``<kind>.mobility``); a dict-like :class:`Registry`."""
 
 
 def register_mobility(cls: type[MobilityModel]) -> type[MobilityModel]:

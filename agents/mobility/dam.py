@@ -9,7 +9,7 @@ gets there (eq. 8) and flies toward it at most ``R_m`` cells per step (eq. 7).
 
 As in the paper, mobile clients know the static clients' cells and label histograms (read
 through the world view: groups with a ``static`` mobility, ``label_hist``; :mod:`model.views`).
-Radii: ``R_c = radius_m / cell_m`` and ``R_m = rm_cells``; both in cells, Euclidean between
+Radii: ``R_c = radius_m / cell_m`` and ``R_m = dam.rm_cells``; both in cells, Euclidean between
 cell centres. The maths lives in :mod:`model.maths.distribution`; this file only wires it
 to the model.
 """
@@ -85,8 +85,8 @@ class DistributionAwareGrid(GridMobility):
 
     @property
     def distance(self) -> DistributionDistance:
-        """Eq. 5 distance (setting ``dam_distance``; paper: ``l2``)."""
-        return cast(DistributionDistance, self.settings.dam_distance)
+        """Eq. 5 distance (setting ``dam.distance``; paper: ``l2``)."""
+        return cast(DistributionDistance, self.options.distance)
 
     def members_in(self, world: WorldView) -> np.ndarray:
         """Agent indices of this group in the model's arrays (one group per kind)."""
@@ -148,7 +148,7 @@ class DistributionAwareGrid(GridMobility):
     def next_cells(self, ctx: MobilityContext) -> np.ndarray:
         """Eq. 8 (keep or redraw the destination), then eq. 7 (one step of at most R_m)."""
         dists = self.distributions(world_of(ctx, self.name))
-        rm = float(self.settings.rm_cells)
+        rm = float(self.options.rm_cells)
         new = np.empty(self.count, dtype=np.int64)
         for i in range(self.count):
             cell = int(self.cell[i])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -10,6 +12,36 @@ from scipy.sparse.csgraph import connected_components
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from maps.network import StreetNetwork
+from model.settings import PluginSettings, non_negative, setting, unit_interval
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManhattanSettings(PluginSettings):
+    """Turn probabilities (``manhattan``, ``area_restricted``) and free cars."""
+
+    namespace: ClassVar[str] = "manhattan"
+    turn_straight: float = setting(
+        0.5, "Manhattan model: P(straight)", unit_interval, alias="turn_straight"
+    )
+    turn_left: float = setting(0.25, "Manhattan model: P(left)", unit_interval, alias="turn_left")
+    turn_right: float = setting(
+        0.25, "Manhattan model: P(right)", unit_interval, alias="turn_right"
+    )
+    area_free: int = setting(
+        0, "area_restricted: members free to leave their home area (Cached-DFL)", non_negative,
+        alias="area_free",
+    )
+
+    @property
+    def turn_probabilities(self) -> tuple[float, float, float]:
+        return (self.turn_straight, self.turn_left, self.turn_right)
+
+    def joint_check(self) -> tuple[tuple[str, ...], Any, str] | None:
+        turns = sum(self.turn_probabilities)
+        if math.isclose(turns, 1.0, abs_tol=1e-9):
+            return None
+        names = ("turn_straight", "turn_left", "turn_right")
+        return names, round(turns, 6), "probabilities that sum to 1"
 
 
 @register_mobility
@@ -17,7 +49,7 @@ class Manhattan(MobilityModel):
     """Cached-DFL's Manhattan mobility model on an OSM street graph.
 
     Agents move at constant speed along edge geometries; at an intersection the next edge
-    is drawn by turn class (straight / left / right, ``turn_*`` settings), U-turns only at
+    is drawn by turn class (straight / left / right, ``manhattan.turn_*`` settings), U-turns only at
     dead ends (:meth:`maps.network.StreetNetwork.turn_table`). Distance left at the end of
     an edge is carried into the next. Vehicles use the directed drive network (one-way
     streets respected); pedestrians the walk network (both directions).
@@ -26,13 +58,15 @@ class Manhattan(MobilityModel):
     name = "manhattan"
     # Kinds it fits: streets: the drive network for vehicles, the walk network for pedestrians.
     kinds = frozenset({"vehicle", "pedestrian"})
+    settings_class = ManhattanSettings
+    options: ManhattanSettings
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.network: StreetNetwork = (
             self.world.drive if self.kind == "vehicle" else self.world.walk
         )
-        self.tables = [self.network.turn_table(self.settings.turn_probabilities)]
+        self.tables = [self.network.turn_table(self.options.turn_probabilities)]
         self.table_of = np.zeros(self.count, int)
         self.edge, self.offset = self.network.random_edges(self.count, kwargs["rng"])
         self.position = self.network.xy(self.edge, self.offset)
@@ -70,7 +104,7 @@ class Manhattan(MobilityModel):
 class AreaRestricted(Manhattan):
     """Manhattan mobility that never leaves the agent's home area (Cached-DFL, Fig. 6).
 
-    Home areas are assigned round-robin; the first ``area_free`` members are free
+    Home areas are assigned round-robin; the first ``manhattan.area_free`` members are free
     vehicles that may drive anywhere (the paper's 3-4 free cars).
     """
 
@@ -80,14 +114,14 @@ class AreaRestricted(Manhattan):
         super().__init__(**kwargs)
         rng = kwargs["rng"]
         n_areas = self.world.n_areas
-        free = min(int(self.settings.area_free), self.count)
+        free = min(self.options.area_free, self.count)
         self.home_area = np.arange(self.count) % n_areas
         self.home_area[:free] = -1
         self.table_of = np.zeros(self.count, int)
         for area in range(n_areas):
             allowed = self._strongly_connected_part(self.world.nodes_in_area(self.network, area))
             self.tables.append(
-                self.network.turn_table(self.settings.turn_probabilities, allowed_nodes=allowed)
+                self.network.turn_table(self.options.turn_probabilities, allowed_nodes=allowed)
             )
             members = np.flatnonzero(self.home_area == area)
             self.table_of[members] = area + 1

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from agents.mobility.static import distinct_cells
 from model.maths.distribution import random_grid_destination
+from model.settings import PluginSettings, one_of, positive, setting
+
+
+@dataclass(frozen=True, kw_only=True)
+class DamSettings(PluginSettings):
+    """Reza et al.'s cell movers (``random_grid``, ``dam``, ``dcm``): the move radius R_m
+    and, for DAM/DCM, the eq. 5 distribution distance."""
+
+    namespace: ClassVar[str] = "dam"
+    rm_cells: float = setting(
+        1.0, "random_grid/dam/dcm: max move per step in cells (inf allowed)", positive,
+        alias="rm_cells", inf=True,
+    )
+    distance: str = setting(
+        "l2", "dam/dcm: distribution distance (Reza et al. eq. 5: l2)", one_of("l2", "tv"),
+        alias="dam_distance",
+    )
 
 
 class GridMobility(MobilityModel):
@@ -18,6 +36,9 @@ class GridMobility(MobilityModel):
     constant speed, so "within R at any moment" contacts see the path (de Heredia's M_i).
     Subclasses choose the next cell with :meth:`next_cells`.
     """
+
+    settings_class = DamSettings
+    options: DamSettings
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -37,7 +58,7 @@ class GridMobility(MobilityModel):
         return self.last_speed
 
     def max_step_distance(self, step_s: float) -> float:
-        rm = self.settings.rm_cells
+        rm = self.options.rm_cells
         grid = self.world.grid
         diagonal = float(np.hypot(grid.rows, grid.cols))
         return min(rm, diagonal) * grid.cell_m
@@ -67,7 +88,7 @@ class GridMobility(MobilityModel):
 class RandomGrid(GridMobility):
     """Reza et al., eq. 3: the next cell is uniform among the cells within R_m.
 
-    ``rm_cells = inf`` makes every cell reachable (the paper's unconstrained case). The draw
+    ``dam.rm_cells = inf`` makes every cell reachable (the paper's unconstrained case). The draw
     is :func:`model.maths.distribution.random_grid_destination` (Euclidean cell distance,
     staying put allowed), the one implementation of eq. 3.
     """
@@ -78,7 +99,7 @@ class RandomGrid(GridMobility):
 
     def next_cells(self, ctx: MobilityContext) -> np.ndarray:
         shape = self.grid_shape
-        rm = float(self.settings.rm_cells)
+        rm = float(self.options.rm_cells)
         return np.array(
             [random_grid_destination(int(c), rm_cells=rm, grid=shape, rng=ctx.rng)
              for c in self.cell],

@@ -3,11 +3,49 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from model.settings import PluginSettings, positive, setting, unit_interval
+
+
+@dataclass(frozen=True, kw_only=True)
+class RandomWalkSettings(PluginSettings):
+    """de Heredia 2024's walk: direction probabilities and the two speed classes."""
+
+    namespace: ClassVar[str] = "random_walk"
+    q: str = setting(
+        "0.25,0.25,0.25,0.25", "random_walk direction probabilities up,down,left,right",
+        alias="walk_q",
+    )
+    hm_fraction: float = setting(
+        0.0, "random_walk: proportion p of high-mobility agents (de Heredia 2024)", unit_interval,
+        alias="hm_fraction",
+    )
+    s_max: float = setting(
+        2.0, "random_walk: low-mobility speeds U(0, s_max) m/s", positive, alias="s_max"
+    )
+    beta: float = setting(
+        1.75, "random_walk: high-mobility speeds U(beta s_max, 2 beta s_max)", alias="beta"
+    )
+
+    @property
+    def walk_probabilities(self) -> tuple[float, ...]:
+        return tuple(float(v) for v in self.q.split(","))
+
+    def joint_check(self) -> tuple[tuple[str, ...], Any, str] | None:
+        try:
+            walk = self.walk_probabilities
+        except ValueError:
+            return ("q",), self.q, "four comma-separated numbers"
+        if len(walk) != 4 or any(q < 0 for q in walk) or not math.isclose(sum(walk), 1.0):
+            return ("q",), self.q, "four non-negative numbers that sum to 1"
+        if self.beta <= 1.0:
+            return ("beta",), self.beta, "a number > 1 (HM faster than LM, de Heredia 2024)"
+        return None
 
 # (dx, dy) for up, down, left, right: the order of q_i = [u_i, d_i, l_i, r_i]
 # (de Heredia 2024, §5.1)
@@ -61,13 +99,15 @@ class RandomWalk(MobilityModel):
     """de Heredia 2024, eqs. 1-2: a direction from q each step, constant speed, reflection.
 
     The box is the map's bounding box; positions start uniform in it (de Heredia's initial
-    positions). Each step picks a direction with probabilities ``walk_q``, then moves
+    positions). Each step picks a direction with probabilities ``random_walk.q``, then moves
     ``s_i * step_s`` metres (eq. 1), reflecting at the bounds (eq. 2).
     """
 
     name = "random_walk"
     # Kinds it fits: de Heredia 2024: mobile clients (anything that moves).
     kinds = frozenset({"vehicle", "pedestrian", "uav"})
+    settings_class = RandomWalkSettings
+    options: RandomWalkSettings
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -78,9 +118,9 @@ class RandomWalk(MobilityModel):
         self.position = self.low + rng.random((self.count, 2)) * (self.high - self.low)
         self.speed, self.hm = draw_speeds(
             count=self.count,
-            hm_fraction=self.settings.hm_fraction,
-            s_max=self.settings.s_max,
-            beta=self.settings.beta,
+            hm_fraction=self.options.hm_fraction,
+            s_max=self.options.s_max,
+            beta=self.options.beta,
             rng=rng,
         )
 
@@ -88,7 +128,7 @@ class RandomWalk(MobilityModel):
         return self.speed
 
     def advance(self, ctx: MobilityContext) -> np.ndarray:
-        q = np.asarray(self.settings.walk_probabilities)
+        q = np.asarray(self.options.walk_probabilities)
         direction = DIRECTIONS[ctx.rng.choice(4, size=self.count, p=q)]
         velocity = direction * self.speed[:, None]
         start = self.position

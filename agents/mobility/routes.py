@@ -11,9 +11,9 @@ member then really drives. Predictions are therefore exact while the plan lasts
 (:meth:`Route.predicted_edges`: the edge sequence with entry times).
 
 Vehicles use the directed drive network (one-way streets respected), other kinds the walk
-network. Each member keeps one speed, drawn once per member U(``route_speed_min``, the
+network. Each member keeps one speed, drawn once per member U(``route.speed_min``, the
 kind's ``speed``) (MoFeL Sec. 4: "the client's speed is an inherent characteristic of the
-client"; Sec. 5.3: v_n ~ U(v_min = 1 m/min, v_max)); set ``route_speed_min`` equal to the
+client"; Sec. 5.3: v_n ~ U(v_min = 1 m/min, v_max)); set ``route.speed_min`` equal to the
 kind's speed for one speed for all. Speeds come from their own generator (seeded by
 ``seed`` and the kind), so they do not shift any other random stream. Edge
 changes are time-stamped inside the step (:attr:`Route.last_transitions`), so departures
@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import zlib
 from collections import deque
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,6 +33,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from maps.network import StreetNetwork
+from model.settings import PluginSettings, non_negative, setting
 
 _CACHE_SOURCES = 4096  # predecessor rows kept per network (one Dijkstra per source node)
 
@@ -103,6 +105,20 @@ def shortest_paths(network: StreetNetwork) -> ShortestPaths:
     return hit[1]
 
 
+@dataclass(frozen=True, kw_only=True)
+class RouteSettings(PluginSettings):
+    """The slowest client's speed (MoFeL Sec. 5.3: v_n ~ U(v_min, v_max))."""
+
+    namespace: ClassVar[str] = "route"
+    speed_min: float = setting(
+        1.0 / 60.0,
+        "route: client speeds drawn U(route.speed_min, <kind>.speed) m/s per client "
+        "(MoFeL Sec. 5.3: v_min = 1 m/min)",
+        non_negative,
+        alias="route_speed_min",
+    )
+
+
 @register_mobility
 class Route(MobilityModel):
     """Shortest-path trips to random destination nodes; the planned route is disclosed.
@@ -119,6 +135,8 @@ class Route(MobilityModel):
     name = "route"
     # Kinds it fits: MoFeL: vehicles on routes over the drive network.
     kinds = frozenset({"vehicle"})
+    settings_class = RouteSettings
+    options: RouteSettings
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -134,7 +152,7 @@ class Route(MobilityModel):
         self.time = 0.0
         self.speed_of = member_speeds(
             self.count,
-            low=float(getattr(self.settings, "route_speed_min", self.kind_settings.speed)),
+            low=float(self.options.speed_min),
             high=float(self.kind_settings.speed),
             seed=int(getattr(self.settings, "seed", 0)),
             kind=self.kind,

@@ -3,8 +3,8 @@
 The run's map becomes a SUMO network (:mod:`maps.sumo_net`: the drive network written as
 plain XML in the map's CRS, converted by ``netconvert``, cached), so SUMO's x/y are the
 map's metres and every position lies on a MobiDFL street. Demand comes from SUMO's
-``randomTrips.py`` with the run's seed (``sumo_fringe_factor``). SUMO runs in-process
-(``libsumo``), ``sumo_step_length`` seconds per SUMO step.
+``randomTrips.py`` with the run's seed (``sumo.fringe_factor``). SUMO runs in-process
+(``libsumo``), ``sumo.step_length`` seconds per SUMO step.
 
 Fixed agent count and identity: agent ``i`` is SUMO vehicle ``v<i>`` for the whole run. It
 starts at a random point of its first trip's origin edge (drawn with the model's
@@ -34,7 +34,7 @@ counters kept in :meth:`state_dict`, so :meth:`load_state_dict` restarts SUMO an
 it to the checkpoint's time (fast: no positions are read while replaying), then checks that
 the replay made the same re-insertions.
 
-With ``sumo_fcd = true`` every sampled position is kept and written as ``trace.csv``
+With ``sumo.fcd = true`` every sampled position is kept and written as ``trace.csv``
 (``id,time,x,y``, map CRS) into the run's output folder, where the ``trace`` mobility model
 replays it exactly (same sub-times, same contacts).
 """
@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import tempfile
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -58,6 +59,7 @@ from maps.sumo_net import (
     sumo_tools,
 )
 from model.errors import ConfigError
+from model.settings import PluginSettings, non_negative, positive, setting
 
 SPEED_FACTOR = "normc(1,0.1,0.8,1.2)"
 SPEED_FACTOR_MAX = 1.2
@@ -96,11 +98,35 @@ def interpolate(
     return xy0 + w * (xy1 - xy0)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SumoSettings(PluginSettings):
+    """How SUMO is driven: its step, warm-up, trip generation and trace output."""
+
+    namespace: ClassVar[str] = "sumo"
+    step_length: float = setting(
+        1.0, "sumo: seconds per SUMO step (--step-length)", positive, alias="sumo_step_length"
+    )
+    warmup_s: float = setting(
+        60.0, "sumo: seconds of SUMO traffic before step 0 (at least one SUMO step)",
+        non_negative, alias="sumo_warmup_s",
+    )
+    fringe_factor: float = setting(
+        1.0, "sumo: randomTrips.py --fringe-factor (trips from/to the map's border)", positive,
+        alias="sumo_fringe_factor",
+    )
+    fcd: bool = setting(
+        False, "sumo: write the sampled positions as trace.csv into --out (for `trace`)",
+        alias="sumo_fcd",
+    )
+
+
 @register_mobility
 class Sumo(MobilityModel):
     """SUMO traffic on the run's map; ``count`` vehicles that keep their identity."""
 
     name = "sumo"
+    settings_class = SumoSettings
+    options: SumoSettings
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -109,8 +135,8 @@ class Sumo(MobilityModel):
         speed = float(self.kind_settings.speed)
         if speed <= 0:
             raise ConfigError("vehicle.speed", speed, "a speed limit > 0 for sumo")
-        cfg = self.settings
-        self.step_length = float(cfg.sumo_step_length)
+        cfg, own = self.settings, self.options
+        self.step_length = float(own.step_length)
         self.speed_limit = speed
         tools = sumo_tools()
         self.net_file = build_network(
@@ -122,7 +148,7 @@ class Sumo(MobilityModel):
             self.net_file,
             trips=pool,
             seed=int(cfg.seed),
-            fringe_factor=float(cfg.sumo_fringe_factor),
+            fringe_factor=float(own.fringe_factor),
             cache_dir=cfg.map_cache,
             tools=tools,
         )
@@ -130,8 +156,8 @@ class Sumo(MobilityModel):
         rng: np.random.Generator = kwargs["rng"]
         self.depart_u = rng.random(self.count)  # where on its origin edge each car starts
         self.sumo_seed = int(rng.integers(2**31 - 1))
-        self.warmup_steps = max(1, int(np.ceil(float(cfg.sumo_warmup_s) / self.step_length)))
-        self.record_trace = bool(cfg.sumo_fcd)
+        self.warmup_steps = max(1, int(np.ceil(float(own.warmup_s) / self.step_length)))
+        self.record_trace = bool(own.fcd)
         self._folder = tempfile.TemporaryDirectory(prefix="mobidfl-sumo-")
         self.ids = [f"v{i}" for i in range(self.count)]
         self.index_of = {vid: i for i, vid in enumerate(self.ids)}
@@ -296,7 +322,7 @@ class Sumo(MobilityModel):
         import pandas as pd
 
         if not self.record_trace:
-            raise RuntimeError("set sumo_fcd = true to keep the trace")
+            raise RuntimeError("set sumo.fcd = true to keep the trace")
         xy = np.stack(self.trace_xy)
         times = np.repeat(np.asarray(self.trace_t), self.count)
         return pd.DataFrame(

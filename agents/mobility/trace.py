@@ -1,4 +1,4 @@
-"""Replay of a recorded trace (SUMO FCD or CSV): ``trace_file``, read by :mod:`maps.traces`.
+"""Replay of a recorded trace (SUMO FCD or CSV): ``trace.file``, read by :mod:`maps.traces`.
 
 Each kind whose mobility is ``trace`` takes the next block of trace ids (kinds in the order
 vehicle, pedestrian, sensor, uav), so two kinds never share an id. Agents before their
@@ -8,7 +8,7 @@ MobiDFL time 0; after the trace ends everybody stays parked.
 
 Sub-times: the step is sampled at least as finely as the trace itself (one sub-time per
 recorded interval) and at least as the contact rule needs for the fastest recorded motion,
-so no recorded point is skipped. A trace written by a SUMO-driven run (``sumo_fcd``) has
+so no recorded point is skipped. A trace written by a SUMO-driven run (``sumo.fcd``) has
 records exactly at that run's sub-times, so its replay samples the same times, gets the
 same positions and the same contacts.
 """
@@ -16,7 +16,9 @@ same positions and the same contacts.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,9 +26,35 @@ from agents.mobility.base import MobilityContext, MobilityModel, register_mobili
 from maps.traces import positions_at, read_trace, resolution
 from model.config import KINDS
 from model.errors import ConfigError
+from model.settings import PluginSettings, setting
 
 MAX_RECORDS_PER_STEP = 1000
 """Cap on the sub-times forced by a very fine trace (a 0.1 s trace with 120 s steps)."""
+
+
+def _trace_file(value: str) -> str | None:
+    """An empty name (no trace) or an existing ``.xml``/``.csv`` file (SUMO FCD or CSV)."""
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if path.suffix.lower() not in (".xml", ".csv"):
+        return "a SUMO FCD .xml or a .csv trace file"
+    return None if path.is_file() else "an existing SUMO FCD .xml or .csv trace file"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceSettings(PluginSettings):
+    """Which recorded trace to replay, and the CRS of its x, y."""
+
+    namespace: ClassVar[str] = "trace"
+    file: str = setting(
+        "", "trace: SUMO FCD .xml or CSV (id,time,lon,lat or id,time,x,y)", _trace_file,
+        alias="trace_file",
+    )
+    crs: str = setting(
+        "", "trace: CRS of x,y in trace.file (empty = the map's CRS; EPSG:4326 for geo FCD)",
+        alias="trace_crs",
+    )
 
 
 @register_mobility
@@ -34,20 +62,22 @@ class TraceReplay(MobilityModel):
     """Positions interpolated from a recorded trace."""
 
     name = "trace"
+    settings_class = TraceSettings
+    options: TraceSettings
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        cfg = self.settings
-        if not cfg.trace_file:
+        cfg, own = self.settings, self.options
+        if not own.file:
             raise ConfigError("trace_file", "", f"a trace file for {self.kind}.mobility = trace")
-        trace = read_trace(cfg.trace_file, map_crs=self.world.crs, crs=cfg.trace_crs)
+        trace = read_trace(own.file, map_crs=self.world.crs, crs=own.crs)
         start = sum(
             cfg.count(k) for k in KINDS[: KINDS.index(self.kind)] if cfg.kind(k).mobility == "trace"
         )
         if trace.n_agents < start + self.count:
             raise ConfigError(
                 "trace_file",
-                cfg.trace_file,
+                own.file,
                 f"a trace with at least {start + self.count} ids for the trace-driven agents "
                 f"(it has {trace.n_agents})",
             )

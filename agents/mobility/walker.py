@@ -9,17 +9,17 @@ layout for the grid cells (it overrides the map's k-means areas through ``home_a
 because the paper's areas are compact blocks of similar size, while k-means on a street grid
 gives 9 areas of 2 to 11 sensors.
 
-With ``psfl_walker = true`` the group's last member is the ★ node of the movement
+With ``psfl.walker = true`` the group's last member is the ★ node of the movement
 experiment (Sec. IV-A, last paragraph; Fig. 7): it visits every area in turn and stays
-``psfl_walker_stay`` steps in each (paper: 5 steps, 140 in all). Its code
+``psfl.walker_stay`` steps in each (paper: 5 steps, 140 in all). Its code
 (``MoveInAreas``) heads for the centre of each area in the boustrophedon order
 0, 1, 2, 5, 4, 3, 6, 7, 8, moving ``speed`` units per event in a straight line toward it,
 and once within reach waits ``waitFor`` events before heading for the next. Here the ★
 node travels the straight line to the cell nearest each area's centroid at
-``psfl_walker_speed`` grid cells per step (default 0.2 cells per step, the speed recorded
+``psfl.walker_speed`` grid cells per step (default 0.2 cells per step, the speed recorded
 for the authors' code when this model was written; ``inf`` = the earlier one-step jump),
 entering the areas on its way as it crosses their borders (the PSFL policy then senses
-the new area's data). The step it arrives counts as the first of its ``psfl_walker_stay``
+the new area's data). The step it arrives counts as the first of its ``psfl.walker_stay``
 steps at the stop. At 0.2 cells per step, 9 areas on the 7 x 8 field take about 140
 steps, the paper's run length. The other members sit on distinct cells, as ``static``.
 """
@@ -27,15 +27,57 @@ steps, the paper's run length. The other members sit on distinct cells, as ``sta
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from agents.mobility.static import GRID_KINDS, distinct_cells
 from model.errors import ConfigError
+from model.settings import PluginSettings, at_least_one, one_of, positive, setting
 
-__all__ = ["PsflWalker", "area_layout", "rectangle_areas", "snake_order"]
+__all__ = ["PsflSettings", "PsflWalker", "area_layout", "rectangle_areas", "snake_order"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PsflSettings(PluginSettings):
+    """PSFL's settings, shared by the ``psfl`` policy and this ``psfl_walker`` mobility
+    (here, below the policy, so the policy imports it and not the other way round)."""
+
+    namespace: ClassVar[str] = "psfl"
+    sigma: float = setting(
+        40.0,
+        "psfl: federation bound sigma on accumulated dissimilarity (paper: 20/40/80 at "
+        "psfl.loss = batch_sum)",
+        positive,
+        alias="psfl_sigma",
+    )
+    walker: bool = setting(
+        False, "psfl: one sensor visits every area in turn (PSFL)", alias="psfl_walker"
+    )
+    walker_stay: int = setting(
+        5, "psfl: steps the walker stays in each area", at_least_one, alias="psfl_walker_stay"
+    )
+    loss: str = setting(
+        "batch_sum",
+        "psfl: scale of L(D_i, nn_j) in eq. 3: batch_sum (authors' code, the scale of the "
+        "paper's sigma 20/40/80) or mean (eq. 3 as printed)",
+        one_of("batch_sum", "mean"),
+        alias="psfl_loss",
+    )
+    loss_batch: int = setting(
+        64, "psfl: evaluation batch of psfl.loss = batch_sum (authors' code: 64)", at_least_one,
+        alias="psfl_loss_batch",
+    )
+    walker_speed: float = setting(
+        0.2,
+        "psfl: speed of the moving node between area centres in grid cells per step "
+        "(authors' code 0.2; inf = jump in one step)",
+        positive,
+        alias="psfl_walker_speed",
+        inf=True,
+    )
 
 
 def area_layout(k: int) -> tuple[int, int]:
@@ -98,6 +140,8 @@ class PsflWalker(MobilityModel):
     name = "psfl_walker"
     # Kinds it fits: PSFL: sensors in areas, one of them walks.
     kinds = frozenset({"sensor"})
+    settings_class = PsflSettings
+    options: PsflSettings
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -108,10 +152,8 @@ class PsflWalker(MobilityModel):
         settings = self.settings
         grid = self.world.grid
         self.k = int(settings.areas)
-        self.stay = int(settings.psfl_walker_stay)
-        if self.stay < 1:
-            raise ConfigError("psfl_walker_stay", self.stay, "an integer >= 1")
-        n_walk = 1 if bool(settings.psfl_walker) and self.count > 0 else 0
+        self.stay = self.options.walker_stay
+        n_walk = 1 if self.options.walker and self.count > 0 else 0
         self.walkers = np.arange(self.count - n_walk, self.count, dtype=np.int64)
         n_static = self.count - n_walk
         cells = distinct_cells(
@@ -133,9 +175,7 @@ class PsflWalker(MobilityModel):
         self.stops = np.array(
             [self._centre_cell(centres, cell_area, a) for a in self.tour], dtype=np.int64
         )
-        self.speed_m = float(getattr(settings, "psfl_walker_speed", math.inf)) * grid.cell_m
-        if not self.speed_m > 0:
-            raise ConfigError("psfl_walker_speed", self.speed_m / grid.cell_m, "a number > 0")
+        self.speed_m = float(self.options.walker_speed) * grid.cell_m
         self.t = 0
         self.leg = 0  # index in ``tour`` of the stop the ★ node heads for / stands on
         self.dwell = 1  # steps counted at the current stop (the start counts as one)

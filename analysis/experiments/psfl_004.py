@@ -107,7 +107,7 @@ BASE: dict[str, Any] = {
     "model": "mlp",
     "partition": "area",
     "area_within": "iid",
-    "area_labels": "",  # the overlapping windows of >= 3 labels (Config.area_label_lists)
+    "area_labels": "",  # overlapping windows of >= 3 labels (maths.distribution.area_label_lists)
     "psfl_loss": "batch_sum",  # the authors' code's loss scale, on which sigma is set
     "psfl_loss_batch": 64,
     "psfl_walker_speed": 0.2,
@@ -200,7 +200,7 @@ def tour_steps(settings: dict[str, Any]) -> int:
     stops = mobility.world.grid.centres(mobility.stops)
     legs = np.hypot(*np.diff(stops, axis=0).T)
     per_leg = np.ceil(legs / mobility.speed_m - 1e-9) if np.isfinite(mobility.speed_m) else 1
-    return int(np.sum(per_leg)) + (config.psfl_walker_stay - 1) * (len(stops) - 1) + 1
+    return int(np.sum(per_leg)) + (config.psfl.walker_stay - 1) * (len(stops) - 1) + 1
 
 
 def run_walker(*, areas: int, sigma: float, stay: int, tail: int, seed: int) -> list[dict]:

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from model.errors import ConfigError
+from model.errors import ConfigError, DatasetUnavailable
+from model.plugins import DATASETS
 
 __all__ = [
     "DATASETS",
@@ -50,10 +51,6 @@ _NORM: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "emnist_letters": ((0.1722,), (0.3309,)),
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
 }
-
-
-class DatasetUnavailable(ValueError):
-    """The requested dataset's files are not on this machine (message says how to get them)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -351,8 +348,10 @@ _LOADERS: dict[str, Callable[[Path | None, int, int], Dataset]] = {
     "digits": _load_digits,
 }
 
-DATASETS: tuple[str, ...] = tuple(_LOADERS)
-"""Names accepted by :func:`load_dataset` (``mnist5k`` is the offline default)."""
+for _name, _loader in _LOADERS.items():
+    DATASETS.register(_name)(_loader)
+"""Names accepted by :func:`load_dataset` (``mnist5k`` is the offline default) are the
+ground-floor registry :data:`model.plugins.DATASETS`."""
 
 
 def load_dataset(

@@ -61,6 +61,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import vmap
 
+from model.config import check_setting
 from model.errors import ConfigError
 from model.learning.backends import (
     EVAL_CHUNK_CONV,
@@ -705,30 +706,17 @@ def _validate(
 ) -> None:
     if len(parts) < 1:
         raise ConfigError("n_agents", 0, "at least one agent with data")
-    if not lr > 0:
-        raise ConfigError("lr", lr, "a number > 0")
-    if isinstance(batch_size, bool) or int(batch_size) < 0:
-        raise ConfigError("batch_size", batch_size, "an integer >= 1, or 0 for full batch")
-    if optimizer not in OPTIMIZERS:
-        raise ConfigError("optimizer", optimizer, "one of " + ", ".join(OPTIMIZERS))
+    settings = {  # each by the config's own check (one rule per setting, model.config)
+        "lr": lr, "batch_size": batch_size, "optimizer": optimizer, "local_steps": local_steps,
+        "momentum": momentum, "weight_decay": weight_decay, "prox_rho": prox_rho,
+        "workers": workers, "eval_chunk": eval_chunk, "worker_backend": worker_backend,
+    }
+    for name, value in settings.items():
+        check_setting(name, value)
     if optimizer == "adam" and momentum:
         raise ConfigError("momentum", momentum, "0 with optimizer = adam (Adam has its own)")
     if optimizer == "adam" and workers > 1:
         raise ConfigError("workers", workers, "1 with optimizer = adam")
-    if isinstance(local_steps, bool) or int(local_steps) < 1:
-        raise ConfigError("local_steps", local_steps, "an integer >= 1")
-    if not 0.0 <= momentum < 1.0:
-        raise ConfigError("momentum", momentum, "a number in [0, 1)")
-    if not weight_decay >= 0:
-        raise ConfigError("weight_decay", weight_decay, "a number >= 0")
-    if not prox_rho >= 0:
-        raise ConfigError("prox_rho", prox_rho, "a number >= 0")
-    if isinstance(workers, bool) or int(workers) < 0:
-        raise ConfigError("workers", workers, "an integer >= 1, or 0 = auto")
-    if isinstance(eval_chunk, bool) or int(eval_chunk) < 0:
-        raise ConfigError("eval_chunk", eval_chunk, "an integer >= 1, or 0 = auto")
-    if worker_backend not in WORKER_BACKENDS:
-        raise ConfigError("worker_backend", worker_backend, "one of " + ", ".join(WORKER_BACKENDS))
     if worker_backend == "ray" and backend != "loop":
         raise ConfigError("worker_backend", worker_backend, "processes unless backend = loop")
     if agent_chunk is not None and int(agent_chunk) < 1:

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from model.errors import ConfigError
+from model.plugins import NETS
 
 __all__ = ["NETS", "build_net", "flops_per_sample", "num_params"]
 
@@ -111,13 +112,14 @@ def lenet5(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
-NETS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
+_BUILDERS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "mlp": mlp,
     "cnn": cnn,
     "cached_cnn": cached_cnn,
     "lenet5": lenet5,
 }
-"""Registry of network builders by name (setting ``model``)."""
+for _name, _builder in _BUILDERS.items():
+    NETS.register(_name)(_builder)  # the registry by name (setting ``model``): model.plugins
 
 
 def build_net(name: str, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:

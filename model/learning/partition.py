@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from model.errors import ConfigError
+from model.plugins import PARTITIONS
 
 __all__ = [
     "PARTITIONS",
@@ -27,8 +28,6 @@ __all__ = [
     "shard_counts",
 ]
 
-PARTITIONS: tuple[str, ...] = ("iid", "shards", "dirichlet", "area")
-"""Names accepted by :func:`make_partition` (setting ``partition``)."""
 
 SHARD_MIX: tuple[tuple[int, float], ...] = ((4, 0.1), (3, 0.2), (2, 0.3))
 """(shards per agent, fraction of agents); the rest (40 %) get 1 shard. Cached-DFL."""
@@ -234,6 +233,15 @@ def label_histograms(
             :num_classes
         ]
     return out
+
+
+for _name, _partition in (
+    ("iid", partition_iid),
+    ("shards", partition_shards),
+    ("dirichlet", partition_dirichlet),
+    ("area", partition_area),
+):
+    PARTITIONS.register(_name)(_partition)  # names of setting ``partition``: model.plugins
 
 
 def make_partition(

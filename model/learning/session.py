@@ -8,7 +8,7 @@ the model.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -16,12 +16,10 @@ from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import make_partition
 from model.learning.results import Evaluation, StepResult
+from model.maths.distribution import area_label_lists
 from model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step
 from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
 from model.policies.base import ExchangePolicy, check_metrics
-
-if TYPE_CHECKING:
-    from model.world import MobiDFLModel
 
 __all__ = ["Evaluation", "LearningSession", "StepResult"]
 
@@ -29,7 +27,9 @@ __all__ = ["Evaluation", "LearningSession", "StepResult"]
 class LearningSession:
     """Owns the engine and one policy instance per policy name used in the run."""
 
-    def __init__(self, model: MobiDFLModel) -> None:
+    def __init__(self, model: Any) -> None:
+        """``model`` is the running :class:`model.world.MobiDFLModel`, which owns this
+        session (typed ``Any`` here: that module imports this one, never the reverse)."""
         config = model.config
         self.model = model
         self.dataset = load_dataset(
@@ -94,7 +94,9 @@ class LearningSession:
             pools = [np.arange(len(labels))]
         parts: list[np.ndarray] = [np.empty(0, int)] * model.n_agents
         for (name, agents), pool in zip(by_name.items(), pools, strict=True):
-            area_labels = config.area_label_lists(self.dataset.num_classes)
+            area_labels = area_label_lists(
+                config.area_labels, areas=config.areas, num_classes=self.dataset.num_classes
+            )
             local = make_partition(
                 name,
                 labels[pool],

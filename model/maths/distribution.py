@@ -27,6 +27,7 @@ from numpy.typing import ArrayLike
 from model.errors import ConfigError
 
 __all__ = [
+    "area_label_lists",
     "disjoint_area_labels",
     "overlapping_area_labels",
     "GridMetric",
@@ -466,3 +467,29 @@ def overlapping_area_labels(
         [(a * num_classes // areas + t) % num_classes for t in range(width)]
         for a in range(areas)
     ]
+
+
+def area_label_lists(spec: str, *, areas: int, num_classes: int) -> list[list[int]]:
+    """Labels of each area from the ``area_labels`` setting ``spec``.
+
+    Empty (default): overlapping circular windows of at least 3 labels
+    (:func:`overlapping_area_labels`: no area holds a single label; 3 areas of 10 classes:
+    {0..3}, {3..6}, {6..9}, cf. Cached-DFL's {9,0,1,2}, {3,4,5,6}, {6,7,8,9}). ``disjoint``:
+    PSFL's code split into contiguous disjoint blocks. Otherwise explicit ';'-separated
+    lists. Here, not on the config, because it needs the dataset's class count.
+    """
+    if not spec.strip():
+        return overlapping_area_labels(num_classes, areas)
+    if spec.strip() == "disjoint":
+        return disjoint_area_labels(num_classes, areas)
+    try:
+        lists = [[int(v) for v in part.split(",")] for part in spec.split(";")]
+    except ValueError:
+        raise ConfigError("area_labels", spec, "lists like 0,1,2;3,4,5") from None
+    if len(lists) != areas or any(not 0 <= v < num_classes for part in lists for v in part):
+        raise ConfigError(
+            "area_labels",
+            spec,
+            f"{areas} ';'-separated lists of labels in [0, {num_classes})",
+        )
+    return lists

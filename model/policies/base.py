@@ -48,7 +48,8 @@ import scipy.sparse
 import torch
 
 from model.errors import ConfigError
-from model.registry import Registry
+from model.plugins import POLICIES
+from model.settings import PluginSettings
 
 if TYPE_CHECKING:
     from model.learning.engine import Engine
@@ -124,10 +125,16 @@ class ExchangePolicy(ABC):
     defaults: ClassVar[dict[str, Any]] = {}
     """Settings the paper uses with this policy, applied only where the user said nothing
     (a value or a function of the config)."""
+    settings_class: ClassVar[type[PluginSettings] | None] = None
+    """This policy's own settings (a frozen dataclass under a namespace, e.g. ``psfl``);
+    :class:`model.config.Config` composes, documents and validates them."""
 
     def __init__(self, *, settings: Any) -> None:
-        """``settings`` is the run config (attribute access, e.g. ``settings.mobility_alpha``)."""
+        """``settings`` is the run config (world settings such as ``seed`` or ``areas``);
+        ``self.options`` is this policy's own typed settings (``None`` without a class)."""
         self.settings = settings
+        own = type(self).settings_class
+        self.options: Any = None if own is None else own.of(settings)
 
     def setup(  # noqa: B027 - optional hook, default no-op
         self,
@@ -175,11 +182,6 @@ def check_metrics(policy: ExchangePolicy, metrics: dict[str, float]) -> None:
         )
 
 
-POLICIES: Registry[ExchangePolicy] = Registry("policy")
-"""Exchange policies by name (setting ``policy`` / ``<kind>.policy``); a dict-like
-:class:`Registry` that refuses a taken name."""
-
-
 def register_policy(cls: type[ExchangePolicy]) -> type[ExchangePolicy]:
     """Class decorator: register ``cls`` under ``cls.name``."""
     return POLICIES.register(cls)
@@ -187,7 +189,8 @@ def register_policy(cls: type[ExchangePolicy]) -> type[ExchangePolicy]:
 
 def make_policy(name: str, *, settings: Any) -> ExchangePolicy:
     """Instantiate the policy registered as ``name``."""
-    return POLICIES.make(name, settings=settings)
+    policy: ExchangePolicy = POLICIES.make(name, settings=settings)
+    return policy
 
 
 def combine_rows(

@@ -35,6 +35,7 @@ made every agent keep the same lowest-numbered origins (measured, see caching_00
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -56,6 +57,7 @@ from model.policies.base import (
     ExchangePolicy,
     register_policy,
 )
+from model.settings import PluginSettings, at_least_one, setting
 
 if TYPE_CHECKING:
     from model.learning.engine import Engine
@@ -125,8 +127,28 @@ def parse_group_limits(text: str, *, cache_size: int, groups: int) -> list[int]:
     return limits
 
 
+@dataclass(frozen=True, kw_only=True)
+class CachedSettings(PluginSettings):
+    """Cache bounds shared by ``cached_lru`` and ``cached_group_lru`` (Cached-DFL)."""
+
+    namespace: ClassVar[str] = "cached"
+    size: int = setting(
+        10, "cached_lru: cache size C_max (Cached-DFL)", at_least_one, alias="cache_size"
+    )
+    tau_max: int = setting(
+        5, "cached_lru: staleness tolerance tau_max in steps", at_least_one, alias="tau_max"
+    )
+    groups: str = setting(
+        "", "cached_group_lru: per-area cache limits, e.g. 4,3,3 (empty = even split)",
+        alias="cache_groups",
+    )
+
+
 class CachedPolicy(ExchangePolicy):
     """Shared machinery of the LRU and group-LRU Cached-DFL policies."""
+
+    settings_class = CachedSettings
+    options: CachedSettings
 
     metric_names: ClassVar[tuple[str, ...]] = ("cache_size_mean", "cache_age_mean")
     needs_encounter_times: ClassVar[bool] = True
@@ -139,11 +161,11 @@ class CachedPolicy(ExchangePolicy):
     # --- configuration ------------------------------------------------------------------------
     @property
     def tau_max(self) -> int:
-        return int(self.settings.tau_max)
+        return self.options.tau_max
 
     def _limits(self) -> dict[str, Any]:
         """Keyword arguments of :func:`exchange_pair` that bound the cache."""
-        return {"cache_size": int(self.settings.cache_size)}
+        return {"cache_size": self.options.size}
 
     def _group_of(self, agents: AgentTable, origin: int) -> int:
         return 0
@@ -285,8 +307,8 @@ class CachedGroupLRUPolicy(CachedPolicy):
     @property
     def group_limits(self) -> Sequence[int]:
         return parse_group_limits(
-            str(self.settings.cache_groups),
-            cache_size=int(self.settings.cache_size),
+            self.options.groups,
+            cache_size=self.options.size,
             groups=int(self.settings.areas),
         )
 

@@ -6,17 +6,31 @@ during the step, plus ``i``), ``W_ij = 1/N + alpha (X_ij - 1/N)`` with
 clients over time, so their models are "more complete"; weighing them up is meant to close
 the accuracy gap between high- and low-mobility clients (Table 3). ``alpha = 0`` is plain
 D-PSGD (Sec. 5.3, policy ``dpsgd``), ``alpha = 1`` is the naive ``W_ij = X_ij`` (Table 4).
-``alpha`` comes from the setting ``mobility_alpha`` (config limits it to [0, 1], so every
-weight stays non-negative; the thesis' released code defaults to 2).
+``alpha`` comes from the setting ``mobility_aware.alpha`` (old name ``mobility_alpha``;
+limited to [0, 1], so every weight stays non-negative; the thesis' released code defaults
+to 2).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from model.maths.mixing import mobility_aware_weights
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 from model.policies.dpsgd import member_degree_mean
+from model.settings import PluginSettings, setting, unit_interval
+
+
+@dataclass(frozen=True, kw_only=True)
+class MobilityAwareSettings(PluginSettings):
+    """The mixing weight's lean towards faster neighbours."""
+
+    namespace: ClassVar[str] = "mobility_aware"
+    alpha: float = setting(
+        0.0, "mobility_aware: alpha in W_ij = 1/N + alpha (X_ij - 1/N)", unit_interval,
+        alias="mobility_alpha",
+    )
 
 
 @register_policy
@@ -24,6 +38,8 @@ class MobilityAwarePolicy(ExchangePolicy):
     """de Heredia 2024 Alg. 1 line 6 with the mobility-aware weights of Sec. 5.4."""
 
     name = "mobility_aware"
+    settings_class = MobilityAwareSettings
+    options: MobilityAwareSettings
     metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
@@ -31,7 +47,7 @@ class MobilityAwarePolicy(ExchangePolicy):
         rows = mobility_aware_weights(
             ctx.adjacency,
             ctx.agents.speed,
-            float(self.settings.mobility_alpha),
+            self.options.alpha,
             ctx.members,
         )
         return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)})

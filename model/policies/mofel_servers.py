@@ -47,6 +47,14 @@ from maps.grid import area_of_points, split_areas
 from model.errors import ConfigError
 from model.maths.mofel import Cycle, Visits
 from model.policies.base import AgentTable, Exchange, ExchangeContext, ExchangePolicy
+from model.settings import (
+    PluginSettings,
+    at_least_one,
+    non_negative,
+    positive,
+    setting,
+    unit_interval,
+)
 
 if TYPE_CHECKING:
     from maps.network import StreetNetwork
@@ -120,6 +128,55 @@ class _Run:
         )
 
 
+def _half_open_unit(value: float) -> str | None:
+    return None if 0.0 < value <= 1.0 else "a number in (0, 1]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MofelSettings(PluginSettings):
+    """Servers, training times and selection limits shared by ``mofel``, ``mofel_a1`` and
+    ``mofel_a2``."""
+
+    namespace: ClassVar[str] = "mofel"
+    servers: int = setting(
+        3, "mofel: number of edge servers (one territory each)", at_least_one, alias="servers"
+    )
+    train_time_s: float = setting(
+        60.0, "mofel: longest local training time tau_max of a client in seconds", positive,
+        alias="train_time_s",
+    )
+    required_accuracy: float = setting(
+        0.9, "mofel: a server requests training while below this accuracy", unit_interval,
+        alias="required_accuracy",
+    )
+    train_time_min_fraction: float = setting(
+        0.05,
+        "mofel: client training times drawn U(f train_time_s, train_time_s) per client "
+        "(paper Sec. 5.3: U(1, 20) min, f = 0.05; 1 = one time for all)",
+        _half_open_unit,
+        alias="train_time_min_fraction",
+    )
+    max_clients: int = setting(
+        0,
+        "mofel/mofel_a2: at most this many clients per cycle (0 = no cap: eq. 1 has none)",
+        non_negative,
+        alias="mofel_max_clients",
+    )
+    horizon: float = setting(
+        2.0,
+        "mofel: the station's prediction interval Delta in units of the largest training "
+        "time (the paper has Delta but gives no value)",
+        positive,
+        alias="mofel_horizon",
+    )
+    node_limit: int = setting(
+        20_000,
+        "mofel: branch-and-bound node limit of the exact selection (deterministic; no clock)",
+        at_least_one,
+        alias="mofel_node_limit",
+    )
+
+
 class MofelBase(ExchangePolicy):
     """Edge servers with territories, training cycles, FedAvg, NTC/NFC (MoFeL).
 
@@ -134,6 +191,8 @@ class MofelBase(ExchangePolicy):
 
     requires: ClassVar[dict[str, Any]] = {"{kind}.mobility": "route"}
     """MoFeL §4: the central station plans with the clients' disclosed routes."""
+    settings_class = MofelSettings
+    options: MofelSettings
     metric_names: ClassVar[tuple[str, ...]] = (
         "ntc",
         "ntc_partial",
@@ -157,26 +216,24 @@ class MofelBase(ExchangePolicy):
     ) -> None:
         if world is None:
             raise ConfigError("policy", self.name, "a run with a Mesa model (servers need a map)")
-        cfg = self.settings
+        cfg, own = self.settings, self.options
         self.step_s = float(cfg.step_s)
-        self.n_servers = int(cfg.servers)
-        self.required = float(cfg.required_accuracy)
+        self.n_servers = own.servers
+        self.required = float(own.required_accuracy)
         self.members = np.asarray(members, np.int64)
         n_clients = self.members.size
         self.engine = engine
         self.data_size = np.asarray(agents.data_size, float)[self.members]
         self.train_time = client_train_times(
             n_clients,
-            longest=float(cfg.train_time_s),
-            min_fraction=float(getattr(cfg, "train_time_min_fraction", 1.0)),
+            longest=float(own.train_time_s),
+            min_fraction=float(own.train_time_min_fraction),
             seed=int(cfg.seed),
         )
-        self.horizon = float(getattr(cfg, "mofel_horizon", 2.0)) * float(
-            self.train_time.max(initial=0.0)
-        )
-        cap = int(getattr(cfg, "mofel_max_clients", 0))
+        self.horizon = float(own.horizon) * float(self.train_time.max(initial=0.0))
+        cap = own.max_clients
         self.max_clients: int | None = cap if cap > 0 else None
-        self.node_limit = int(getattr(cfg, "mofel_node_limit", 20_000))
+        self.node_limit = own.node_limit
         client_of = np.full(world.n_agents, -1, np.int64)
         client_of[self.members] = np.arange(n_clients)
         # (route, client id per group member (-1: not ours), edge -> territory)

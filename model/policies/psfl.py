@@ -6,14 +6,14 @@ Per step (Alg. 1), after every member trained locally (line 3):
    the loss-based dissimilarity of eq. 3, ds(i, j) = L(D_i, nn_j) + L(D_j, nn_i), with
    L(D_i, nn_j) from ``engine.sample_losses`` (cross-entropy = the code's NLL on
    log-softmax) over all of D_i, reduced by :func:`model.maths.psfl.eq3_loss` at the
-   scale of ``psfl_loss``: ``batch_sum`` (default: the authors' code sums the batch-mean
-   NLL over batches of ``psfl_loss_batch`` = 64, the scale the paper's sigma 20/40/80
+   scale of ``psfl.loss``: ``batch_sum`` (default: the authors' code sums the batch-mean
+   NLL over batches of ``psfl.loss_batch`` = 64, the scale the paper's sigma 20/40/80
    were set on) or ``mean`` (eq. 3 as printed). The paper's text and code disagree here;
    the default was chosen for that reason, before any result was looked at;
 2. one round of the multi-leader election (Sec. III-B steps 1-4; the ScaFi ``S`` block of
    the paper's code), :func:`model.maths.psfl.election_round`;
 3. the gradient field G from the elected leaders, accumulating ds along paths; a candidacy
-   whose accumulated error exceeds sigma (``psfl_sigma``) is ignored and the competition
+   whose accumulated error exceeds sigma (``psfl.sigma``) is ignored and the competition
    keeps the lowest accumulated error, ties by lowest id
    (:func:`model.maths.psfl.gradient_field`, line 5);
 4. every leader averages its federation's models with FedAvg (weights |D_k|, Sec. IV-A) and
@@ -44,6 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from agents.mobility.walker import PsflSettings
 from model.errors import ConfigError
 from model.maths.psfl import (
     ElectionState,
@@ -137,6 +138,8 @@ class PsflPolicy(ExchangePolicy):
     """
 
     name = "psfl"
+    settings_class = PsflSettings
+    options: PsflSettings
     defaults: ClassVar[dict[str, Any]] = {
         "{kind}.partition": "area",  # PSFL §IV: area-specific label subsets
         "radius_m": lambda config, kind: 1.5 * config.cell_m,  # code: ConnectWithinDistance 1.5
@@ -161,12 +164,9 @@ class PsflPolicy(ExchangePolicy):
 
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)
-        sigma = float(settings.psfl_sigma)
-        if not (np.isfinite(sigma) and sigma > 0):
-            raise ConfigError("psfl_sigma", settings.psfl_sigma, "a finite number > 0")
-        self.sigma = sigma
-        self.loss_scale = str(getattr(settings, "psfl_loss", "batch_sum"))
-        self.loss_batch = int(getattr(settings, "psfl_loss_batch", 64))
+        self.sigma = float(self.options.sigma)
+        self.loss_scale = self.options.loss
+        self.loss_batch = self.options.loss_batch
         self.members = np.empty(0, dtype=np.int64)
         self.state: ElectionState | None = None
         self.leader_of = np.empty(0, dtype=np.int64)
@@ -260,7 +260,7 @@ class PsflPolicy(ExchangePolicy):
 
     # --- one step of Alg. 1 ----------------------------------------------------------------
     def _loss(self, engine: Engine, model: int, on_agent: int) -> float:
-        """L(D_i, nn_j) of eq. 3 at the scale of ``psfl_loss`` (:func:`eq3_loss`)."""
+        """L(D_i, nn_j) of eq. 3 at the scale of ``psfl.loss`` (:func:`eq3_loss`)."""
         per_sample = engine.sample_losses(model, on_agent=on_agent, max_samples=self.loss_samples)
         return eq3_loss(per_sample, scale=self.loss_scale, batch=self.loss_batch)
 

@@ -15,9 +15,11 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from model.errors import ConfigError
+from model.errors import ConfigError, DatasetUnavailable
+from model.plugins import DATASETS
 
 __all__ = ["Preset", "preset_names", "load_preset", "preset_settings", "resolve_auto_dataset"]
 
@@ -41,15 +43,14 @@ def preset_names() -> list[str]:
 
 @functools.cache
 def load_preset(name: str) -> Preset:
-    """Read and check one preset (every setting name must exist)."""
+    """Read one preset; its names are checked, as every setting's, when a config applies it
+    (:class:`model.config.Config`, which imports this module, not the reverse)."""
     if name not in preset_names():
         raise ConfigError("preset", name, "one of " + ", ".join(preset_names()))
     text = resources.files(__package__).joinpath(f"{name}.toml").read_text()
     data = tomllib.loads(text)
     about = data.pop("about", {})
-    from model.config import _canonical  # late: config imports this module lazily
-
-    flat = {_canonical(k): v for k, v in _flatten(data)}
+    flat = dict(_flatten(data))
     if "preset" in flat:
         raise ConfigError("preset", name, "a preset file without a `preset` key")
     return Preset(
@@ -62,7 +63,7 @@ def load_preset(name: str) -> Preset:
 
 
 def preset_settings(name: str) -> dict[str, Any]:
-    """The preset's settings by public name (a copy)."""
+    """The preset's settings by the names its file uses (a copy)."""
     return dict(load_preset(name).settings)
 
 
@@ -71,8 +72,6 @@ def resolve_auto_dataset(spec: str, data_root: str | None) -> str:
 
     The last name should be an offline dataset (``mnist5k``), the paper's substitute.
     """
-    from model.learning.data import DATASETS
-
     names = [n.strip() for n in spec.removeprefix("auto:").split("|") if n.strip()]
     if not names or any(n not in DATASETS for n in names):
         allowed = "auto:NAME|NAME|... with names in " + ", ".join(DATASETS)
@@ -86,13 +85,9 @@ def resolve_auto_dataset(spec: str, data_root: str | None) -> str:
 @functools.cache
 def dataset_present(name: str, data_root: str | None) -> bool:
     """Whether ``name`` loads from ``data_root`` (or the system) on this machine."""
-    from pathlib import Path
-
-    from model.learning.data import DatasetUnavailable, load_dataset
-
-    root = None if data_root is None else str(Path(data_root).expanduser())
+    root = None if data_root is None else Path(data_root).expanduser()
     try:
-        load_dataset(name, root=root, test_size=1, seed=0)
+        DATASETS.lookup(name)(root, 1, 0)  # the registered loader: (root, test_size, seed)
     except (DatasetUnavailable, ConfigError, OSError, RuntimeError):
         return False
     return True

@@ -1,0 +1,211 @@
+"""One floor per layer: no module imports a module on a higher floor, and no import cycles.
+
+Every import counts: top-level, inside functions, under ``if TYPE_CHECKING:``, and
+``importlib.import_module("literal")``. The floors are the README's layout section.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("model", "agents", "maps", "analysis")
+
+FLOORS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+    (0, "ground: errors, settings, registries, config, presets, io", (
+        "model.errors", "model.settings", "model.registry", "model.plugins", "model.config",
+        "model.presets", "model.atomic", "model.checkpoint",
+    )),
+    (1, "maps and pure maths", ("maps.*", "model.maths.*", "model.contacts")),
+    (2, "learning, policies, mobility", (
+        "model.learning.*", "model.policies.*", "agents.mobility.*", "model.bounds",
+    )),
+    (3, "the Mesa model", ("model", "model.world", "model.learning.session", "agents",
+                           "agents.kinds")),
+    (4, "analysis and the app", ("analysis.*", "app")),
+)
+"""(floor, role, modules): ``pkg.*`` is the package and everything in it; the most specific
+entry wins (``model.learning.session`` over ``model.learning.*``)."""
+
+
+def floor_of(module: str) -> int | None:
+    """The floor of ``module`` by the most specific matching entry of :data:`FLOORS`."""
+    best: tuple[int, int] | None = None  # (specificity, floor)
+    for floor, _, patterns in FLOORS:
+        for pattern in patterns:
+            if pattern.endswith(".*"):
+                package = pattern[:-2]
+                hit = module == package or module.startswith(package + ".")
+                score = len(package)
+            else:
+                hit, score = module == pattern, len(pattern) + 1000
+            if hit and (best is None or score > best[0]):
+                best = (score, floor)
+    return None if best is None else best[1]
+
+
+def project_sources() -> dict[str, str]:
+    """Module name -> source of every module of the project (tests and benchmarks excluded)."""
+    sources = {"app": (ROOT / "app.py").read_text()}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            sources[".".join(parts)] = path.read_text()
+    return sources
+
+
+def imports_of(module: str, source: str, known: set[str]) -> set[str]:
+    """The project modules ``module`` imports anywhere in ``source``."""
+    is_package = f"{module}.__init__" in known or any(k.startswith(module + ".") for k in known)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".") if is_package else module.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names = [node.args[0].value]
+        for name in names:
+            if name.split(".")[0] not in (*PACKAGES, "app"):
+                continue
+            while name and name not in known:  # ``from pkg import name`` of a non-module
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+                if isinstance(node, ast.ImportFrom):
+                    break  # the first name that is a module is what this import loads
+    return found
+
+
+def layer_problems(sources: dict[str, str]) -> list[str]:
+    """Every module without a floor, every import to a higher floor, every import cycle."""
+    known = set(sources)
+    graph = {m: imports_of(m, src, known) for m, src in sources.items()}
+    problems = [f"{m}: no floor in FLOORS" for m in sorted(graph) if floor_of(m) is None]
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            here, there = floor_of(module), floor_of(target)
+            if here is not None and there is not None and there > here:
+                problems.append(f"{module} (floor {here}) imports {target} (floor {there})")
+    problems += [" -> ".join(cycle) for cycle in _cycles(graph)]
+    return problems
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component) + [min(component)])
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return out
+
+
+def test_every_import_goes_to_the_same_or_a_lower_floor_without_cycles():
+    # Prepare
+    sources = project_sources()
+    # Execute
+    problems = layer_problems(sources)
+    # Assert
+    assert len(sources) > 80  # the whole project was read
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    "module, source",
+    [
+        ("maps.sources", "from model.world import MobiDFLModel\n"),
+        ("model.config", "def f():\n    from agents.mobility import MOBILITY_MODELS\n"),
+        ("agents.kinds", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                         "    from analysis.cli import main\n"),
+        ("model.registry", "import importlib\nimportlib.import_module('model.policies')\n"),
+        ("model.maths.cache", "from model import world\n"),
+    ],
+)
+def test_an_upward_import_is_found_wherever_it_hides(module, source):
+    # Prepare: the real project with one module replaced by an upward import
+    sources = {**project_sources(), module: source}
+    # Execute
+    problems = layer_problems(sources)
+    # Assert: the upward import, and at most the cycle it closes through the module
+    assert problems[0].startswith(f"{module} (floor ")
+    assert all(f" {module} ->" in p or p.startswith(f"{module} ->") for p in problems[1:])
+
+
+def test_a_cycle_on_one_floor_and_a_module_without_floor_are_found():
+    # Prepare: two ground modules importing each other, and a new module nobody placed
+    sources = {
+        **project_sources(),
+        "model.errors": "from model.settings import setting\n",
+        "model.settings": "from model.errors import ConfigError\n",
+        "model.newthing": "x = 1\n",
+    }
+    # Execute
+    problems = layer_problems(sources)
+    # Assert
+    assert problems == [
+        "model.newthing: no floor in FLOORS",
+        "model.errors -> model.settings -> model.errors",
+    ]
+
+
+def test_the_front_door_does_not_import_the_mesa_model_for_lower_floors():
+    # Prepare / Execute: a fresh interpreter importing a ground module through the package
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, model.errors, model.config; "
+        "print('model.world' in sys.modules, 'agents' in sys.modules); "
+        "from model import MobiDFLModel, Config; print(MobiDFLModel.__module__, Config.__module__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ).stdout.split()
+    # Assert
+    assert out == ["False", "False", "model.world", "model.config"]
