@@ -19,12 +19,14 @@ FLOORS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         "model.errors", "model.settings", "model.registry", "model.plugins", "model.config",
         "model.presets", "model.atomic", "model.checkpoint",
     )),
-    (1, "maps and pure maths", ("maps.*", "model.maths.*", "model.contacts")),
+    (1, "maps, pure maths, the typed views plug-ins read", (
+        "maps.*", "model.maths.*", "model.contacts", "model.views",
+    )),
     (2, "learning, policies, mobility", (
         "model.learning.*", "model.policies.*", "agents.mobility.*", "model.bounds",
     )),
-    (3, "the Mesa model", ("model", "model.world", "model.learning.session", "agents",
-                           "agents.kinds")),
+    (3, "the Mesa model", ("model", "model.world", "model.world_view",
+                           "model.learning.session", "agents", "agents.kinds")),
     (4, "analysis and the app", ("analysis.*", "app")),
 )
 """(floor, role, modules): ``pkg.*`` is the package and everything in it; the most specific
