@@ -321,6 +321,13 @@ class Config:
     psfl_loss_batch: int = _setting(
         64, "psfl: evaluation batch of psfl_loss = batch_sum (authors' code: 64)", at_least_one
     )
+    psfl_loss_batches: float = _setting(
+        0.0,
+        "psfl: psfl_loss = batch_sum summed over this many batches (per-sample mean x this; "
+        "0 = ceil(|D_i| / psfl_loss_batch) of the node's own data; authors' logs at 3 areas: "
+        "4-5 batches)",
+        lambda v: None if math.isfinite(v) and v >= 0 else "a finite number >= 0",
+    )
     train_time_min_fraction: float = _setting(
         0.05,
         "mofel: client training times drawn U(f train_time_s, train_time_s) per client "
