@@ -147,8 +147,13 @@ def _context(engine, area, adjacency, step) -> ExchangeContext:
     )
 
 
-def _elect(engine, area, adjacency, sigma: float, rounds: int = 8, scale: str = "mean"):
-    settings = SimpleNamespace(psfl_sigma=sigma, seed=0, psfl_loss=scale, psfl_loss_batch=64)
+def _elect(
+    engine, area, adjacency, sigma: float, rounds: int = 8, scale: str = "mean",
+    batches: float = 0.0,
+):
+    settings = SimpleNamespace(
+        psfl_sigma=sigma, seed=0, psfl_loss=scale, psfl_loss_batch=64, psfl_loss_batches=batches
+    )
     policy = make_policy("psfl", settings=settings)
     saved = engine.state_dict()
     try:
@@ -218,6 +223,39 @@ def test_eq3_at_the_authors_code_scale_sums_batch_means(specialised):
         expected = _batch_sum_oracle(engine, j, i) + _batch_sum_oracle(engine, i, j)
         assert ds[k] == pytest.approx(expected, rel=1e-4)
         assert ds[k] > 2.5 * mean_policy.last_ds[k]
+
+
+def test_eq3_over_a_fixed_batch_count_scales_every_edge_s_mean(specialised):
+    # Prepare
+    engine, area, adjacency = specialised
+    # Execute: the paper's 4.5 batches vs eq. 3's mean, one round on the same models
+    fixed, _ = _elect(engine, area, adjacency, sigma=4.0, rounds=1, scale="batch_sum",
+                      batches=4.5)
+    mean_policy, _ = _elect(engine, area, adjacency, sigma=4.0, rounds=1, scale="mean")
+    # Assert: ds(i, j) = 4.5 (mean L_ij + mean L_ji) on every edge
+    np.testing.assert_allclose(fixed.last_ds, 4.5 * mean_policy.last_ds, rtol=1e-6)
+
+
+def test_central_fedavg_scores_each_member_on_its_own_labels_like_psfl(specialised):
+    # Prepare: the same engine scored by central FedAvg's own-label metric and by PSFL's
+    engine, area, adjacency = specialised
+    from model.policies.psfl import area_accuracy
+
+    settings = SimpleNamespace(seed=0, partition="area", eval_every=1, steps=5)
+    policy = make_policy("central_fedavg", settings=settings)
+    saved = engine.state_dict()
+    try:
+        ctx = _context(engine, area, adjacency, 1)
+        # Execute
+        ex = policy.exchange(ctx)
+        avg = next(iter(ex.assign.values()))
+        expected = area_accuracy(engine, models={i: avg for i in range(engine.n_agents)})
+    finally:
+        engine.load_state_dict(saved)
+    # Assert: the mean over members of the global model on each member's own labels
+    assert ex.metrics["area_acc_mean"] == pytest.approx(float(np.nanmean(expected)))
+    off = make_policy("central_fedavg", settings=SimpleNamespace(seed=0, partition="iid"))
+    assert math.isnan(off.exchange(_context(engine, area, adjacency, 1)).metrics["area_acc_mean"])
 
 
 def test_a_loose_sigma_merges_the_areas(specialised):

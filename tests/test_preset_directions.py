@@ -44,3 +44,37 @@ def test_cached_dfl_003_cache_fills_and_ages_with_tau_max():
         assert counts[seed, 5] > counts[seed, 1]
         assert ages[seed, 5] > ages[seed, 1]
     assert np.isfinite(list(counts.values())).all()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_psfl_004_sensors_settle_into_one_federation_per_area(seed):
+    # Prepare: the preset's world and learning (3 areas, sigma 40, eq. 3 over 4.5 batches,
+    # disjoint labels), 10 rounds, accuracy only at the end
+    model = MobiDFLModel(preset="psfl_004", steps=10, test_size=200, eval_every=1000, seed=seed)
+    # Execute
+    table = model.run().model_table()
+    last = table.iloc[-1]
+    # Assert (Fig. 5): |F| = 3, nobody in another area's federation (eq. 6), and the
+    # reason: cross-border ds above sigma, within-area ds far below it
+    assert last.federations == 3
+    assert last.federation_errors == 0
+    assert last.unassigned == 0
+    assert last.ds_inter_mean > 40.0 > 10 * last.ds_intra_mean
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_dam_001_moving_clients_meet_more_static_clients_than_staying_put(seed):
+    # Prepare: the preset's world (18 x 18 cells, 15 static + 5 mobile, R_c = 3, R_m = 5),
+    # 30 rounds of the MLP, accuracy never evaluated (only the contacts matter here)
+    common = dict(preset="dam_001", steps=30, model="mlp", test_size=100, eval_every=1000,
+                  seed=seed)
+    met = {}
+    for pattern in ("static", "random_grid", "dam", "dcm"):
+        # Execute
+        model = MobiDFLModel(**common, **{"uav.mobility": pattern}).run()
+        mobile, static = model.kind_of == "uav", model.kind_of == "sensor"
+        met[pattern] = float(np.asarray(model.met[mobile][:, static].sum(axis=1)).mean())
+    # Assert (Fig. 2's mechanism, Sec. IV): every moving pattern brings the mobile clients
+    # to more distinct static clients than staying at their initial cells
+    for pattern in ("random_grid", "dam", "dcm"):
+        assert met[pattern] > met["static"], met

@@ -375,3 +375,31 @@ def test_eq3_loss_rejects_bad_input():
         eq3_loss(np.array([1.0, np.nan]))
     with pytest.raises(ConfigError, match="psfl_loss_batch"):
         eq3_loss(np.ones(3), batch=0)
+
+
+def test_eq3_loss_over_a_fixed_number_of_batches_is_the_mean_times_it():
+    # Prepare: 71 per-sample losses (a mnist5k sensor: 2 batches of 64) and 4.5 batches (the
+    # authors' 3-area nodes: 4 / 5 batches)
+    rng = np.random.default_rng(3)
+    losses = rng.uniform(0.0, 4.0, size=71)
+    # Execute
+    fixed = eq3_loss(losses, scale="batch_sum", batch=64, batches=4.5)
+    own = eq3_loss(losses, scale="batch_sum", batch=64, batches=0.0)
+    # Assert: 4.5 x the per-sample mean; 0 keeps the node's own batch sum
+    assert fixed == pytest.approx(4.5 * losses.mean())
+    assert own == pytest.approx(losses[:64].mean() + losses[64:].mean())
+
+
+def test_eq3_loss_fixed_batches_equals_the_batch_sum_of_that_much_even_data():
+    # Prepare: 256 equal losses = exactly 4 batches of 64
+    losses = np.full(256, 1.7)
+    # Execute / Assert: the expected batch sum of a node with 4 batches, whatever its size
+    assert eq3_loss(losses, batches=4.0) == pytest.approx(eq3_loss(losses, batch=64))
+    assert eq3_loss(losses[:30], batches=4.0) == pytest.approx(4 * 1.7)
+
+
+def test_eq3_loss_rejects_bad_batch_counts():
+    with pytest.raises(ConfigError, match="psfl_loss_batches"):
+        eq3_loss(np.ones(3), batches=-1.0)
+    with pytest.raises(ConfigError, match="psfl_loss_batches"):
+        eq3_loss(np.ones(3), batches=float("inf"))

@@ -70,6 +70,14 @@ class PsflSettings(PluginSettings):
         64, "psfl: evaluation batch of psfl.loss = batch_sum (authors' code: 64)", at_least_one,
         alias="psfl_loss_batch",
     )
+    loss_batches: float = setting(
+        0.0,
+        "psfl: psfl.loss = batch_sum summed over this many batches (per-sample mean x this; "
+        "0 = ceil(|D_i| / psfl.loss_batch) of the node's own data; authors' logs at 3 areas: "
+        "4-5 batches)",
+        lambda v: None if math.isfinite(v) and v >= 0 else "a finite number >= 0",
+        alias="psfl_loss_batches",
+    )
     walker_speed: float = setting(
         0.2,
         "psfl: speed of the moving node between area centres in grid cells per step "

@@ -57,6 +57,12 @@ make the code's batch-summed loss only ~2x the mean where the paper's ~550 give 
 cross-border ds here is 12.3). ★ node (3 areas, stay 2, travelling): DL is 0.50 on entering an
 area, 0 from the third step in it on, and 0 summed over the steps after the tour.
 
+This script keeps its own settings (above). The ``psfl_004`` preset behind ``mobidfl
+reproduce`` differs on purpose since the fidelity pass of issue 12: Adam lr 1e-3 and batch 64
+(the paper's), ``area_labels = disjoint`` (the code's split; 4/3/3 labels at its 3 areas) and
+``psfl_loss_batches = 4.5`` (eq. 3 summed over the 4-5 batches the authors' nodes held); see
+docs/reproduction/psfl_004.
+
 Scales (one thread on this shared 2-core machine):
 
 * ``ci``: 3 and 9 areas, sigma = 20, 8 rounds; ★ tour of 3 areas (34 steps) + 1; about

@@ -9,7 +9,9 @@ Per step (Alg. 1), after every member trained locally (line 3):
    scale of ``psfl.loss``: ``batch_sum`` (default: the authors' code sums the batch-mean
    NLL over batches of ``psfl.loss_batch`` = 64, the scale the paper's sigma 20/40/80
    were set on) or ``mean`` (eq. 3 as printed). The paper's text and code disagree here;
-   the default was chosen for that reason, before any result was looked at;
+   the default was chosen for that reason, before any result was looked at.
+   ``psfl.loss_batches`` > 0 sums a fixed number of batches (the per-sample mean times it),
+   so nodes holding less data than the paper's keep the paper's sigma scale;
 2. one round of the multi-leader election (Sec. III-B steps 1-4; the ScaFi ``S`` block of
    the paper's code), :func:`model.maths.psfl.election_round`;
 3. the gradient field G from the elected leaders, accumulating ds along paths; a candidacy
@@ -167,6 +169,7 @@ class PsflPolicy(ExchangePolicy):
         self.sigma = float(self.options.sigma)
         self.loss_scale = self.options.loss
         self.loss_batch = self.options.loss_batch
+        self.loss_batches = float(self.options.loss_batches)
         self.members = np.empty(0, dtype=np.int64)
         self.state: ElectionState | None = None
         self.leader_of = np.empty(0, dtype=np.int64)
@@ -262,7 +265,9 @@ class PsflPolicy(ExchangePolicy):
     def _loss(self, engine: Engine, model: int, on_agent: int) -> float:
         """L(D_i, nn_j) of eq. 3 at the scale of ``psfl.loss`` (:func:`eq3_loss`)."""
         per_sample = engine.sample_losses(model, on_agent=on_agent, max_samples=self.loss_samples)
-        return eq3_loss(per_sample, scale=self.loss_scale, batch=self.loss_batch)
+        return eq3_loss(
+            per_sample, scale=self.loss_scale, batch=self.loss_batch, batches=self.loss_batches
+        )
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         self._ensure(ctx)
