@@ -543,7 +543,9 @@ def make_parser() -> argparse.ArgumentParser:
         "paper", help="mobility_000, dam_001, mofel_002, cached_dfl_003 or psfl_004 (or "
         "000/001/002/003/004)"
     )
-    repro.add_argument("--scale", default="small", choices=["small", "paper"])
+    repro.add_argument("--scale", default="small", choices=["small", "medium", "paper"],
+                       help="small (CPU-sized), medium (where a paper defines one: closer to the "
+                       "paper, see its scale note) or paper (the preset as is)")
     repro.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
     repro.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
     repro.add_argument("--out", required=True, help="output folder (resumable)")
