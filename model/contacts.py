@@ -286,7 +286,10 @@ def chord_pairs(
     if len(start) < 2:
         return np.empty((0, 2), np.int64)
     budget = PAIR_BUDGET if budget is None else int(budget)
-    found = [np.stack(ij, axis=1) for ij in _chord_hits(start, end, radius, budget)]
+    found = [
+        np.stack([np.minimum(i, j), np.maximum(i, j)], axis=1)
+        for i, j in _chord_hits(start, end, radius, budget)
+    ]
     return np.concatenate(found) if found else np.empty((0, 2), np.int64)
 
 
