@@ -149,48 +149,51 @@ def _candidate_blocks(mid: np.ndarray, reach: float, budget: int):
 
 LEAF_SIZE = 16
 """cKDTree leaf size for the candidate search (the fallback of :func:`_grid_candidates`)."""
-GRID_PER_REACH = 3
-"""Grid cells per candidate reach (:func:`_grid_candidates`); 0: always the cKDTree."""
+GRID = (3, 12)
+"""Grid columns and rows per candidate reach (:func:`_grid_candidates`); None: always the
+cKDTree."""
 CELL_LIMIT = 8_000_000
 """Largest candidate grid (64 MB of cell starts); sparser maps use the cKDTree."""
 
 
-def _grid_candidates(mid: np.ndarray, reach: float, per_reach: int):
+def _grid_candidates(mid: np.ndarray, reach: float, columns: int, rows: int):
     """Every pair (i < j) of ``mid`` within ``reach`` and some farther ones, from a uniform
     grid, or None when the grid would exceed :data:`CELL_LIMIT` cells.
 
-    Cells of side ``reach / per_reach``; agents sorted by cell (column-major), so a column's
-    run of cells is one contiguous range of the sorted agents. Each agent pairs with the
-    agents after it in its own column up to ``per_reach`` cells on, and with a run of
-    ``2 w + 1`` cells in each of the next ``per_reach`` columns, where ``w`` keeps the cells
-    whose nearest points are closer than ``reach``: ``per_reach + 1`` ranges per agent, no
-    search tree. (A point off by one cell from rounding lies within ~1e-13 cells of its
-    border; callers widen ``reach`` by 1e-9, so no pair within the unwidened reach is lost.)
+    Cells ``reach / columns`` wide and ``reach / rows`` high; agents sorted by cell
+    (column-major), so a run of cells in a column is one contiguous range of the sorted
+    agents. Each agent pairs with the agents after it in its own column up to ``rows``
+    cells up, and with a run of ``2 w + 1`` cells in each of the next ``columns`` columns,
+    ``w`` keeping the cells whose nearest points are closer than ``reach``: ``columns + 1``
+    ranges per agent and no search tree. (A point put one cell off by rounding lies within
+    ~1e-13 cells of the border; callers widen ``reach`` by 1e-9, so no pair within the
+    unwidened reach is lost.)
 
     Returns ``order`` (sorted position -> row of ``mid``) and a generator of ``(i, j)``
     blocks of about :data:`CHUNK` pairs in sorted positions.
     """
-    n, k = len(mid), per_reach
-    cell_size = reach / k
-    cell = np.floor((mid - mid.min(axis=0)) / cell_size).astype(np.int64)
-    nx, ny = int(cell[:, 0].max()) + 1, int(cell[:, 1].max()) + 1 + 2 * k
-    cells = (nx + k) * ny
+    n = len(mid)
+    size = np.array([reach / columns, reach / rows])
+    cell = np.floor((mid - mid.min(axis=0)) / size).astype(np.int64)
+    nx, ny = int(cell[:, 0].max()) + 1, int(cell[:, 1].max()) + 1 + 2 * rows
+    cells = (nx + columns) * ny
     if cells > CELL_LIMIT:
         return None
     key = cell[:, 0] * ny
     key += cell[:, 1]
-    key += k  # k empty cells below and above every column: the runs never wrap
+    key += rows  # empty cells below and above every column: a run never wraps
     order = np.argsort(key)
     key = key.take(order)
     first = np.zeros(cells + 1, np.int64)  # first[c]: sorted position of cell c's first agent
     np.cumsum(np.bincount(key, minlength=cells), out=first[1:])
-    lo = np.empty((n, k + 1), np.int64)
-    hi = np.empty((n, k + 1), np.int64)
+    lo = np.empty((n, columns + 1), np.int64)
+    hi = np.empty((n, columns + 1), np.int64)
     lo[:, 0] = np.arange(1, n + 1)  # own column: the agents after this one ...
-    hi[:, 0] = first.take(key + (k + 1))  # ... up to k cells on
-    for dx in range(1, k + 1):
-        w = 0  # cells dy with (dx - 1)^2 + (|dy| - 1)^2 < k^2 (cell units) are kept
-        while w < k and (dx - 1) ** 2 + w**2 < k * k:
+    hi[:, 0] = first.take(key + (rows + 1))  # ... up to `rows` cells up
+    for dx in range(1, columns + 1):
+        # keep cell rows dy with gap_x^2 + gap_y^2 < reach^2, gaps in whole cells
+        w = 0
+        while w < rows and ((dx - 1) * rows) ** 2 + (w * columns) ** 2 < (rows * columns) ** 2:
             w += 1
         column = key + dx * ny
         lo[:, dx] = first.take(column - w)
@@ -207,7 +210,7 @@ def _grid_candidates(mid: np.ndarray, reach: float, per_reach: int):
     def blocks():
         for r0, r1 in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
             c = count[r0:r1]
-            i = np.repeat(np.arange(r0, r1) // (k + 1), c)
+            i = np.repeat(np.arange(r0, r1) // (columns + 1), c)
             j = np.repeat(lo[r0:r1] - ends[r0:r1], c)
             j += np.arange(ends[r0], ends[r1])
             yield i, j
@@ -249,7 +252,7 @@ def _chord_hits(
     if entering:
         scale = float(np.abs(start).max(initial=0.0))
         inside2 = radius2 - radius2 * 1e-9 - radius * scale * 1e-12
-    grid = _grid_candidates(mid, reach, GRID_PER_REACH) if GRID_PER_REACH else None
+    grid = _grid_candidates(mid, reach, *GRID) if GRID else None
     if grid is None:  # a cKDTree over the midpoints, candidates in blocks
         order, sx, sy = None, start[:, 0].copy(), start[:, 1].copy()
         mx, my = move[:, 0].copy(), move[:, 1].copy()

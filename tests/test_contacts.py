@@ -100,12 +100,12 @@ def test_during_contacts_equal_the_oracle_on_random_walks(seed):
     assert _same_as_oracle(trajectory, radius=100.0) > 100
 
 
-@pytest.mark.parametrize("per_reach", [0, 1, 2, 3, 5])
-def test_every_grid_resolution_and_the_tree_fallback_equal_the_oracle(monkeypatch, per_reach):
+@pytest.mark.parametrize("grid", [None, (1, 1), (2, 2), (3, 3), (3, 12), (5, 2), (4, 16)])
+def test_every_grid_resolution_and_the_tree_fallback_equal_the_oracle(monkeypatch, grid):
     import model.contacts as contacts
 
-    # Prepare: per_reach 0 is the cKDTree fallback
-    monkeypatch.setattr(contacts, "GRID_PER_REACH", per_reach)
+    # Prepare: grid None is the cKDTree fallback
+    monkeypatch.setattr(contacts, "GRID", grid)
     monkeypatch.setattr(contacts, "CHUNK", 257)  # many blocks, uneven
     trajectory = _random_trajectories(11, n=500, steps=4, box=1500.0, speed=45.0)
     # Execute / Assert
