@@ -30,9 +30,11 @@ block by block and the sparse path compacts its repeats, so memory stays bounded
 maps (benchmarks/city_scale.py: nyc_uws with 10k agents)."""
 
 
-SKIP_KNOWN = True
-"""Crowded (bitmap) steps skip the exact test for pairs already found this step: the same
-contacts, less work on dense maps (benchmarks/city_scale.py --dense prints both)."""
+SKIP_KNOWN = False
+"""Crowded (bitmap) steps may skip the exact test for pairs already found this step (the same
+contacts). Off: the bitmap look-up (random access to an N x N array) now costs more than the
+chunked exact test it saves: nyc_uws with 10k agents, one trajectory, load 7.4: 23.2 s and
+24.3 s without, 29.1 s with."""
 CONTACT_THREADS = 1
 """Threads over sub-intervals for steps of at least :data:`THREADED_FROM` agents. Off by
 default: at 100k agents 2 threads measured 0.80x at load 5 (benchmarks/city_scale.py
@@ -149,16 +151,20 @@ def _candidate_blocks(mid: np.ndarray, reach: float, budget: int):
 
 LEAF_SIZE = 16
 """cKDTree leaf size for the candidate search (the fallback of :func:`_grid_candidates`)."""
-GRID = (3, 12)
-"""Grid columns and rows per candidate reach (:func:`_grid_candidates`); None: always the
-cKDTree."""
+GRIDS: tuple[tuple[int, int], ...] = ((3, 12), (3, 3), (1, 1))
+"""Grid columns and rows per candidate reach (:func:`_grid_candidates`), finest first: the
+first whose cell table fits :data:`CELLS_PER_AGENT` is used, else the cKDTree (empty: always
+the cKDTree)."""
+CELLS_PER_AGENT = 32
+"""A grid may have up to this many cells per agent (few agents on a large map: a coarser
+grid, then the cKDTree), and never more than :data:`CELL_LIMIT`."""
 CELL_LIMIT = 8_000_000
 """Largest candidate grid (64 MB of cell starts); sparser maps use the cKDTree."""
 
 
-def _grid_candidates(mid: np.ndarray, reach: float, columns: int, rows: int):
+def _grid_candidates(mid: np.ndarray, reach: float, columns: int, rows: int, max_cells: int):
     """Every pair (i < j) of ``mid`` within ``reach`` and some farther ones, from a uniform
-    grid, or None when the grid would exceed :data:`CELL_LIMIT` cells.
+    grid, or None when the grid would exceed ``max_cells`` cells.
 
     Cells ``reach / columns`` wide and ``reach / rows`` high; agents sorted by cell
     (column-major), so a run of cells in a column is one contiguous range of the sorted
@@ -177,7 +183,7 @@ def _grid_candidates(mid: np.ndarray, reach: float, columns: int, rows: int):
     cell = np.floor((mid - mid.min(axis=0)) / size).astype(np.int64)
     nx, ny = int(cell[:, 0].max()) + 1, int(cell[:, 1].max()) + 1 + 2 * rows
     cells = (nx + columns) * ny
-    if cells > CELL_LIMIT:
+    if cells > max_cells:
         return None
     key = cell[:, 0] * ny
     key += cell[:, 1]
@@ -252,7 +258,11 @@ def _chord_hits(
     if entering:
         scale = float(np.abs(start).max(initial=0.0))
         inside2 = radius2 - radius2 * 1e-9 - radius * scale * 1e-12
-    grid = _grid_candidates(mid, reach, *GRID) if GRID else None
+    grid, cap = None, min(CELL_LIMIT, CELLS_PER_AGENT * len(mid))
+    for columns, rows in GRIDS:
+        grid = _grid_candidates(mid, reach, columns, rows, cap)
+        if grid is not None:
+            break
     if grid is None:  # a cKDTree over the midpoints, candidates in blocks
         order, sx, sy = None, start[:, 0].copy(), start[:, 1].copy()
         mx, my = move[:, 0].copy(), move[:, 1].copy()

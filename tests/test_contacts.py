@@ -105,7 +105,8 @@ def test_every_grid_resolution_and_the_tree_fallback_equal_the_oracle(monkeypatc
     import model.contacts as contacts
 
     # Prepare: grid None is the cKDTree fallback
-    monkeypatch.setattr(contacts, "GRID", grid)
+    monkeypatch.setattr(contacts, "GRIDS", (grid,) if grid else ())
+    monkeypatch.setattr(contacts, "CELLS_PER_AGENT", 10**6)
     monkeypatch.setattr(contacts, "CHUNK", 257)  # many blocks, uneven
     trajectory = _random_trajectories(11, n=500, steps=4, box=1500.0, speed=45.0)
     # Execute / Assert
