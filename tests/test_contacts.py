@@ -178,3 +178,12 @@ def test_manhattan_lattice_motion_equals_the_oracle():
 def test_crowded_bitmap_path_equals_the_oracle():
     trajectory = _random_trajectories(13, n=400, steps=5, box=250.0, speed=30.0)
     assert _same_as_oracle(trajectory, radius=100.0) > 400 * 400 // 16
+
+
+@pytest.mark.parametrize("skip_known", [False, True])
+def test_crowded_bitmap_path_with_or_without_skipping_known_pairs(monkeypatch, skip_known):
+    import model.contacts as contacts
+
+    monkeypatch.setattr(contacts, "SKIP_KNOWN", skip_known)
+    trajectory = _random_trajectories(14, n=350, steps=6, box=300.0, speed=40.0)
+    assert _same_as_oracle(trajectory, radius=90.0) > 350 * 350 // 16
