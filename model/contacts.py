@@ -10,6 +10,17 @@ Two rules (setting ``contact``):
   those chords is tested, so a crossing between samples is not missed. The chords
   differ from the true street path only where an agent turns a corner inside a
   sub-interval of at most R/2 metres.
+
+How ``during`` is searched (issue 15, item 3; benchmarks/city_scale.py prints it beside the
+code it replaced, kept verbatim as tests/contacts_oracle.py, which the tests compare against):
+candidate pairs of a sub-interval come from a uniform grid over the chord midpoints
+(:func:`_grid_candidates`: ranges of cell-sorted agents, no search tree; a cKDTree only for
+few agents on a large map), are streamed in blocks of :data:`CHUNK` through the exact
+closest-approach test (:func:`_exact_within`, the same floating-point operations as before,
+so the same pairs pass, ties at exactly R included), and each pair is collected once per
+stay in range (when it comes into range, ``entering``), as one int64 key; one sort
+de-duplicates the keys, and the symmetric CSR is the sorted upper triangle plus its
+transpose.
 """
 
 from __future__ import annotations
@@ -25,9 +36,9 @@ from scipy.spatial import cKDTree
 DENSE_DEDUP_LIMIT = 20_000
 """Up to this many agents (a 400 MB bitmap) crowded steps de-duplicate with a dense bitmap."""
 PAIR_BUDGET = 4_000_000
-"""Candidate pairs held at once (~0.3 GB of temporaries): above it a sub-interval is searched
-block by block and the sparse path compacts its repeats, so memory stays bounded on crowded
-maps (benchmarks/city_scale.py: nyc_uws with 10k agents)."""
+"""Candidate pairs the cKDTree fallback holds at once: above it a sub-interval is searched
+block by block (the grid search streams blocks of :data:`CHUNK` anyway), so memory stays
+bounded on crowded maps (benchmarks/city_scale.py --dense: nyc_uws with 10k agents)."""
 
 
 SKIP_KNOWN = False
@@ -37,8 +48,9 @@ chunked exact test it saves: nyc_uws with 10k agents, one trajectory, load 7.4: 
 24.3 s without, 29.1 s with."""
 CONTACT_THREADS = 1
 """Threads over sub-intervals for steps of at least :data:`THREADED_FROM` agents. Off by
-default: at 100k agents 2 threads measured 0.80x at load 5 (benchmarks/city_scale.py
---threads), 1.5-1.7x on a synthetic 100k step at load 14: no consistent win on 2 cores."""
+default: at 100k agents 2 threads measured 0.80x at load 5 (the cKDTree search), and with
+the grid search 0.90x at load 8 (one 100k trajectory, 1 / 2 threads alternating, best of
+2): no win on 2 shared cores."""
 THREADED_FROM = 20_000
 
 
