@@ -194,6 +194,9 @@ def _grid_candidates(mid: np.ndarray, reach: float, columns: int, rows: int, max
     """
     n = len(mid)
     origin = mid.min(axis=0)
+    extent = (mid.max(axis=0) - origin) * (columns / reach, rows / reach) if reach > 0 else None
+    if extent is None or not np.isfinite(extent).all() or np.prod(extent + 3 * rows) > max_cells:
+        return None  # no reach, or more cells than allowed (checked before any int cast)
     cx = (mid[:, 0] - origin[0]) * (columns / reach)  # >= 0: truncation is floor
     cy = (mid[:, 1] - origin[1]) * (rows / reach)
     cx, cy = cx.astype(np.int64), cy.astype(np.int64)

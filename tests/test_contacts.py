@@ -187,3 +187,16 @@ def test_crowded_bitmap_path_with_or_without_skipping_known_pairs(monkeypatch, s
     monkeypatch.setattr(contacts, "SKIP_KNOWN", skip_known)
     trajectory = _random_trajectories(14, n=350, steps=6, box=300.0, speed=40.0)
     assert _same_as_oracle(trajectory, radius=90.0) > 350 * 350 // 16
+
+
+def test_zero_radius_and_a_huge_map_use_the_tree():
+    # Prepare: R = 0 (no grid cell size) and a 1e15 m extent (a grid would overflow)
+    rng = np.random.default_rng(15)
+    trajectory = _random_trajectories(15, n=200, steps=2, box=500.0, speed=30.0)
+    far = trajectory.copy()
+    far[:, :5] += 1e15
+    # Execute / Assert
+    assert _same_as_oracle(trajectory, radius=0.0) == 0
+    assert _same_as_oracle(far, radius=80.0) > 10
+    still = np.stack([rng.random((50, 2))] * 2)
+    assert _same_as_oracle(still, radius=0.0) == 0
