@@ -202,8 +202,8 @@ class StreetNetwork:
 
     def xy(self, edges: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Positions of agents at ``offsets`` metres along ``edges`` (vectorised)."""
-        keys = self.edge_base[edges] + offsets
-        k = self.edge_pt0[edges]
+        keys = self.edge_base.take(edges) + offsets
+        k = self.edge_pt0.take(edges)
         segments = self.edge_pt1.take(edges) - k - 1
         longest = int(segments.max(initial=1))
         if longest <= 4:
@@ -218,10 +218,22 @@ class StreetNetwork:
         else:
             k = np.searchsorted(self.pts_key, keys, side="right") - 1
             k = np.clip(k, self.edge_pt0[edges], self.edge_pt1[edges] - 2)
-        a, b = self.pts_xy[k], self.pts_xy[k + 1]
-        span = np.maximum(self.pts_key[k + 1] - self.pts_key[k], 1e-12)
-        t = np.clip((keys - self.pts_key[k]) / span, 0.0, 1.0)[:, None]
-        return a + t * (b - a)
+        # a + t * (b - a), t = clip((key - key_a) / max(key_b - key_a, 1e-12), 0, 1): the
+        # same operations on take()s, in place
+        after = k + 1
+        key_a = self.pts_key.take(k)
+        span = self.pts_key.take(after)
+        span -= key_a
+        np.maximum(span, 1e-12, out=span)
+        keys -= key_a
+        keys /= span
+        np.clip(keys, 0.0, 1.0, out=keys)
+        a = self.pts_xy.take(k, axis=0)
+        b = self.pts_xy.take(after, axis=0)
+        b -= a
+        b *= keys[:, None]
+        b += a
+        return b
 
     def heading(self, edge: int, *, at_end: bool) -> np.ndarray:
         p0, p1 = self.edge_pt0[edge], self.edge_pt1[edge]
@@ -382,11 +394,14 @@ class StreetNetwork:
             if not active.size:
                 break
             remaining[active] -= room[ends]
-            new = np.empty(active.size, dtype=edges.dtype)
             uniforms = rng.random(active.size)
-            for t in np.unique(table_of[active]):
-                sel = table_of[active] == t
-                new[sel] = tables[t].sample(edges[active[sel]], uniforms[sel])
+            if len(tables) == 1:  # one turn table (Manhattan): no grouping
+                new = tables[0].sample(edges[active], uniforms).astype(edges.dtype, copy=False)
+            else:
+                new = np.empty(active.size, dtype=edges.dtype)
+                for t in np.unique(table_of[active]):
+                    sel = table_of[active] == t
+                    new[sel] = tables[t].sample(edges[active[sel]], uniforms[sel])
             if decisions is not None:
                 decisions.append(np.stack([edges[active], new], axis=1))
             edges[active] = new
