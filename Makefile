@@ -44,7 +44,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/sweep.py
 	$(PY) benchmarks/sumo.py --counts 100 1000
 	$(PY) benchmarks/peer_round.py --scale 0.2
-	$(PY) benchmarks/city_scale.py --dense
+	$(PY) benchmarks/city_scale.py --dense --no-old
 	$(PY) benchmarks/gpu_round.py
 
 readme: $(VENV)/.installed

@@ -1,16 +1,24 @@
-"""Move + contacts for 1k / 10k / 100k vehicles on a city-sized street grid, side by side.
+"""Move + contacts for 1k / 10k / 100k vehicles on a city-sized street grid, old vs new.
 
 Issue 15, item 3: ``map = grid:134x134`` (17,956 intersections), Manhattan mobility at
 13.89 m/s, 120 s steps, ``during`` contacts with R = 100 m (34 sub-samples a step), learning
-off. Times one step's mobility (``advance``) and contact detection (``contact_matrix``)
-separately, the contact pairs found and pairs/s, and memory per agent: the tracemalloc peak
-of one step (numpy buffers are traced) and the RSS growth of creating the agents, divided by
-the agent count. ``--dense`` adds the bundled ``nyc_uws`` map (46 intersections) with 10k
-agents, the crowded case whose candidate search is blocked to bound memory
-(:data:`model.contacts.PAIR_BUDGET`).
+off. For each size one step is moved and its contacts found twice from the same state, with
+the current code and with the code before the item-3 rewrite, side by side in this process:
 
-Run: ``python benchmarks/city_scale.py [--sizes 1000,10000,100000] [--steps 2] [--dense]
-[--contact during|end]`` (``end``: positions at the step's end only, one sub-sample).
+* move: ``Manhattan.advance`` with the current ``StreetNetwork.xy`` / ``TurnTable.sample``
+  and with the former binary-search versions (:func:`old_xy`, :func:`old_sample`, patched in);
+  the two trajectories must be identical;
+* contacts: :func:`model.contacts.contact_matrix` and the former code, kept verbatim as
+  ``tests/contacts_oracle.py``; the two contact sets must be identical.
+
+Printed: seconds (old, new, old / new), the contact pairs and pairs/s (new), and memory per
+agent: the tracemalloc peak of each contact search (numpy buffers are traced, a separate
+untimed pass) divided by the agents, and the RSS growth of creating the agents. ``--dense``
+adds the bundled ``nyc_uws`` map (46 intersections) with 10k agents, the crowded case (a
+dense bitmap, bounded memory). ``--contact end``: positions at the step's end only.
+
+Run: ``python benchmarks/city_scale.py [--sizes 1000,10000,100000] [--repeat 1] [--dense]
+[--contact during|end] [--no-old]``.
 """
 
 from __future__ import annotations
@@ -20,14 +28,46 @@ import os
 import resource
 import time
 import tracemalloc
+from contextlib import contextmanager
 
 import numpy as np
 
-import model.contacts as contacts
 from agents.mobility import MobilityContext, make_mobility
+from maps.network import StreetNetwork, TurnTable
 from model.config import Config
 from model.contacts import contact_matrix, sub_samples
 from model.world import shared_world_map
+from tests.contacts_oracle import contact_matrix as old_contact_matrix
+
+
+def old_xy(self: StreetNetwork, edges: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``StreetNetwork.xy`` before item 3: one binary search over all edge points."""
+    keys = self.edge_base[edges] + offsets
+    k = np.searchsorted(self.pts_key, keys, side="right") - 1
+    k = np.clip(k, self.edge_pt0[edges], self.edge_pt1[edges] - 2)
+    a, b = self.pts_xy[k], self.pts_xy[k + 1]
+    span = np.maximum(self.pts_key[k + 1] - self.pts_key[k], 1e-12)
+    t = np.clip((keys - self.pts_key[k]) / span, 0.0, 1.0)[:, None]
+    return a + t * (b - a)
+
+
+def old_sample(self: TurnTable, edges: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """``TurnTable.sample`` before item 3: one binary search over all turn entries."""
+    keys = edges + np.minimum(uniforms, 1.0 - 1e-12)
+    idx = np.searchsorted(self.cum, keys, side="right")
+    idx = np.clip(idx, self.ptr[edges], self.ptr[edges + 1] - 1)
+    return self.nxt[idx]
+
+
+@contextmanager
+def old_network():
+    """The former position and turn-draw code patched in."""
+    saved = StreetNetwork.xy, TurnTable.sample
+    StreetNetwork.xy, TurnTable.sample = old_xy, old_sample
+    try:
+        yield
+    finally:
+        StreetNetwork.xy, TurnTable.sample = saved
 
 
 def rss_mb() -> float:
@@ -36,10 +76,23 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def measure(
-    map_name: str, n: int, steps: int, *, contact: str, threads: bool = False
-) -> dict[str, float]:
-    """Median seconds per step of moving and of contacts, pairs, memory per agent."""
+def timed(fn, *args, **kwargs):  # noqa: ANN001, ANN201
+    t = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t
+
+
+def traced_peak(fn, *args, **kwargs) -> int:  # noqa: ANN001
+    """tracemalloc peak (bytes) of one call."""
+    tracemalloc.start()
+    fn(*args, **kwargs)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def measure(map_name: str, n: int, *, contact: str, repeat: int, old: bool) -> dict:
+    """One step moved and searched by the new (and old) code from the same state."""
     config = Config().updated(
         {"map": map_name, "vehicles": n, "pedestrians": 0, "sensors": 0, "uavs": 0,
          "learning": False, "contact": contact, "radius_m": 100.0, "step_s": 120.0,
@@ -54,82 +107,94 @@ def measure(
     created = rss_mb() - before
     count = sub_samples(
         max_step_distance=mobility.max_step_distance(config.step_s), radius_m=config.radius_m
-    ) if contact == "during" else 1
-    ctx = MobilityContext(
-        world=None, step_s=config.step_s, fractions=np.arange(1, count + 1) / count, rng=rng
-    )
-    move, found, pairs, peak = [], [], [], 0
-    for _ in range(steps):
-        tracemalloc.start()
+    ) if contact == "during" else 1  # fmt: skip
+    state = (mobility.edge.copy(), mobility.offset.copy(), mobility.position.copy())
+    seed = rng.bit_generator.state
+
+    def move(*, with_old: bool) -> tuple[np.ndarray, float]:
+        mobility.edge, mobility.offset, mobility.position = (a.copy() for a in state)
+        rng.bit_generator.state = seed
+        ctx = MobilityContext(
+            world=None, step_s=config.step_s, fractions=np.arange(1, count + 1) / count, rng=rng
+        )
         trajectory = np.empty((count + 1, n, 2))
         trajectory[0] = mobility.position
-        t = time.perf_counter()
-        trajectory[1:] = mobility.advance(ctx)
-        move.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        adjacency = contact_matrix(trajectory, radius_m=config.radius_m, mode=contact)
-        found.append(time.perf_counter() - t)
-        peak = max(peak, tracemalloc.get_traced_memory()[1])
-        tracemalloc.stop()
-        pairs.append(adjacency.nnz // 2)
-        if threads:  # the same trajectory on 1 and 2 threads, alternating: same pairs
-            times: dict[int, float] = {}
-            for k in (1, 2, 1, 2):
-                contacts.CONTACT_THREADS, contacts.THREADED_FROM = k, 0
-                t = time.perf_counter()
-                again = contact_matrix(trajectory, radius_m=config.radius_m, mode=contact)
-                times[k] = min(times.get(k, float("inf")), time.perf_counter() - t)
-                assert (again != adjacency).nnz == 0
-            contacts.CONTACT_THREADS, contacts.THREADED_FROM = 1, 20_000  # the defaults
-            print(f"  contacts on 1 thread {times[1]:.2f} s, 2 threads {times[2]:.2f} s: "
-                  f"{times[1] / times[2]:.2f}x (load {os.getloadavg()[0]:.2f})")
-        del trajectory, adjacency
-    return {
-        "move": float(np.median(move)),
-        "contacts": float(np.median(found)),
-        "pairs": float(np.median(pairs)),
-        "sub": float(count),
-        "peak_b": peak / n,
-        "rss_b": created * 2**20 / n,
-    }
+        if with_old:
+            with old_network():
+                trajectory[1:], seconds = timed(mobility.advance, ctx)
+        else:
+            trajectory[1:], seconds = timed(mobility.advance, ctx)
+        return trajectory, seconds
+
+    r: dict = {"sub": count, "rss_b": created * 2**20 / n}
+    kinds = (False, True) if old else (False,)
+    best: dict = {}
+    for _ in range(repeat):  # alternating, best of `repeat`
+        for with_old in kinds:
+            trajectory, seconds = move(with_old=with_old)
+            search = old_contact_matrix if with_old else contact_matrix
+            adjacency, found = timed(search, trajectory, radius_m=100.0, mode=contact)
+            tag = "old" if with_old else "new"
+            best[f"move_{tag}"] = min(best.get(f"move_{tag}", np.inf), seconds)
+            best[f"contacts_{tag}"] = min(best.get(f"contacts_{tag}", np.inf), found)
+            best[f"trajectory_{tag}"], best[f"adjacency_{tag}"] = trajectory, adjacency
+    if old:
+        assert np.array_equal(best["trajectory_old"], best["trajectory_new"]), "moves differ"
+        assert (best["adjacency_old"] != best["adjacency_new"]).nnz == 0, "contacts differ"
+    r |= {k: v for k, v in best.items() if k.startswith(("move", "contacts"))}
+    r["pairs"] = best["adjacency_new"].nnz // 2
+    trajectory = best["trajectory_new"]
+    del best
+    r["peak_new"] = traced_peak(contact_matrix, trajectory, radius_m=100.0, mode=contact) / n
+    if old:
+        r["peak_old"] = traced_peak(
+            old_contact_matrix, trajectory, radius_m=100.0, mode=contact
+        ) / n  # fmt: skip
+    return r
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--map", default="grid:134x134")
     parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, help="alternating runs, best of")
     parser.add_argument("--dense", action="store_true", help="also nyc_uws with 10k agents")
     parser.add_argument("--contact", default="during", choices=("during", "end"))
-    parser.add_argument("--threads", action="store_true",
-                        help="also time contacts on 1 vs 2 threads at the largest size")
+    parser.add_argument("--no-old", action="store_true", help="the new code only")
     args = parser.parse_args()
     print(f"load {os.getloadavg()[0]:.2f}; map {args.map}; one 120 s step, R = 100 m, "
-          f"contact = {args.contact}")
+          f"contact = {args.contact}; seconds: old / new = ratio")  # fmt: skip
     t = time.perf_counter()
     world = shared_world_map(Config().updated({"map": args.map, "seed": 0}))
     print(f"map set-up {time.perf_counter() - t:.1f} s; {world.graph.number_of_nodes()} "
           f"intersections, drive network {len(world.drive.edge_len)} edges")
-    header = (f"{'map':>14s}{'agents':>8s}{'move s':>8s}{'contacts s':>11s}{'step s':>8s}"
-              f"{'pairs':>11s}{'pairs/s':>11s}{'peak B/agent':>13s}"
-              f"{'RSS B/agent':>12s}{'sub':>5s}")  # fmt: skip
-    print(header)
-    cases: list[tuple] = [(args.map, int(v)) for v in args.sizes.split(",")]
-    if args.dense:  # crowded: with and without skipping pairs already found (same pairs)
-        cases += [("nyc_uws", 10_000, False), ("nyc_uws", 10_000, True)]
-    for map_name, n, *skip in cases:
-        contacts.SKIP_KNOWN = skip[0] if skip else True
-        if skip:
-            print(f"  (SKIP_KNOWN = {contacts.SKIP_KNOWN})")
-        largest = n == max(c[1] for c in cases) and map_name == args.map
-        r = measure(map_name, n, args.steps, contact=args.contact,
-                    threads=args.threads and largest)  # fmt: skip
-        step = r["move"] + r["contacts"]
-        print(f"{map_name:>14s}{n:8d}{r['move']:8.2f}{r['contacts']:11.2f}{step:8.2f}"
-              f"{r['pairs']:11.0f}{r['pairs'] / r['contacts']:11.0f}{r['peak_b']:13.0f}"
-              f"{r['rss_b']:12.0f}{r['sub']:5.0f}", flush=True)  # fmt: skip
+    print(f"{'map':>14s}{'agents':>8s}{'sub':>4s} | {'move s':>19s} | {'contacts s':>21s} | "
+          f"{'step s':>21s} | {'pairs':>10s}{'pairs/s':>10s} | {'peak B/agent':>15s}"
+          f"{'RSS B/agent':>12s}{'load':>6s}")  # fmt: skip
+    cases = [(args.map, int(v)) for v in args.sizes.split(",")]
+    if args.dense:
+        cases.append(("nyc_uws", 10_000))
+
+    def trio(old: float | None, new: float, digits: int = 2) -> str:
+        if old is None:
+            return f"{'-':>7s} {new:6.{digits}f} {'':>6s}"
+        return f"{old:7.{digits}f} {new:6.{digits}f} {old / new:5.1f}x"
+
+    for map_name, n in cases:
+        r = measure(map_name, n, contact=args.contact, repeat=args.repeat, old=not args.no_old)
+        old = not args.no_old
+        step_new = r["move_new"] + r["contacts_new"]
+        step_old = r["move_old"] + r["contacts_old"] if old else None
+        peak = f"{r['peak_old']:7.0f}/{r['peak_new']:7.0f}" if old else f"{r['peak_new']:15.0f}"
+        print(f"{map_name:>14s}{n:8d}{r['sub']:4d} | "
+              f"{trio(r.get('move_old'), r['move_new'])} | "
+              f"{trio(r.get('contacts_old'), r['contacts_new'])} | "
+              f"{trio(step_old, step_new)} | "
+              f"{r['pairs']:10d}{r['pairs'] / r['contacts_new']:10.0f} | {peak:>15s}"
+              f"{r['rss_b']:12.0f}{os.getloadavg()[0]:6.2f}", flush=True)  # fmt: skip
     print(f"load after {os.getloadavg()[0]:.2f}; max RSS "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")  # fmt: skip
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB; peak B/agent: "
+          "tracemalloc peak of one contact search (old/new) / agents")  # fmt: skip
 
 
 if __name__ == "__main__":

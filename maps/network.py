@@ -40,9 +40,38 @@ class TurnTable:
 
     def sample(self, edges: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
         keys = edges + np.minimum(uniforms, 1.0 - 1e-12)
+        first = self.ptr[edges]
+        if self._short_blocks:
+            # the searchsorted below, block by block: the first entry above the key is the
+            # block start plus the entries before the block's last that are <= the key
+            # (cum rises within a block and ends at edge + 1 > key): a pass per slot
+            # instead of a binary search over all edges (benchmarks/city_scale.py)
+            idx = first.copy()
+            last = self.ptr[edges + 1] - 1
+            for slot in range(self._short_blocks - 1):
+                at = first + slot
+                idx += (at < last) & (self.cum.take(np.minimum(at, last)) <= keys)
+            return self.nxt[idx]
         idx = np.searchsorted(self.cum, keys, side="right")
-        idx = np.clip(idx, self.ptr[edges], self.ptr[edges + 1] - 1)
+        idx = np.clip(idx, first, self.ptr[edges + 1] - 1)
         return self.nxt[idx]
+
+    @property
+    def _short_blocks(self) -> int:
+        """The largest block when every block is short (<= 8) and non-decreasing with
+        values below ``edge + 1`` before its last, else 0 (then: ``searchsorted``)."""
+        cached = self.__dict__.get("_short")
+        if cached is None:
+            sizes = np.diff(self.ptr)
+            owner = np.repeat(np.arange(len(sizes)), sizes)
+            inner = np.ones(len(self.cum), bool)
+            inner[self.ptr[1:][sizes > 0] - 1] = False
+            rising = np.all(np.diff(self.cum)[inner[:-1]] >= 0) if len(self.cum) > 1 else True
+            below = np.all(self.cum[inner] < owner[inner] + 1.0)
+            ok = len(sizes) and sizes.max() <= 8 and rising and below
+            cached = int(sizes.max()) if ok else 0
+            object.__setattr__(self, "_short", cached)
+        return cached
 
 
 @dataclass
@@ -173,13 +202,38 @@ class StreetNetwork:
 
     def xy(self, edges: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Positions of agents at ``offsets`` metres along ``edges`` (vectorised)."""
-        keys = self.edge_base[edges] + offsets
-        k = np.searchsorted(self.pts_key, keys, side="right") - 1
-        k = np.clip(k, self.edge_pt0[edges], self.edge_pt1[edges] - 2)
-        a, b = self.pts_xy[k], self.pts_xy[k + 1]
-        span = np.maximum(self.pts_key[k + 1] - self.pts_key[k], 1e-12)
-        t = np.clip((keys - self.pts_key[k]) / span, 0.0, 1.0)[:, None]
-        return a + t * (b - a)
+        keys = self.edge_base.take(edges) + offsets
+        k = self.edge_pt0.take(edges)
+        segments = self.edge_pt1.take(edges) - k - 1
+        longest = int(segments.max(initial=1))
+        if longest <= 4:
+            # the searchsorted below within the edge: its first point plus the later inner
+            # points at or before the key (strictly rising keys along an edge). A pass per
+            # segment, none where all edges are straight (grids), instead of a binary search
+            # over all points; curvier maps (Helsinki: up to 16 and more) keep the search.
+            start = k.copy()
+            for s in range(1, longest):
+                at = np.minimum(start + s, self.edge_pt1.take(edges) - 1)
+                k += (s < segments) & (self.pts_key.take(at) <= keys)
+        else:
+            k = np.searchsorted(self.pts_key, keys, side="right") - 1
+            k = np.clip(k, self.edge_pt0[edges], self.edge_pt1[edges] - 2)
+        # a + t * (b - a), t = clip((key - key_a) / max(key_b - key_a, 1e-12), 0, 1): the
+        # same operations on take()s, in place
+        after = k + 1
+        key_a = self.pts_key.take(k)
+        span = self.pts_key.take(after)
+        span -= key_a
+        np.maximum(span, 1e-12, out=span)
+        keys -= key_a
+        keys /= span
+        np.clip(keys, 0.0, 1.0, out=keys)
+        a = self.pts_xy.take(k, axis=0)
+        b = self.pts_xy.take(after, axis=0)
+        b -= a
+        b *= keys[:, None]
+        b += a
+        return b
 
     def heading(self, edge: int, *, at_end: bool) -> np.ndarray:
         p0, p1 = self.edge_pt0[edge], self.edge_pt1[edge]
@@ -340,11 +394,14 @@ class StreetNetwork:
             if not active.size:
                 break
             remaining[active] -= room[ends]
-            new = np.empty(active.size, dtype=edges.dtype)
             uniforms = rng.random(active.size)
-            for t in np.unique(table_of[active]):
-                sel = table_of[active] == t
-                new[sel] = tables[t].sample(edges[active[sel]], uniforms[sel])
+            if len(tables) == 1:  # one turn table (Manhattan): no grouping
+                new = tables[0].sample(edges[active], uniforms).astype(edges.dtype, copy=False)
+            else:
+                new = np.empty(active.size, dtype=edges.dtype)
+                for t in np.unique(table_of[active]):
+                    sel = table_of[active] == t
+                    new[sel] = tables[t].sample(edges[active[sel]], uniforms[sel])
             if decisions is not None:
                 decisions.append(np.stack([edges[active], new], axis=1))
             edges[active] = new

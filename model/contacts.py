@@ -10,6 +10,17 @@ Two rules (setting ``contact``):
   those chords is tested, so a crossing between samples is not missed. The chords
   differ from the true street path only where an agent turns a corner inside a
   sub-interval of at most R/2 metres.
+
+How ``during`` is searched (issue 15, item 3; benchmarks/city_scale.py prints it beside the
+code it replaced, kept verbatim as tests/contacts_oracle.py, which the tests compare against):
+candidate pairs of a sub-interval come from a uniform grid over the chord midpoints
+(:func:`_grid_candidates`: ranges of cell-sorted agents, no search tree; a cKDTree only for
+few agents on a large map), are streamed in blocks of :data:`CHUNK` through the exact
+closest-approach test (:func:`_exact_within`, the same floating-point operations as before,
+so the same pairs pass, ties at exactly R included), and each pair is collected once per
+stay in range (when it comes into range, ``entering``), as one int64 key; one sort
+de-duplicates the keys, and the symmetric CSR is the sorted upper triangle plus its
+transpose.
 """
 
 from __future__ import annotations
@@ -25,18 +36,21 @@ from scipy.spatial import cKDTree
 DENSE_DEDUP_LIMIT = 20_000
 """Up to this many agents (a 400 MB bitmap) crowded steps de-duplicate with a dense bitmap."""
 PAIR_BUDGET = 4_000_000
-"""Candidate pairs held at once (~0.3 GB of temporaries): above it a sub-interval is searched
-block by block and the sparse path compacts its repeats, so memory stays bounded on crowded
-maps (benchmarks/city_scale.py: nyc_uws with 10k agents)."""
+"""Candidate pairs the cKDTree fallback holds at once: above it a sub-interval is searched
+block by block (the grid search streams blocks of :data:`CHUNK` anyway), so memory stays
+bounded on crowded maps (benchmarks/city_scale.py --dense: nyc_uws with 10k agents)."""
 
 
-SKIP_KNOWN = True
-"""Crowded (bitmap) steps skip the exact test for pairs already found this step: the same
-contacts, less work on dense maps (benchmarks/city_scale.py --dense prints both)."""
+SKIP_KNOWN = False
+"""Crowded (bitmap) steps may skip the exact test for pairs already found this step (the same
+contacts). Off: the bitmap look-up (random access to an N x N array) now costs more than the
+chunked exact test it saves: nyc_uws with 10k agents, one trajectory, load 7.4: 23.2 s and
+24.3 s without, 29.1 s with."""
 CONTACT_THREADS = 1
 """Threads over sub-intervals for steps of at least :data:`THREADED_FROM` agents. Off by
-default: at 100k agents 2 threads measured 0.80x at load 5 (benchmarks/city_scale.py
---threads), 1.5-1.7x on a synthetic 100k step at load 14: no consistent win on 2 cores."""
+default: at 100k agents 2 threads measured 0.80x at load 5 (the cKDTree search), and with
+the grid search 0.90x at load 8 (one 100k trajectory, 1 / 2 threads alternating, best of
+2): no win on 2 shared cores."""
 THREADED_FROM = 20_000
 
 
@@ -63,27 +77,49 @@ def pairs_within(xy: np.ndarray, radius: float) -> np.ndarray:
     return cKDTree(xy).query_pairs(r=radius, output_type="ndarray")
 
 
-def _closest_within(
-    candidates: np.ndarray, start: np.ndarray, move: np.ndarray, radius: float
-) -> np.ndarray:
-    """The candidate pairs whose straight-line motions come within ``radius`` (exact).
+CHUNK = 32_768
+"""Candidate pairs tested at once: the exact test's ~10 temporaries stay in the L2 cache
+(benchmarks/city_scale.py prints old vs new)."""
+KEY_BUDGET = 32_000_000
+"""Pair keys (8 bytes each, 256 MB) held before the repeats are compacted (sort + unique)."""
+_TINY = np.finfo(float).tiny
 
-    ``start`` and ``move`` (= end - start) are ``[2, N]`` (x row, y row): 1-D gathers per
-    coordinate and squared distances instead of row gathers + ``einsum`` + ``hypot``
-    (2.2-2.6x in a one-off side-by-side profile at 2M candidates, same pairs).
+
+def _exact_within(
+    i: np.ndarray,
+    j: np.ndarray,
+    sx: np.ndarray,
+    sy: np.ndarray,
+    mx: np.ndarray,
+    my: np.ndarray,
+    radius2: float,
+    inside2: float | None = None,
+) -> np.ndarray:
+    """Mask of the pairs ``(i, j)`` whose straight-line motions come within ``radius``.
+
+    ``sx, sy`` are start coordinates, ``mx, my`` the motion (end - start), 1-D per agent.
+    The same floating-point operations, in the same order, as the reference (the old
+    ``_closest_within``, tests/contacts_oracle.py), so the same pairs pass: ``vv == 0``
+    (no relative motion) divides by the smallest normal float instead of being masked,
+    which gives ``t = 0`` as before. In place on a few temporaries: callers pass at most
+    :data:`CHUNK` pairs, so they stay in cache. ``inside2``: also drop the pairs whose
+    squared distance at the start is at most this (see :func:`_chord_hits`).
     """
-    i = np.ascontiguousarray(candidates[:, 0])
-    j = np.ascontiguousarray(candidates[:, 1])
-    px = start[0].take(i) - start[0].take(j)  # relative position at the start
-    py = start[1].take(i) - start[1].take(j)
-    vx = move[0].take(i) - move[0].take(j)  # relative motion over the sub-interval
-    vy = move[1].take(i) - move[1].take(j)
-    vv = vx * vx + vy * vy
+    px = sx.take(i)
+    px -= sx.take(j)  # relative position at the start
+    py = sy.take(i)
+    py -= sy.take(j)
+    vx = mx.take(i)
+    vx -= mx.take(j)  # relative motion over the sub-interval
+    vy = my.take(i)
+    vy -= my.take(j)
+    vv = vx * vx
+    vv += vy * vy
+    np.maximum(vv, _TINY, out=vv)
     t = px * vx
     t += py * vy
     np.negative(t, out=t)
-    np.divide(t, vv, out=t, where=vv > 0)
-    t[vv <= 0] = 0.0
+    t /= vv
     np.clip(t, 0.0, 1.0, out=t)
     vx *= t
     vx += px
@@ -92,7 +128,13 @@ def _closest_within(
     vx *= vx
     vy *= vy
     vx += vy
-    return candidates[vx <= radius * radius]
+    hit = vx <= radius2
+    if inside2 is not None:
+        px *= px
+        py *= py
+        px += py
+        hit &= px > inside2
+    return hit
 
 
 def _candidate_blocks(mid: np.ndarray, reach: float, budget: int):
@@ -102,7 +144,7 @@ def _candidate_blocks(mid: np.ndarray, reach: float, budget: int):
     else blocks of agents against the whole tree (``sparse_distance_matrix``), so a crowded
     map never holds all candidates at once.
     """
-    tree = cKDTree(mid)
+    tree = cKDTree(mid, leafsize=LEAF_SIZE, balanced_tree=False)
     n = len(mid)
     sample = mid[:: max(1, n // 512)]
     per_agent = float(np.mean(tree.query_ball_point(sample, reach, return_length=True)))
@@ -119,38 +161,171 @@ def _candidate_blocks(mid: np.ndarray, reach: float, budget: int):
         yield np.stack([i[keep], j[keep]], axis=1)
 
 
-def chord_pairs(
+LEAF_SIZE = 16
+"""cKDTree leaf size for the candidate search (the fallback of :func:`_grid_candidates`)."""
+GRIDS: tuple[tuple[int, int], ...] = ((3, 12), (3, 3), (1, 1))
+"""Grid columns and rows per candidate reach (:func:`_grid_candidates`), finest first: the
+first whose cell table fits :data:`CELLS_PER_AGENT` is used, else the cKDTree (empty: always
+the cKDTree)."""
+CELLS_PER_AGENT = 16
+"""A grid may have up to this many cells per agent (fewer agents: a coarser grid, then the
+cKDTree), and never more than :data:`CELL_LIMIT`. On grid:134x134, one trajectory, best of 3
+at load 7.2: 10k agents 0.088 s with (3, 3) against 0.148 s with (3, 12); 1k agents 0.018 s
+with (1, 1) against 0.069 s with the cKDTree; 100k agents keep (3, 12)."""
+CELL_LIMIT = 8_000_000
+"""Largest candidate grid (64 MB of cell starts); sparser maps use the cKDTree."""
+
+
+def _grid_candidates(mid: np.ndarray, reach: float, columns: int, rows: int, max_cells: int):
+    """Every pair (i < j) of ``mid`` within ``reach`` and some farther ones, from a uniform
+    grid, or None when the grid would exceed ``max_cells`` cells.
+
+    Cells ``reach / columns`` wide and ``reach / rows`` high; agents sorted by cell
+    (column-major), so a run of cells in a column is one contiguous range of the sorted
+    agents. Each agent pairs with the agents after it in its own column up to ``rows``
+    cells up, and with a run of ``2 w + 1`` cells in each of the next ``columns`` columns,
+    ``w`` keeping the cells whose nearest points are closer than ``reach``: ``columns + 1``
+    ranges per agent and no search tree. (A point put one cell off by rounding lies within
+    ~1e-13 cells of the border; callers widen ``reach`` by 1e-9, so no pair within the
+    unwidened reach is lost.)
+
+    Returns ``order`` (sorted position -> row of ``mid``) and a generator of ``(i, j)``
+    blocks of about :data:`CHUNK` pairs in sorted positions.
+    """
+    n = len(mid)
+    origin = mid.min(axis=0)
+    extent = (mid.max(axis=0) - origin) * (columns / reach, rows / reach) if reach > 0 else None
+    if extent is None or not np.isfinite(extent).all() or np.prod(extent + 3 * rows) > max_cells:
+        return None  # no reach, or more cells than allowed (checked before any int cast)
+    cx = (mid[:, 0] - origin[0]) * (columns / reach)  # >= 0: truncation is floor
+    cy = (mid[:, 1] - origin[1]) * (rows / reach)
+    cx, cy = cx.astype(np.int64), cy.astype(np.int64)
+    nx, ny = int(cx.max()) + 1, int(cy.max()) + 1 + 2 * rows
+    cells = (nx + columns) * ny
+    if cells > max_cells:
+        return None
+    key = cx * ny
+    key += cy
+    key += rows  # empty cells below and above every column: a run never wraps
+    order = np.argsort(key)
+    key = key.take(order)
+    first = np.zeros(cells + 1, np.int64)  # first[c]: sorted position of cell c's first agent
+    np.cumsum(np.bincount(key, minlength=cells), out=first[1:])
+    lo = np.empty((columns + 1, n), np.int64)  # ranges: column offset-major
+    count = np.empty((columns + 1, n), np.int64)
+    lo[0] = np.arange(1, n + 1)  # own column: the agents after this one ...
+    first.take(key + (rows + 1), out=count[0])  # ... up to `rows` cells up
+    for dx in range(1, columns + 1):
+        # keep cell rows dy with gap_x^2 + gap_y^2 < reach^2, gaps in whole cells
+        w = 0
+        while w < rows and ((dx - 1) * rows) ** 2 + (w * columns) ** 2 < (rows * columns) ** 2:
+            w += 1
+        column = key + (dx * ny - w)
+        first.take(column, out=lo[dx])
+        column += 2 * w + 1
+        first.take(column, out=count[dx])
+    lo, count = lo.reshape(-1), count.reshape(-1)
+    count -= lo
+    np.maximum(count, 0, out=count)
+    owner = np.arange(len(count))
+    owner %= n
+    ends = np.zeros(len(count) + 1, np.int64)
+    np.cumsum(count, out=ends[1:])
+    total = int(ends[-1])
+    cuts = np.searchsorted(ends, np.arange(0, total, CHUNK), side="right") - 1
+    cuts = np.unique(np.append(cuts, len(count)))
+
+    def blocks():
+        for r0, r1 in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+            c = count[r0:r1]
+            i = np.repeat(owner[r0:r1], c)
+            j = np.repeat(lo[r0:r1] - ends[r0:r1], c)
+            j += np.arange(ends[r0], ends[r1])
+            yield i, j
+
+    return order, blocks()
+
+
+def _chord_hits(
     start: np.ndarray,
     end: np.ndarray,
     radius: float,
+    budget: int,
+    skip=None,  # noqa: ANN001
     *,
-    budget: int | None = None,
-    known: np.ndarray | None = None,
-) -> np.ndarray:
-    """Pairs whose straight-line motions from ``start`` to ``end`` come within ``radius``.
+    entering: bool = False,
+):
+    """Pairs whose straight-line motions from ``start`` to ``end`` come within ``radius``,
+    as ``(i, j)`` blocks (rows of ``start``; i < j not guaranteed) of about :data:`CHUNK`.
 
-    Candidates come from a cKDTree over chord midpoints with radius R + 2 * max half
-    chord; the exact closest approach of the relative linear motion decides. At most
-    ``budget`` (default :data:`PAIR_BUDGET`) candidates are tested at a time. ``known``:
-    an N x N bitmap of pairs already found this step; they are not tested (nor returned).
+    Candidates: pairs whose chord midpoints are within R + 2 * max half chord (a pair whose
+    chords come within R has midpoints within R + h_i + h_j), widened by 1e-9 so rounding
+    never drops one, from :func:`_grid_candidates` (or a cKDTree when the grid is too
+    large); the exact closest approach decides. ``skip(i, j)``, if given, masks candidates
+    not to test (pairs already found).
+
+    ``entering``: leave out pairs already within R at ``start`` (squared distance at most
+    R^2 less a margin), which the previous sub-interval, ending there, found: its chord's
+    end point is the same pair distance to ~1e-10 m (rounding of the coordinates), far
+    inside the margin of R^2 * 1e-9 + R * max|coordinate| * 1e-12. A pair in range over
+    several sub-intervals is then collected once, when it comes into range (12.8M keys
+    instead of 36.4M in a 100k-agent step), so the de-duplication sorts a third.
     """
-    if len(start) < 2:
-        return np.empty((0, 2), int)
-    budget = PAIR_BUDGET if budget is None else int(budget)
     move = end - start
-    half = np.hypot(*move.T) / 2.0
-    reach = radius + 2.0 * float(half.max())
-    start_t, move_t = np.ascontiguousarray(start.T), np.ascontiguousarray(move.T)
-    found = []
-    for candidates in _candidate_blocks((start + end) / 2.0, reach, budget):
-        for c in range(0, len(candidates), budget):
-            block = candidates[c : c + budget]
-            if known is not None:
-                block = block[~known[block[:, 0], block[:, 1]]]
-            found.append(_closest_within(block, start_t, move_t, radius))
-    if not found:
-        return np.empty((0, 2), int)
-    return found[0] if len(found) == 1 else np.concatenate(found)
+    longest = float(np.sqrt(np.max(np.einsum("ij,ij->i", move, move), initial=0.0)))
+    reach = (radius + longest) * (1.0 + 1e-9)  # R + 2 * max half chord
+    mid = (start + end) / 2.0
+    radius2 = radius * radius
+    inside2 = None
+    if entering:
+        scale = float(np.abs(start).max(initial=0.0))
+        inside2 = radius2 - radius2 * 1e-9 - radius * scale * 1e-12
+    grid, cap = None, min(CELL_LIMIT, CELLS_PER_AGENT * len(mid))
+    for columns, rows in GRIDS:
+        grid = _grid_candidates(mid, reach, columns, rows, cap)
+        if grid is not None:
+            break
+    if grid is None:  # a cKDTree over the midpoints, candidates in blocks
+        order, sx, sy = None, start[:, 0].copy(), start[:, 1].copy()
+        mx, my = move[:, 0].copy(), move[:, 1].copy()
+        blocks = (
+            (np.ascontiguousarray(part[:, 0]), np.ascontiguousarray(part[:, 1]))
+            for candidates in _candidate_blocks(mid, reach, budget)
+            for part in (candidates[c : c + CHUNK] for c in range(0, len(candidates), CHUNK))
+        )
+    else:
+        order, blocks = grid
+        sx, sy = start[:, 0].take(order), start[:, 1].take(order)
+        mx, my = move[:, 0].take(order), move[:, 1].take(order)
+    for i, j in blocks:
+        if order is not None:
+            if skip is not None:
+                new = np.flatnonzero(~skip(order.take(i), order.take(j)))
+                i, j = i.take(new), j.take(new)
+            keep = np.flatnonzero(_exact_within(i, j, sx, sy, mx, my, radius2, inside2))
+            yield order.take(i.take(keep)), order.take(j.take(keep))
+        else:
+            if skip is not None:
+                new = np.flatnonzero(~skip(i, j))
+                i, j = i.take(new), j.take(new)
+            keep = np.flatnonzero(_exact_within(i, j, sx, sy, mx, my, radius2, inside2))
+            yield i.take(keep), j.take(keep)
+
+
+def chord_pairs(
+    start: np.ndarray, end: np.ndarray, radius: float, *, budget: int | None = None
+) -> np.ndarray:
+    """Pairs (i < j) whose straight-line motions from ``start`` to ``end`` come within
+    ``radius`` (exact closest approach; candidates from :func:`_chord_hits`), ``[P, 2]``.
+    At most ``budget`` (default :data:`PAIR_BUDGET`) candidates are held at a time."""
+    if len(start) < 2:
+        return np.empty((0, 2), np.int64)
+    budget = PAIR_BUDGET if budget is None else int(budget)
+    found = [
+        np.stack([np.minimum(i, j), np.maximum(i, j)], axis=1)
+        for i, j in _chord_hits(start, end, radius, budget)
+    ]
+    return np.concatenate(found) if found else np.empty((0, 2), np.int64)
 
 
 def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.csr_matrix:
@@ -166,51 +341,78 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
         return symmetric_adjacency(pairs_within(trajectory[-1], radius_m), n)
     if mode != "during":
         raise ValueError(f"setting 'contact' = {mode!r} is not allowed: one of during, end")
-    intervals = range(trajectory.shape[0] - 1)
-
+    if n < 2:
+        return symmetric_adjacency(np.empty((0, 2), np.int64), n)
+    # Pairs are keyed lo << shift | hi: keys sort by (lo, hi) and decode with a shift and a
+    # mask.
+    shift = max(1, int(n - 1).bit_length())
+    threaded = n >= THREADED_FROM and CONTACT_THREADS > 1 and trajectory.shape[0] > 2
     known: list[np.ndarray | None] = [None]  # the bitmap, once crowded (single-threaded)
 
-    def interval(f: int) -> np.ndarray:
-        return chord_pairs(trajectory[f], trajectory[f + 1], radius_m, known=known[0])
+    def skip(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        return known[0][np.minimum(i, j), np.maximum(i, j)]
 
-    if n >= THREADED_FROM and CONTACT_THREADS > 1 and len(intervals) > 1:
+    def interval(f: int):
+        check = skip if known[0] is not None else None
+        pairs = _chord_hits(
+            trajectory[f], trajectory[f + 1], radius_m, PAIR_BUDGET, check, entering=f > 0
+        )
+        for i, j in pairs:
+            lo = np.minimum(i, j)
+            lo <<= shift
+            lo |= np.maximum(i, j)
+            yield lo
+
+    intervals = range(trajectory.shape[0] - 1)
+    if threaded:
         # cKDTree traversals and numpy gathers release the GIL: sub-intervals in parallel,
         # consumed in order (same result); at most 2 * CONTACT_THREADS held at once.
+        def whole(f: int) -> list[np.ndarray]:
+            return list(interval(f))
+
         pool = ThreadPoolExecutor(CONTACT_THREADS)
-        found = _ordered(pool, interval, intervals, ahead=2 * CONTACT_THREADS)
+        ahead = 2 * CONTACT_THREADS
+        found = (keys for block in _ordered(pool, whole, intervals, ahead=ahead) for keys in block)
     else:
-        pool, found = None, map(interval, intervals)
-    # Sub-intervals find the same pair again and again. Few pairs: a sparse matrix sums the
-    # repeats cheaply. Many (a crowded map): a dense bitmap removes them in O(pairs), where
-    # the sparse path would sort ~1e9 entries (benchmarks/mobility.py: 120 s -> 40 s a step).
-    # Above DENSE_DEDUP_LIMIT agents the repeats are compacted (unique pair keys) whenever
-    # more than PAIR_BUDGET are held, which bounds memory by the distinct pairs.
+        pool, found = None, (keys for f in intervals for keys in interval(f))
+    # Sub-intervals find the same pair again and again. Few pairs: the keys are collected
+    # and de-duplicated by one sort at the end (compacted whenever more than KEY_BUDGET are
+    # held, which bounds memory by the distinct pairs). Many (a crowded map, at most
+    # DENSE_DEDUP_LIMIT agents): a dense bitmap removes them in O(pairs), where the sort
+    # would take ~1e9 entries (benchmarks/mobility.py: 120 s -> 40 s a step).
+    mask = (1 << shift) - 1
     collected: list[np.ndarray] = []
-    total, seen, limit = 0, None, PAIR_BUDGET
-    for pairs in found:
+    total, seen, limit = 0, None, KEY_BUDGET
+    for keys in found:
         if seen is not None:
-            seen[pairs[:, 0], pairs[:, 1]] = True
+            seen[keys >> shift, keys & mask] = True
             continue
-        collected.append(pairs)
-        total += len(pairs)
+        collected.append(keys)
+        total += len(keys)
         if n <= DENSE_DEDUP_LIMIT and total > n * n // 16:
             seen = np.zeros((n, n), bool)
             for earlier in collected:
-                seen[earlier[:, 0], earlier[:, 1]] = True
+                seen[earlier >> shift, earlier & mask] = True
             collected = []
             if SKIP_KNOWN and pool is None:  # later sub-intervals test only new candidates
                 known[0] = seen
         elif total > limit and len(collected) > 1:
-            collected = [_unique_pairs(np.concatenate(collected), n)]
+            collected = [_unique_keys(np.concatenate(collected))]
             total = len(collected[0])
-            limit = max(PAIR_BUDGET, 2 * total)  # amortised: each compaction halves
+            limit = max(KEY_BUDGET, 2 * total)  # amortised: each compaction halves
     if pool is not None:
         pool.shutdown()
     if seen is not None:
         return _symmetric_from_bitmap(seen)
-    if not collected:
-        return symmetric_adjacency(np.empty((0, 2), int), n)
-    return _symmetric_from_sorted(_unique_pairs(np.concatenate(collected), n), n)
+    keys = np.concatenate(collected) if collected else np.empty(0, np.int64)
+    collected.clear()  # memory: only one copy of the keys from here
+    keys = _unique_keys(keys)
+    index = np.int32 if max(n, 2 * len(keys)) < 2**31 else np.int64
+    lo = (keys >> shift).astype(index)
+    keys &= mask
+    hi = keys.astype(index)
+    del keys
+    return _symmetric_from_sorted(lo, hi, n)
 
 
 def _symmetric_from_bitmap(seen: np.ndarray) -> sp.csr_matrix:
@@ -228,32 +430,34 @@ def _symmetric_from_bitmap(seen: np.ndarray) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(len(indices), bool), indices, indptr), shape=(n, n))
 
 
-def _symmetric_from_sorted(pairs: np.ndarray, n: int) -> sp.csr_matrix:
-    """Like :func:`symmetric_adjacency` for distinct (i < j) pairs sorted by (i, j).
+def _symmetric_from_sorted(i: np.ndarray, j: np.ndarray, n: int) -> sp.csr_matrix:
+    """Like :func:`symmetric_adjacency` for distinct pairs (i < j) sorted by (i, j).
 
-    The transposed entries go first, so every CSR row comes out with sorted, distinct
-    columns (canonical): scipy's O(nnz) COO -> CSR then skips its index sort
-    (2 s of a 100k-agent step)."""
-    rows = np.concatenate([pairs[:, 1], pairs[:, 0]])
-    cols = np.concatenate([pairs[:, 0], pairs[:, 1]])
-    adj = sp.coo_matrix((np.ones(len(rows), bool), (rows, cols)), shape=(n, n)).tocsr()
-    adj.sum_duplicates()  # a no-op check when canonical
-    return adj
+    The pairs are already the upper triangle in CSR order (row ``i``, sorted columns
+    ``j``); scipy's O(nnz) transpose gives the lower one, sorted too, and the sum of the
+    two canonical halves is canonical: no index sort (0.26 s against 0.6-0.7 s for the
+    former COO -> CSR of both halves on 6M pairs, one side-by-side run at load 6).
+    """
+    index = np.int32 if max(n, 2 * len(i)) < 2**31 else np.int64
+    indptr = np.zeros(n + 1, index)
+    np.cumsum(np.bincount(i, minlength=n), out=indptr[1:])
+    upper = sp.csr_matrix(
+        (np.ones(len(j), bool), j.astype(index, copy=False), indptr), shape=(n, n)
+    )  # fmt: skip
+    return (upper + upper.T.tocsr()).tocsr()
 
 
-def _unique_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
-    """Distinct (i, j) rows, via one sorted int64 key per pair.
+def _unique_keys(keys: np.ndarray) -> np.ndarray:
+    """Distinct int64 keys, sorted (in place on ``keys``).
 
     Sort + neighbour compare: in a profile of a synthetic 100k-agent step ``np.unique``
     (hash-based in numpy 2.5) took 25 s of 46, the sort-based version 1.4 s.
     """
-    keys = pairs[:, 0].astype(np.int64) * n + pairs[:, 1]
     keys.sort()
     keep = np.empty(len(keys), bool)
     keep[:1] = True
     np.not_equal(keys[1:], keys[:-1], out=keep[1:])
-    keys = keys[keep]
-    return np.stack([keys // n, keys % n], axis=1)
+    return keys[keep]
 
 
 def symmetric_adjacency(pairs: np.ndarray, n: int) -> sp.csr_matrix:
