@@ -534,7 +534,7 @@ def _markdown(
 ) -> str:
     rows = verdict_rows(spec, per_run)
     lines = [
-        f"# Reproduction of seed {spec.paper}: {spec.title}",
+        f"# Reproduction of {spec.title}",
         "",
         f"Preset `{spec.preset}`, scale `{scale}`, seeds {list(seeds)}, code {_commit()}. "
         f"Written by `mobidfl reproduce {spec.preset} --scale {scale} --seeds {len(seeds)}`.",
