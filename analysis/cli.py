@@ -29,7 +29,7 @@ from model.atomic import (
     staging_dir,
 )
 from model.atomic import write_text_atomic as _write_text
-from model.config import Config, settings_table
+from model.config import Config, parse_value, settings_table
 from model.errors import ConfigError
 
 CHECKPOINT_DIR = "checkpoint"
@@ -443,16 +443,32 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def reproduce_overrides(assignments: list[str], *, preset: str) -> dict[str, Any]:
+    """``reproduce --set name=value`` as typed values, checked on the preset before any run."""
+    extra: dict[str, Any] = {}
+    for text in assignments:
+        name, sep, raw = text.partition("=")
+        if not sep:
+            raise ConfigError("--set", text, "name=value")
+        extra[name.strip()] = parse_value(name.strip(), raw.strip())
+    Config.from_settings({"preset": preset, **extra})  # one line naming a bad value, now
+    return extra
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     import torch
 
-    from analysis.reproduce import paper_spec, reproduce, verdict_rows
+    from analysis.reproduce import chosen_variants, paper_spec, reproduce, verdict_rows
 
     torch.set_num_threads(1)
     if args.seeds < 1:
         raise ConfigError("--seeds", args.seeds, "an integer >= 1")
     spec = paper_spec(args.paper)
+    extra = reproduce_overrides(args.set or [], preset=spec.preset)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
+    chosen_variants(spec, variants, scale=args.scale)  # an unknown name fails before any run
     out = Path(args.out)
+    check_output_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -464,6 +480,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         processes=args.processes,
         progress=not args.quiet,
         on_progress=None if args.quiet else lambda m: print(m, file=sys.stderr),
+        extra=extra,
+        variants=variants,
     )
     import pandas as pd
 
@@ -550,6 +568,11 @@ def make_parser() -> argparse.ArgumentParser:
     repro.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
     repro.add_argument("--out", required=True, help="output folder (resumable)")
     repro.add_argument("--processes", type=int, help="local worker processes (0 = this one)")
+    repro.add_argument("--variants", metavar="A,B", help="run only these variants (a claim "
+                       "needing another is reported 'not run'); default: all of the scale")
+    repro.add_argument("--set", action="append", metavar="NAME=VALUE",
+                       help="a setting added to every variant, e.g. backend=batched, device=cuda "
+                       "(listed in reproduction.md as not the paper's)")
     repro.add_argument("--quiet", action="store_true")
     repro.set_defaults(func=cmd_reproduce)
     report = sub.add_parser("report", help="figures and tables of a run or a sweep folder")

@@ -412,8 +412,15 @@ def claim_verdict(
 
 
 # --- running ------------------------------------------------------------------------------------
-def variant_settings(spec: PaperSpec, variant: str, *, scale: str) -> dict[str, Any]:
-    """The settings of one variant: preset + scale departures + the variant's own values."""
+def variant_settings(
+    spec: PaperSpec, variant: str, *, scale: str, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The settings of one variant: preset + scale departures + the variant's own values.
+
+    ``extra`` (``mobidfl reproduce --set``) comes last, on every variant: meant for how a
+    run is computed (``backend``, ``device``, ``workers``), it is written into
+    reproduction.md's header so a reader sees every value that is not the paper's.
+    """
     if scale not in spec.scales:
         raise ConfigError("--scale", scale, "one of " + ", ".join(spec.scales))
     settings: dict[str, Any] = {"preset": spec.preset, **spec.scales[scale]}
@@ -422,7 +429,18 @@ def variant_settings(spec: PaperSpec, variant: str, *, scale: str) -> dict[str, 
     if spec.map_fallback is not None:
         preferred, fallback = spec.map_fallback
         settings["map"] = preferred if map_available(preferred) else fallback
+    settings.update(extra or {})
     return settings
+
+
+def chosen_variants(spec: PaperSpec, names: Sequence[str] | None, *, scale: str) -> list[str]:
+    """The variants to run: ``names`` (``--variants``) or all but the scale's skipped ones."""
+    if not names:
+        return [v for v in spec.variants if v not in spec.skip.get(scale, ())]
+    unknown = [n for n in names if n not in spec.variants]
+    if unknown:
+        raise ConfigError("--variants", ",".join(unknown), "some of " + ", ".join(spec.variants))
+    return [v for v in spec.variants if v in names]
 
 
 def map_available(spec: str) -> bool:
@@ -445,29 +463,72 @@ def reproduce(
     processes: int | None = None,
     progress: bool = True,
     on_progress: Callable[[str], None] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    variants: Sequence[str] | None = None,
 ) -> Path:
-    """Run every variant of ``paper`` over ``seeds`` into ``out`` and write reproduction.md."""
+    """Run the variants of ``paper`` over ``seeds`` into ``out`` and write reproduction.md.
+
+    ``variants`` limits the run to some of them (a claim needing another one is reported
+    *not run*); ``extra`` settings apply to every variant (see :func:`variant_settings`).
+    """
     from analysis.sweep import Sweep, load_runs, run_sweep
 
     spec = paper_spec(paper)
     out = Path(out)
     frames = []
     resolved: dict[str, Config] = {}
-    for variant in spec.variants:
-        if variant in spec.skip.get(scale, ()):
-            continue
-        settings = variant_settings(spec, variant, scale=scale)
+    extra = dict(extra or {})
+    jobs = []
+    for variant in chosen_variants(spec, variants, scale=scale):
+        settings = variant_settings(spec, variant, scale=scale, extra=extra)
         resolved[variant] = Config.from_settings(settings)
-        folder = out / "runs" / _slug(variant)
         sweep = Sweep.from_dict({"base": settings, "seeds": [int(s) for s in seeds]})
+        jobs.append((variant, sweep, out / "runs" / _slug(variant)))
+    # More processes than seeds: several variants run at once (each over its seeds), so
+    # ``--processes`` covers every run of the reproduction, not one variant at a time.
+    together = max(1, min(len(jobs), (processes or 0) // max(1, len(seeds))))
+    per_variant = processes if together == 1 else len(seeds)
+
+    def run_variant(job: tuple[str, Any, Path]) -> pd.DataFrame:
+        variant, sweep, folder = job
         if on_progress:
             on_progress(f"{spec.preset}: {variant} ({len(seeds)} seeds)")
-        run_sweep(sweep, folder, processes=processes, resume=folder.exists(), progress=progress)
+        run_sweep(sweep, folder, processes=per_variant, resume=folder.exists(),
+                  progress=progress and together == 1)  # fmt: skip
         rows = load_runs(folder)
         if len(rows):
             rows["variant"] = variant
-            frames.append(rows)
+        return rows
+
+    if together == 1:
+        results = [run_variant(job) for job in jobs]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=together) as pool:
+            results = list(pool.map(run_variant, jobs))
+    frames = [rows for rows in results if len(rows)]
     steps = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return write_report(spec, steps, out, resolved=resolved, scale=scale, seeds=seeds,
+                        extra=extra)  # fmt: skip
+
+
+def write_report(
+    spec: PaperSpec,
+    steps: pd.DataFrame,
+    out: Path,
+    *,
+    resolved: Mapping[str, Config],
+    scale: str,
+    seeds: Sequence[int],
+    extra: Mapping[str, Any] | None = None,
+    how: str | None = None,
+) -> Path:
+    """per_run.csv, the figures and reproduction.md of per-step rows (variant, seed, step, ...).
+
+    :func:`reproduce` calls it on its sweeps; ``benchmarks/paper_scale_gpu.py --report``
+    on runs made one per process on a GPU machine (``how`` then says so in the header).
+    """
     per_run = pd.DataFrame(
         [
             {"variant": v, "seed": int(s), **run_metrics(g)}
@@ -476,7 +537,7 @@ def reproduce(
     )
     per_run.to_csv(out / "per_run.csv", index=False)
     _figures(spec, steps, per_run, out)
-    text = _markdown(spec, per_run, resolved, scale=scale, seeds=seeds)
+    text = _markdown(spec, per_run, resolved, scale=scale, seeds=seeds, extra=extra, how=how)
     from model.atomic import write_text_atomic
 
     write_text_atomic(out / "reproduction.md", text)
@@ -531,16 +592,33 @@ def _markdown(
     *,
     scale: str,
     seeds: Sequence[int],
+    extra: Mapping[str, Any] | None = None,
+    how: str | None = None,
 ) -> str:
     rows = verdict_rows(spec, per_run)
+    extra = dict(extra or {})
+    command = f"mobidfl reproduce {spec.preset} --scale {scale} --seeds {len(seeds)}"
+    if seeds and seeds[0] != 0:
+        command += f" --first-seed {seeds[0]}"
+    if set(resolved) != set(chosen_variants(spec, None, scale=scale)):
+        command += " --variants " + ",".join(resolved)
+    command += "".join(f" --set {k}={v}" for k, v in extra.items())
     lines = [
         f"# Reproduction of {spec.title}",
         "",
         f"Preset `{spec.preset}`, scale `{scale}`, seeds {list(seeds)}, code {_commit()}. "
-        f"Written by `mobidfl reproduce {spec.preset} --scale {scale} --seeds {len(seeds)}`.",
+        f"Written by `{command}`." if how is None else how,
         "",
         f"Scale: {spec.scale_notes.get(scale, '')}",
         "",
+    ]
+    if extra:
+        lines += [
+            "Added with `--set` on every variant (not from the paper): "
+            + ", ".join(f"`{k} = {v}`" for k, v in extra.items()) + ".",
+            "",
+        ]
+    lines += [
         "Verdicts are computed from the numbers: *holds* = the paper's sign on every seed "
         f"and (where the paper gives a number) a mean within x{FACTOR:g} of it; *direction "
         "only* = the mean has the paper's sign; *fails* = it does not. Accuracies in "
@@ -591,8 +669,9 @@ def _figures(spec: PaperSpec, steps: pd.DataFrame, per_run: pd.DataFrame, out: P
                             100 * (curve["mean"] + curve["std"]), alpha=0.2)
     ax.set_xlabel("step")
     ax.set_ylabel("mean test accuracy (%)")
-    ax.set_title(f"seed {spec.paper}: {spec.title}", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.set_title(spec.title, fontsize=9)
+    if ax.get_lines():
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "accuracy.png", dpi=110)
     plt.close(fig)

@@ -6,7 +6,12 @@ Cached-DFL CNN, every car evaluated on 10k test images; ``--scale`` shrinks it) 
 GFLOP/s, and the same round's training on the CPU loop (1 thread) at ``--cpu-scale`` for a
 side-by-side ratio per car-step. Without a CUDA device it prints "no CUDA device" and exits 0.
 
-Run: ``python benchmarks/gpu_round.py [--scale 1] [--rounds 3]``.
+``--paper-epochs N`` also times N epochs of the Cached-DFL preset as a user runs it
+(``MobiDFLModel(preset="cached_dfl_003", backend="batched", device="cuda")``: 100 cars on
+``manhattan_grid_twoway``, K = 10, every car tested on the 10k test set each epoch) and
+projects its 1,000 epochs.
+
+Run: ``python benchmarks/gpu_round.py [--scale 1] [--rounds 3] [--paper-epochs 20]``.
 """
 
 from __future__ import annotations
@@ -44,14 +49,47 @@ def round_times(engine, *, sync: bool) -> dict[str, float]:  # noqa: ANN001
     return {"train": t_train, "evaluate": t_eval, "acc": float(np.mean(acc))}
 
 
+def paper_epochs(epochs: int, *, policy: str, device: str = "cuda") -> None:
+    """Time the Cached-DFL preset's epochs on CUDA: set-up, then seconds per epoch."""
+    from model import MobiDFLModel
+
+    t = time.perf_counter()
+    model = MobiDFLModel(preset="cached_dfl_003", backend="batched", device=device,
+                         policy=policy, steps=epochs, early_stop_patience=0, seed=0)  # fmt: skip
+    setup = time.perf_counter() - t
+    times = []
+    for _ in range(epochs):
+        t = time.perf_counter()
+        model.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    steady = float(np.median(times[1:] or times))
+    acc = float(model.datacollector.get_model_vars_dataframe()["acc_mean"].iloc[-1])
+    print(f"preset cached_dfl_003, policy {policy}, dataset {model.config.dataset}: set-up "
+          f"{setup:.1f} s, first epoch {times[0]:.2f} s, then {steady:.3f} s per epoch "
+          f"(median of {len(times) - 1}); 1,000 epochs ~ {(setup + 1000 * steady) / 60:.1f} min; "
+          f"acc after {epochs}: {acc:.3f}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--cpu-scale", type=float, default=0.05)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--paper-epochs", type=int, default=0,
+                        help="also time this many epochs of the cached_dfl_003 preset")
+    parser.add_argument("--policies", default="cached_lru,defedavg,central_fedavg",
+                        help="policies timed with --paper-epochs")
+    parser.add_argument("--skip-round", action="store_true", help="only --paper-epochs")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device")
+        return
+    if args.paper_epochs:
+        for policy in args.policies.split(","):
+            paper_epochs(args.paper_epochs, policy=policy)
+    if args.skip_round:
         return
     cars, steps = max(2, round(100 * args.scale)), max(1, round(100 * args.scale))
     test_size = max(100, round(10_000 * args.scale))

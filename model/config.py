@@ -184,6 +184,13 @@ class Config:
     optimizer: str = _setting(
         "sgd", "local optimiser: sgd, or adam (PSFL: Adam)", one_of("sgd", "adam")
     )
+    optimizer_state: str = _setting(
+        "keep",
+        "momentum / Adam state across rounds: keep (one optimiser per agent for the whole run) "
+        "or reset (zeroed before each round's local steps, as FL code that builds the "
+        "optimiser per round)",
+        one_of("keep", "reset"),
+    )
     lr_plateau_patience: int = _setting(
         0,
         "ReduceLROnPlateau on the mean local training loss: steps without improvement before "

@@ -144,3 +144,40 @@ def test_early_stop_after_patience_steps_without_increase():
                                                   (48, 0.0, 0), (48, 1.0, 48)])
 def test_high_mobility_count_is_ceil_pn(n, p, expected):
     assert high_mobility_count(n, p) == expected
+
+
+@pytest.mark.parametrize("backend", ["loop", "batched"])
+def test_reset_optimizer_state_with_one_step_rounds_is_plain_gradient_descent(ds, backend):
+    # Prepare: Reza et al.'s set-up (full batch, one local step per round, momentum 0.9,
+    # weight decay); a round = train, then models replaced as eq. 2 would (here: shuffled)
+    opts = dict(batch_size=0, local_steps=1, lr=0.3, weight_decay=5e-4)
+    reset = make(ds, backend, momentum=0.9, optimizer_state="reset", **opts)
+    plain = make(ds, backend, momentum=0.0, **opts)
+    keep = make(ds, backend, momentum=0.9, **opts)
+    perm = np.array([1, 2, 3, 0])
+    # Execute: three rounds each
+    for engine in (reset, plain, keep):
+        for _ in range(3):
+            engine.train()
+            engine.mix(torch.eye(4)[perm])
+    # Assert: reset = no momentum at all (the paper's Sec. III update); keep is not
+    assert max_diff(reset, plain) < 1e-6
+    assert max_diff(keep, plain) > 1e-3
+
+
+def test_reset_optimizer_state_zeroes_adam_moments_and_step_counts(ds):
+    # Prepare
+    engine = make(ds, "loop", optimizer="adam", lr=1e-3, optimizer_state="reset")
+    engine.train()
+    # Execute
+    engine.reset_optimizer_state(np.array([0, 2]))
+    # Assert: agents 0 and 2 start afresh, 1 and 3 keep theirs
+    assert engine.adam_steps.tolist() == [0, 3, 0, 3]
+    for buf in engine.adam_buffers:
+        assert float(buf[[0, 2]].abs().max()) == 0.0
+        assert float(buf[[1, 3]].abs().max()) > 0.0
+
+
+def test_optimizer_state_is_checked_with_one_line(ds):
+    with pytest.raises(Exception, match="optimizer_state"):
+        make(ds, "loop", optimizer_state="forget")

@@ -226,3 +226,49 @@ def test_mofel_preset_keeps_the_papers_v_tau_over_d_ratios():
     assert config.route_speed_min == pytest.approx(1.0 * SPEED_SCALE / 60.0, rel=1e-3)
     assert (config.step_s, config.train_time_s, config.train_time_min_fraction) == (
         60.0, 1200.0, 0.05)
+
+
+def test_reproduce_set_and_variants_are_checked_before_any_run_and_reported(tmp_path):
+    from analysis.cli import reproduce_overrides
+    from analysis.reproduce import CACHED, chosen_variants, variant_settings, write_report
+    from model.errors import ConfigError
+
+    # Prepare: the GPU settings a user adds; a synthetic per-step table of two variants
+    extra = reproduce_overrides(["backend=batched", "workers=1"], preset=CACHED.preset)
+    steps = pd.DataFrame([
+        {"variant": v, "seed": s, "step": t, "acc_mean": (0.5 if v == "LRU" else 0.4) + t / 100}
+        for v in ("LRU", "DFL") for s in (0, 1) for t in range(4)
+    ])
+    resolved = {v: Config.from_settings(variant_settings(CACHED, v, scale="small", extra=extra))
+                for v in ("LRU", "DFL")}  # fmt: skip
+    # Execute
+    path = write_report(CACHED, steps, tmp_path, resolved=resolved, scale="small",
+                        seeds=[0, 1], extra=extra)  # fmt: skip
+    text = path.read_text()
+    # Assert: typed values on every variant, listed as not the paper's; unrun claims say so
+    assert extra == {"backend": "batched", "workers": 1}
+    assert resolved["DFL"].backend == "batched" and resolved["DFL"].policy == "defedavg"
+    assert "--variants LRU,DFL --set backend=batched --set workers=1" in text
+    assert "(not from the paper): `backend = batched`, `workers = 1`" in text
+    assert "| +10.00 ± 0.00 | 2 | holds |" in text  # LRU - DFL, both seeds
+    assert text.count("| not run |") == 3  # CFL and both Table 2 claims
+    assert chosen_variants(CACHED, ["DFL", "LRU"], scale="small") == ["LRU", "DFL"]
+    with pytest.raises(ConfigError, match="'--variants' = 'XX'"):
+        chosen_variants(CACHED, ["LRU", "XX"], scale="small")
+    with pytest.raises(ConfigError, match="device"):
+        reproduce_overrides(["device=tpu"], preset=CACHED.preset)
+
+
+def test_reproduce_runs_variants_side_by_side_when_processes_exceed_seeds(tmp_path):
+    from analysis.reproduce import reproduce
+
+    # Prepare: a tiny Cached-DFL world (2 variants x 1 seed, 2 processes: both at once)
+    tiny = {"steps": 2, "vehicles": 4, "test_size": 20, "map": "grid:3x3:100"}
+    # Execute
+    path = reproduce("cached_dfl_003", out=tmp_path, scale="small", seeds=[5], processes=2,
+                     progress=False, extra=tiny, variants=["LRU", "DFL"])  # fmt: skip
+    per_run = pd.read_csv(tmp_path / "per_run.csv")
+    # Assert: both variants ran to the end with the added settings
+    assert sorted(per_run.variant) == ["DFL", "LRU"]
+    assert (per_run.steps_run == 2).all() and (per_run.seed == 5).all()
+    assert "`map = grid:3x3:100`" in path.read_text()

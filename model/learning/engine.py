@@ -149,6 +149,7 @@ class Engine:
         weight_decay: float = 0.0,
         prox_rho: float = 0.0,
         optimizer: str = "sgd",
+        optimizer_state: str = "keep",
         device: str = "cpu",
         seed: int,
         workers: int = 1,
@@ -176,7 +177,9 @@ class Engine:
             eval_chunk=eval_chunk,
             worker_backend=worker_backend,
         )
+        check_setting("optimizer_state", optimizer_state)
         self.optimizer = str(optimizer)
+        self.optimizer_state = str(optimizer_state)
         self.net_name = net
         self.dataset_name = dataset.name
         self.device = torch.device(device)
@@ -292,6 +295,19 @@ class Engine:
                     out[a, s, :b] = part[rng.choice(part.size, size=b, replace=False)]
         return out
 
+    def reset_optimizer_state(self, agents: np.ndarray) -> None:
+        """Zero these agents' momentum / Adam moments and Adam step counts.
+
+        ``optimizer_state = reset`` calls it before every round: the optimiser then starts
+        afresh each round, as in FL code that builds it inside the local-training call.
+        With one local step per round (Reza et al. §V: one full-batch GD step) momentum has
+        no effect then, which is the paper's Sec. III update x - eta g.
+        """
+        idx = torch.as_tensor(np.asarray(agents, dtype=np.int64), device=self.device)
+        for buf in self._opt_buffers:
+            buf.index_fill_(0, idx, 0.0)
+        self.adam_steps[np.asarray(agents, dtype=np.int64)] = 0
+
     def train(self, *, mask: np.ndarray | None = None) -> np.ndarray:
         """K local SGD steps for every agent where ``mask`` is true (all if ``None``).
 
@@ -300,6 +316,8 @@ class Engine:
         agents = self._agents_of(mask)
         losses = np.full(self.n_agents, np.nan)
         if agents.size:
+            if self.optimizer_state == "reset":
+                self.reset_optimizer_state(agents)
             losses[agents] = self._train(agents, self._draw_batches(agents))
             self.adam_steps[agents] += self.local_steps
         return losses
@@ -622,6 +640,7 @@ def make_engine(
     weight_decay: float = 0.0,
     prox_rho: float = 0.0,
     optimizer: str = "sgd",
+    optimizer_state: str = "keep",
     device: str = "cpu",
     seed: int,
     workers: int = 1,
@@ -645,6 +664,8 @@ def make_engine(
         momentum, weight_decay: torch.optim.SGD-style options (buffers kept per agent).
         prox_rho: proximal coefficient rho of Cached-DFL, Alg. 1 (0 = plain SGD).
         optimizer: ``sgd`` or ``adam`` (torch.optim.Adam's update, state per agent).
+        optimizer_state: ``keep`` (state persists across rounds) or ``reset`` (zeroed before
+            each ``train``).
         device: ``cpu`` or ``cuda``.
         seed: fixes the initial model(s) and every agent's batch sampling.
         workers: processes for the loop backend (1 = in this process, 0 = auto:
@@ -673,6 +694,7 @@ def make_engine(
         weight_decay=weight_decay,
         prox_rho=prox_rho,
         optimizer=optimizer,
+        optimizer_state=optimizer_state,
         device=device,
         seed=seed,
         workers=workers,

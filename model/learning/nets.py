@@ -161,8 +161,9 @@ def flops_per_sample(
         m.register_forward_hook(hook) for m in net.modules() if isinstance(m, nn.Linear | nn.Conv2d)
     ]
     try:
-        with torch.no_grad():
-            net(torch.zeros(1, *input_shape))
+        with torch.no_grad():  # the probe goes where the net is (a net moved to CUDA too)
+            device = next((p.device for p in net.parameters()), torch.device("cpu"))
+            net(torch.zeros(1, *input_shape, device=device))
     finally:
         for h in handles:
             h.remove()

@@ -48,6 +48,7 @@ class LearningSession:
             weight_decay=config.weight_decay,
             prox_rho=config.prox_rho,
             optimizer=config.optimizer,
+            optimizer_state=config.optimizer_state,
             device=config.device,
             seed=config.seed,
             workers=config.workers,
