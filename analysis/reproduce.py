@@ -475,7 +475,6 @@ def reproduce(
 
     spec = paper_spec(paper)
     out = Path(out)
-    frames = []
     resolved: dict[str, Config] = {}
     extra = dict(extra or {})
     jobs = []
