@@ -8,10 +8,10 @@ figure. Every variant runs over the seeds through the sweep machinery
 (:func:`analysis.sweep.run_sweep`, one folder per variant under ``OUT/runs/``, resumable),
 then :func:`claim_verdict` computes, from the measured numbers only, one of:
 
-* ``holds``: the effect has the paper's sign on every seed, and where the paper gives a
-  number, MobiDFL's mean is within a factor of 2 of it;
-* ``direction only``: the mean effect has the paper's sign, but not on every seed or not
-  within a factor of 2 of the paper's number;
+* ``holds``: the effect has the paper's sign on every seed (at least :data:`MIN_SEEDS`),
+  and where the paper gives a number, MobiDFL's mean is within a factor of 2 of it;
+* ``direction only``: the mean effect has the paper's sign, but not on every seed, not
+  within a factor of 2 of the paper's number, or over fewer than :data:`MIN_SEEDS` seeds;
 * ``fails``: the mean effect is zero or of the opposite sign (the reason says by how much).
 
 A claim that a value is exactly zero (``Claim.sign = 0``, e.g. MoFeL's NFC) holds when it is
@@ -49,6 +49,9 @@ __all__ = [
 
 FACTOR = 2.0
 """A measured effect within this factor of the paper's number counts as reproduced."""
+
+MIN_SEEDS = 3
+"""Fewer seeds than this give at most *direction only*: one lucky seed is not a result."""
 
 
 @dataclass(frozen=True)
@@ -386,9 +389,10 @@ def claim_verdict(
     e = np.asarray(effects, dtype=float)
     if e.size == 0:
         return "fails", "no finished runs"
+    few = f"{e.size} seed{'s' if e.size > 1 else ''} (holds needs >= {MIN_SEEDS})"
     if sign == 0 and paper_value in (None, 0):  # a level the paper states as exactly 0
         if (e == 0).all():
-            return "holds", ""
+            return ("holds", "") if e.size >= MIN_SEEDS else ("direction only", few)
         return "fails", f"{int((e != 0).sum())} of {e.size} seeds non-zero (mean {e.mean():+.2f})"
     want = int(np.sign(paper_value)) if paper_value not in (None, 0) else sign
     mean = float(e.mean())
@@ -399,9 +403,9 @@ def claim_verdict(
     if paper_value not in (None, 0):
         ratio = mean / paper_value
         within = 1.0 / FACTOR <= ratio <= FACTOR
-    if every and within:
+    if every and within and e.size >= MIN_SEEDS:
         return "holds", ""
-    reasons = []
+    reasons = [] if e.size >= MIN_SEEDS else [few]
     if not every:
         reasons.append(f"{int((np.sign(e) == want).sum())} of {e.size} seeds have the sign")
     if not within:
@@ -619,7 +623,8 @@ def _markdown(
         ]
     lines += [
         "Verdicts are computed from the numbers: *holds* = the paper's sign on every seed "
-        f"and (where the paper gives a number) a mean within x{FACTOR:g} of it; *direction "
+        f"(at least {MIN_SEEDS}) and (where the paper gives a number) a mean within "
+        f"x{FACTOR:g} of it; *direction "
         "only* = the mean has the paper's sign; *fails* = it does not. Accuracies in "
         "percentage points; effects paired per seed.",
         "",

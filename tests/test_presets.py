@@ -147,7 +147,9 @@ def test_cli_unknown_preset_fails_with_one_line(tmp_path, capsys):
         ([4.0, -1.0, 6.0], 4.64, "direction only"),  # not every seed
         ([20.0, 25.0], 4.64, "direction only"),  # more than x2 the paper
         ([-1.0, -0.5, 0.4], 2.73, "fails"),
-        ([0.3, 0.1], None, "holds"),  # direction-only claim
+        ([0.3, 0.1, 0.2], None, "holds"),  # direction-only claim
+        ([0.3, 0.1], None, "direction only"),  # every seed, but fewer than 3 of them
+        ([4.0], 4.64, "direction only"),  # one lucky seed is not a result
         ([], None, "fails"),
     ],
 )
@@ -157,7 +159,8 @@ def test_claim_verdict(effects, paper, verdict):
 
 @pytest.mark.parametrize(
     ("effects", "verdict"),
-    [([0.0, 0.0, 0.0], "holds"), ([0.0, 2.0, 0.0], "fails"), ([], "fails")],
+    [([0.0, 0.0, 0.0], "holds"), ([0.0, 2.0, 0.0], "fails"), ([0.0], "direction only"),
+     ([], "fails")],
 )
 def test_claim_verdict_of_a_value_the_paper_states_as_zero(effects, verdict):
     # MoFeL's NFC = 0: holds only when zero on every seed
@@ -250,7 +253,7 @@ def test_reproduce_set_and_variants_are_checked_before_any_run_and_reported(tmp_
     assert resolved["DFL"].backend == "batched" and resolved["DFL"].policy == "defedavg"
     assert "--variants LRU,DFL --set backend=batched --set workers=1" in text
     assert "(not from the paper): `backend = batched`, `workers = 1`" in text
-    assert "| +10.00 ± 0.00 | 2 | holds |" in text  # LRU - DFL, both seeds
+    assert "| +10.00 ± 0.00 | 2 | direction only | 2 seeds (holds needs >= 3) |" in text
     assert text.count("| not run |") == 3  # CFL and both Table 2 claims
     assert chosen_variants(CACHED, ["DFL", "LRU"], scale="small") == ["LRU", "DFL"]
     with pytest.raises(ConfigError, match="'--variants' = 'XX'"):
