@@ -458,7 +458,7 @@ def reproduce_overrides(assignments: list[str], *, preset: str) -> dict[str, Any
 def cmd_reproduce(args: argparse.Namespace) -> int:
     import torch
 
-    from analysis.reproduce import chosen_variants, paper_spec, reproduce, verdict_rows
+    from analysis.reproduce import chosen_variants, paper_spec, reproduce
 
     torch.set_num_threads(1)
     if args.seeds < 1:
@@ -485,8 +485,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     )
     import pandas as pd
 
-    per_run = pd.read_csv(out / "per_run.csv")
-    for row in verdict_rows(spec, per_run):
+    for row in pd.read_csv(out / "verdicts.csv", keep_default_na=False).to_dict("records"):
         print(f"{row['source']}: {row['claim']}: paper {row['paper']}, "
               f"MobiDFL {row['MobiDFL (mean ± std)']} -> {row['verdict']}"
               + (f" ({row['reason']})" if row["reason"] else ""))

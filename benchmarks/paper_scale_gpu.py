@@ -49,7 +49,9 @@ def report(runs: Path, out: Path) -> Path:
     resolved = {v: resolved[v] for v in order}
     extra = {"backend": "batched", "device": "cuda"}
     for variant, config in resolved.items():  # the runs are the reproduction's variants
-        want = Config.from_settings(variant_settings(CACHED, variant, scale="paper", extra=extra))
+        # ``auto:fashion_mnist|mnist5k`` resolves by what this machine holds: take the run's
+        want = Config.from_settings(variant_settings(
+            CACHED, variant, scale="paper", extra={**extra, "dataset": config.dataset}))
         if config.to_dict() | {"seed": 0} != want.to_dict() | {"seed": 0}:
             raise SystemExit(f"{variant}: the run's config.toml is not the paper-scale variant")
     how = ("Written by `python benchmarks/paper_scale_gpu.py --report` from runs of "

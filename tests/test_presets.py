@@ -275,3 +275,21 @@ def test_reproduce_runs_variants_side_by_side_when_processes_exceed_seeds(tmp_pa
     assert sorted(per_run.variant) == ["DFL", "LRU"]
     assert (per_run.steps_run == 2).all() and (per_run.seed == 5).all()
     assert "`map = grid:3x3:100`" in path.read_text()
+
+
+def test_convergence_is_compared_at_the_same_epoch_when_an_early_stop_shortens_a_run():
+    from analysis.reproduce import PAIRED_HALF
+
+    # Prepare: A runs 10 epochs; B stops early after 4 (the paper's early stop), having
+    # climbed faster at first. At "half of each own run" A (step 5) would meet B (step 2).
+    a = pd.DataFrame({"step": range(11), "acc_mean": [None] + [0.1 * s for s in range(1, 11)]})
+    b = pd.DataFrame({"step": range(5), "acc_mean": [None, 0.3, 0.4, 0.45, 0.45]})
+    steps = pd.concat([a.assign(variant="A", seed=0), b.assign(variant="B", seed=0)])
+    claim = Claim("T", "A converges faster", PAIRED_HALF, "A", "B", None, "q")
+    # Execute
+    effects = claim_effects(claim, pd.DataFrame(), steps)
+    own_halves = run_metrics(a)["half_acc"] - run_metrics(b)["half_acc"]
+    # Assert: both at epoch 2 (half of the shorter run): A 0.2 vs B 0.4
+    assert effects.tolist() == pytest.approx([-20.0])
+    assert own_halves == pytest.approx(50.0 - 40.0)  # the unfair comparison says the opposite
+    assert claim_effects(claim, pd.DataFrame()).size == 0  # no curves, no effect
