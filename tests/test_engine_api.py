@@ -116,3 +116,15 @@ def test_dpsgd_degree_mean_reaches_the_model_table():
     table = model.model_table()
     assert "degree_mean" in table.columns
     assert np.isfinite(table["degree_mean"].iloc[1:]).all()
+
+
+@pytest.mark.parametrize("net", ["cnn", "cached_cnn", "mlp"])
+def test_flop_probe_runs_where_the_net_is(net):
+    # Prepare: a net moved off the CPU (meta stands in for CUDA here: no data, same rule)
+    from model.learning.nets import build_net, flops_per_sample
+
+    cpu = build_net(net, (1, 28, 28), 10)
+    elsewhere = build_net(net, (1, 28, 28), 10).to("meta")
+    # Execute / Assert: the probe follows the net (it used to feed a CPU tensor, which broke
+    # every device = cuda engine at construction)
+    assert flops_per_sample(elsewhere, (1, 28, 28)) == flops_per_sample(cpu, (1, 28, 28)) > 0
