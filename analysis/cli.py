@@ -29,7 +29,7 @@ from model.atomic import (
     staging_dir,
 )
 from model.atomic import write_text_atomic as _write_text
-from model.config import Config, parse_value, settings_table
+from model.config import Config, parse_assignments, settings_table
 from model.errors import ConfigError
 
 CHECKPOINT_DIR = "checkpoint"
@@ -445,12 +445,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 def reproduce_overrides(assignments: list[str], *, preset: str) -> dict[str, Any]:
     """``reproduce --set name=value`` as typed values, checked on the preset before any run."""
-    extra: dict[str, Any] = {}
-    for text in assignments:
-        name, sep, raw = text.partition("=")
-        if not sep:
-            raise ConfigError("--set", text, "name=value")
-        extra[name.strip()] = parse_value(name.strip(), raw.strip())
+    extra = parse_assignments(assignments)
     Config.from_settings({"preset": preset, **extra})  # one line naming a bad value, now
     return extra
 

@@ -296,13 +296,7 @@ class Config:
 
     def with_overrides(self, assignments: Iterable[str]) -> Config:
         """Apply ``name=value`` strings (as typed on the command line)."""
-        parsed: dict[str, Any] = {}
-        for text in assignments:
-            name, sep, raw = text.partition("=")
-            if not sep:
-                raise ConfigError("--set", text, "name=value")
-            parsed[name.strip()] = parse_value(name.strip(), raw.strip())
-        return self.updated(parsed)
+        return self.updated(parse_assignments(assignments))
 
     def updated(self, settings: Mapping[str, Any] | None = None, /, **kw: Any) -> Config:
         """Return a copy with public settings replaced, resolved, then validated.
@@ -546,6 +540,17 @@ def settings_table() -> list[tuple[str, str, str]]:
 
 def public_names() -> list[str]:
     return [row[0] for row in settings_table()]
+
+
+def parse_assignments(assignments: Iterable[str]) -> dict[str, Any]:
+    """``name=value`` strings (``--set``) as typed values, by the name the user wrote."""
+    parsed: dict[str, Any] = {}
+    for text in assignments:
+        name, sep, raw = text.partition("=")
+        if not sep:
+            raise ConfigError("--set", text, "name=value")
+        parsed[name.strip()] = parse_value(name.strip(), raw.strip())
+    return parsed
 
 
 def parse_value(name: str, raw: str) -> Any:

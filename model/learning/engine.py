@@ -176,8 +176,8 @@ class Engine:
             agent_chunk=agent_chunk,
             eval_chunk=eval_chunk,
             worker_backend=worker_backend,
+            optimizer_state=optimizer_state,
         )
-        check_setting("optimizer_state", optimizer_state)
         self.optimizer = str(optimizer)
         self.optimizer_state = str(optimizer_state)
         self.net_name = net
@@ -725,6 +725,7 @@ def _validate(
     agent_chunk: int | None,
     eval_chunk: int = 0,
     worker_backend: str = "processes",
+    optimizer_state: str = "keep",
 ) -> None:
     if len(parts) < 1:
         raise ConfigError("n_agents", 0, "at least one agent with data")
@@ -732,6 +733,7 @@ def _validate(
         "lr": lr, "batch_size": batch_size, "optimizer": optimizer, "local_steps": local_steps,
         "momentum": momentum, "weight_decay": weight_decay, "prox_rho": prox_rho,
         "workers": workers, "eval_chunk": eval_chunk, "worker_backend": worker_backend,
+        "optimizer_state": optimizer_state,
     }
     for name, value in settings.items():
         check_setting(name, value)
