@@ -51,12 +51,12 @@ FACTOR = 2.0
 """A measured effect within this factor of the paper's number counts as reproduced."""
 
 MIN_SEEDS = 3
+"""Fewer seeds than this give at most *direction only*: one lucky seed is not a result."""
 
 PAIRED_HALF = "paired_half_acc"
 """A claim metric computed per seed from both runs' curves: each variant's accuracy at the
 same epoch, half the shorter of the two runs. ``half_acc`` (half of each run's own length)
 compares different epochs once an early stop ends the runs at different times."""
-"""Fewer seeds than this give at most *direction only*: one lucky seed is not a result."""
 
 
 @dataclass(frozen=True)
