@@ -553,16 +553,19 @@ def parse_assignments(assignments: Iterable[str]) -> dict[str, Any]:
     return parsed
 
 
+def _owner_type(owner: str | None) -> type:
+    """The settings class a (split) setting name belongs to: Config, a kind, or a plug-in's."""
+    if owner is None:
+        return Config
+    if owner in KINDS:
+        return KindSettings
+    return plugin_namespaces()[owner]
+
+
 def parse_value(name: str, raw: str) -> Any:
     """Parse a command-line value by the setting's type (``inf`` and ``none`` understood)."""
     owner, attr = _split_name(name)
-    if owner is None:
-        owner_type: type = Config
-    elif owner in KINDS:
-        owner_type = KindSettings
-    else:
-        owner_type = plugin_namespaces()[owner]
-    target = _field_type(owner_type, attr)
+    target = _field_type(_owner_type(owner), attr)
     if raw.lower() in ("none", "null", "") and _is_optional(target):
         return None
     return _coerce(name, target, raw)
@@ -573,13 +576,7 @@ def check_setting(name: str, value: Any) -> None:
     :meth:`Config.validated` runs: code that takes a setting's value as an argument (the
     learning engine) checks it here, so each rule is written once."""
     owner, attr = _split_name(name)
-    if owner is None:
-        owner_type: type = Config
-    elif owner in KINDS:
-        owner_type = KindSettings
-    else:
-        owner_type = plugin_namespaces()[owner]
-    declared = next(f for f in fields(owner_type) if f.name == attr)
+    declared = next(f for f in fields(_owner_type(owner)) if f.name == attr)
     _run_check(name, declared, value)
 
 
