@@ -10,6 +10,7 @@ Map data © OpenStreetMap contributors, available under the Open Database Licens
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import importlib.util
 import os
@@ -40,8 +41,16 @@ BUNDLED: dict[str, str] = {
 }
 ONLINE_PREFIXES = ("place:", "bbox:", "point:")
 FILE_SUFFIXES = (
-    ".graphml", ".osm", ".osm.bz2", ".osm.pbf", ".xml", ".csv", ".gpkg", ".geojson", ".json",
+    ".graphml", ".osm", ".osm.bz2", ".osm.pbf", ".xml", ".net.xml.gz", ".csv", ".gpkg",
+    ".geojson", ".json",
 )
+SUMO_SUFFIXES = (".net.xml", ".net.xml.gz")
+# SUMO lanes a car may use: ``allow`` names the classes let through, ``disallow`` those kept out.
+_CAR_CLASS = "passenger"
+_NOT_STREETS = frozenset({"internal", "crossing", "walkingarea", "connector"})
+# A SUMO network without geo-reference (projParameter "!", e.g. from netgenerate) is metres
+# on a plane: placed on a transverse Mercator at (0 deg, 0 deg) so lengths stay metres.
+LOCAL_PLANE_CRS = "+proj=tmerc +lat_0=0 +lon_0=0 +k=1 +x_0=0 +y_0=0 +ellps=WGS84 +units=m"
 _GRID = re.compile(r"^grid:(\d+)x(\d+)(?::(\d+(?:\.\d+)?))?$")
 MAX_GRID_NODES = 4_000_000  # ~1 GB of street arrays; a larger grid is a typo, not a city
 SEGMENT_COLUMNS = ("StartLat", "StartLong", "EndLat", "EndLong")
@@ -49,7 +58,8 @@ SEGMENT_COLUMNS = ("StartLat", "StartLong", "EndLat", "EndLong")
 ALLOWED = (
     "nyc_uws, helsinki_drive, helsinki_walk, manhattan_grid, manhattan_grid_twoway, "
     "grid:RxC[:SPACING_M], a "
-    ".graphml/.osm/.osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, place:NAME, "
+    ".graphml/.osm/.osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, a SUMO .net.xml[.gz] "
+    "network, place:NAME, "
     "bbox:WEST,SOUTH,EAST,NORTH or point:LAT,LON,DIST_M"
 )
 
@@ -277,6 +287,8 @@ def _from_file(path: Path) -> EdgeTable:
         return read_segments_csv(path)
     if name.endswith((".gpkg", ".geojson", ".json")):
         return read_line_file(path)
+    if name.endswith(SUMO_SUFFIXES):
+        return read_sumo_net(path)
     try:
         if name.endswith(".osm.pbf"):
             return table_from_graph(_pyrosm_graph(path, "driving"))
@@ -369,6 +381,77 @@ def read_line_file(path: Path) -> EdgeTable:
     return from_segments(
         coords[ptr[:-1]], coords[ptr[1:] - 1], crs=str(frame.crs), two_way=two_way,
         geometry=(coords, ptr),
+    )
+
+
+def read_sumo_net(path: Path) -> EdgeTable:
+    """The drivable streets of an Eclipse SUMO network (``.net.xml``, optionally gzipped).
+
+    Researchers often hold their city as a SUMO network (converted from OSM with
+    ``netconvert``, or generated); reading it directly keeps their exact street set. Kept:
+    normal edges (not internal / crossing / walking area) with at least one lane a
+    ``passenger`` car may use, so rail and footpaths drop out. SUMO stores each direction
+    of a street as its own edge, so every edge is one-way here and a two-way street comes
+    back as its two edges. An edge runs from its ``from`` junction to its ``to`` junction
+    through the interior points of its ``shape`` (or of its first drivable lane's, which
+    SUMO always writes). Coordinates are SUMO's minus ``netOffset``, i.e. metres in the network's
+    ``projParameter`` CRS; a network without one is placed on :data:`LOCAL_PLANE_CRS`.
+    """
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    junctions: dict[str, tuple[float, float]] = {}
+    edges: list[tuple[str, str, str]] = []
+    offset = (0.0, 0.0)
+    crs = LOCAL_PLANE_CRS
+    drivable, lane_shape = False, ""
+    try:
+        with opener(path, "rb") as fh:
+            for _, elem in ET.iterparse(fh):  # "end" events: an edge's lanes come first
+                tag = elem.tag
+                if tag == "lane":
+                    allow = elem.get("allow", "all").split()
+                    deny = elem.get("disallow", "").split()
+                    if ("all" in allow or _CAR_CLASS in allow) and _CAR_CLASS not in deny:
+                        drivable = True
+                        lane_shape = lane_shape or elem.get("shape", "")
+                elif tag == "edge":
+                    if drivable and elem.get("function", "normal") not in _NOT_STREETS:
+                        edges.append(
+                            (elem.attrib["from"], elem.attrib["to"], elem.get("shape", lane_shape))
+                        )
+                    drivable, lane_shape = False, ""
+                    elem.clear()
+                elif tag == "junction":
+                    junctions[elem.get("id", "")] = (float(elem.get("x")), float(elem.get("y")))
+                    elem.clear()
+                elif tag == "location":
+                    dx, dy = elem.get("netOffset", "0,0").split(",")
+                    offset = (float(dx), float(dy))
+                    proj = elem.get("projParameter", "!").strip()
+                    crs = LOCAL_PLANE_CRS if proj in ("", "!") else proj
+                elif tag in ("connection", "request", "tlLogic"):
+                    elem.clear()
+    except (ET.ParseError, OSError, EOFError, KeyError, TypeError, ValueError) as exc:
+        raise ConfigError("map", str(path), f"a readable SUMO network ({exc})") from None
+    known = [e for e in edges if e[0] in junctions and e[1] in junctions]
+    if not known:
+        raise ConfigError("map", str(path), "a SUMO network with at least one drivable edge")
+    start = np.array([junctions[u] for u, _, _ in known], float)
+    end = np.array([junctions[v] for _, v, _ in known], float)
+    interior = [
+        np.array([p.split(",")[:2] for p in shape.split()], float)[1:-1].reshape(-1, 2)
+        for _, _, shape in known
+    ]
+    counts = np.array([len(points) + 2 for points in interior])
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    coords = np.empty((ptr[-1], 2))
+    coords[ptr[:-1]] = start
+    coords[ptr[1:] - 1] = end
+    middle = np.ones(ptr[-1], bool)
+    middle[ptr[:-1]] = middle[ptr[1:] - 1] = False
+    coords[middle] = np.concatenate([*interior, np.empty((0, 2))])
+    shift = np.array(offset)
+    return from_segments(
+        start - shift, end - shift, crs=crs, two_way=False, geometry=(coords - shift, ptr)
     )
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from maps.network import StreetNetwork
-from maps.sources import load_edges, load_graph, manhattan_grid
+from maps.sources import grid_table, load_edges, load_graph, manhattan_grid
 from maps.world import WorldMap, street_networks
 from model.errors import ConfigError
 
@@ -285,3 +285,97 @@ def test_manhattan_grid_twoway_has_every_segment_both_ways():
     segments = 200 * 11 + 12 * 199
     assert drive.n_edges == 2 * segments > one_way.n_edges
     assert np.allclose(drive.node_xy, one_way.node_xy)
+
+
+SUMO_NET = """<?xml version="1.0" encoding="UTF-8"?>
+<net version="1.20">
+    <location netOffset="-500000.00,-4000000.00" convBoundary="0,0,200,100"
+        origBoundary="8.9,36.1,9.1,36.2"
+        projParameter="+proj=utm +zone=32 +ellps=WGS84 +datum=WGS84 +units=m +no_defs"/>
+    <edge id=":B_0" function="internal">
+        <lane id=":B_0_0" index="0" speed="13.89" length="3.00" shape="100,2 100,-2"/>
+    </edge>
+    <edge id="ab" from="A" to="B" priority="1">
+        <lane id="ab_0" index="0" allow="pedestrian" speed="2" length="100" shape="0,-3 100,-3"/>
+        <lane id="ab_1" index="1" speed="13.89" length="100" shape="0,-1 50,-1 100,-1"/>
+    </edge>
+    <edge id="ba" from="B" to="A" priority="1">
+        <lane id="ba_0" index="0" speed="13.89" length="100" shape="100,1 0,1"/>
+    </edge>
+    <edge id="bc" from="B" to="C" priority="1" shape="100,0 150,40 200,100">
+        <lane id="bc_0" index="0" disallow="pedestrian" speed="13.89" length="130"
+            shape="101,0 151,39 201,99"/>
+    </edge>
+    <edge id="cb" from="C" to="B" priority="1">
+        <lane id="cb_0" index="0" speed="13.89" length="130" shape="199,101 100,1"/>
+    </edge>
+    <edge id="path" from="A" to="C" priority="1">
+        <lane id="path_0" index="0" allow="pedestrian bicycle" speed="5" length="220"
+            shape="0,0 200,100"/>
+    </edge>
+    <edge id="tram" from="C" to="A" priority="1">
+        <lane id="tram_0" index="0" allow="tram" speed="15" length="220" shape="200,100 0,0"/>
+    </edge>
+    <edge id="service" from="A" to="B" priority="1" type="highway.service">
+        <lane id="service_0" index="0" disallow="passenger pedestrian" speed="5" length="100"
+            shape="0,5 100,5"/>
+    </edge>
+    <junction id="A" type="dead_end" x="0.00" y="0.00" incLanes="" intLanes="" shape=""/>
+    <junction id="B" type="priority" x="100.00" y="0.00" incLanes="" intLanes="" shape=""/>
+    <junction id="C" type="dead_end" x="200.00" y="100.00" incLanes="" intLanes="" shape=""/>
+    <connection from="ab" to="bc" fromLane="1" toLane="0" via=":B_0_0" dir="l" state="M"/>
+</net>
+"""
+
+
+@pytest.mark.parametrize("suffix", [".net.xml", ".net.xml.gz"])
+def test_sumo_network_file_reads_its_drivable_edges_in_the_map_crs(tmp_path, suffix):
+    import gzip
+
+    # Prepare: three junctions, two two-way streets (one with a curved edge shape), an
+    # internal edge, a footpath, a tram line and a delivery-only service road
+    path = tmp_path / f"city{suffix}"
+    data = SUMO_NET.encode()
+    path.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
+    # Execute
+    table = load_edges(str(path))
+    # Assert: the four car edges only, each one-way, between the three junctions
+    assert (table.n_nodes, table.n_edges) == (3, 4)
+    assert "utm" in table.crs and "+zone=32" in table.crs
+    # coordinates are SUMO's minus netOffset: the UTM metres of the source
+    assert np.allclose(np.sort(table.node_xy[:, 0]), [500000.0, 500100.0, 500200.0])
+    assert np.allclose(np.sort(table.node_xy[:, 1]), [4000000.0, 4000000.0, 4000100.0])
+    # the curved edge keeps its edge shape's middle point; a lane-shaped one its lane's
+    lengths = sorted(
+        float(np.hypot(*np.diff(table.coords[table.ptr[e]:table.ptr[e + 1]], axis=0).T).sum())
+        for e in range(table.n_edges)
+    )
+    curved = np.hypot(50, 40) + np.hypot(50, 60)
+    assert np.allclose(lengths, [100.0, 2 * np.hypot(50, 1), np.hypot(100, 100), curved])
+
+
+def test_sumo_network_written_by_netconvert_reads_back_as_the_same_streets(tmp_path):
+    from maps import sumo_net
+
+    # Prepare: a 3 x 4 grid with one one-way row, converted by SUMO's netconvert
+    table = grid_table(rows=3, cols=4, spacing_m=100.0, oneway_rows=np.array([0, 1, 0]))
+    network = StreetNetwork.from_table(table, directed=True)
+    net_file = sumo_net.build_network(network, speed_mps=13.89, cache_dir=tmp_path,
+                                      map_name="grid")
+    # Execute
+    drive, _ = street_networks(str(net_file), cache_dir=tmp_path / "cache")
+    # Assert: the same intersections (in metres) and the same directed streets
+    assert drive.n_edges == network.n_edges == table.n_edges
+    assert np.allclose(np.sort(drive.node_xy, axis=0), np.sort(network.node_xy, axis=0))
+    assert np.isclose(drive.edge_len.sum(), network.edge_len.sum())
+
+
+def test_unreadable_sumo_network_fails_with_one_line(tmp_path):
+    # Prepare
+    path = tmp_path / "broken.net.xml"
+    path.write_text("<net><edge id='a' from='A'")
+    # Execute
+    with pytest.raises(ConfigError) as info:
+        load_edges(str(path))
+    # Assert
+    assert "readable SUMO network" in str(info.value) and "\n" not in str(info.value)
