@@ -346,16 +346,20 @@ def _run_to_end(
     if "acc_mean" in table:
         summary += f", final acc_mean {last['acc_mean']:.4f}"
     print(summary)
-    density, saturated = model.density_summary()
-    print(density)
-    if saturated:
-        print(
-            "mobidfl: warning: saturated contact regime (every agent meets most of the fleet "
-            "each step, so mobility hardly matters): use a larger map, fewer agents or a "
-            "smaller radius_m",
-            file=sys.stderr,
-        )
+    print(model.density_summary()[0])
+    regime = model.contact_regime()
+    if regime in REGIME_WARNINGS:
+        print(f"mobidfl: warning: {REGIME_WARNINGS[regime]}", file=sys.stderr)
     return 0
+
+
+REGIME_WARNINGS = {
+    "saturated": "saturated contact regime (every agent meets most of the fleet each step, "
+    "so mobility hardly matters): use a larger map, fewer agents or a smaller radius_m",
+    "isolated": "isolated contact regime (no agent came within radius_m of another at any "
+    "step, so every agent trained alone and no exchange ran): use a smaller map, more "
+    "agents or a larger radius_m",
+}
 
 
 def _mib(n: float) -> str:

@@ -402,14 +402,36 @@ class MobiDFLModel(mesa.Model):
             f"density: {neighbours:.2f} neighbours per agent per step ({share:.1%} of the "
             f"fleet), {met:.1%} of the fleet met by step {self.steps}"
         )
-        per_kind = {
+        per_kind = self._same_kind_shares(moving)
+        if per_kind:
+            text += "; same-kind: " + ", ".join(f"{k} {v:.1%}" for k, v in per_kind.items())
+        return text, max([share, *per_kind.values()]) > SATURATED_SHARE
+
+    def contact_regime(self) -> str:
+        """``"saturated"``, ``"isolated"`` or ``"mixing"``, over the steps run so far.
+
+        WHY: both ends make a mobility study moot. Saturated: see :meth:`density_summary`.
+        Isolated: no agent was in range of another at any step, so every agent trained
+        alone and no exchange policy ever ran (e.g. a preset's radius on a map far larger
+        than its paper's world: use a smaller map, more agents or a larger ``radius_m``).
+        """
+        table = self.model_table()
+        moving = table[table["step"] > 0]
+        if moving.empty:
+            return "mixing"
+        if self.density_summary()[1]:
+            return "saturated"
+        if float(moving["neighbours_mean"].max()) == 0.0:
+            return "isolated"
+        return "mixing"
+
+    @staticmethod
+    def _same_kind_shares(moving) -> dict[str, float]:
+        return {
             column.removeprefix("neighbours_share_"): float(moving[column].mean())
             for column in moving.columns
             if column.startswith("neighbours_share_") and moving[column].notna().any()
         }
-        if per_kind:
-            text += "; same-kind: " + ", ".join(f"{k} {v:.1%}" for k, v in per_kind.items())
-        return text, max([share, *per_kind.values()]) > SATURATED_SHARE
 
     def run(self, *, steps: int | None = None, progress: Callable[[int], None] | None = None):
         """Run ``steps`` (default: the ``steps`` setting) steps; ``progress(step)`` after each."""

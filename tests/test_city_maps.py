@@ -257,6 +257,24 @@ def test_density_is_recorded_and_saturation_is_flagged():
     assert np.isclose(table["neighbours_share"].iloc[-1], table["neighbours_mean"].iloc[-1] / 19)
     assert dense_saturated and not sparse_saturated
     assert "of the fleet" in dense_text and "met by step 3" in sparse_text
+    assert (dense.contact_regime(), sparse.contact_regime()) == ("saturated", "mixing")
+
+
+def test_world_where_nobody_meets_is_flagged_isolated_by_the_cli(tmp_path, capsys):
+    from analysis.cli import main
+
+    # Prepare: 3 sensors with a 1 m radius on a 2 km grid never come within range
+    args = ["run", "--out", str(tmp_path / "out"), "--quiet", "--set", "map=grid:20x20:100",
+            "--set", "vehicles=0", "--set", "pedestrians=0", "--set", "uavs=0",
+            "--set", "sensors=3", "--set", "radius_m=1", "--set", "learning=false",
+            "--set", "steps=2", "--set", "seed=4"]
+    # Execute
+    code = main(args)
+    err = capsys.readouterr().err
+    # Assert: the run completes and says, in one line, that no exchange ever ran
+    assert code == 0
+    (warning,) = [line for line in err.splitlines() if "warning" in line]
+    assert "isolated contact regime" in warning and "radius_m" in warning
 
 
 def test_default_world_has_all_four_kinds_and_is_not_saturated():
