@@ -20,6 +20,7 @@ names the setting (as it was written), the value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import tomllib
@@ -681,11 +682,47 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, A
             yield name, value
 
 
+PAPER_WORDS: dict[str, list[str]] = {
+    "clients": ["vehicles", "pedestrians", "sensors", "uavs"],
+    "nodes": ["vehicles", "pedestrians", "sensors", "uavs"],
+    "agents": ["vehicles", "pedestrians", "sensors", "uavs"],
+    "cars": ["vehicles"],
+    "rounds": ["steps"],
+    "epochs": ["steps"],
+    "learning_rate": ["lr"],
+    "radius": ["radius_m"],
+    "range": ["radius_m"],
+    "batch": ["batch_size"],
+    "alpha": ["dirichlet_alpha", "mobility_aware.alpha"],
+}
+"""The papers' words for MobiDFL settings (one count per kind: agents are of four kinds)."""
+
+
+class UnknownSetting(ConfigError):
+    """A setting name nobody declares; the message offers the closest known names.
+
+    WHY: a newcomer types the paper's word (``clients``, ``rounds``); "did you mean" turns
+    a dead end into the one name to use.
+    """
+
+    def __init__(self, name: str) -> None:
+        known = [*public_names(), *_aliases()]
+        close = PAPER_WORDS.get(name.lower()) or difflib.get_close_matches(
+            name, known, n=3, cutoff=0.6
+        )
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        super().__init__(name, "?", f"a known setting (see `mobidfl settings`{hint})")
+        self.args = (
+            f"unknown setting '{name}': the allowed names are listed by `mobidfl settings`"
+            + hint,
+        )
+
+
 def _split_name(name: str) -> tuple[str | None, str]:
     """``(owner, field)``: owner ``None`` (a core setting), a kind (``vehicle.mobility`` and
     ``vehicle_mobility``) or a plug-in namespace (``psfl.sigma`` and its alias
     ``psfl_sigma``)."""
-    unknown = ConfigError(name, "?", "a known setting (see `mobidfl settings`)")
+    unknown = UnknownSetting(name)
     if "." in name:
         owner, _, attr = name.partition(".")
         if owner in KINDS:

@@ -98,7 +98,7 @@ def test_raw_constructor_takes_plugin_settings_by_any_name_unvalidated():
         (["manhattan.turn_left=0.5"],
          "manhattan.turn_straight+manhattan.turn_left+manhattan.turn_right", "sum to 1"),
         (["random_walk.beta=0.5"], "random_walk.beta", "a number > 1"),
-        (["psfl.colour=1"], "psfl.colour", "a known setting"),
+        (["psfl.colour=1"], "psfl.colour", "allowed names are listed by `mobidfl settings`"),
     ],
 )
 def test_plugin_setting_errors_name_the_setting_as_written(assignments, setting, allowed):
@@ -147,3 +147,24 @@ def test_readme_settings_table_is_generated_from_the_config():
     regenerated = with_settings_table(readme)
     # Assert: `make readme` would change nothing (defaults and help texts are in sync)
     assert regenerated == readme, "README settings table is stale: run `make readme`"
+
+
+@pytest.mark.parametrize(
+    "assignment, suggested",
+    [
+        ("clients=128", "'vehicles' or 'pedestrians' or 'sensors' or 'uavs'"),
+        ("rounds=300", "'steps'"),
+        ("vehicle.speeed=3", "'vehicle.speed'"),
+        ("lrr=0.1", "'lr'"),
+    ],
+)
+def test_unknown_setting_says_so_and_names_the_closest_known_ones(assignment, suggested):
+    # Execute
+    with pytest.raises(ConfigError) as info:
+        Config().with_overrides([assignment])
+    # Assert: one line naming the unknown name and what to write instead
+    name = assignment.partition("=")[0]
+    message = str(info.value)
+    assert message.startswith(f"unknown setting '{name}'") and "\n" not in message
+    assert f"did you mean {suggested}" in message and info.value.setting == name
+
