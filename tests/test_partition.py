@@ -87,6 +87,19 @@ def test_dirichlet_rejects_non_positive_alpha():
         partition_dirichlet(LABELS, 5, alpha=0.0, rng=np.random.default_rng(0))
 
 
+def test_dirichlet_that_cannot_give_every_agent_a_batch_says_what_to_change():
+    # Prepare: 50 agents, alpha 0.05 on 4,000 samples (the paper's Fig. 4 size on mnist5k)
+    rng = np.random.default_rng(0)
+    # Execute
+    with pytest.raises(ConfigError) as info:
+        partition_dirichlet(LABELS, 50, alpha=0.05, rng=rng, max_tries=20)
+    # Assert: one line naming alpha, the three ways out and the sizes that made it fail
+    message = str(info.value)
+    assert info.value.setting == "dirichlet_alpha" and "\n" not in message
+    assert "a larger alpha, fewer agents or a larger dataset" in message
+    assert "50 agents and 4,000 training samples" in message
+
+
 def test_area_uses_only_area_labels_and_splits_shared_labels():
     # Prepare: Cached-DFL group split, 3 areas, label 9 and 6 shared by two areas each
     area_labels = [[9, 0, 1, 2], [3, 4, 5, 6], [6, 7, 8, 9]]

@@ -140,8 +140,9 @@ def partition_dirichlet(
     raise ConfigError(
         "dirichlet_alpha",
         alpha,
-        f"a larger alpha or fewer agents: {max_tries} draws left an agent with < {min_size} "
-        "samples",
+        f"a larger alpha, fewer agents or a larger dataset: {max_tries} draws over "
+        f"{n_agents} agents and {labels.size:,} training samples left an agent with "
+        f"< {min_size} samples",
     )
 
 
