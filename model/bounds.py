@@ -60,22 +60,36 @@ def model_parameters(config: Config) -> int:
     return num_params(build_net(config.model, shape, classes))
 
 
-def estimate_memory_bytes(config: Config, *, parameters: int | None = None) -> int:
-    """A rough lower bound on a run's memory: agents, recorded rows, per-agent models.
+def held_model_copies(config: Config) -> int:
+    """Model copies the exchange policies keep, over all agents (e.g. Cached-DFL's caches)."""
+    from model.plugins import POLICIES
 
-    Each agent keeps its parameters, a gradient/momentum buffer and policy snapshots (about
-    three copies in float32); rows of ``agents.parquet`` stay in memory until the end.
+    return sum(
+        config.count(kind) * POLICIES[config.policy_of(kind)].held_models(config)
+        for kind in KINDS
+        if config.count(kind) and config.policy_of(kind) in POLICIES
+    )
+
+
+def estimate_memory_bytes(config: Config, *, parameters: int | None = None) -> int:
+    """A rough estimate of a run's memory: agents, recorded rows, models, policy copies.
+
+    Each agent keeps its parameters, a gradient/momentum buffer and a snapshot (about three
+    copies in float32); a policy may keep more (:meth:`ExchangePolicy.held_models`: a
+    Cached-DFL car holds C_max cached models); rows of ``agents.parquet`` stay in memory
+    until the end.
     """
     n = config.n_agents
     params = model_parameters(config) if parameters is None else parameters
     records = config.steps // config.record_every + 2
-    return n * (AGENT_BASE_BYTES + RECORD_BYTES * records + 12 * params)
+    held = held_model_copies(config) if params else 0
+    return n * (AGENT_BASE_BYTES + RECORD_BYTES * records + 12 * params) + 4 * params * held
 
 
 def check_memory(config: Config, *, available: int | None = None) -> None:
     """Refuse a run whose estimated memory exceeds what the machine has available."""
-    if config.n_agents <= 10_000 and config.steps <= 100_000:
-        return  # far below any machine's memory; skip building a network for the estimate
+    if not config.learning and config.n_agents <= 10_000 and config.steps <= 100_000:
+        return  # far below any machine's memory without models
     available = available_memory_bytes() if available is None else available
     if available is None:
         return

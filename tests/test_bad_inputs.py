@@ -561,3 +561,27 @@ def test_interrupted_or_killed_sweep_resumes_the_rest(tmp_path, sig, processes):
     assert (read_manifest(out)["status"] == "ok").all()
     for name, stamp in saved.items():
         assert (out / "runs" / name).stat().st_mtime_ns == stamp
+
+
+def test_memory_check_counts_cached_dfl_caches_before_step_1():
+    import model.world  # noqa: F401 - registers the policies
+    from model.bounds import check_memory, estimate_memory_bytes, held_model_copies
+    from model.config import Config
+
+    # Prepare: 2,000 cars with the MLP (101,770 parameters); Cached-DFL caches C = 10 models
+    cached = Config.from_settings({"preset": "cached_dfl_003", "vehicles": 2000,
+                                   "model": "mlp", "steps": 3}).validated()
+    no_cache = cached.updated(policy="defedavg").validated()
+    # Execute
+    copies = held_model_copies(cached), held_model_copies(no_cache)
+    need = estimate_memory_bytes(cached), estimate_memory_bytes(no_cache)
+    # Assert: ten extra float32 copies per car, i.e. ~0.4 MB each with this MLP
+    assert copies == (20_000, 0)
+    assert need[0] - need[1] == 4 * 101_770 * 20_000
+    # a machine with 8 GiB free runs the plain fleet but refuses the cached one, naming
+    # vehicles and how many would fit, before any agent exists
+    check_memory(no_cache, available=8 * 1024**3)
+    with pytest.raises(ConfigError) as info:
+        check_memory(cached, available=8 * 1024**3)
+    assert info.value.setting == "vehicles" and "fits in memory" in str(info.value)
+    assert f"at most about {8 * 1024**3 // (need[0] // 2000)} vehicles" in str(info.value)

@@ -129,6 +129,15 @@ class ExchangePolicy(ABC):
     """This policy's own settings (a frozen dataclass under a namespace, e.g. ``psfl``);
     :class:`model.config.Config` composes, documents and validates them."""
 
+    @classmethod
+    def held_models(cls, settings: Any) -> int:
+        """Most model copies this policy keeps per member besides the member's own model.
+
+        Read before step 1 by :func:`model.bounds.check_memory` (a cache of C models per car
+        is C copies per car); default 0 for policies that only mix live models.
+        """
+        return 0
+
     def __init__(self, *, settings: Any) -> None:
         """``settings`` is the run config (world settings such as ``seed`` or ``areas``);
         ``self.options`` is this policy's own typed settings (``None`` without a class)."""

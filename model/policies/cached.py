@@ -153,6 +153,11 @@ class CachedPolicy(ExchangePolicy):
     metric_names: ClassVar[tuple[str, ...]] = ("cache_size_mean", "cache_age_mean")
     needs_encounter_times: ClassVar[bool] = True
 
+    @classmethod
+    def held_models(cls, settings: Any) -> int:
+        """C_max cached snapshots per car (Cached-DFL Alg. 2), each a full model copy."""
+        return CachedSettings.of(settings).size
+
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)
         self.caches: dict[int, dict[int, CacheEntry]] = {}
