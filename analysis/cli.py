@@ -462,6 +462,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     if args.seeds < 1:
         raise ConfigError("--seeds", args.seeds, "an integer >= 1")
+    if args.first_seed < 0:
+        raise ConfigError("--first-seed", args.first_seed, "an integer >= 0")
     spec = paper_spec(args.paper)
     extra = reproduce_overrides(args.set or [], preset=spec.preset)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
@@ -488,6 +490,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"{row['source']}: {row['claim']}: paper {row['paper']}, "
               f"MobiDFL {row['MobiDFL (mean ± std)']} -> {row['verdict']}"
               + (f" ({row['reason']})" if row["reason"] else ""))
+    failed = out / "failed_runs.csv"
+    if failed.exists():
+        count = len(pd.read_csv(failed))
+        print(f"mobidfl: warning: {count} run(s) failed and are not in the numbers: see "
+              f"{failed}", file=sys.stderr)
     print(f"wrote {path} in {time.perf_counter() - started:.0f} s")
     return 0
 
@@ -590,6 +597,10 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as exc:
         return _fail(str(exc), 130, prefix="mobidfl: ")
     except OutputFailed as exc:
+        return _fail(str(exc), 1)
+    except RuntimeError as exc:
+        if type(exc).__name__ != "ReproductionFailed":
+            raise
         return _fail(str(exc), 1)
     except KeyboardInterrupt:
         return _fail("interrupted before step 1: nothing was written", 130, prefix="mobidfl: ")

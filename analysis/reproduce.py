@@ -493,6 +493,35 @@ def map_available(spec: str) -> bool:
     return True
 
 
+class ReproductionFailed(RuntimeError):
+    """Every run of a variant failed, so no claim that needs it can be scored (one line)."""
+
+
+def preflight(settings: Mapping[str, Any], *, seed: int) -> None:
+    """Build one variant's model (map, agents, data, partition, nets) and drop it.
+
+    WHY: a bad ``--set`` (a map file that is not there, sensors that do not fit the map,
+    a partition the dataset cannot give) must stop the reproduction before its first run,
+    in one line, not after every run of every variant has failed. Each model seeds torch
+    itself when built, so building one here changes no later run.
+    """
+    from model.world import MobiDFLModel
+
+    MobiDFLModel(**{**settings, "seed": int(seed)})
+
+
+def failed_runs(folder: Path, variant: str) -> list[dict[str, Any]]:
+    """``{variant, seed, error}`` of the runs of one variant's sweep that did not finish."""
+    from analysis.sweep import read_manifest
+
+    manifest = read_manifest(folder)
+    bad = manifest[manifest["status"] != "ok"]
+    return [
+        {"variant": variant, "seed": int(r.seed), "error": str(r.error) or str(r.status)}
+        for r in bad.itertuples()
+    ]
+
+
 def reproduce(
     paper: str,
     *,
@@ -521,6 +550,7 @@ def reproduce(
         settings = variant_settings(spec, variant, scale=scale, extra=extra)
         resolved[variant] = Config.from_settings(settings)
         sweep = Sweep.from_dict({"base": settings, "seeds": [int(s) for s in seeds]})
+        preflight(settings, seed=seeds[0])
         jobs.append((variant, sweep, out / "runs" / _slug(variant)))
     # More processes than seeds: several variants run at once (each over its seeds), so
     # ``--processes`` covers every run of the reproduction, not one variant at a time.
@@ -545,10 +575,18 @@ def reproduce(
 
         with ThreadPoolExecutor(max_workers=together) as pool:
             results = list(pool.map(run_variant, jobs))
+    failures = [f for variant, _, folder in jobs for f in failed_runs(folder, variant)]
+    for (variant, _, folder), rows in zip(jobs, results, strict=True):
+        if not len(rows):
+            first = next(f["error"] for f in failures if f["variant"] == variant)
+            raise ReproductionFailed(
+                f"every run of variant {variant!r} failed (first: {first}); "
+                f"see {folder / 'manifest.csv'}"
+            )
     frames = [rows for rows in results if len(rows)]
-    steps = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    steps = pd.concat(frames, ignore_index=True)
     return write_report(spec, steps, out, resolved=resolved, scale=scale, seeds=seeds,
-                        extra=extra)  # fmt: skip
+                        extra=extra, failures=failures)  # fmt: skip
 
 
 def write_report(
@@ -561,8 +599,12 @@ def write_report(
     seeds: Sequence[int],
     extra: Mapping[str, Any] | None = None,
     how: str | None = None,
+    failures: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """per_run.csv, the figures and reproduction.md of per-step rows (variant, seed, step, ...).
+
+    ``failures`` (runs that did not finish) are listed in the header: their seeds are
+    missing from the numbers, which the *seeds* column of each claim shows.
 
     :func:`reproduce` calls it on its sweeps; ``benchmarks/paper_scale_gpu.py --report``
     on runs made one per process on a GPU machine (``how`` then says so in the header).
@@ -574,11 +616,16 @@ def write_report(
         ]
     )
     per_run.to_csv(out / "per_run.csv", index=False)
+    failed = out / "failed_runs.csv"
+    if failures:
+        pd.DataFrame(list(failures)).to_csv(failed, index=False)
+    else:
+        failed.unlink(missing_ok=True)  # a resumed reproduction whose failures were re-run
     _figures(spec, steps, per_run, out)
     rows = verdict_rows(spec, per_run, steps)
     pd.DataFrame(rows).to_csv(out / "verdicts.csv", index=False)
     text = _markdown(spec, per_run, resolved, rows, scale=scale, seeds=seeds, extra=extra,
-                     how=how)  # fmt: skip
+                     how=how, failures=failures)  # fmt: skip
     from model.atomic import write_text_atomic
 
     write_text_atomic(out / "reproduction.md", text)
@@ -639,6 +686,7 @@ def _markdown(
     seeds: Sequence[int],
     extra: Mapping[str, Any] | None = None,
     how: str | None = None,
+    failures: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     extra = dict(extra or {})
     command = f"mobidfl reproduce {spec.preset} --scale {scale} --seeds {len(seeds)}"
@@ -660,6 +708,13 @@ def _markdown(
         lines += [
             "Added with `--set` on every variant (not from the paper): "
             + ", ".join(f"`{k} = {v}`" for k, v in extra.items()) + ".",
+            "",
+        ]
+    if failures:
+        lines += [
+            f"**{len(failures)} run(s) failed and are not in the numbers:** "
+            + "; ".join(f"{f['variant']} seed {f['seed']}: {f['error']}" for f in failures)
+            + ".",
             "",
         ]
     lines += [

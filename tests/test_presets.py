@@ -277,6 +277,53 @@ def test_reproduce_runs_variants_side_by_side_when_processes_exceed_seeds(tmp_pa
     assert "`map = grid:3x3:100`" in path.read_text()
 
 
+def test_reproduce_refuses_a_bad_set_before_any_run_and_reports_runs_that_failed(
+    tmp_path, monkeypatch, capsys
+):
+    import analysis.reproduce as reproduce_module
+    from analysis.cli import main
+
+    # Prepare: a map file that does not exist, given the way a newcomer would
+    missing = tmp_path / "my_city.graphml"
+    out = tmp_path / "out"
+    argv = ["reproduce", "psfl_004", "--seeds", "2", "--quiet", "--out", str(out),
+            "--set", f"map={missing}"]
+    # Execute: through the CLI; then with the preflight skipped, so every run fails
+    code = main(argv)
+    err = capsys.readouterr().err
+    started = (out / "runs").exists()
+    monkeypatch.setattr(reproduce_module, "preflight", lambda settings, *, seed: None)
+    late = main(argv)
+    late_err = capsys.readouterr().err
+    # Assert: one line naming the map, exit 2, and no run started
+    assert code == 2 and err.count("\n") == 1 and "setting 'map'" in err
+    assert not started
+    # without the preflight: one line naming the variant and the first error, exit 1
+    assert late == 1 and late_err.count("\n") == 1
+    assert "every run of variant 'PSFL' failed" in late_err and "manifest.csv" in late_err
+
+
+def test_report_lists_runs_that_failed_beside_the_numbers(tmp_path):
+    from analysis.reproduce import CACHED, variant_settings, write_report
+
+    # Prepare: LRU and DFL on seeds 0-1; DFL seed 2 failed
+    steps = pd.DataFrame([
+        {"variant": v, "seed": s, "step": t, "acc_mean": 0.5 + t / 100}
+        for v in ("LRU", "DFL") for s in (0, 1) for t in range(3)
+    ])
+    resolved = {v: Config.from_settings(variant_settings(CACHED, v, scale="small"))
+                for v in ("LRU", "DFL")}  # fmt: skip
+    failures = [{"variant": "DFL", "seed": 2, "error": "MemoryError: out of memory"}]
+    # Execute
+    text = write_report(CACHED, steps, tmp_path, resolved=resolved, scale="small",
+                        seeds=[0, 1, 2], failures=failures).read_text()  # fmt: skip
+    # Assert: named in the header and kept in failed_runs.csv; a clean rerun removes it
+    assert "**1 run(s) failed and are not in the numbers:** DFL seed 2: MemoryError" in text
+    assert pd.read_csv(tmp_path / "failed_runs.csv").seed.tolist() == [2]
+    write_report(CACHED, steps, tmp_path, resolved=resolved, scale="small", seeds=[0, 1])
+    assert not (tmp_path / "failed_runs.csv").exists()
+
+
 def test_convergence_is_compared_at_the_same_epoch_when_an_early_stop_shortens_a_run():
     from analysis.reproduce import PAIRED_HALF
 
