@@ -106,6 +106,38 @@ def clear_run_outputs(out: Path) -> list[Path]:
     return removed
 
 
+def run_summary(config: Config) -> str:
+    """One line before step 1: what will run, which dataset stands in, what is not the preset's.
+
+    WHY: a preset fills dozens of settings and may swap in an offline dataset; a researcher
+    should see that (and the settings they changed) before waiting hours for the numbers.
+    """
+    from model.config import COUNT_SETTING, KINDS
+    from model.presets import load_preset
+
+    counts = ", ".join(
+        f"{config.count(k)} {COUNT_SETTING[k]}" for k in KINDS if config.count(k)
+    ) or "no agents"
+    steps = f"{config.steps} step" + ("" if config.steps == 1 else "s")
+    text = f"{counts} on {config.map}, {steps} of {config.step_s:g} s"
+    if config.learning:
+        text += f", {config.model} on {config.dataset}"
+    if config.preset:
+        preset = load_preset(config.preset)
+        wanted = str(preset.settings.get("dataset", ""))
+        first = wanted.removeprefix("auto:").split("|")[0].strip()
+        if config.learning and wanted.startswith("auto:") and config.dataset != first:
+            text += f" (in place of {first}: not found under data_root)"
+        changed = [
+            f"{name}={value}" for name, value in config.explicit_settings().items()
+            if name != "preset" and preset.settings.get(name, object()) != value
+        ]
+        text = f"preset {config.preset} ({preset.description}): {text}"
+        if changed:
+            text += "; not the preset's: " + ", ".join(changed)
+    return "mobidfl: " + text
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         raise ConfigError("--checkpoint-every", args.checkpoint_every, "an integer >= 1")
@@ -130,6 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet and sys.stderr.isatty():  # a big world takes a while: say so
         print(f"building the world: map {config.map}, {config.n_agents} agents", file=sys.stderr)
     model = MobiDFLModel(config=config)  # datasets, maps and bounds are checked here
+    if not args.quiet:  # after the checks: a refused run stays one line
+        print(run_summary(config), file=sys.stderr)
     if args.force:
         clear_run_outputs(out)
     if args.checkpoint_every:

@@ -105,3 +105,18 @@ def test_bad_input_fails_before_anything_is_written(tmp_path, capsys, assignment
     assert fragment in err and len(err.splitlines()) == 1
     assert not out.exists()
     assert not list(tmp_path.glob(".mobidfl-*"))
+
+
+def test_run_says_before_step_1_what_runs_and_what_is_not_the_presets(tmp_path, capsys):
+    # Prepare: de Heredia's preset (CIFAR-10 is not offline) with three settings changed
+    argv = ["run", "--out", str(tmp_path / "out"), "--preset", "mobility_000",
+            "--set", "steps=1", "--set", "model=mlp", "--set", "test_size=20"]
+    # Execute
+    code = main(argv)
+    first = capsys.readouterr().err.splitlines()[0]
+    # Assert: one line naming the preset, the world, the stand-in dataset and the changes
+    assert code == 0
+    assert first.startswith("mobidfl: preset mobility_000 (de Heredia")
+    assert "48 pedestrians" in first and "1 step of" in first
+    assert "mlp on mnist5k (in place of cifar10: not found under data_root)" in first
+    assert first.endswith("not the preset's: steps=1, model=mlp, test_size=20")
