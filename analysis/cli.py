@@ -284,6 +284,42 @@ def _config_sha(config: Config) -> str:
     return hashlib.sha256(config.to_toml().encode()).hexdigest()
 
 
+class CtrlC:
+    """SIGINT handler that raises KeyboardInterrupt *and* remembers that it was pressed.
+
+    WHY: a KeyboardInterrupt raised while Python runs a finaliser (``__del__``, a weakref
+    callback, garbage collection) is printed as "Exception ignored" and lost, so a Ctrl-C
+    that lands there would let the run go on. The flag makes the next step boundary raise
+    it again (:meth:`check`), so a Ctrl-C always stops the run within one step.
+    """
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous: Any = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> CtrlC:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 def _run_to_end(
     model: Any,
     out: Path,
@@ -332,7 +368,7 @@ def _run_to_end(
         return OutputFailed(f"could not write {what} ({why}{where}); {kept()}")
 
     try:
-        with tqdm(
+        with CtrlC() as ctrl_c, tqdm(
             total=config.steps, initial=model.steps, desc="steps", unit="step", disable=quiet
         ) as bar:
 
@@ -346,6 +382,7 @@ def _run_to_end(
                 saved["step"] = step
 
             def progress(step: int) -> None:
+                ctrl_c.check()  # a Ctrl-C lost inside a finaliser still stops the run
                 if checkpoint_every and (step % checkpoint_every == 0 or step == config.steps):
                     save_checkpoint(step)
                 acc = model.datacollector.model_vars.get("acc_mean", [float("nan")])[-1]

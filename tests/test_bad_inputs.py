@@ -585,3 +585,22 @@ def test_memory_check_counts_cached_dfl_caches_before_step_1():
         check_memory(cached, available=8 * 1024**3)
     assert info.value.setting == "vehicles" and "fits in memory" in str(info.value)
     assert f"at most about {8 * 1024**3 // (need[0] // 2000)} vehicles" in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one
+def test_ctrl_c_lost_inside_a_finaliser_still_stops_the_run_at_the_next_step():
+    from analysis.cli import CtrlC
+
+    class Finaliser:
+        def __del__(self):  # Ctrl-C lands while Python runs a finaliser
+            os.kill(os.getpid(), signal.SIGINT)
+
+    # Prepare / Execute
+    with CtrlC() as ctrl_c:
+        Finaliser()  # the KeyboardInterrupt raised in __del__ is printed and ignored
+        lost_but_remembered = ctrl_c.pressed
+        with pytest.raises(KeyboardInterrupt):
+            ctrl_c.check()  # what the run's step callback calls after every step
+    # Assert: remembered, raised at the step boundary, and the old handler is back
+    assert lost_but_remembered
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
