@@ -290,7 +290,8 @@ class CtrlC:
     WHY: a KeyboardInterrupt raised while Python runs a finaliser (``__del__``, a weakref
     callback, garbage collection) is printed as "Exception ignored" and lost, so a Ctrl-C
     that lands there would let the run go on. The flag makes the next step boundary raise
-    it again (:meth:`check`), so a Ctrl-C always stops the run within one step.
+    it again (:meth:`check`), so a Ctrl-C always stops the run within one step. A SIGINT
+    the process inherited as ignored (a background job started by a script) stays ignored.
     """
 
     def __init__(self) -> None:
@@ -309,8 +310,9 @@ class CtrlC:
         import signal
         import threading
 
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self)
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            self._previous = signal.signal(signal.SIGINT, self)  # ignored stays ignored
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -495,9 +495,12 @@ SLOW = ["--set", "map=grid:3x3", "--set", "learning=false", "--set", "vehicles=3
 
 
 def _start(args: list[str]) -> subprocess.Popen:
+    """The CLI in its own session, with SIGINT's default action as under a terminal: a test
+    runner started in the background inherits SIGINT as ignored, and so would the CLI."""
     return subprocess.Popen([sys.executable, "-m", "analysis.cli", *args], cwd=ROOT, env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for(path_glob: Callable[[], list], proc: subprocess.Popen, timeout: float = 150):
@@ -595,12 +598,19 @@ def test_ctrl_c_lost_inside_a_finaliser_still_stops_the_run_at_the_next_step():
         def __del__(self):  # Ctrl-C lands while Python runs a finaliser
             os.kill(os.getpid(), signal.SIGINT)
 
-    # Prepare / Execute
-    with CtrlC() as ctrl_c:
-        Finaliser()  # the KeyboardInterrupt raised in __del__ is printed and ignored
-        lost_but_remembered = ctrl_c.pressed
-        with pytest.raises(KeyboardInterrupt):
-            ctrl_c.check()  # what the run's step callback calls after every step
+    # Prepare: Python's own Ctrl-C handler, as in a terminal (a background test runner may
+    # have inherited SIGINT as ignored)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        # Execute
+        with CtrlC() as ctrl_c:
+            Finaliser()  # the KeyboardInterrupt raised in __del__ is printed and ignored
+            lost_but_remembered = ctrl_c.pressed
+            with pytest.raises(KeyboardInterrupt):
+                ctrl_c.check()  # what the run's step callback calls after every step
+        restored = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     # Assert: remembered, raised at the step boundary, and the old handler is back
     assert lost_but_remembered
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert restored is signal.default_int_handler
