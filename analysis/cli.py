@@ -423,6 +423,14 @@ def _run_to_end(
     regime = model.contact_regime()
     if regime in REGIME_WARNINGS:
         print(f"mobidfl: warning: {REGIME_WARNINGS[regime]}", file=sys.stderr)
+    for kind, groups in model.static_groups().items():
+        if groups > 1 and regime != "isolated":
+            print(
+                f"mobidfl: warning: the static {kind}s form {groups} groups out of range of "
+                f"each other (radius_m = {config.radius_m:g}): no model crosses between "
+                "groups, so e.g. PSFL federations cannot span them",
+                file=sys.stderr,
+            )
     return 0
 
 

@@ -425,6 +425,31 @@ class MobiDFLModel(mesa.Model):
             return "isolated"
         return "mixing"
 
+    def static_groups(self) -> dict[str, int]:
+        """Per kind whose agents never move (and whose policy no moving kind shares: DAM's
+        UAVs carry models between static clients): how many groups its agents form in the
+        latest step's contact graph (one group = linked through in-range neighbours).
+
+        WHY: static agents out of range of each other can never exchange, whatever the
+        policy, e.g. PSFL sensors placed over a real city's cells: its federations cannot
+        span two groups, so they outnumber the areas (PSFL's grid is one group).
+        """
+        from scipy.sparse.csgraph import connected_components
+
+        moves = {
+            kind: mobility.max_step_distance(self.config.step_s) > 0
+            for kind, _, mobility in self.groups
+        }
+        carried = {self.config.policy_of(k) for k, moving in moves.items() if moving}
+        groups = {}
+        for kind, members, _ in self.groups:
+            count = members.stop - members.start
+            if count < 2 or moves[kind] or self.config.policy_of(kind) in carried:
+                continue  # moving agents of the same policy carry models between groups
+            block = self.adjacency[members, members]
+            groups[kind] = int(connected_components(block, directed=False)[0])
+        return groups
+
     @staticmethod
     def _same_kind_shares(moving) -> dict[str, float]:
         return {

@@ -397,3 +397,26 @@ def test_unreadable_sumo_network_fails_with_one_line(tmp_path):
         load_edges(str(path))
     # Assert
     assert "readable SUMO network" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_static_agents_out_of_range_of_each_other_are_counted_and_warned(tmp_path, capsys):
+    from analysis.cli import main
+    from model.world import MobiDFLModel
+
+    # Prepare: PSFL's 56 sensors on its own 8 x 9 grid and over central Helsinki's cells
+    settings = {"preset": "psfl_004", "learning": False, "steps": 1, "seed": 20}
+    # Execute
+    grid = MobiDFLModel(**settings).run().static_groups()
+    city = MobiDFLModel(**settings, map="helsinki_walk").run().static_groups()
+    bridged = MobiDFLModel(preset="dam_001", learning=False, steps=1, seed=20,
+                           **{"uav.mobility": "random_grid"}).run().static_groups()
+    code = main(["run", "--out", str(tmp_path / "out"), "--quiet", "--preset", "psfl_004",
+                 "--set", "map=helsinki_walk", "--set", "learning=false", "--set", "steps=1",
+                 "--set", "seed=20"])
+    err = capsys.readouterr().err
+    # Assert: one group on the paper's grid; several on the city, and the CLI says so once
+    assert grid == {"sensor": 1}
+    assert bridged == {}  # DAM's static clients: its mobile UAVs (same policy) carry models
+    assert city["sensor"] > 1 and code == 0
+    (warning,) = [line for line in err.splitlines() if "groups out of range" in line]
+    assert f"the static sensors form {city['sensor']} groups" in warning
