@@ -57,6 +57,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.interrupts import CtrlC
 from model.atomic import open_atomic
 from model.atomic import write_text_atomic as _write_text
 from model.config import KINDS, SEED_MAX, Config, canonical_name, public_names, read_toml
@@ -440,7 +441,7 @@ def run_sweep(
 
     from tqdm import tqdm
 
-    with tqdm(
+    with CtrlC() as ctrl_c, tqdm(
         total=len(specs),
         initial=len(specs) - len(todo),
         desc="runs",
@@ -450,6 +451,7 @@ def run_sweep(
 
         def record(result: RunResult) -> None:
             manifest.record(result)
+            ctrl_c.check()  # a Ctrl-C lost inside a finaliser stops at the next finished run
             bar.set_postfix(ok=manifest.count("ok"), error=manifest.count("error"))
             bar.update(1)
 

@@ -592,7 +592,7 @@ def test_memory_check_counts_cached_dfl_caches_before_step_1():
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one
 def test_ctrl_c_lost_inside_a_finaliser_still_stops_the_run_at_the_next_step():
-    from analysis.cli import CtrlC
+    from analysis.interrupts import CtrlC
 
     class Finaliser:
         def __del__(self):  # Ctrl-C lands while Python runs a finaliser
