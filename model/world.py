@@ -405,7 +405,7 @@ class MobiDFLModel(mesa.Model):
         per_kind = self._same_kind_shares(moving)
         if per_kind:
             text += "; same-kind: " + ", ".join(f"{k} {v:.1%}" for k, v in per_kind.items())
-        return text, max([share, *per_kind.values()]) > SATURATED_SHARE
+        return text, self._saturated(moving)
 
     def contact_regime(self) -> str:
         """``"saturated"``, ``"isolated"`` or ``"mixing"``, over the steps run so far.
@@ -419,7 +419,7 @@ class MobiDFLModel(mesa.Model):
         moving = table[table["step"] > 0]
         if moving.empty:
             return "mixing"
-        if self.density_summary()[1]:
+        if self._saturated(moving):
             return "saturated"
         if float(moving["neighbours_mean"].max()) == 0.0:
             return "isolated"
@@ -449,6 +449,12 @@ class MobiDFLModel(mesa.Model):
             block = self.adjacency[members, members]
             groups[kind] = int(connected_components(block, directed=False)[0])
         return groups
+
+    @classmethod
+    def _saturated(cls, moving) -> bool:
+        """Fleet or one kind above :data:`SATURATED_SHARE` on average (steps > 0 only)."""
+        shares = [float(moving["neighbours_share"].mean())]
+        return max([*shares, *cls._same_kind_shares(moving).values()]) > SATURATED_SHARE
 
     @staticmethod
     def _same_kind_shares(moving) -> dict[str, float]:
