@@ -9,7 +9,7 @@ OUT ?= results/default
 RUN_ARGS ?=
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 
-.PHONY: setup run test lint bench app readme fashion-mnist clean
+.PHONY: setup run test lint bench app readme fashion-mnist clean validate
 
 $(VENV)/.installed: pyproject.toml .ci/find_python.sh .ci/solara_assets.sh
 	@py=$$(PYTHON="$(PYTHON)" .ci/find_python.sh); \
@@ -46,6 +46,10 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/peer_round.py --scale 0.2
 	$(PY) benchmarks/city_scale.py --dense --no-old
 	$(PY) benchmarks/gpu_round.py
+
+# Differential validation against the authors' own code (validation/README.md).
+validate: $(VENV)/.installed
+	$(PY) -m validation --size $(or $(SIZE),small) $(VALIDATE_ARGS)
 
 readme: $(VENV)/.installed
 	$(PY) -m analysis.readme README.md
