@@ -55,7 +55,7 @@ readme: docs-reference
 
 # The documentation site (MkDocs + Material) into site/, offline; a warning is an error.
 docs: $(VENV)/.installed
-	$(VENV)/bin/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 app: $(VENV)/.installed
 	$(VENV)/bin/solara run app.py --host 127.0.0.1
