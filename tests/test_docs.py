@@ -174,7 +174,8 @@ def run_tutorial(name: str, workdir: Path) -> str | None:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["MPLBACKEND"] = "Agg"
     script = ["set -euo pipefail"]
-    for i, (lang, title, body) in enumerate(tutorial_steps((DOCS / "tutorials" / f"{name}.md").read_text())):
+    page = (DOCS / "tutorials" / f"{name}.md").read_text()
+    for i, (lang, title, body) in enumerate(tutorial_steps(page)):
         if title:
             path = workdir / title
             path.parent.mkdir(parents=True, exist_ok=True)
