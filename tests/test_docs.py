@@ -115,7 +115,7 @@ def test_site_builds_strict_without_warnings(site):
 def test_built_site_has_no_broken_internal_links(site):
     out, _ = site
     assert (out / "index.html").is_file()
-    assert (out / "reference" / "api" / "index.html").is_file()
+    assert (out / "reference" / "api.html").is_file()
     broken = broken_links(out)
     assert not broken, "broken internal links:\n" + "\n".join(broken[:40])
 
@@ -132,7 +132,7 @@ def test_link_check_finds_a_broken_link(tmp_path):
 
 def test_api_reference_renders_docstrings(site):
     out, _ = site
-    html = (out / "reference" / "api" / "index.html").read_text()
+    html = (out / "reference" / "api.html").read_text()
     assert "MobiDFLModel" in html and "ExchangePolicy" in html and "Config" in html
 
 
