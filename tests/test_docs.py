@@ -166,15 +166,17 @@ def tutorial_steps(text: str) -> list[tuple[str, str, str]]:
     return steps
 
 
-def run_tutorial(name: str, workdir: Path) -> str | None:
-    """Run one tutorial's blocks in ``workdir``; returns None, or what failed."""
+def run_tutorial(name: str, workdir: Path, page: str | None = None) -> str | None:
+    """Run one tutorial's blocks (``page``, else its file) in ``workdir``; returns None, or
+    what failed."""
     workdir.mkdir(parents=True)
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["MPLBACKEND"] = "Agg"
     script = ["set -euo pipefail"]
-    page = (DOCS / "tutorials" / f"{name}.md").read_text()
+    if page is None:
+        page = (DOCS / "tutorials" / f"{name}.md").read_text()
     for i, (lang, title, body) in enumerate(tutorial_steps(page)):
         if title:
             path = workdir / title
@@ -203,6 +205,23 @@ def test_tutorial_blocks_are_found():
     assert tutorial_steps(page) == [
         ("bash", "", "echo 1\n"), ("python", "x/y.py", "z = 1\n"), ("text", "", "out\n")
     ]
+
+
+@pytest.mark.parametrize(
+    "page, fails",
+    [
+        ("```bash\ntrue\n! false\n```\n", False),
+        ("```bash\nfalse\necho never\n```\n", True),
+        ("```bash\n! true\n```\n", True),
+        ('```text title="a.txt"\nhi\n```\n```bash\ngrep -q hi a.txt\n```\n', False),
+        ("```python\nraise SystemExit(3)\n```\n", True),
+    ],
+)
+def test_a_failing_tutorial_command_is_reported(tmp_path, page, fails):
+    # the runner is real: a failing command, a `!` command that succeeds and a failing
+    # python block all fail the tutorial; files with a title are written before the commands
+    result = run_tutorial("fake", tmp_path / "fake", page=page)
+    assert (result is not None) == fails, result
 
 
 def test_every_tutorial_runs(tmp_path):
