@@ -410,11 +410,20 @@ def _mib(n: float) -> str:
     return f"{n / 1024**2:.1f} MiB"
 
 
+def settings_markdown() -> str:
+    """The settings table as Markdown rows (``mobidfl settings --markdown``; the settings
+    reference page, docs/reference/settings.md, holds the same table)."""
+    rows = ["| setting | default | meaning |", "|---|---|---|"]
+    rows += [
+        f"| `{name}` | `{default}` | {help_text.replace('|', '/')} |"
+        for name, default, help_text in settings_table()
+    ]
+    return "\n".join(rows) + "\n"
+
+
 def cmd_settings(args: argparse.Namespace) -> int:
     rows = settings_table()
     if args.markdown:
-        from analysis.readme import settings_markdown
-
         print(settings_markdown(), end="")
     else:
         width = max(len(r[0]) for r in rows)
