@@ -217,7 +217,8 @@ def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_mobility(
 def test_mofel_preset_keeps_the_papers_v_tau_over_d_ratios():
     # Prepare: the paper (Sec. 5.3): d_s mean 75 m, tau_max 20 min, v_min 1 m/min, the
     # middle scenario v_max 15 m/min; nyc_uws territories: ~500 m of road per visit
-    from analysis.experiments.mofel_002 import SPEED_SCALE, mobidfl_speed
+    from analysis.reproduce import MOFEL_SPEED_SCALE as SPEED_SCALE
+    from analysis.reproduce import mofel_speed as mobidfl_speed
 
     config = Config.from_settings(preset="mofel_002")
     # Execute
