@@ -297,7 +297,8 @@ PSFL = PaperSpec(
         "and learning; 3 areas only.",
         "small": "40 rounds instead of 60 (CPU time; the authors' own log of 3 areas at "
         "sigma 40 settles at 3 federations by round ~23, decided before any run); 3 and 9 "
-        "areas (Fig. 6's first and last columns), sigma 40, 56 sensors, MLP 128, Adam lr 1e-3, disjoint area labels and the eq. 3 "
+        "areas (Fig. 6's first and last columns), sigma 40, 56 sensors, MLP 128, Adam lr "
+        "1e-3, disjoint area labels and the eq. 3 "
         "loss summed over 4.5 batches as in the preset. Both PSFL and central FedAvg are "
         "scored the same way (`task_acc` = `area_acc_mean`: every sensor's model on the test "
         "samples of its own labels, averaged over sensors, Fig. 6); `final_acc` is the same "
@@ -453,10 +454,14 @@ CACHED_AREAS = PaperSpec(
         "DFL": {"policy": "defedavg"},
     },
     scales={
+        "ci": _CACHED_SMALL | _AREAS | {"vehicles": 15, "area_free": 3, "steps": 8,
+                                        "local_steps": 5, "test_size": 200},
         "small": _CACHED_SMALL | _AREAS | {"vehicles": 33, "area_free": 3, "steps": 40},
         "paper": _AREAS | {"vehicles": 100, "area_free": 10},
     },
     scale_notes={
+        "ci": CI + "15 cars on nyc_uws (12 kept in 3 areas, 3 free), 8 epochs, K = 5, 200 "
+        "test images.",
         "small": "33 cars on nyc_uws (30 kept in 3 areas, 3 free), 40 epochs, the paper's "
         "13.89 m/s and R = 100 m, MLP on mnist5k, batch 16, 500 test images (CPU time).",
         "paper": "the preset with 90 area-restricted and 10 free cars in 3 areas (§ Grouped "

@@ -33,3 +33,12 @@ def test_cache_count_and_age_grow_with_tau_max(per_run):
     assert (effects(PAPER, per_run, "cached models age with tau_max") > 0).all()
     for seed in SEEDS:  # tau_max = 1 keeps only this epoch's models
         assert value(per_run, "cache_tau1", seed, "cache_age") == 0.0
+
+
+def test_group_lru_beats_lru_and_dfl_with_area_restricted_cars(tmp_path):
+    # Execute: Fig. 6 at ci size (15 cars, 12 kept in 3 areas with area labels, 3 free)
+    paper = "cached_dfl_003_areas"
+    areas = run_ci(paper, seeds=(0,), folder=tmp_path)
+    # Assert (Fig. 6): one sub-cache per area ends above plain LRU and above DFL
+    assert (effects(paper, areas, "group-based LRU ends above plain LRU") > 0).all()
+    assert (effects(paper, areas, "group-based LRU ends above DFL") > 0).all()
