@@ -100,6 +100,34 @@ def test_contacts_geojson_draws_each_pair_once_and_thins(small_model: AppModel) 
         contacts_geojson(small_model, max_lines=-1)
 
 
+def test_map_view_fits_streets_and_agents_in_the_map_with_its_margin(
+    small_model: AppModel,
+) -> None:
+    # Prepare: one agent moved far outside the streets' box (a UAV over the area, say)
+    import math
+
+    from analysis.app import map_view, world_bounds
+
+    west, south, east, north = small_model.world_map.bounds
+    saved = small_model.position[0].copy()
+    small_model.position[0] = (east + 500.0, north + 200.0)
+    try:
+        # Execute
+        box = world_bounds(small_model)
+        (lat, lon), zoom = map_view(small_model, width_px=800, height_px=600, padding_px=10)
+    finally:
+        small_model.position[0] = saved
+
+    # Assert: the box holds the streets and the agent; at the zoom chosen the box fits in
+    # 780 x 580 pixels, a quarter zoom step more would not; the centre is the box's.
+    assert box == (west, south, east + 500.0, north + 200.0)
+    metres_per_px = 156543.03392 * math.cos(math.radians(lat)) / 2**zoom
+    span_px = max((box[2] - box[0]) / 780, (box[3] - box[1]) / 580) / metres_per_px
+    assert 2 ** -0.25 < span_px <= 1.0
+    centre = lonlat(small_model, np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2]))
+    assert np.allclose(centre, (lon, lat))
+
+
 def test_status_text_reports_step_time_and_learning(small_model: AppModel) -> None:
     # Execute
     text = status_text(small_model)
