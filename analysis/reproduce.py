@@ -17,7 +17,7 @@ then :func:`claim_verdict` computes, from the measured numbers only, one of:
 A claim that a value is exactly zero (``Claim.sign = 0``, e.g. MoFeL's NFC) holds when it is
 zero on every seed and fails otherwise.
 
-Every spec also has a ``ci`` scale: a few agents and steps, two seeds, seconds to run. It is
+Every spec also has a ``ci`` scale: a few agents and steps, seconds per run. It is
 what the tests run (``tests/test_exp_*.py`` check the claims' directions on it), never a
 verdict: a reader should take numbers from ``small`` or larger.
 
