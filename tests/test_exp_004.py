@@ -24,4 +24,4 @@ def test_three_areas_settle_at_three_federations(per_run):
 
 def test_psfl_beats_central_fedavg_on_each_node_s_labels(per_run):
     # Execute / Assert (Fig. 6): with 3 areas, every seed
-    assert (effects(PAPER, per_run, "PSFL more accurate than centralised FedAvg") > 0).all()
+    assert (effects(PAPER, per_run, "than centralised FedAvg (3 areas)") > 0).all()
