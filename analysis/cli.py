@@ -527,7 +527,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     path = reproduce(
-        spec.preset,
+        spec.name,
         out=out,
         scale=args.scale,
         seeds=seeds,
@@ -617,11 +617,13 @@ def make_parser() -> argparse.ArgumentParser:
     )
     repro.add_argument(
         "paper", help="mobility_000, dam_001, mofel_002, cached_dfl_003 or psfl_004 (or "
-        "000/001/002/003/004)"
+        "000/001/002/003/004); cached_dfl_003_sumo (Cached-DFL under SUMO traffic) or "
+        "cached_dfl_003_areas (its group-based caching, Fig. 6)"
     )
-    repro.add_argument("--scale", default="small", choices=["small", "medium", "paper"],
+    repro.add_argument("--scale", default="small", choices=["ci", "small", "medium", "paper"],
                        help="small (CPU-sized), medium (where a paper defines one: closer to the "
-                       "paper, see its scale note) or paper (the preset as is)")
+                       "paper, see its scale note), paper (the preset as is) or ci (the tests' "
+                       "size: directions in seconds, not a verdict)")
     repro.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
     repro.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
     repro.add_argument("--out", required=True, help="output folder (resumable)")
