@@ -305,48 +305,72 @@ def _contacts(per_round: list[np.ndarray], num_car: int = NUM_CAR) -> float:
     return float(np.mean([2 * len(p) / num_car for p in per_round]))
 
 
-def measure(*, size: str, seeds: int) -> dict:
-    """Every number of the comparison (JSON-ready): per epoch length, per seed, per tau_max."""
+def measure_one(*, size: str, epoch_time: int, k: int) -> dict:
+    """Numbers of one (epoch length, seed k): contacts, Table 2 of both codes, every reading."""
+    sz = SIZES[size]
+    seed, T, b = PAPER_SEED + k, epoch_time, sz.burn_in
+    path = authors_pairs(seed=seed, epoch_time=T, rounds=sz.rounds)
+    second, pairs = load_pairs(path)
+    events = rounds_of(second, pairs, epoch_time=T, rounds=sz.rounds)
+    first = rounds_of(second, pairs, epoch_time=T, rounds=sz.rounds, events=False)
+    own = mobidfl_encounters(seed=k, epoch_time=T, rounds=sz.rounds)
+    rec: dict = {
+        "seed": seed, "pairs": digest(path),
+        "authors_events": _contacts(events), "authors_distinct": _contacts(first),
+        "mobidfl_distinct": _contacts(own), "maxdiff": 0.0, "events_vs_first": 0.0,
+        "authors": {}, "authors_all_lines": {}, "mobidfl_own": {}, "mobidfl_own_1pass": {},
+    }
+    authors = authors_table2(path, seed=seed, epoch_time=T, rounds=sz.rounds, taus=sz.taus)
+    for tau in sz.taus:
+        last = authors[tau][:, -1, :]  # the state after the round's last pass
+        on_pairs = mobidfl_table2(events, tau=tau, passes=LOCAL_EP)
+        on_first = mobidfl_table2(first, tau=tau, passes=LOCAL_EP)
+        rec["maxdiff"] = max(rec["maxdiff"], float(np.abs(last - on_pairs).max()))
+        rec["events_vs_first"] = max(rec["events_vs_first"],
+                                     float(np.abs(on_first - on_pairs).max()))
+        rec["authors"][str(tau)] = last[b:].mean(0).tolist()
+        rec["authors_all_lines"][str(tau)] = authors[tau][b:].reshape(-1, 2).mean(0).tolist()
+        for name, passes in (("mobidfl_own", LOCAL_EP), ("mobidfl_own_1pass", 1)):
+            got = mobidfl_table2(own, tau=tau, passes=passes)
+            rec[name][str(tau)] = got[b:].mean(0).tolist()
+    return rec
+
+
+def measure(*, size: str, seeds: int, parts: Path | None = None) -> dict:
+    """Every number of the comparison (JSON-ready), per epoch length, seed and tau_max.
+
+    ``parts``: a folder where each (epoch length, seed) result is kept, so a long run that
+    stopped resumes where it was.
+    """
     if size not in SIZES:
         raise ConfigError("--size", size, "small or full")
+    if seeds < 2:
+        raise ConfigError("--seeds", seeds, "an integer >= 2 (verdicts need a spread)")
     sz = SIZES[size]
     out: dict = {"size": size, "rounds": sz.rounds, "burn_in": sz.burn_in, "epochs": {}}
     for T in sz.epochs:
-        rec: dict = {"seeds": [], "authors": {}, "mobidfl_on_authors_maxdiff": 0.0,
-                     "events_vs_first_maxdiff": 0.0, "mobidfl_own": {}, "mobidfl_own_1pass": {},
-                     "authors_all_lines": {}, "contacts": {}}
-        cont = {"authors_distinct": [], "authors_events": [], "mobidfl_distinct": []}
+        recs = []
         for k in range(seeds):
-            seed = PAPER_SEED + k
-            rec["seeds"].append(seed)
-            path = authors_pairs(seed=seed, epoch_time=T, rounds=sz.rounds)
-            second, pairs = load_pairs(path)
-            events = rounds_of(second, pairs, epoch_time=T, rounds=sz.rounds)
-            first = rounds_of(second, pairs, epoch_time=T, rounds=sz.rounds, events=False)
-            cont["authors_events"].append(_contacts(events))
-            cont["authors_distinct"].append(_contacts(first))
-            own = mobidfl_encounters(seed=k, epoch_time=T, rounds=sz.rounds)
-            cont["mobidfl_distinct"].append(_contacts(own))
-            authors = authors_table2(path, seed=seed, epoch_time=T, rounds=sz.rounds,
-                                     taus=sz.taus)
-            for tau in sz.taus:
-                last = authors[tau][:, -1, :]  # the state after the round's last pass
-                on_pairs = mobidfl_table2(events, tau=tau, passes=LOCAL_EP)
-                on_first = mobidfl_table2(first, tau=tau, passes=LOCAL_EP)
-                rec["mobidfl_on_authors_maxdiff"] = max(
-                    rec["mobidfl_on_authors_maxdiff"], float(np.abs(last - on_pairs).max()))
-                rec["events_vs_first_maxdiff"] = max(
-                    rec["events_vs_first_maxdiff"], float(np.abs(on_first - on_pairs).max()))
-                b = sz.burn_in
-                rec["authors"].setdefault(str(tau), []).append(last[b:].mean(0).tolist())
-                rec["authors_all_lines"].setdefault(str(tau), []).append(
-                    authors[tau][b:].reshape(-1, 2).mean(0).tolist())
-                for name, passes in (("mobidfl_own", LOCAL_EP), ("mobidfl_own_1pass", 1)):
-                    got = mobidfl_table2(own, tau=tau, passes=passes)
-                    rec[name].setdefault(str(tau), []).append(got[b:].mean(0).tolist())
-        rec["contacts"] = cont
-        out["epochs"][str(T)] = rec
-    out["aggregation_maxdiff"] = max(aggregation_check(seed=s) for s in range(seeds))
+            part = None if parts is None else parts / f"{size}-T{T}-k{k}.json"
+            if part is not None and part.is_file():
+                recs.append(json.loads(part.read_text()))
+                continue
+            rec = measure_one(size=size, epoch_time=T, k=k)
+            if part is not None:
+                part.parent.mkdir(parents=True, exist_ok=True)
+                part.write_text(json.dumps(rec))
+            recs.append(rec)
+        out["epochs"][str(T)] = {
+            "seeds": [r["seed"] for r in recs],
+            "pairs": [r["pairs"] for r in recs],
+            "contacts": {q: [r[q] for r in recs]
+                         for q in ("authors_distinct", "authors_events", "mobidfl_distinct")},
+            "mobidfl_on_authors_maxdiff": max(r["maxdiff"] for r in recs),
+            "events_vs_first_maxdiff": max(r["events_vs_first"] for r in recs),
+            **{q: {t: [r[q][t] for r in recs] for t in recs[0][q]}
+               for q in ("authors", "authors_all_lines", "mobidfl_own", "mobidfl_own_1pass")},
+        }
+    out["aggregation_maxdiff"] = aggregation_check(seed=0)
     return out
 
 
@@ -407,7 +431,7 @@ def rows_from(m: dict) -> list[Row]:
 
 def run(*, size: str, seeds: int, out: Path) -> list[Row]:
     """The Cached-DFL case of ``python -m validation``; numbers also in ``out/cached_dfl.json``."""
-    m = measure(size=size, seeds=seeds)
+    m = measure(size=size, seeds=seeds, parts=out / "parts")
     out.mkdir(parents=True, exist_ok=True)
     (out / "cached_dfl.json").write_text(json.dumps(m, indent=1))
     return rows_from(m)
