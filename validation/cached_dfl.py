@@ -67,7 +67,7 @@ class Sizes:
 
 
 SIZES = {
-    "small": Sizes(rounds=8, epochs=(60,), taus=(1, 2, 3), burn_in=3),
+    "small": Sizes(rounds=6, epochs=(120,), taus=(1, 2, 3), burn_in=3),
     "full": Sizes(rounds=40, epochs=(30, 60, 120), taus=(1, 2, 3, 4, 5, 10, 20), burn_in=20),
 }
 
@@ -434,4 +434,26 @@ def run(*, size: str, seeds: int, out: Path) -> list[Row]:
     m = measure(size=size, seeds=seeds, parts=out / "parts")
     out.mkdir(parents=True, exist_ok=True)
     (out / "cached_dfl.json").write_text(json.dumps(m, indent=1))
+    (out / "table2.md").write_text(table2_markdown(m) + "\n")
     return rows_from(m)
+
+
+def table2_markdown(m: dict) -> str:
+    """Table 2, every measured cell: paper | authors' code | MobiDFL (10 passes, 1 pass)."""
+    lines = [
+        "| epoch | tau_max | count: paper | authors' code | MobiDFL x10 | MobiDFL x1 "
+        "| age: paper | authors' code | MobiDFL x10 | MobiDFL x1 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for T, rec in m["epochs"].items():
+        counts, ages = PAPER_TABLE2[int(T)]
+        for tau in rec["authors"]:
+            p = TAUS.index(int(tau))
+            cells = [f"{T} s", tau]
+            for q, paper in ((0, counts[p]), (1, ages[p])):
+                cells.append(f"{paper}")
+                for name in ("authors", "mobidfl_own", "mobidfl_own_1pass"):
+                    v = np.asarray(rec[name][tau])[:, q]
+                    cells.append(f"{v.mean():.2f} ± {v.std(ddof=1):.2f}")
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
