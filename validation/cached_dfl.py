@@ -360,18 +360,23 @@ def measure(*, size: str, seeds: int, parts: Path | None = None) -> dict:
                 part.parent.mkdir(parents=True, exist_ok=True)
                 part.write_text(json.dumps(rec))
             recs.append(rec)
-        out["epochs"][str(T)] = {
-            "seeds": [r["seed"] for r in recs],
-            "pairs": [r["pairs"] for r in recs],
-            "contacts": {q: [r[q] for r in recs]
-                         for q in ("authors_distinct", "authors_events", "mobidfl_distinct")},
-            "mobidfl_on_authors_maxdiff": max(r["maxdiff"] for r in recs),
-            "events_vs_first_maxdiff": max(r["events_vs_first"] for r in recs),
-            **{q: {t: [r[q][t] for r in recs] for t in recs[0][q]}
-               for q in ("authors", "authors_all_lines", "mobidfl_own", "mobidfl_own_1pass")},
-        }
+        out["epochs"][str(T)] = assemble(recs)
     out["aggregation_maxdiff"] = aggregation_check(seed=0)
     return out
+
+
+def assemble(recs: list[dict]) -> dict:
+    """One epoch length's per-seed records (:func:`measure_one`) as lists over seeds."""
+    return {
+        "seeds": [r["seed"] for r in recs],
+        "pairs": [r["pairs"] for r in recs],
+        "contacts": {q: [r[q] for r in recs]
+                     for q in ("authors_distinct", "authors_events", "mobidfl_distinct")},
+        "mobidfl_on_authors_maxdiff": max(r["maxdiff"] for r in recs),
+        "events_vs_first_maxdiff": max(r["events_vs_first"] for r in recs),
+        **{q: {t: [r[q][t] for r in recs] for t in recs[0][q]}
+           for q in ("authors", "authors_all_lines", "mobidfl_own", "mobidfl_own_1pass")},
+    }
 
 
 def rows_from(m: dict) -> list[Row]:

@@ -16,7 +16,10 @@ or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
    they meet. Ties (all pairs under ``contact = end``, which has no time) keep the order
    of a random permutation drawn from the policy's own generator (seeded by ``seed``, so
    the model's mobility stream, and hence every contact, is the same as under any other
-   policy with the same seed: comparisons between policies are paired);
+   policy with the same seed: comparisons between policies are paired). ``cached.passes``
+   replays the step's encounters that many times (1 = Alg. 1 and the authors' training
+   loop; the authors' Table 2 function replays them ``local_ep`` = 10 times, see
+   :func:`replay_encounters` and validation/README.md);
 3. aggregation (lines 10-13, 18): ``x_i(t+1) = sum_j alpha_j x~_j(tau)`` over the own model
    and the cached ones with ``alpha_j = n_j / sum n`` (sample counts,
    :func:`model.maths.cache.aggregation_weights`).
