@@ -404,7 +404,7 @@ def rows_from(m: dict) -> list[Row]:
         diff = rec["mobidfl_on_authors_maxdiff"]
         rows.append(Row(
             CASE, f"Table 2 ({T} s), MobiDFL cache maths on the authors' pairs",
-            "Decentralized_Cache_test", f"max |diff| {diff:.2g}", "equal (1e-9)",
+            "Decentralized_Cache_test", f"max abs diff {diff:.2g}", "equal (1e-9)",
             "agree" if diff < 1e-9 else "differs",
             "every round, every tau_max, every seed; model/policies/cached.py replay_encounters "
             "with cached.passes = 10 (local_ep) and unlimited cache",
@@ -427,7 +427,7 @@ def rows_from(m: dict) -> list[Row]:
                 ))
     agg = m["aggregation_maxdiff"]
     rows.append(Row(
-        CASE, "one aggregation: parameters", "cache_average_process", f"max |diff| {agg:.2g}",
+        CASE, "one aggregation: parameters", "cache_average_process", f"max abs diff {agg:.2g}",
         "max abs diff <= 1e-5", "agree" if agg <= 1e-5 else "differs",
         "own + 6 cached models, sample-count weights; get_mixing_weight returns 1 at b116fea",
     ))
