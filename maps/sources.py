@@ -334,7 +334,9 @@ def read_segments_csv(path: Path) -> EdgeTable:
     This is the column format of Cached-DFL's public Manhattan data (Wang et al., AAAI
     2025, authors' code). Every segment is a straight two-way street unless a ``oneway``
     column says otherwise (true = drivable from start to end only). Optional length
-    columns are not needed: lengths come from the projected geometry.
+    columns are not needed: lengths come from the projected geometry. Repeated segments
+    (same ends, either direction) are one street, as in the authors' ``networkx.DiGraph``
+    (:func:`maps.edges.from_segments`).
     """
     import pandas as pd
 
