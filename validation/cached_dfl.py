@@ -235,7 +235,11 @@ MAP = "manhattan_cdfl"
 
 def mobidfl_encounters(*, seed: int, epoch_time: int, rounds: int,
                        map_spec: str = MAP) -> list[np.ndarray]:
-    """MobiDFL's encounters per step (preset ``cached_dfl_003``, learning off), time order."""
+    """MobiDFL's encounters per step (preset ``cached_dfl_003``, learning off), time order.
+
+    Pairs already in range when the step starts (time 0) keep ``(i, j)`` order here; the
+    policy (:func:`model.policies.cached.encounter_order`) shuffles such ties.
+    """
     from model.world import MobiDFLModel
 
     m = MobiDFLModel(
