@@ -131,7 +131,8 @@ class Config:
         "manhattan_grid",
         "street map: helsinki_drive, helsinki_walk, nyc_uws (bundled real OSM), "
         "manhattan_grid (synthetic, Manhattan-sized; manhattan_grid_twoway: every street "
-        "two-way), grid:RxC[:SPACING], a .graphml/.osm/"
+        "two-way), manhattan_cdfl (Cached-DFL's own Manhattan roads), grid:RxC[:SPACING], "
+        "a .graphml/.osm/"
         ".osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, a SUMO .net.xml[.gz] network, or "
         "place:NAME / bbox:W,S,E,N / "
         "point:LAT,LON,DIST_M (online, cached)",

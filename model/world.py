@@ -245,6 +245,9 @@ class MobiDFLModel(mesa.Model):
         self.adjacency = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
         self.met = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
         self.encounters: tuple[np.ndarray, np.ndarray] | None = None  # time-ordered contacts
+        self.track_encounters = False
+        """True: compute :attr:`encounters` every step even without a policy that needs them
+        (mobility-only runs that study relay order, e.g. validation/cached_dfl.py)."""
         self.neighbours_now = np.zeros(self.n_agents, int)
         self.distinct_neighbours = np.zeros(self.n_agents, int)
         self.label_hist: np.ndarray | None = None
@@ -346,7 +349,9 @@ class MobiDFLModel(mesa.Model):
         self.adjacency = contact_matrix(
             trajectory, radius_m=config.radius_m, mode=config.contact
         )
-        if self.learner is not None and self.learner.needs_encounter_times:
+        if self.track_encounters or (
+            self.learner is not None and self.learner.needs_encounter_times
+        ):
             self.encounters = contact_times(
                 trajectory, radius_m=config.radius_m, mode=config.contact
             )

@@ -16,7 +16,10 @@ or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
    they meet. Ties (all pairs under ``contact = end``, which has no time) keep the order
    of a random permutation drawn from the policy's own generator (seeded by ``seed``, so
    the model's mobility stream, and hence every contact, is the same as under any other
-   policy with the same seed: comparisons between policies are paired);
+   policy with the same seed: comparisons between policies are paired). ``cached.passes``
+   replays the step's encounters that many times (1 = Alg. 1 and the authors' training
+   loop; the authors' Table 2 function replays them ``local_ep`` = 10 times, see
+   :func:`replay_encounters` and validation/README.md);
 3. aggregation (lines 10-13, 18): ``x_i(t+1) = sum_j alpha_j x~_j(tau)`` over the own model
    and the cached ones with ``alpha_j = n_j / sum n`` (sample counts,
    :func:`model.maths.cache.aggregation_weights`).
@@ -101,6 +104,37 @@ def encounter_order(
     return pairs[order]
 
 
+def replay_encounters(
+    caches: dict[int, dict[int, CacheEntry]],
+    own: dict[int, CacheEntry],
+    edges: np.ndarray,
+    *,
+    now: int,
+    tau_max: int,
+    passes: int = 1,
+    **limits: Any,
+) -> dict[int, dict[int, CacheEntry]]:
+    """One step's cache updates: :func:`exchange_pair` for every encounter, ``passes`` times.
+
+    Cached-DFL, Alg. 2 per encounter, in the given order. ``passes = 1`` is Alg. 1 and the
+    authors' training loop (``trainer_single.py``, ``Decentralized_Cache_process``: one pass of
+    ``update_model_cache`` over the round's pairs). The authors' Table 2 statistic comes from
+    ``Decentralized_Cache_test``, which replays the whole round's pair list ``local_ep`` (10)
+    times (``for ep in range(local_ep)``), so a model relays along chains of meetings in any
+    time order, up to ``passes`` hops per chain. Returns new caches; inputs are not mutated.
+    """
+    if isinstance(passes, bool) or not isinstance(passes, (int, np.integer)) or passes < 1:
+        raise ConfigError("cached.passes", passes, "an integer >= 1")
+    out = dict(caches)
+    pairs = np.asarray(edges, dtype=np.int64).reshape(-1, 2).tolist()
+    for _ in range(int(passes)):
+        for i, j in pairs:
+            out[i], out[j] = exchange_pair(
+                out[i], out[j], own[i], own[j], now=now, tau_max=tau_max, **limits
+            )
+    return out
+
+
 def even_group_limits(cache_size: int, groups: int) -> list[int]:
     """``cache_size`` split over ``groups`` sub-caches, the remainder to the first ones.
 
@@ -143,6 +177,12 @@ class CachedSettings(PluginSettings):
     groups: str = setting(
         "", "cached_group_lru: per-area cache limits, e.g. 4,3,3 (empty = even split)",
         alias="cache_groups",
+    )
+    passes: int = setting(
+        1,
+        "times a step's encounters are replayed (1 = Alg. 1 and the authors' training loop; "
+        "10 = the authors' Table 2 function, local_ep passes)",
+        at_least_one,
     )
 
 
@@ -214,10 +254,9 @@ class CachedPolicy(ExchangePolicy):
             for i in members
         }
         edges = self._encounter_order(ctx)
-        for i, j in edges.tolist():
-            caches[i], caches[j] = exchange_pair(
-                caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max, **limits
-            )
+        caches = replay_encounters(
+            caches, own, edges, now=now, tau_max=tau_max, passes=self.options.passes, **limits
+        )
         assign = {}
         for i in members:
             entries = list(caches[i].values())
