@@ -365,6 +365,8 @@ def _run_to_end(
         table = model.model_table()
         table.to_csv(staging / "model.csv", index=False)
         model.agent_table().to_parquet(staging / "agents.parquet", index=False)
+        if not model.link.ideal:  # the contact table of every step (issue 26)
+            model.contacts_table().to_csv(staging / "contacts.csv", index=False)
         save_summary(table, staging / "summary.png", title=f"MobiDFL: {config.map}")
         write_gis(model, staging, geojson=geojson)
         for *_, mobility in model.groups:  # e.g. sumo's trace.csv (sumo_fcd)

@@ -57,41 +57,45 @@ RNG_TAG = 0x11A4
 
 PROFILES: dict[str, dict[str, float]] = {
     # IEEE 802.11p / DSRC / ITS-G5 at 5.9 GHz on a 10 MHz channel (IEEE 802.11-2016,
-    # clause 17 at 10 MHz spacing: 3-27 Mbit/s; minimum sensitivity -85 dBm at 3 Mbit/s,
-    # Table 17-18 less 3 dB); 23 dBm transmit power (ETSI EN 302 571 allows up to 33 dBm
-    # EIRP; 20-23 dBm is the usual OBU setting); path-loss exponent 2.1 below the 100 m
-    # break point of Cheng et al., "Mobile vehicle-to-vehicle narrow-band channel
-    # measurement ... 5.9 GHz DSRC", IEEE JSAC 25(8), 2007; 1 m loss = free space at 5.9 GHz.
+    # clause 17 at 10 MHz spacing: 3-27 Mbit/s; minimum sensitivity -85 dBm at 3 Mbit/s and
+    # -68 dBm at 27 Mbit/s, Table 17-18 less 3 dB); 23 dBm transmit power (ETSI EN 302 571
+    # allows up to 33 dBm EIRP; 20-23 dBm is the usual OBU setting); path-loss exponent 2.1
+    # below the 100 m break point of Cheng et al., "Mobile vehicle-to-vehicle narrow-band
+    # channel measurement ... 5.9 GHz DSRC", IEEE JSAC 25(8), 2007; 1 m loss = free space
+    # at 5.9 GHz (47.9 dB). gap 18 dB: with a 9 dB noise figure it puts 3 Mbit/s near
+    # -85 dBm and 27 Mbit/s near -68 dBm (the sensitivities above, within 2 dB).
     "dsrc": {
         "tx_dbm": 23.0, "bandwidth_hz": 10e6, "noise_figure_db": 9.0, "loss_1m_db": 47.9,
-        "exponent": 2.1, "efficiency": 0.6, "cap_bps": 27e6, "sensitivity_dbm": -85.0,
+        "exponent": 2.1, "gap_db": 18.0, "cap_bps": 27e6, "sensitivity_dbm": -85.0,
     },
     # LTE-V2X sidelink (PC5, mode 4) at 5.9 GHz, 10 MHz: 3GPP TR 36.885 Table A.1.2-1
     # (UE power 23 dBm, noise figure 9 dB) and its WINNER+ B1 LOS path loss
     # PL = 22.7 log10(d) + 27 + 20 log10(5.9) (exponent 2.27, 42.4 dB at 1 m); Rel-14 PC5
-    # tops out near 20 Mbit/s in 10 MHz (16QAM, assumed cap); sensitivity assumed -95 dBm.
+    # tops out near 20 Mbit/s in 10 MHz (16QAM; assumed cap); sensitivity -95 dBm and the
+    # 18 dB gap of dsrc are assumptions.
     "cv2x": {
         "tx_dbm": 23.0, "bandwidth_hz": 10e6, "noise_figure_db": 9.0, "loss_1m_db": 42.4,
-        "exponent": 2.27, "efficiency": 0.6, "cap_bps": 20e6, "sensitivity_dbm": -95.0,
+        "exponent": 2.27, "gap_db": 18.0, "cap_bps": 20e6, "sensitivity_dbm": -95.0,
     },
-    # Wi-Fi Direct between phones, 2.4 GHz, 20 MHz, 802.11n 1x1 (MCS7 SGI: 72.2 Mbit/s cap);
-    # 15 dBm (a phone's usual power, assumed); sensitivity -82 dBm at 6 Mbit/s (IEEE
-    # 802.11-2016 Table 17-18); exponent 3 for pedestrians among buildings (Rappaport
-    # Table 4.2: urban 2.7-3.5); 1 m loss = free space at 2.4 GHz (40.0 dB).
+    # Wi-Fi Direct between phones, 2.4 GHz, 20 MHz, 802.11n 1x1 (MCS7 with short guard:
+    # 72.2 Mbit/s cap); 15 dBm (a phone's usual power, assumed); sensitivity -82 dBm at
+    # 6 Mbit/s (IEEE 802.11-2016 Table 17-18); exponent 3 for pedestrians among buildings
+    # (Rappaport Table 4.2: urban 2.7-3.5); 1 m loss = free space at 2.4 GHz (40.0 dB).
     "wifi_direct": {
         "tx_dbm": 15.0, "bandwidth_hz": 20e6, "noise_figure_db": 10.0, "loss_1m_db": 40.0,
-        "exponent": 3.0, "efficiency": 0.5, "cap_bps": 72.2e6, "sensitivity_dbm": -82.0,
+        "exponent": 3.0, "gap_db": 18.0, "cap_bps": 72.2e6, "sensitivity_dbm": -82.0,
     },
-    # Bluetooth LE 2M PHY (Bluetooth Core 5.0: 2 Msym/s, sensitivity requirement -70 dBm),
-    # 0 dBm, 2 MHz; exponent 3 as for wifi_direct; application throughput about 1.4 Mbit/s.
+    # Bluetooth LE 2M PHY (Bluetooth Core 5.0), 0 dBm, 2 MHz; sensitivity -92 dBm (a
+    # current chip's datasheet value at 2 Mbit/s, e.g. Nordic nRF52840); application
+    # throughput about 1.4 Mbit/s (cap); exponent 3 as for wifi_direct.
     "ble": {
         "tx_dbm": 0.0, "bandwidth_hz": 2e6, "noise_figure_db": 10.0, "loss_1m_db": 40.0,
-        "exponent": 3.0, "efficiency": 0.7, "cap_bps": 1.4e6, "sensitivity_dbm": -70.0,
+        "exponent": 3.0, "gap_db": 18.0, "cap_bps": 1.4e6, "sensitivity_dbm": -92.0,
     },
 }
 """Radio profiles of ``distance_rate`` without a table: ``shannon_rate`` parameters with the
-source of each value. ``efficiency`` (what the MAC delivers of Shannon's bound) is an
-assumption to calibrate against a packet-level simulator (docs/concepts/links.md)."""
+source of each value. Not yet calibrated against a packet-level simulator
+(docs/concepts/links.md says what was and was not checked)."""
 
 
 def _known_link(value: str) -> str | None:

@@ -383,7 +383,7 @@ class MobiDFLModel(mesa.Model):
             self.contact_table = contact_intervals(
                 trajectory, radius_m=config.radius_m, step_s=config.step_s
             )
-            self.contact_frames.append(self.contact_table.frame(self.steps + 1))
+            self.contact_frames.append(self.contact_table.frame(self.steps))
         if self.learner is not None and self.learner.needs_encounter_times:
             self.encounters = contact_times(
                 trajectory, radius_m=config.radius_m, mode=config.contact

@@ -123,18 +123,19 @@ def shannon_rate(
     noise_figure_db: float,
     loss_1m_db: float,
     exponent: float,
-    efficiency: float,
+    gap_db: float,
     cap_bps: float,
     sensitivity_dbm: float,
 ) -> np.ndarray:
-    """Rate at ``distance``: ``min(cap, efficiency B log2(1 + SNR))``, 0 below sensitivity.
+    """Rate at ``distance``: ``min(cap, B log2(1 + SNR / gap))``, 0 below sensitivity.
 
-    SNR from the log-distance path loss and thermal noise; ``efficiency`` scales Shannon's
-    bound to what the MAC delivers, ``cap_bps`` is the fastest modulation of the standard.
+    SNR from the log-distance path loss and thermal noise; ``gap_db`` is the SNR gap of
+    practical coding and modulation to Shannon's bound (the "gap approximation", Cioffi,
+    Forney et al.), ``cap_bps`` the fastest modulation of the standard.
     """
     rx = tx_dbm - log_distance_loss_db(distance, loss_1m_db=loss_1m_db, exponent=exponent)
-    snr = 10.0 ** ((rx - thermal_noise_dbm(bandwidth_hz, noise_figure_db)) / 10.0)
-    rate = np.minimum(cap_bps, efficiency * bandwidth_hz * np.log2(1.0 + snr))
+    snr_db = rx - thermal_noise_dbm(bandwidth_hz, noise_figure_db) - gap_db
+    rate = np.minimum(cap_bps, bandwidth_hz * np.log2(1.0 + 10.0 ** (snr_db / 10.0)))
     return np.where(rx >= sensitivity_dbm, rate, 0.0)
 
 
