@@ -593,7 +593,7 @@ class MobiDFLModel(mesa.Model):
             "link": None if self.link.ideal else {
                 "model": self.link.state_dict(),
                 "totals": self.link_totals,
-                "contacts": self.contact_frames,
+                "contacts": {c: np.array(v) for c, v in self.contacts_table().items()},
             },
         }
 
@@ -623,7 +623,9 @@ class MobiDFLModel(mesa.Model):
         if state.get("link") is not None and not self.link.ideal:
             self.link.load_state_dict(state["link"]["model"])
             self.link_totals = {c: np.asarray(v, float) for c, v in state["link"]["totals"].items()}
-            self.contact_frames = list(state["link"]["contacts"])
+            import pandas as pd
+
+            self.contact_frames = [pd.DataFrame(dict(state["link"]["contacts"]))]
         self._restart_clock(int(state["steps"]))
 
     def _restart_clock(self, steps: int) -> None:

@@ -302,3 +302,21 @@ def test_a_link_with_a_policy_that_ignores_it_is_refused():
     with pytest.raises(ConfigError, match="contact"):
         Config.from_settings({"link": "distance_rate", "contact": "end"})
     Config.from_settings({"link": "distance_rate"})  # the default fleet honours it
+
+
+def test_a_checkpoint_keeps_the_link_state(tmp_path):
+    from model.checkpoint import load, save_atomic
+    from model.world import MobiDFLModel
+
+    settings = {**SMALL, "link": "fixed_rate", "link.rate_bps": 3e5,
+                "link.resume": True, "link.loss": 0.05}
+    whole = MobiDFLModel(**settings).run()
+    half = MobiDFLModel(**settings).run(steps=1)
+    save_atomic(half.state_dict(), tmp_path / "state.pt")
+    resumed = MobiDFLModel(**settings)
+    resumed.load_state_dict(load(tmp_path / "state.pt"))
+    resumed.run()
+    np.testing.assert_array_equal(
+        resumed.model_table().to_numpy(float), whole.model_table().to_numpy(float)
+    )
+    assert len(resumed.contacts_table()) == len(whole.contacts_table())
