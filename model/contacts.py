@@ -703,3 +703,27 @@ def contact_intervals(
         piece_row=row, piece_start=start, piece_end=end, piece_t0=t0, piece_t1=t1,
         piece_rel0=rel0, piece_relv=relv,
     )
+
+
+def one_connection_events(frame, *, step_s: float):  # noqa: ANN001, ANN201
+    """The contact table as The ONE's connection events (``StandardEventsReader``), one
+    row each: ``TIME CONN A B up`` and ``TIME CONN A B down``, times in seconds since the
+    run's start (step ``s`` starts at ``(s - 1) * step_s``), sorted by time, a "down" before
+    an "up" at the same time. ``frame`` has the columns of :data:`CONTACT_COLUMNS`; write
+    the result with ``to_csv(sep=" ", header=False, index=False)``."""
+    import pandas as pd
+
+    offset = (frame["step"].to_numpy(np.int64) - 1) * float(step_s)
+    a, b = frame["a"].to_numpy(np.int64), frame["b"].to_numpy(np.int64)
+    times = np.concatenate(
+        [offset + frame["t_start"].to_numpy(float), offset + frame["t_end"].to_numpy(float)]
+    )
+    up = np.concatenate([np.ones(len(a), bool), np.zeros(len(a), bool)])
+    aa, bb = np.concatenate([a, a]), np.concatenate([b, b])
+    order = np.lexsort((bb, aa, up, times))
+    return pd.DataFrame(
+        {
+            "time": times[order], "event": "CONN", "a": aa[order], "b": bb[order],
+            "state": np.where(up[order], "up", "down"),
+        }
+    )

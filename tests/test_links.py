@@ -320,3 +320,23 @@ def test_a_checkpoint_keeps_the_link_state(tmp_path):
         resumed.model_table().to_numpy(float), whole.model_table().to_numpy(float)
     )
     assert len(resumed.contacts_table()) == len(whole.contacts_table())
+
+
+def test_a_run_with_a_link_writes_its_contact_table_and_the_one_events(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "out"
+    code = main(["run", "--out", str(out), "--quiet", "--set", "map=grid:4x4", "--set",
+                 "learning=false", "--set", "steps=2", "--set", "vehicles=12", "--set",
+                 "pedestrians=0", "--set", "sensors=0", "--set", "uavs=0", "--set",
+                 "link=distance_rate"])
+    assert code == 0
+    contacts = pd.read_csv(out / "contacts.csv")
+    events = pd.read_csv(out / "contacts_one.txt", sep=" ", header=None,
+                         names=["time", "event", "a", "b", "state"])
+    assert len(contacts) > 0 and len(events) == 2 * len(contacts)
+    assert (events["event"] == "CONN").all() and events["time"].is_monotonic_increasing
+    first = contacts.iloc[0]
+    ups = events[(events["a"] == first["a"]) & (events["b"] == first["b"])]
+    assert ups["state"].iloc[0] == "up"
+    assert ups["time"].iloc[0] == pytest.approx((first["step"] - 1) * 120.0 + first["t_start"])
