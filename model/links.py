@@ -347,8 +347,9 @@ class LinkPlan:
         ``(receiver, sender)`` whose model arrived whole before the contact ended."""
         pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
         rows = self.rows_of(pairs)
-        cap = np.where(rows >= 0, self.capacity[rows], 0.0)
-        rate = np.where(rows >= 0, self.byte_rate[rows], 0.0)
+        known = rows >= 0
+        cap, rate = np.zeros(len(rows)), np.zeros(len(rows))
+        cap[known], rate[known] = self.capacity[rows[known]], self.byte_rate[rows[known]]
         size = np.full(len(pairs), float(self.message_bytes))
         got_a, got_b = fair_split(size, size, cap)
         received = []
