@@ -121,6 +121,10 @@ def _kind_rates_check(value: str) -> str | None:
     return None
 
 
+def _efficiency_check(value: float) -> str | None:
+    return None if 0.0 < value <= 1.0 else "a number in (0, 1]"
+
+
 def _loss_check(value: float) -> str | None:
     return None if 0.0 <= value < 1.0 else "a number in [0, 1)"
 
@@ -149,6 +153,13 @@ class LinkSettings(PluginSettings):
         "fixed_rate: bit/s per pair of kinds, e.g. vehicle-vehicle:6e6,pedestrian-sensor:1e6 "
         "(other pairs: rate_bps)",
         _kind_rates_check,
+    )
+    efficiency: float = setting(
+        0.84,
+        "share of the rate that carries model bytes (MAC overhead: preamble, DIFS, back-off, "
+        "ACK, headers); 0.84 = ns-3 802.11p at 6 Mbit/s, UDP 1472 B, in a 7.2 s pass "
+        "(benchmarks/ns3_link_check.py)",
+        _efficiency_check,
     )
     setup_s: float = setting(
         0.0,
@@ -232,8 +243,9 @@ class LinkModel:
         self, table: ContactTable, *, kinds: np.ndarray, message_bytes: int, n: int
     ) -> LinkPlan:
         """Bytes each stay in range of ``table`` can carry, from :meth:`rate` averaged over
-        the stay (4 points per chord piece), after ``setup_s``, shared by each device's
-        simultaneous contacts, and slowed by frame retries."""
+        the stay (4 points per chord piece), after ``setup_s``, times the MAC's
+        ``efficiency``, shared by each device's simultaneous contacts, and slowed by frame
+        retries."""
         o = self.options
         rows = table.piece_row
         nodes = (np.arange(4) + 0.5) / 4
@@ -256,7 +268,7 @@ class LinkModel:
                 np.concatenate([table.t_end, table.t_end]),
             )
             share = np.maximum(count[: len(table)], count[len(table) :]).astype(float)
-        capacity = bits / 8.0 / share / expected_attempts(o.loss, o.retries)
+        capacity = bits / 8.0 * o.efficiency / share / expected_attempts(o.loss, o.retries)
         with np.errstate(invalid="ignore", divide="ignore"):
             byte_rate = np.where(seconds > 0, capacity / np.where(seconds > 0, seconds, 1), 0.0)
         return LinkPlan(

@@ -42,7 +42,10 @@ def head_on(offset_m: float = 0.0, gap_m: float = 1600.0) -> np.ndarray:
 
 
 def link_of(**settings):
-    return make_link(Config.from_settings({"link.model": "fixed_rate", **settings}))
+    """A fixed_rate link that carries its whole rate (efficiency 1: exact windows)."""
+    return make_link(
+        Config.from_settings({"link.model": "fixed_rate", "link.efficiency": 1.0, **settings})
+    )
 
 
 # --- contact intervals -----------------------------------------------------------------------
