@@ -199,6 +199,12 @@ class LinkSettings(PluginSettings):
         "fp32", "bytes per parameter on the air: fp32 (4), bf16 (2) or int8 (1)",
         one_of("fp32", "bf16", "int8"),
     )
+    params: int = setting(
+        0,
+        "parameters per model on the air (0 = the run's network; 11689512 = ResNet-18, "
+        "to study a larger model's bytes while training a small one)",
+        non_negative,
+    )
     overhead_bytes: int = setting(
         64, "bytes added to every model message (origin, timestamp, sample count; assumed)",
         non_negative,

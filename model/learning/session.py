@@ -206,7 +206,8 @@ class LearningSession:
         if model.contact_table is None:
             return None
         o = model.link.options
-        size = message_bytes(self.engine.num_params, dtype=o.dtype, overhead=o.overhead_bytes)
+        params = o.params or self.engine.num_params
+        size = message_bytes(params, dtype=o.dtype, overhead=o.overhead_bytes)
         return model.link.plan(
             model.contact_table, kinds=model.kind_of, message_bytes=size, n=model.n_agents
         )
