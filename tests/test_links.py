@@ -259,6 +259,8 @@ def test_ideal_and_an_unlimited_link_give_the_same_run_and_the_link_adds_columns
         table.columns
     ) and not {"bytes_sent", "energy_j"} & set(ideal.columns)
     assert table["bytes_received"].iloc[1:].gt(0).all()
+    size = unlimited.learner.engine.num_params * 4 + 64  # fp32 + 64 B per message
+    assert (table["bytes_received"] % size == 0).all()
     assert table["transfers_aborted"].sum() == 0 and table["airtime_s"].sum() == 0
     agents = unlimited.agent_table()
     last = agents[agents["step"] == 2]
@@ -271,8 +273,12 @@ def test_ideal_and_an_unlimited_link_give_the_same_run_and_the_link_adds_columns
 def test_a_slow_link_delivers_less_and_costs_energy():
     from model.world import MobiDFLModel
 
-    slow = MobiDFLModel(**SMALL, **{"link": "fixed_rate", "link.rate_bps": 2e5}).run()
+    slow = MobiDFLModel(
+        **SMALL, **{"link": "fixed_rate", "link.rate_bps": 2e5, "link.params": 1000,
+                    "link.dtype": "bf16"}
+    ).run()
     table = slow.model_table().iloc[1:]
+    assert (table["bytes_received"] % (1000 * 2 + 64) == 0).all()  # the simulated size
     assert (table["transfers_aborted"] > 0).all()
     assert (table["bytes_received"] < table["bytes_sent"]).all()
     assert (table["energy_j"] > 0).all() and (table["airtime_s"] > 0).all()
