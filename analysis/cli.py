@@ -31,6 +31,7 @@ from model.atomic import (
 )
 from model.atomic import write_text_atomic as _write_text
 from model.config import Config, parse_assignments, settings_table
+from model.contacts import one_connection_events
 from model.errors import ConfigError
 
 CHECKPOINT_DIR = "checkpoint"
@@ -365,6 +366,13 @@ def _run_to_end(
         table = model.model_table()
         table.to_csv(staging / "model.csv", index=False)
         model.agent_table().to_parquet(staging / "agents.parquet", index=False)
+        if not model.link.ideal:  # the contact table of every step (issue 26)
+            contacts = model.contacts_table()
+            contacts.to_csv(staging / "contacts.csv", index=False)
+            one_connection_events(contacts, step_s=config.step_s).to_csv(
+                staging / "contacts_one.txt", sep=" ", header=False, index=False,
+                float_format="%.6f",
+            )
         save_summary(table, staging / "summary.png", title=f"MobiDFL: {config.map}")
         write_gis(model, staging, geojson=geojson)
         for *_, mobility in model.groups:  # e.g. sumo's trace.csv (sumo_fcd)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ConfigError
-from model.plugins import DATASETS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
+from model.plugins import DATASETS, LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
 from model.registry import Registry
 from model.settings import (
     Check,
@@ -414,11 +414,42 @@ class Config:
     def _check_joint(self) -> None:
         if self.n_agents < 1:
             raise ConfigError("vehicles+pedestrians+sensors+uavs", 0, "at least one agent")
+        self._check_link()
         for kind in KINDS:
             name = self.kind(kind).mobility
             fit = mobility_fit(kind, name)
             if fit is not None:
                 raise ConfigError(f"{kind}.mobility", name, fit)
+
+    def _check_link(self) -> None:
+        """A link other than ``ideal`` needs contact times and policies that send over it
+        (issue 26): a policy that ignores the link would make it a silent no-op."""
+        if "link" not in self.plugins or self.plugins["link"].model == "ideal":
+            return
+        shown, model = self.display_name("link.model"), self.plugins["link"].model
+        if self.contact != "during":
+            raise ConfigError(
+                self.display_name("contact"), self.contact,
+                f"during (link {model} needs when each contact starts and ends)",
+            )
+        passes = self.plugins["cached"].passes if "cached" in self.plugins else 1
+        if passes != 1:
+            raise ConfigError(
+                self.display_name("cached.passes"), passes,
+                f"1 with link {model} (replaying a step's meetings is the authors' Table 2 "
+                "statistic, not bytes a radio sends again)",
+            )
+        for kind in KINDS:
+            if self.count(kind) == 0:
+                continue
+            policy = self.policy_of(kind)
+            if not getattr(POLICIES[policy], "honours_link", False):
+                honour = sorted(n for n, c in POLICIES.items() if getattr(c, "honours_link", False))
+                raise ConfigError(
+                    shown, model,
+                    f"ideal, because the {kind} policy {policy} ignores the link (policies "
+                    f"that honour it: {', '.join(honour)})",
+                )
 
     # --- output ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -481,7 +512,7 @@ def plugin_namespaces() -> dict[str, type[PluginSettings]]:
     """Namespace -> settings class declared by the registered policies and mobility models
     (``settings_class``), sorted by namespace (the settings reference's order)."""
     found: dict[str, type[PluginSettings]] = {}
-    for registry in (POLICIES, MOBILITY_MODELS):
+    for registry in (POLICIES, MOBILITY_MODELS, LINKS):
         for name, plugin in registry.items():
             own = getattr(plugin, "settings_class", None)
             if own is None:
