@@ -16,6 +16,7 @@ import importlib.util
 import os
 import re
 import xml.etree.ElementTree as ET
+import zlib
 from pathlib import Path
 
 import networkx as nx
@@ -23,7 +24,7 @@ import numpy as np
 import osmnx as ox
 import shapely
 
-from maps.edges import EdgeTable, from_segments
+from maps.edges import EdgeTable, MapDataError, check_coordinates, from_segments, parse_crs
 from maps.graphml import read_graphml
 from maps.network import table_from_graph
 from model.errors import ConfigError
@@ -119,9 +120,13 @@ def source_digest(spec: str) -> str | None:
     else:
         return None
     digest = hashlib.sha256(spec.encode() if spec in BUNDLED else b"file")
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:  # a map that cannot be *read*: never "could not write"
+        raise ConfigError("map", str(path), f"a readable map file (cannot read it: "
+                          f"{exc.strerror or exc})") from None
     return digest.hexdigest()
 
 
@@ -277,9 +282,45 @@ def _graphml(path: Path) -> EdgeTable:
         raise ConfigError("map", str(path), f"a readable GraphML street map ({exc})") from None
 
 
-def _from_file(path: Path) -> EdgeTable:
+def check_readable(path: Path, setting: str = "map") -> None:
+    """Refuse a file that is missing or cannot be *read* (one line: read, not write)."""
     if not path.is_file():
-        raise ConfigError("map", str(path), "an existing, readable map file")
+        raise ConfigError(setting, str(path), "an existing, readable map file")
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        raise ConfigError(setting, str(path), f"a readable file (cannot read it: "
+                          f"{exc.strerror or exc})") from None
+
+
+def check_spec(spec: str) -> None:
+    """Refuse a ``map`` value that cannot load, without reading the map (a sweep's preflight).
+
+    Names, grid specs and query syntax are checked as :func:`load_edges` does; a file must
+    exist and be readable. WHY: a sweep over a missing file would start and record every run
+    as an error instead of refusing in one line.
+    """
+    if spec in BUNDLED or spec.startswith(ONLINE_PREFIXES):
+        return
+    if spec.startswith("grid:"):
+        _grid_spec(spec)
+    elif spec.lower().endswith(FILE_SUFFIXES):
+        check_readable(Path(spec).expanduser())
+    else:
+        raise ConfigError("map", spec, ALLOWED)
+
+
+def _from_file(path: Path) -> EdgeTable:
+    check_readable(path)
+    try:
+        return _read_file(path)
+    except MapDataError as exc:
+        raise ConfigError("map", str(path), f"a map file with {exc}") \
+            from None
+
+
+def _read_file(path: Path) -> EdgeTable:
     name = path.name.lower()
     if name.endswith(".graphml"):
         return _graphml(path)
@@ -292,14 +333,59 @@ def _from_file(path: Path) -> EdgeTable:
     try:
         if name.endswith(".osm.pbf"):
             return table_from_graph(_pyrosm_graph(path, "driving"))
+        check_osm_xml(path)
         graph = ox.graph_from_xml(path, simplify=True, retain_all=False)
-    except ConfigError:
+        if not ox.projection.is_projected(graph.graph.get("crs", "EPSG:4326")):
+            graph = ox.project_graph(graph)
+        return table_from_graph(graph)
+    except (ConfigError, MapDataError):
         raise
     except Exception as exc:
-        raise ConfigError("map", str(path), f"a readable map file ({type(exc).__name__})") from None
-    if not ox.projection.is_projected(graph.graph.get("crs", "EPSG:4326")):
-        graph = ox.project_graph(graph)
-    return table_from_graph(graph)
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise ConfigError("map", str(path), f"a readable OSM street map ({reason})") from None
+
+
+_OSM_NODE = re.compile(rb"<node\s[^>]*?\bid=[\"']([^\"']*)[\"']")
+_OSM_LAT = re.compile(rb"\blat=[\"']([^\"']*)[\"']")
+_OSM_LON = re.compile(rb"\blon=[\"']([^\"']*)[\"']")
+_OSM_REF = re.compile(rb"<nd\s[^>]*?\bref=[\"']([^\"']*)[\"']")
+
+
+def check_osm_xml(path: Path) -> None:
+    """Refuse an OSM XML file that is not whole: well-formed to ``</osm>``, every way's node there.
+
+    WHY: osmnx silently drops ways whose nodes are missing, so an extract cut short loads
+    as a smaller city. ``.osm.bz2`` is decompressed to its end first.
+
+    Raises:
+        MapDataError: what is missing (a cut file, a bad compressed stream, a missing node).
+    """
+    import bz2
+    import xml.parsers.expat
+
+    try:
+        raw = bz2.decompress(path.read_bytes()) if path.name.lower().endswith(".bz2") \
+            else path.read_bytes()
+    except (OSError, ValueError, EOFError) as exc:
+        raise MapDataError(f"a whole bz2 stream ({exc})") from None
+    parser = xml.parsers.expat.ParserCreate()
+    try:
+        parser.Parse(raw, True)
+    except xml.parsers.expat.ExpatError as exc:
+        raise MapDataError(f"well-formed XML to its end ({exc}); is the file cut short?") \
+            from None
+    lat, lon = _OSM_LAT.findall(raw), _OSM_LON.findall(raw)
+    try:
+        xy = np.column_stack([np.array(lon).astype(float), np.array(lat).astype(float)])
+    except ValueError:
+        raise MapDataError("a numeric lat and lon on every node") from None
+    check_coordinates(xy.reshape(-1, 2), "EPSG:4326")
+    missing = set(_OSM_REF.findall(raw)) - set(_OSM_NODE.findall(raw))
+    if missing:
+        first = sorted(missing)[0].decode("utf-8", "replace")[:40]
+        raise MapDataError(
+            f"every node its ways use ({len(missing)} missing, e.g. node {first})"
+        )
 
 
 def read_segments_csv(path: Path) -> EdgeTable:
@@ -430,17 +516,31 @@ def read_sumo_net(path: Path) -> EdgeTable:
                     crs = LOCAL_PLANE_CRS if proj in ("", "!") else proj
                 elif tag in ("connection", "request", "tlLogic"):
                     elem.clear()
-    except (ET.ParseError, OSError, EOFError, KeyError, TypeError, ValueError) as exc:
-        raise ConfigError("map", str(path), f"a readable SUMO network ({exc})") from None
-    known = [e for e in edges if e[0] in junctions and e[1] in junctions]
+    except (ET.ParseError, OSError, EOFError, KeyError, TypeError, ValueError, zlib.error) as exc:
+        why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise ConfigError("map", str(path), f"a whole, readable SUMO network ({why})") from None
+    try:
+        parse_crs(crs)
+    except MapDataError as exc:
+        raise ConfigError("map", str(path), f"a SUMO network whose projParameter is {exc}") \
+            from None
+    missing = {j for u, v, _ in edges for j in (u, v)} - junctions.keys()
+    if missing:
+        raise ConfigError("map", str(path), f"a SUMO network with every junction its edges "
+                          f"use ({len(missing)} missing, e.g. {sorted(missing)[0][:40]!r})")
+    known = edges
     if not known:
         raise ConfigError("map", str(path), "a SUMO network with at least one drivable edge")
     start = np.array([junctions[u] for u, _, _ in known], float)
     end = np.array([junctions[v] for _, v, _ in known], float)
-    interior = [
-        np.array([p.split(",")[:2] for p in shape.split()], float)[1:-1].reshape(-1, 2)
-        for _, _, shape in known
-    ]
+    try:
+        interior = [
+            np.array([p.split(",")[:2] for p in shape.split()], float)[1:-1].reshape(-1, 2)
+            for _, _, shape in known
+        ]
+    except ValueError:
+        raise ConfigError("map", str(path), "a SUMO network whose shapes are 'x,y x,y ...' "
+                          "numbers") from None
     counts = np.array([len(points) + 2 for points in interior])
     ptr = np.concatenate([[0], np.cumsum(counts)])
     coords = np.empty((ptr[-1], 2))
