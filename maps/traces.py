@@ -220,3 +220,28 @@ def resolution(trace: Trace) -> tuple[float, float]:
         return float("inf"), 0.0
     dist = np.hypot(*np.diff(trace.xy, axis=0)[same].T)
     return float(dt.min()), float((dist / dt).max())
+
+
+OUTSIDE_MARGIN_M = 100.0
+"""How far beyond the map's bounding box a trace point may lie (lane offsets, a car parked at
+the border) before the trace counts as recorded elsewhere."""
+
+
+def outside_map(
+    xy: np.ndarray, bounds: tuple[float, float, float, float], *, margin_m: float = OUTSIDE_MARGIN_M
+) -> np.ndarray:
+    """Mask of the points of ``xy`` farther than ``margin_m`` outside ``bounds`` (x0, y0, x1, y1).
+
+    WHY: a trace in the wrong CRS, or of another city, would park every agent hundreds of km
+    away and the run would go on with only a contact-regime warning.
+    """
+    x0, y0, x1, y1 = bounds
+    x, y = xy[:, 0], xy[:, 1]
+    return (x < x0 - margin_m) | (x > x1 + margin_m) | (y < y0 - margin_m) | (y > y1 + margin_m)
+
+
+def clipped_to(trace: Trace, bounds: tuple[float, float, float, float]) -> Trace:
+    """The trace with every point moved onto the map's bounding box (``trace.outside = clip``)."""
+    x0, y0, x1, y1 = bounds
+    xy = np.column_stack([np.clip(trace.xy[:, 0], x0, x1), np.clip(trace.xy[:, 1], y0, y1)])
+    return Trace(trace.ids, trace.ptr, trace.time, xy)
