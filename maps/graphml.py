@@ -128,6 +128,7 @@ _NODE = re.compile(rb"<node\s[^>]*?id=\"([^\"]*)\"[^>]*?(?:/>|>(.*?)</node>)", r
 _EDGE = re.compile(rb"<edge\s([^>]*?)(?:/>|>(.*?)</edge>)", re.S)
 _DATA = re.compile(rb'<data key="([^"]+)">([^<]*)</data>')
 _GRAPH = re.compile(rb"<graph\s([^>]*)>")
+_EDGE_DEFAULT = re.compile(rb'\bedgedefault="([^"]*)"')
 _EDGE_COLUMNS = ("geometry", "oneway", "from", "to")
 
 
@@ -146,7 +147,10 @@ def _scan(raw: bytes):
     if x_key is None or y_key is None or b"<![CDATA[" in raw:
         return None
     graph_head = _GRAPH.search(raw)
-    directed = graph_head is None or b'edgedefault="undirected"' not in graph_head.group(1)
+    default = _EDGE_DEFAULT.search(graph_head.group(1)) if graph_head else None
+    if default is None or default.group(1) not in (b"directed", b"undirected"):
+        raise ValueError('a <graph> with edgedefault="directed" or "undirected"')
+    directed = default.group(1) == b"directed"
     crs_key = next((k for k, v in keys.items() if v == (b"graph", b"crs")), None)
     crs_data = re.search(b'<data key="' + re.escape(crs_key) + b'">([^<]*)</data>', raw) \
         if crs_key is not None else None  # graph-level key ids are used by the graph only
@@ -203,7 +207,10 @@ def _parse_tree(path: str | Path):
                 edge_cols[name].append(data.get(name))
             elem.clear()
         elif tag == "graph":
-            directed = elem.get("edgedefault", "directed") == "directed"
+            default = elem.get("edgedefault")
+            if default not in ("directed", "undirected"):
+                raise ValueError('a <graph> with edgedefault="directed" or "undirected"')
+            directed = default == "directed"
             graph_data = {
                 keys.get(d.get("key", ""), ""): d.text or "" for d in elem.findall(_NS + "data")
             }

@@ -49,6 +49,24 @@ SUMO_SUFFIXES = (".net.xml", ".net.xml.gz")
 # SUMO lanes a car may use: ``allow`` names the classes let through, ``disallow`` those kept out.
 _CAR_CLASS = "passenger"
 _NOT_STREETS = frozenset({"internal", "crossing", "walkingarea", "connector"})
+SUMO_ELEMENTS = frozenset({
+    "net", "location", "type", "restriction", "edge", "lane", "param", "stopOffset", "neigh",
+    "tlLogic", "phase", "condition", "assignment", "function", "junction", "request",
+    "connection", "prohibition", "roundabout", "taz", "tazSource", "tazSink", "conflict",
+})
+"""Elements of a SUMO network (SUMO's ``data/xsd/net_file.xsd`` and the files it includes)."""
+SUMO_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "edge": frozenset({"bidi", "crossingEdges", "distance", "from", "function", "id", "length",
+                       "name", "priority", "routingType", "shape", "spreadType", "to", "type"}),
+    "lane": frozenset({"acceleration", "allow", "changeLeft", "changeRight", "customShape",
+                       "disallow", "endOffset", "friction", "id", "index", "length",
+                       "outlineShape", "prefer", "shape", "speed", "type", "width"}),
+    "junction": frozenset({"customShape", "fringe", "id", "incLanes", "intLanes", "name",
+                           "radius", "rightOfWay", "roundabout", "shape", "type", "x", "y", "z"}),
+    "location": frozenset({"netOffset", "convBoundary", "origBoundary", "projParameter"}),
+}
+"""Attributes net_file.xsd allows on the elements this reader uses: a misspelt ``allow`` or
+``shape`` would otherwise silently turn a rail lane drivable or a curve straight."""
 # A SUMO network without geo-reference (projParameter "!", e.g. from netgenerate) is metres
 # on a plane: placed on a transverse Mercator at (0 deg, 0 deg) so lengths stay metres.
 LOCAL_PLANE_CRS = "+proj=tmerc +lat_0=0 +lon_0=0 +k=1 +x_0=0 +y_0=0 +ellps=WGS84 +units=m"
@@ -346,6 +364,13 @@ def _read_file(path: Path) -> EdgeTable:
 
 
 _OSM_NODE = re.compile(rb"<node\s[^>]*?\bid=[\"']([^\"']*)[\"']")
+OSM_ELEMENTS = frozenset({
+    "osm", "bounds", "bound", "node", "way", "nd", "tag", "relation", "member", "note", "meta",
+    "changeset", "remark",
+})
+"""Elements of OSM XML (API 0.6 / osmosis extracts): any other is a damaged file."""
+_ANY_TAG = re.compile(rb"<([A-Za-z_][\w.:-]*)")
+_OSM_KV = (re.compile(rb"<tag\s[^>]*?\bk=[\"']"), re.compile(rb"<tag\s[^>]*?\bv=[\"']"))
 _OSM_LAT = re.compile(rb"\blat=[\"']([^\"']*)[\"']")
 _OSM_LON = re.compile(rb"\blon=[\"']([^\"']*)[\"']")
 _OSM_REF = re.compile(rb"<nd\s[^>]*?\bref=[\"']([^\"']*)[\"']")
@@ -374,13 +399,27 @@ def check_osm_xml(path: Path) -> None:
     except xml.parsers.expat.ExpatError as exc:
         raise MapDataError(f"well-formed XML to its end ({exc}); is the file cut short?") \
             from None
+    from collections import Counter
+
+    tags = Counter(t.decode("utf-8", "replace") for t in _ANY_TAG.findall(raw))
+    unknown = sorted(set(tags) - OSM_ELEMENTS)
+    if unknown:
+        raise MapDataError(f"only OSM XML elements (found <{unknown[0][:40]}>)")
+    node_ids, refs = _OSM_NODE.findall(raw), _OSM_REF.findall(raw)
     lat, lon = _OSM_LAT.findall(raw), _OSM_LON.findall(raw)
+    for what, found, wanted in (
+        ("an id, lat and lon on every <node>", (len(node_ids), len(lat), len(lon)), "node"),
+        ("a ref on every <nd>", (len(refs),), "nd"),
+        ("a k and v on every <tag>", tuple(len(r.findall(raw)) for r in _OSM_KV), "tag"),
+    ):
+        if any(n != tags[wanted] for n in found):
+            raise MapDataError(what)
     try:
         xy = np.column_stack([np.array(lon).astype(float), np.array(lat).astype(float)])
     except ValueError:
         raise MapDataError("a numeric lat and lon on every node") from None
     check_coordinates(xy.reshape(-1, 2), "EPSG:4326")
-    missing = set(_OSM_REF.findall(raw)) - set(_OSM_NODE.findall(raw))
+    missing = set(refs) - set(node_ids)
     if missing:
         first = sorted(missing)[0].decode("utf-8", "replace")[:40]
         raise MapDataError(
@@ -493,6 +532,12 @@ def read_sumo_net(path: Path) -> EdgeTable:
         with opener(path, "rb") as fh:
             for _, elem in ET.iterparse(fh):  # "end" events: an edge's lanes come first
                 tag = elem.tag
+                if tag not in SUMO_ELEMENTS:
+                    raise ValueError(f"an element SUMO networks do not have: <{tag[:40]}>")
+                known = SUMO_ATTRIBUTES.get(tag)
+                if known is not None and not known.issuperset(elem.attrib):
+                    odd = sorted(set(elem.attrib) - known)[0][:40]
+                    raise ValueError(f"an attribute <{tag}> does not have: {odd!r}")
                 if tag == "lane":
                     allow = elem.get("allow", "all").split()
                     deny = elem.get("disallow", "").split()
