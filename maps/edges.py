@@ -9,6 +9,7 @@ borough of ~18k intersections and ~55k street segments is handled in well under 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,48 @@ def check_coordinates(xy: np.ndarray, crs: object) -> None:
         raise MapDataError(
             "coordinates within longitude [-180, 180] and latitude [-90, 90] "
             f"(point {_first(outside, xy)} is not)"
+        )
+
+
+_TEXT = re.compile(rb">[^<]*?[^\s<]")
+
+
+def check_no_stray_text(raw: bytes, text_elements: tuple[str, ...] = ()) -> None:
+    """Refuse XML with text outside the elements that hold text (whole file, in C regexes).
+
+    WHY: a damaged ``<`` turns ``<nd ref="7"/>`` into text; the XML stays well-formed and
+    the way silently loses a node. Only ``text_elements`` (GraphML's ``<data>``) hold text.
+    """
+    found = len(_TEXT.findall(raw))
+    allowed = 0
+    if text_elements:
+        names = b"|".join(re.escape(n.encode()) for n in text_elements)
+        allowed = len(re.findall(rb"<(?:" + names + rb")\b[^>]*(?<!/)>[^<]*?[^\s<]", raw))
+    if found != allowed:
+        raise MapDataError(f"no text between its elements ({found - allowed} stray pieces of "
+                           "text, e.g. a damaged '<')")
+
+
+def check_edge_ends(table: EdgeTable, *, tolerance: float = 1.0) -> None:
+    """Refuse edges whose geometry does not run from their ``u`` node to their ``v`` node.
+
+    osmnx writes every edge's geometry between its two nodes; a geometry that starts or ends
+    elsewhere (a damaged number, ``0x1F`` parsed as 31) would draw a street the graph does not
+    have. ``tolerance`` is in the table's units (metres once projected).
+    """
+    if not table.n_edges:
+        return
+    first = table.coords[table.ptr[:-1]]
+    last = table.coords[table.ptr[1:] - 1]
+    with np.errstate(all="ignore"):
+        off = np.maximum(np.hypot(*(first - table.node_xy[table.edge_u]).T),
+                         np.hypot(*(last - table.node_xy[table.edge_v]).T))
+    bad = ~(off <= tolerance)
+    if bad.any():
+        edge = int(np.flatnonzero(bad)[0])
+        raise MapDataError(
+            f"edge geometries from their source to their target node (edge {edge} ends "
+            f"{off[edge]:.3g} m away)"
         )
 
 
@@ -175,7 +218,8 @@ class EdgeTable:
         first = self.coords[self.ptr[:-1]]
         last = self.coords[self.ptr[1:] - 1]
         at_u = self.node_xy[self.edge_u]
-        flip = ((first - at_u) ** 2).sum(1) > ((last - at_u) ** 2).sum(1)
+        with np.errstate(over="ignore", invalid="ignore"):  # bad files are refused later
+            flip = ((first - at_u) ** 2).sum(1) > ((last - at_u) ** 2).sum(1)
         if not flip.any():
             return self
         counts = self.point_counts

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import shapely
 
-from maps.edges import EdgeTable
+from maps.edges import EdgeTable, check_no_stray_text
 from maps.network import _with_geometries
 
 _NS = "{http://graphml.graphdrawing.org/xmlns}"
@@ -111,6 +111,9 @@ def check_whole(raw: bytes) -> Counter:
     except xml.parsers.expat.ExpatError as exc:
         raise ValueError(f"not well-formed XML to its end ({exc}); is the file cut short?") \
             from None
+    except LookupError as exc:  # an XML declaration naming an unknown encoding
+        raise ValueError(f"an XML encoding Python knows ({exc})") from None
+    check_no_stray_text(raw, ("data", "default", "desc"))
     tags = Counter(name.decode("utf-8", "replace") for name in _TAG.findall(raw))
     unknown = sorted(t for t in tags if t not in GRAPHML_ELEMENTS and ":" not in t)
     if unknown:

@@ -24,7 +24,15 @@ import numpy as np
 import osmnx as ox
 import shapely
 
-from maps.edges import EdgeTable, MapDataError, check_coordinates, from_segments, parse_crs
+from maps.edges import (
+    EdgeTable,
+    MapDataError,
+    check_coordinates,
+    check_edge_ends,
+    check_no_stray_text,
+    from_segments,
+    parse_crs,
+)
 from maps.graphml import read_graphml
 from maps.network import table_from_graph
 from model.errors import ConfigError
@@ -295,7 +303,9 @@ def _pyrosm_graph(path: Path, network_type: str) -> nx.MultiDiGraph:
 
 def _graphml(path: Path) -> EdgeTable:
     try:
-        return read_graphml(path).projected()
+        table = read_graphml(path).projected()
+        check_edge_ends(table)
+        return table
     except (ET.ParseError, ValueError, shapely.errors.GEOSException, OSError) as exc:
         raise ConfigError("map", str(path), f"a readable GraphML street map ({exc})") from None
 
@@ -399,8 +409,11 @@ def check_osm_xml(path: Path) -> None:
     except xml.parsers.expat.ExpatError as exc:
         raise MapDataError(f"well-formed XML to its end ({exc}); is the file cut short?") \
             from None
+    except LookupError as exc:  # an XML declaration naming an unknown encoding
+        raise MapDataError(f"an XML encoding Python knows ({exc})") from None
     from collections import Counter
 
+    check_no_stray_text(raw)
     tags = Counter(t.decode("utf-8", "replace") for t in _ANY_TAG.findall(raw))
     unknown = sorted(set(tags) - OSM_ELEMENTS)
     if unknown:
@@ -532,6 +545,10 @@ def read_sumo_net(path: Path) -> EdgeTable:
         with opener(path, "rb") as fh:
             for _, elem in ET.iterparse(fh):  # "end" events: an edge's lanes come first
                 tag = elem.tag
+                if (elem.text and not elem.text.isspace()) or (
+                    elem.tail and not elem.tail.isspace()
+                ):
+                    raise ValueError(f"text between elements, near <{tag[:40]}> (a damaged '<'?)")
                 if tag not in SUMO_ELEMENTS:
                     raise ValueError(f"an element SUMO networks do not have: <{tag[:40]}>")
                 known = SUMO_ATTRIBUTES.get(tag)
@@ -561,7 +578,8 @@ def read_sumo_net(path: Path) -> EdgeTable:
                     crs = LOCAL_PLANE_CRS if proj in ("", "!") else proj
                 elif tag in ("connection", "request", "tlLogic"):
                     elem.clear()
-    except (ET.ParseError, OSError, EOFError, KeyError, TypeError, ValueError, zlib.error) as exc:
+    except (ET.ParseError, OSError, EOFError, KeyError, TypeError, ValueError, LookupError,
+            zlib.error) as exc:
         why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
         raise ConfigError("map", str(path), f"a whole, readable SUMO network ({why})") from None
     try:

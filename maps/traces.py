@@ -77,6 +77,14 @@ def read_trace(path: str | Path, *, map_crs: str, crs: str = "") -> Trace:
         raise ConfigError("trace_file", str(path), "a SUMO FCD .xml or a .csv trace file")
     if not len(ids):
         raise ConfigError("trace_file", str(path), "a trace with at least one record")
+    if not (np.isfinite(time).all() and np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ConfigError("trace_file", str(path), "finite time and coordinates in every record")
+    if np.abs(time).max() > MAX_TIME_S:
+        raise ConfigError("trace_file", str(path), f"times within ±{MAX_TIME_S:g} s (seconds, "
+                          "not milliseconds)")
+    if max(np.abs(a).max(), np.abs(b).max()) > MAX_COORDINATE:
+        raise ConfigError("trace_file", str(path), f"coordinates within ±{MAX_COORDINATE:g} "
+                          "(beyond any place on Earth in metres or degrees)")
     xy = _to_map(np.stack([a, b], axis=1), geo=geo, crs=crs, map_crs=map_crs, path=path)
     return _assemble(ids, time, xy, path=path)
 
@@ -121,6 +129,15 @@ def _check_increasing_per_id(ids: np.ndarray, time: np.ndarray, path: Path) -> N
         )
 
 
+MAX_TIME_S = 1e11
+"""Largest trace time accepted (about 3,000 years: Unix seconds fit, a damaged -1e308 not)."""
+MAX_COORDINATE = 1e8
+"""Largest |x|, |y| accepted: 100,000 km, more than the Earth's circumference in metres."""
+
+FCD_RECORDS = ("vehicle", "person", "container")
+"""What a SUMO FCD ``<timestep>`` holds (fcd_file.xsd); containers are not agents here."""
+
+
 def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     ids: list[str] = []
     times: list[float] = []
@@ -145,7 +162,16 @@ def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
                     "trace_file", str(path), f"timesteps in increasing time ({t} after {last})"
                 )
             last = t
+            texts = [elem.text, *(c.tail for c in elem), *(c.text for c in elem)]
+            if any(t and not t.isspace() for t in texts):
+                raise ConfigError("trace_file", str(path), "an FCD file without text between "
+                                  "its elements (a damaged '<'?)")
             for child in elem:
+                if child.tag not in FCD_RECORDS:
+                    raise ConfigError("trace_file", str(path), f"a SUMO FCD file (a <timestep> "
+                                      f"holds {'/'.join(FCD_RECORDS)}, not <{child.tag[:40]}>)")
+                if child.get("id") is None:
+                    raise ConfigError("trace_file", str(path), "an id on every FCD record")
                 if child.tag in ("vehicle", "person"):
                     ids.append(child.get("id"))
                     times.append(t)
@@ -156,6 +182,9 @@ def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         raise
     except ET.ParseError as exc:
         raise ConfigError("trace_file", str(path), f"well-formed XML ({exc})") from None
+    except LookupError as exc:  # the XML declaration names an unknown encoding
+        raise ConfigError("trace_file", str(path), f"an XML encoding Python knows ({exc})") \
+            from None
     except (TypeError, ValueError):
         raise ConfigError("trace_file", str(path), "numeric time, x and y in the FCD") from None
     return np.array(ids, dtype=str), np.array(times), np.array(xs), np.array(ys)
