@@ -267,7 +267,7 @@ def test_osm_xml_reader_refuses_or_reads_the_same_map(case):
     assert_refused_or_same(*case, "fuzz.osm", original)
 
 
-@FUZZ
+@settings(FUZZ, max_examples=80)
 @given(damaged(SUMO))
 def test_sumo_net_reader_refuses_or_reads_the_same_map(case):
     original = _intact(SUMO, "ok.net.xml")
