@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from maps.edges import EdgeTable
@@ -272,6 +272,10 @@ GEOJSON = _geojson()
 
 @FUZZ
 @given(damaged(OSM))
+@example(("flip", OSM.replace(b"<nd ", b"<nD ", 1)))  # a way's node not skipped
+@example(("flip", OSM.replace(b'<nd ref=', b'<nd rEf=', 1)))
+@example(("flip", OSM.replace(b'<tag k=', b'<tag K=', 1)))  # a street's highway tag kept
+@example(("flip", OSM.replace(b"<nd ", b">nd ", 1)))  # a node turned to text
 def test_osm_xml_reader_refuses_or_reads_the_same_map(case):
     original = _intact(OSM, "ok.osm")
     assert_refused_or_same(*case, "fuzz.osm", original)
@@ -279,6 +283,9 @@ def test_osm_xml_reader_refuses_or_reads_the_same_map(case):
 
 @FUZZ
 @given(damaged(SUMO))
+@example(("flip", SUMO.replace(b"<lane ", b"<lanE ", 1)))  # a street's only lane unknown
+@example(("flip", SUMO.replace(b'allow="rail"', b'allOw="rail"', 1)))  # rail turned drivable
+@example(("flip", SUMO.replace(b"/>", b"/>x", 1)))  # stray text
 def test_sumo_net_reader_refuses_or_reads_the_same_map(case):
     original = _intact(SUMO, "ok.net.xml")
     assert original.n_edges == 5  # the rail edge is not a street
@@ -337,6 +344,8 @@ FCD = _fcd()
 
 
 @FUZZ
+@example(("flip", FCD.replace(b"<vehicle ", b"<vehiclE ", 1)))  # a record not skipped
+@example(("flip", FCD.replace(b"<vehicle ", b"=vehicle ", 1)))  # a record turned to text
 @given(st.one_of(truncations(FCD).map(lambda b: ("cut", b)),
                  injections(FCD).map(lambda b: ("inject", b)),
                  flips(FCD).map(lambda b: ("flip", b))))
