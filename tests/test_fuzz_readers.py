@@ -285,7 +285,7 @@ def test_osm_xml_reader_refuses_or_reads_the_same_map(case):
 @given(damaged(SUMO))
 @example(("flip", SUMO.replace(b"<lane ", b"<lanE ", 1)))  # a street's only lane unknown
 @example(("flip", SUMO.replace(b'allow="rail"', b'allOw="rail"', 1)))  # rail turned drivable
-@example(("flip", SUMO.replace(b"/>", b"/>x", 1)))  # stray text
+@example(("flip", SUMO.replace(b"<lane ", b"=lane ", 1)))  # a lane turned to text
 def test_sumo_net_reader_refuses_or_reads_the_same_map(case):
     original = _intact(SUMO, "ok.net.xml")
     assert original.n_edges == 5  # the rail edge is not a street
