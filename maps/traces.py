@@ -182,6 +182,9 @@ def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         raise
     except ET.ParseError as exc:
         raise ConfigError("trace_file", str(path), f"well-formed XML ({exc})") from None
+    except OSError as exc:
+        raise ConfigError("trace_file", str(path), f"a readable file (cannot read it: "
+                          f"{exc.strerror or exc})") from None
     except LookupError as exc:  # the XML declaration names an unknown encoding
         raise ConfigError("trace_file", str(path), f"an XML encoding Python knows ({exc})") \
             from None
