@@ -114,7 +114,8 @@ def check_whole(raw: bytes) -> Counter:
     except LookupError as exc:  # an XML declaration naming an unknown encoding
         raise ValueError(f"an XML encoding Python knows ({exc})") from None
     check_no_stray_text(raw, ("data", "default", "desc"))
-    tags = Counter(name.decode("utf-8", "replace") for name in _TAG.findall(raw))
+    tags = Counter({name.decode("utf-8", "replace"): n  # counted in C, names decoded once
+                    for name, n in Counter(_TAG.findall(raw)).items()})
     unknown = sorted(t for t in tags if t not in GRAPHML_ELEMENTS and ":" not in t)
     if unknown:
         raise ValueError(f"an element GraphML does not define: <{unknown[0][:40]}>")

@@ -414,7 +414,8 @@ def check_osm_xml(path: Path) -> None:
     from collections import Counter
 
     check_no_stray_text(raw)
-    tags = Counter(t.decode("utf-8", "replace") for t in _ANY_TAG.findall(raw))
+    counted = Counter(_ANY_TAG.findall(raw))  # in C; the few names decoded after
+    tags = Counter({t.decode("utf-8", "replace"): n for t, n in counted.items()})
     unknown = sorted(set(tags) - OSM_ELEMENTS)
     if unknown:
         raise MapDataError(f"only OSM XML elements (found <{unknown[0][:40]}>)")
