@@ -4,7 +4,8 @@ Every public setting is a dataclass field whose metadata carries its help text a
 check (:func:`model.settings.setting`). The same names work as ``--set name=value`` on the
 command line, as keys in a TOML file, as keyword arguments of
 :class:`model.world.MobiDFLModel` (so ``mesa.batch_run`` can sweep them) and as rows of the
-README table. Per-kind settings are dotted (``vehicle.mobility``) and live in a nested
+settings reference (docs/reference/settings.md). Per-kind settings are dotted
+(``vehicle.mobility``) and live in a nested
 :class:`KindSettings`. Each policy and mobility model owns its settings
 (:class:`model.settings.PluginSettings`, e.g. ``psfl.sigma``); the registries
 (:mod:`model.plugins`) say which exist, and this class composes and validates them. Their
@@ -118,7 +119,7 @@ def _kind_default(mobility: str, speed: float) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class Config:
-    """All settings of one run. Field order is the README table's order."""
+    """All settings of one run. Field order is the settings reference's order."""
 
     # --- world ---------------------------------------------------------------------
     preset: str = _setting(
@@ -486,7 +487,7 @@ class PluginValues:
 
 def plugin_namespaces() -> dict[str, type[PluginSettings]]:
     """Namespace -> settings class declared by the registered policies and mobility models
-    (``settings_class``), sorted by namespace (the README table's order)."""
+    (``settings_class``), sorted by namespace (the settings reference's order)."""
     found: dict[str, type[PluginSettings]] = {}
     for registry in (POLICIES, MOBILITY_MODELS):
         for name, plugin in registry.items():
@@ -525,7 +526,8 @@ def _field_alias(owner: type, attr: str) -> str | None:
 
 
 def settings_table() -> list[tuple[str, str, str]]:
-    """Rows (name, default, help) of every public setting, for the README and ``--help``."""
+    """Rows (name, default, help) of every public setting, for ``--help`` and the settings
+    reference (docs/reference/settings.md)."""
     rows: list[tuple[str, str, str]] = []
     defaults = Config()
     for f in fields(Config):

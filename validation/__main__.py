@@ -1,0 +1,71 @@
+"""``python -m validation [--size small|full] [--seeds N] [--cases a,b] [--out DIR]``.
+
+Runs every case of :data:`validation.CASES` (the authors' code beside MobiDFL), prints one table
+with a verdict per quantity, writes ``validation.md`` and ``validation.csv`` to ``--out``, and
+exits 1 when any quantity differs without a named mechanism.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from model.errors import ConfigError
+from validation import CASES, Row
+
+
+def _table(rows: list[Row]) -> str:
+    head = "| case | quantity | reference (authors' code) | MobiDFL | tolerance | verdict |"
+    lines = [head, "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r.case} | {r.quantity} | {r.reference} | {r.mobidfl} | {r.tolerance} | "
+            f"**{r.verdict}** |"
+        )
+    notes = [f"- {r.case} / {r.quantity}: {r.note}" for r in rows if r.note]
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m validation", description=__doc__)
+    p.add_argument("--size", choices=("small", "full"), default="small")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--out", type=Path, default=Path("results/validation"))
+    args = p.parse_args(argv)
+    try:
+        cases = [c for c in args.cases.split(",") if c]
+        unknown = [c for c in cases if c not in CASES]
+        if unknown:
+            raise ConfigError("--cases", unknown[0], f"one of {', '.join(CASES)}")
+        if args.seeds < 1:
+            raise ConfigError("--seeds", args.seeds, "an integer >= 1")
+        args.out.mkdir(parents=True, exist_ok=True)
+        rows: list[Row] = []
+        for case in cases:
+            t = time.perf_counter()
+            mod = importlib.import_module(f"validation.{case}")
+            got = mod.run(size=args.size, seeds=args.seeds, out=args.out / case)
+            rows += got
+            print(f"{case}: {len(got)} quantities in {time.perf_counter() - t:.0f} s",
+                  file=sys.stderr)
+    except ConfigError as exc:
+        print(f"mobidfl validate: {exc}", file=sys.stderr)
+        return 2
+    text = _table(rows)
+    print(text)
+    (args.out / "validation.md").write_text(text + "\n")
+    with open(args.out / "validation.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(Row.__dataclass_fields__))
+        w.writeheader()
+        w.writerows(asdict(r) for r in rows)
+    return 1 if any(r.verdict == "differs" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
