@@ -607,7 +607,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             f"(at most {MAX_RUNS} runs)",
         )
     out = Path(args.out)
-    check_output_folder(out)  # the folder itself is made by the first run
+    check_output_folder(out)
+    out.mkdir(parents=True, exist_ok=True)  # only now: every flag and setting is checked
     started = time.perf_counter()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     try:
