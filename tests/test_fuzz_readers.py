@@ -251,7 +251,8 @@ GRAPHML: dict[str, object] = {}
 
 def _graphml_case() -> tuple[bytes, EdgeTable]:
     if not GRAPHML:
-        raw = _graphml()
+        # plus one edge written self-closed (no data), as GraphML writers do for bare edges
+        raw = _graphml().replace(b"  </graph>", b'    <edge source="0" target="4" />\n  </graph>')
         GRAPHML.update(raw=raw, table=_intact(raw, "ok.graphml"))
     return GRAPHML["raw"], GRAPHML["table"]  # type: ignore[return-value]
 
@@ -263,6 +264,18 @@ def test_graphml_reader_refuses_or_reads_the_same_map(data):
     kind, mutated = data.draw(damaged(raw))
     data.draw(st.just(where(mutated, raw)), label="damage")
     assert_refused_or_same(kind, mutated, "fuzz.graphml", original)
+
+
+def test_graphml_element_with_a_damaged_name_is_refused_not_skipped():
+    raw, original = _graphml_case()
+    # Execute: the bare edge's name damaged (still well-formed XML), a data key undeclared
+    damaged_name = raw.replace(b'<edge source="0" target="4" />', b'<edgE source="0" target="4" />')
+    damaged_key = raw.replace(b'<data key="d1">', b'<data key="d9">', 1)
+    # Assert: refused, not read as the map without that edge / that node's x
+    for data, why in ((damaged_name, "<edgE>"), (damaged_key, "'d9'")):
+        got = read_map(_write(Path(_scratch()) / "named.graphml", data))
+        assert isinstance(got, ConfigError) and why in str(got), got
+    assert original.n_edges == 25  # the 3x3 grid's 24 directed edges + the bare one
 
 
 OSM = _osm()
