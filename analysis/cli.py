@@ -30,7 +30,7 @@ from model.atomic import (
     staging_dir,
 )
 from model.atomic import write_text_atomic as _write_text
-from model.config import Config, parse_assignments, settings_table
+from model.config import Config, canonical_name, parse_assignments, settings_table
 from model.contacts import one_connection_events
 from model.errors import ConfigError
 
@@ -54,9 +54,29 @@ class OutputFailed(Exception):
 def build_config(args: argparse.Namespace) -> Config:
     """Preset < TOML config < ``--set``: explicit values override the preset's."""
     base = Config.from_toml(args.config) if args.config else Config()
+    overrides = parse_assignments(args.set or [])
+    given = [(f"--preset {args.preset}", args.preset)] if getattr(args, "preset", None) else []
+    if args.config and "preset" in base.explicit_settings():
+        given.append((f"preset = {base.preset!r} in {args.config}", base.preset))
+    given += [(f"--set {n}={v}", v) for n, v in overrides.items() if canonical_name(n) == "preset"]
+    check_one_preset(given)
     if getattr(args, "preset", None):
         base = base.updated(preset=args.preset)
-    return base.with_overrides(args.set or [])
+    return base.updated(overrides)
+
+
+def check_one_preset(given: list[tuple[str, Any]]) -> None:
+    """Refuse two different presets for one run (``--preset a --set preset=b``).
+
+    WHY: a preset fills dozens of settings; silently running the second one (or mixing the
+    two) gives numbers for a paper the user did not ask for.
+    """
+    names = {str(value) for _, value in given}
+    if len(names) > 1:
+        raise ConfigError(
+            "preset", " and ".join(where for where, _ in given),
+            "one preset per run (they name different ones; keep one)",
+        )
 
 
 def check_output_folder(out: Path, *, need_bytes: int = 0, option: str = "--out") -> None:
@@ -240,7 +260,13 @@ def _resume_run(args: argparse.Namespace) -> int:
     state_path = folder / CHECKPOINT_STATE
     state = load(state_path, required=("steps", "rng", "model_vars"))
     saved_sha = state.pop("config_sha256", None)
-    if saved_sha is not None and saved_sha != _config_sha(config):
+    if saved_sha is None:
+        raise ConfigError(
+            "checkpoint file", str(state_path),
+            "a checkpoint that records its config's config_sha256 (without it an edited "
+            "checkpoint/config.toml cannot be told apart; start a new run with --force)",
+        )
+    if saved_sha != _config_sha(config):
         raise ConfigError(
             "checkpoint config",
             str(config_path),
@@ -452,6 +478,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ConfigError("SWEEP", None, "a sweep TOML file (optional only with --resume)")
         source = out / SWEEP_FILE
     sweep = Sweep.from_toml(source)  # every setting checked before any run starts
+    from maps.sources import check_spec
+
+    firsts = {}  # one run per (preset, map): a preset may name the map
+    for run in sweep.runs():
+        firsts.setdefault((str(run.settings.get("preset")), str(run.settings.get("map"))), run)
+    for run in firsts.values():  # a missing map file: one line now, not an error per run
+        check_spec(Config.from_settings(run.settings, seed=run.seed).map)
     check_output_folder(out)
     started = time.perf_counter()
     try:
@@ -511,40 +544,95 @@ def cmd_presets(args: argparse.Namespace) -> int:
 def reproduce_overrides(assignments: list[str], *, preset: str) -> dict[str, Any]:
     """``reproduce --set name=value`` as typed values, checked on the preset before any run."""
     extra = parse_assignments(assignments)
+    check_one_preset([(f"the paper's preset {preset}", preset)] + [
+        (f"--set {n}={v}", v) for n, v in extra.items() if canonical_name(n) == "preset"
+    ])
     Config.from_settings({"preset": preset, **extra})  # one line naming a bad value, now
     return extra
 
 
+def check_reproduce_flags(args: argparse.Namespace) -> None:
+    """``--seeds``/``--first-seed``/``--processes`` checked before any work or folder.
+
+    WHY: ``--seeds 1000000000`` used to build the seed list first (a MemoryError and an
+    empty output folder), ``--processes -1`` was found only when the first sweep started.
+    """
+    from analysis.sweep import MAX_RUNS
+    from model.config import SEED_MAX
+
+    if not 1 <= args.seeds <= MAX_RUNS:
+        raise ConfigError("--seeds", args.seeds, f"an integer in [1, {MAX_RUNS}]")
+    if not 0 <= args.first_seed <= SEED_MAX - (args.seeds - 1):
+        raise ConfigError(
+            "--first-seed", args.first_seed,
+            f"an integer >= 0 with first seed + seeds - 1 <= {SEED_MAX} (seeds are int64)",
+        )
+    if args.processes is not None and args.processes < 0:
+        raise ConfigError("--processes", args.processes, "an integer >= 0 (0 = in this process)")
+
+
+def reproduce_command(args: argparse.Namespace) -> str:
+    """The command line that resumes this reproduction (finished runs are skipped)."""
+    import shlex
+
+    parts = ["mobidfl", "reproduce", args.paper, "--out", args.out, "--scale", args.scale,
+             "--seeds", str(args.seeds), "--first-seed", str(args.first_seed)]
+    if args.processes is not None:
+        parts += ["--processes", str(args.processes)]
+    if args.variants:
+        parts += ["--variants", args.variants]
+    for assignment in args.set or []:
+        parts += ["--set", assignment]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _reproduce_interrupted(args: argparse.Namespace, out: Path, total: int) -> str:
+    from analysis.sweep import RUNS
+
+    saved = len(list(out.glob(f"{RUNS}/*/{RUNS}/*.parquet"))) if out.is_dir() else 0
+    return (
+        f"interrupted: {saved} of {total} runs are saved in {out}; resume with: "
+        f"{reproduce_command(args)}"
+    )
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    check_reproduce_flags(args)  # before torch, the presets and any folder
     import torch
 
     from analysis.reproduce import chosen_variants, paper_spec, reproduce
+    from analysis.sweep import MAX_RUNS
 
     torch.set_num_threads(1)
-    if args.seeds < 1:
-        raise ConfigError("--seeds", args.seeds, "an integer >= 1")
-    if args.first_seed < 0:
-        raise ConfigError("--first-seed", args.first_seed, "an integer >= 0")
     spec = paper_spec(args.paper)
     extra = reproduce_overrides(args.set or [], preset=spec.preset)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
-    chosen_variants(spec, variants, scale=args.scale)  # an unknown name fails before any run
+    chosen = chosen_variants(spec, variants, scale=args.scale)  # an unknown name fails now
+    if len(chosen) * args.seeds > MAX_RUNS:
+        raise ConfigError(
+            "--seeds", args.seeds,
+            f"at most {MAX_RUNS // max(1, len(chosen))} seeds for {len(chosen)} variants "
+            f"(at most {MAX_RUNS} runs)",
+        )
     out = Path(args.out)
     check_output_folder(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # only now: every flag and setting is checked
     started = time.perf_counter()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    path = reproduce(
-        spec.name,
-        out=out,
-        scale=args.scale,
-        seeds=seeds,
-        processes=args.processes,
-        progress=not args.quiet,
-        on_progress=None if args.quiet else lambda m: print(m, file=sys.stderr),
-        extra=extra,
-        variants=variants,
-    )
+    try:
+        path = reproduce(
+            spec.name,
+            out=out,
+            scale=args.scale,
+            seeds=seeds,
+            processes=args.processes,
+            progress=not args.quiet,
+            on_progress=None if args.quiet else lambda m: print(m, file=sys.stderr),
+            extra=extra,
+            variants=variants,
+        )
+    except KeyboardInterrupt:
+        raise Interrupted(_reproduce_interrupted(args, out, len(chosen) * len(seeds))) from None
     import pandas as pd
 
     for row in pd.read_csv(out / "verdicts.csv", keep_default_na=False).to_dict("records"):
@@ -569,8 +657,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line, exit 2, like every other refusal of the CLI.
+
+    Subcommand parsers are of the same class (``add_subparsers`` uses the parent's)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"mobidfl: error: {' '.join(message.split())} (see `{self.prog} --help`)",
+              file=sys.stderr)
+        sys.exit(2)
+
+
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="mobidfl", description="Mobility-aware decentralized federated learning simulator"
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -671,9 +770,9 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ != "DatasetUnavailable":
             raise
         return _fail(str(exc), 2)  # missing/corrupt dataset files: says what provides them
-    except OSError as exc:  # an output that could not be written during the run
-        where = f": {exc.filename}" if exc.filename else ""
-        return _fail(f"could not write{where}: {exc.strerror or exc}", 1)
+    except OSError as exc:  # outputs are caught as OutputFailed: this may be a read too
+        where = f" {exc.filename}" if exc.filename else ""
+        return _fail(f"could not access{where}: {exc.strerror or exc}", 1)
 
 
 def _fail(message: str, code: int, *, prefix: str = "mobidfl: error: ") -> int:

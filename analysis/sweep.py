@@ -60,7 +60,15 @@ import pandas as pd
 from analysis.interrupts import CtrlC
 from model.atomic import open_atomic
 from model.atomic import write_text_atomic as _write_text
-from model.config import KINDS, SEED_MAX, Config, canonical_name, public_names, read_toml
+from model.config import (
+    KINDS,
+    SEED_MAX,
+    Config,
+    canonical_name,
+    check_one_name_each,
+    public_names,
+    read_toml,
+)
 from model.errors import ConfigError
 
 SWEEP_KEYS = ("replicates", "seeds", "base", "grid")
@@ -110,6 +118,7 @@ class Sweep:
         for key, value in (("base", base_raw), ("grid", grid_raw)):
             if not isinstance(value, Mapping):
                 raise ConfigError(key, value, "a table of settings")
+        check_one_name_each(_flatten(base_raw))
         base = {_public_name(k): v for k, v in _flatten(base_raw)}
         base_config = Config.from_settings(base)
         if "seed" in base and "seeds" in data:
@@ -536,9 +545,10 @@ def _run_ray(
         raise ConfigError("--backend", "ray", "installed Ray (pip install 'ray>=2.60')") from None
     started_here = not ray.is_initialized()
     if started_here:
+        from model.ray_local import init_ray
+
         # A local Ray listens on 127.0.0.1 only; a cluster address is the user's choice.
-        local = {"_node_ip_address": "127.0.0.1"} if address is None else {}
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, **local)
+        init_ray(ray, address=address, log_to_driver=False)
     try:
         task = ray.remote(execute_run).options(num_cpus=cpus, num_gpus=gpus)
         refs = {task.remote(spec): spec for spec in todo}

@@ -9,12 +9,133 @@ borough of ~18k intersections and ~55k street segments is handled in well under 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 from pyproj import CRS, Transformer
+from pyproj.exceptions import CRSError
 
 _NOT_METRIC = (3857, 900913)  # web Mercator: projected, but metres grow with latitude
+
+
+class MapDataError(ValueError):
+    """A map file's content is not a usable street map (bad coordinates or projection).
+
+    Readers turn it into a one-line :class:`model.errors.ConfigError` naming the file."""
+
+
+ROUND_TRIP_M = 1.0
+"""A projected coordinate must come back within this many metres from WGS84: beyond its CRS's
+domain a projection's inverse returns finite but meaningless numbers."""
+
+
+def parse_crs(text: object) -> CRS:
+    """The CRS named by ``text`` (EPSG code, WKT, PROJ string), or :class:`MapDataError`."""
+    try:
+        return CRS.from_user_input(text)
+    except (CRSError, TypeError, ValueError) as exc:
+        shown = str(text) if len(str(text)) <= 80 else str(text)[:77] + "..."
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise MapDataError(f"a projection pyproj understands, not {shown!r} ({reason})") \
+            from None
+
+
+def check_coordinates(xy: np.ndarray, crs: object) -> None:
+    """Refuse coordinates that are not finite or not on Earth in ``crs`` (whole array at once).
+
+    Geographic CRSs need longitudes in [-180, 180] and latitudes in [-90, 90]; a projected
+    CRS needs every point to map to such a longitude/latitude and back within
+    :data:`ROUND_TRIP_M` (outside its domain a projection is not a place on the map).
+
+    Raises:
+        MapDataError: the first bad point and what is wrong with it.
+    """
+    xy = np.asarray(xy, float).reshape(-1, 2)
+    parsed = parse_crs(crs)
+    bad = ~np.isfinite(xy).all(axis=1)
+    if bad.any():
+        raise MapDataError(f"finite coordinates (point {_first(bad, xy)} is not)")
+    if not len(xy):
+        return
+    if parsed.is_geographic:
+        lon, lat = _lon_lat(parsed, xy)
+    else:
+        to_geo = Transformer.from_crs(parsed, "EPSG:4326", always_xy=True)
+        with np.errstate(all="ignore"):
+            lon, lat = (np.asarray(a, float) for a in to_geo.transform(xy[:, 0], xy[:, 1]))
+            back = np.column_stack(
+                Transformer.from_crs("EPSG:4326", parsed, always_xy=True).transform(lon, lat)
+            )
+            off = ~(np.hypot(*(back - xy).T) <= ROUND_TRIP_M)
+        if off.any():
+            raise MapDataError(
+                f"coordinates inside the domain of its CRS (point {_first(off, xy)} is not a "
+                "place on Earth there)"
+            )
+    outside = ~((np.abs(lon) <= 180.0) & (np.abs(lat) <= 90.0))
+    if outside.any():
+        raise MapDataError(
+            "coordinates within longitude [-180, 180] and latitude [-90, 90] "
+            f"(point {_first(outside, xy)} is not)"
+        )
+
+
+_TEXT = re.compile(rb">[^<]*?[^\s<]")
+
+
+def check_no_stray_text(raw: bytes, text_elements: tuple[str, ...] = ()) -> None:
+    """Refuse XML with text outside the elements that hold text (whole file, in C regexes).
+
+    WHY: a damaged ``<`` turns ``<nd ref="7"/>`` into text; the XML stays well-formed and
+    the way silently loses a node. Only ``text_elements`` (GraphML's ``<data>``) hold text.
+    """
+    found = len(_TEXT.findall(raw))
+    allowed = 0
+    if text_elements:
+        names = b"|".join(re.escape(n.encode()) for n in text_elements)
+        allowed = len(re.findall(rb"<(?:" + names + rb")\b[^>]*(?<!/)>[^<]*?[^\s<]", raw))
+    if found != allowed:
+        raise MapDataError(f"no text between its elements ({found - allowed} stray pieces of "
+                           "text, e.g. a damaged '<')")
+
+
+def check_edge_ends(table: EdgeTable, *, tolerance: float = 1.0) -> None:
+    """Refuse edges whose geometry does not run from their ``u`` node to their ``v`` node.
+
+    osmnx writes every edge's geometry between its two nodes; a geometry that starts or ends
+    elsewhere (a damaged number, ``0x1F`` parsed as 31) would draw a street the graph does not
+    have. ``tolerance`` is in the table's units (metres once projected).
+    """
+    if not table.n_edges:
+        return
+    first = table.coords[table.ptr[:-1]]
+    last = table.coords[table.ptr[1:] - 1]
+    with np.errstate(all="ignore"):
+        off = np.maximum(np.hypot(*(first - table.node_xy[table.edge_u]).T),
+                         np.hypot(*(last - table.node_xy[table.edge_v]).T))
+    bad = ~(off <= tolerance)
+    if bad.any():
+        edge = int(np.flatnonzero(bad)[0])
+        raise MapDataError(
+            f"edge geometries from their source to their target node (edge {edge} ends "
+            f"{off[edge]:.3g} m away)"
+        )
+
+
+def _lon_lat(crs: CRS, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lon, lat) of geographic ``xy``, whatever the CRS's axis order (``always_xy``)."""
+    if crs.to_epsg() == 4326:
+        return xy[:, 0], xy[:, 1]
+    to_geo = Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
+    with np.errstate(all="ignore"):
+        return tuple(np.asarray(a, float) for a in to_geo.transform(xy[:, 0], xy[:, 1]))
+
+
+def _first(mask: np.ndarray, xy: np.ndarray) -> str:
+    """The first flagged point, short (a huge value echoed in a few characters)."""
+    x, y = xy[int(np.flatnonzero(mask)[0])]
+    return f"({x:.6g}, {y:.6g})"
 
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -97,7 +218,8 @@ class EdgeTable:
         first = self.coords[self.ptr[:-1]]
         last = self.coords[self.ptr[1:] - 1]
         at_u = self.node_xy[self.edge_u]
-        flip = ((first - at_u) ** 2).sum(1) > ((last - at_u) ** 2).sum(1)
+        with np.errstate(over="ignore", invalid="ignore"):  # bad files are refused later
+            flip = ((first - at_u) ** 2).sum(1) > ((last - at_u) ** 2).sum(1)
         if not flip.any():
             return self
         counts = self.point_counts
@@ -112,8 +234,14 @@ class EdgeTable:
         )
 
     def projected(self) -> EdgeTable:
-        """Coordinates in metres: a geographic table is moved to its UTM zone (as osmnx)."""
-        crs = CRS.from_user_input(self.crs)
+        """Coordinates in metres: a geographic table is moved to its UTM zone (as osmnx).
+
+        Every reader passes through here, so the coordinates are checked here, whole
+        (:func:`check_coordinates`): a bad file is refused, never drawn off the Earth.
+        """
+        crs = parse_crs(self.crs)
+        check_coordinates(self.node_xy, crs)
+        check_coordinates(self.coords, crs)
         if crs.is_projected and crs.to_epsg() not in _NOT_METRIC:
             return self
         centre = self.node_xy.mean(axis=0)

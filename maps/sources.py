@@ -16,6 +16,7 @@ import importlib.util
 import os
 import re
 import xml.etree.ElementTree as ET
+import zlib
 from pathlib import Path
 
 import networkx as nx
@@ -23,7 +24,15 @@ import numpy as np
 import osmnx as ox
 import shapely
 
-from maps.edges import EdgeTable, from_segments
+from maps.edges import (
+    EdgeTable,
+    MapDataError,
+    check_coordinates,
+    check_edge_ends,
+    check_no_stray_text,
+    from_segments,
+    parse_crs,
+)
 from maps.graphml import read_graphml
 from maps.network import table_from_graph
 from model.errors import ConfigError
@@ -52,6 +61,24 @@ SUMO_SUFFIXES = (".net.xml", ".net.xml.gz")
 # SUMO lanes a car may use: ``allow`` names the classes let through, ``disallow`` those kept out.
 _CAR_CLASS = "passenger"
 _NOT_STREETS = frozenset({"internal", "crossing", "walkingarea", "connector"})
+SUMO_ELEMENTS = frozenset({
+    "net", "location", "type", "restriction", "edge", "lane", "param", "stopOffset", "neigh",
+    "tlLogic", "phase", "condition", "assignment", "function", "junction", "request",
+    "connection", "prohibition", "roundabout", "taz", "tazSource", "tazSink", "conflict",
+})
+"""Elements of a SUMO network (SUMO's ``data/xsd/net_file.xsd`` and the files it includes)."""
+SUMO_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "edge": frozenset({"bidi", "crossingEdges", "distance", "from", "function", "id", "length",
+                       "name", "priority", "routingType", "shape", "spreadType", "to", "type"}),
+    "lane": frozenset({"acceleration", "allow", "changeLeft", "changeRight", "customShape",
+                       "disallow", "endOffset", "friction", "id", "index", "length",
+                       "outlineShape", "prefer", "shape", "speed", "type", "width"}),
+    "junction": frozenset({"customShape", "fringe", "id", "incLanes", "intLanes", "name",
+                           "radius", "rightOfWay", "roundabout", "shape", "type", "x", "y", "z"}),
+    "location": frozenset({"netOffset", "convBoundary", "origBoundary", "projParameter"}),
+}
+"""Attributes net_file.xsd allows on the elements this reader uses: a misspelt ``allow`` or
+``shape`` would otherwise silently turn a rail lane drivable or a curve straight."""
 # A SUMO network without geo-reference (projParameter "!", e.g. from netgenerate) is metres
 # on a plane: placed on a transverse Mercator at (0 deg, 0 deg) so lengths stay metres.
 LOCAL_PLANE_CRS = "+proj=tmerc +lat_0=0 +lon_0=0 +k=1 +x_0=0 +y_0=0 +ellps=WGS84 +units=m"
@@ -128,9 +155,13 @@ def source_digest(spec: str) -> str | None:
     else:
         return None
     digest = hashlib.sha256(spec.encode() if spec in BUNDLED else b"file")
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:  # a map that cannot be *read*: never "could not write"
+        raise ConfigError("map", str(path), f"a readable map file (cannot read it: "
+                          f"{exc.strerror or exc})") from None
     return digest.hexdigest()
 
 
@@ -298,14 +329,52 @@ def _pyrosm_graph(path: Path, network_type: str) -> nx.MultiDiGraph:
 
 def _graphml(path: Path) -> EdgeTable:
     try:
-        return read_graphml(path).projected()
+        table = read_graphml(path).projected()
+        check_edge_ends(table)
+        return table
     except (ET.ParseError, ValueError, shapely.errors.GEOSException, OSError) as exc:
         raise ConfigError("map", str(path), f"a readable GraphML street map ({exc})") from None
 
 
-def _from_file(path: Path) -> EdgeTable:
+def check_readable(path: Path, setting: str = "map") -> None:
+    """Refuse a file that is missing or cannot be *read* (one line: read, not write)."""
     if not path.is_file():
-        raise ConfigError("map", str(path), "an existing, readable map file")
+        raise ConfigError(setting, str(path), "an existing, readable map file")
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        raise ConfigError(setting, str(path), f"a readable file (cannot read it: "
+                          f"{exc.strerror or exc})") from None
+
+
+def check_spec(spec: str) -> None:
+    """Refuse a ``map`` value that cannot load, without reading the map (a sweep's preflight).
+
+    Names, grid specs and query syntax are checked as :func:`load_edges` does; a file must
+    exist and be readable. WHY: a sweep over a missing file would start and record every run
+    as an error instead of refusing in one line.
+    """
+    if spec in BUNDLED or spec.startswith(ONLINE_PREFIXES):
+        return
+    if spec.startswith("grid:"):
+        _grid_spec(spec)
+    elif spec.lower().endswith(FILE_SUFFIXES):
+        check_readable(Path(spec).expanduser())
+    else:
+        raise ConfigError("map", spec, ALLOWED)
+
+
+def _from_file(path: Path) -> EdgeTable:
+    check_readable(path)
+    try:
+        return _read_file(path)
+    except MapDataError as exc:
+        raise ConfigError("map", str(path), f"a map file with {exc}") \
+            from None
+
+
+def _read_file(path: Path) -> EdgeTable:
     name = path.name.lower()
     if name.endswith(".graphml"):
         return _graphml(path)
@@ -318,14 +387,84 @@ def _from_file(path: Path) -> EdgeTable:
     try:
         if name.endswith(".osm.pbf"):
             return table_from_graph(_pyrosm_graph(path, "driving"))
+        check_osm_xml(path)
         graph = ox.graph_from_xml(path, simplify=True, retain_all=False)
-    except ConfigError:
+        if not ox.projection.is_projected(graph.graph.get("crs", "EPSG:4326")):
+            graph = ox.project_graph(graph)
+        return table_from_graph(graph)
+    except (ConfigError, MapDataError):
         raise
     except Exception as exc:
-        raise ConfigError("map", str(path), f"a readable map file ({type(exc).__name__})") from None
-    if not ox.projection.is_projected(graph.graph.get("crs", "EPSG:4326")):
-        graph = ox.project_graph(graph)
-    return table_from_graph(graph)
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise ConfigError("map", str(path), f"a readable OSM street map ({reason})") from None
+
+
+_OSM_NODE = re.compile(rb"<node\s[^>]*?\bid=[\"']([^\"']*)[\"']")
+OSM_ELEMENTS = frozenset({
+    "osm", "bounds", "bound", "node", "way", "nd", "tag", "relation", "member", "note", "meta",
+    "changeset", "remark",
+})
+"""Elements of OSM XML (API 0.6 / osmosis extracts): any other is a damaged file."""
+_ANY_TAG = re.compile(rb"<([A-Za-z_][\w.:-]*)")
+_OSM_KV = (re.compile(rb"<tag\s[^>]*?\bk=[\"']"), re.compile(rb"<tag\s[^>]*?\bv=[\"']"))
+_OSM_LAT = re.compile(rb"\blat=[\"']([^\"']*)[\"']")
+_OSM_LON = re.compile(rb"\blon=[\"']([^\"']*)[\"']")
+_OSM_REF = re.compile(rb"<nd\s[^>]*?\bref=[\"']([^\"']*)[\"']")
+
+
+def check_osm_xml(path: Path) -> None:
+    """Refuse an OSM XML file that is not whole: well-formed to ``</osm>``, every way's node there.
+
+    WHY: osmnx silently drops ways whose nodes are missing, so an extract cut short loads
+    as a smaller city. ``.osm.bz2`` is decompressed to its end first.
+
+    Raises:
+        MapDataError: what is missing (a cut file, a bad compressed stream, a missing node).
+    """
+    import bz2
+    import xml.parsers.expat
+
+    try:
+        raw = bz2.decompress(path.read_bytes()) if path.name.lower().endswith(".bz2") \
+            else path.read_bytes()
+    except (OSError, ValueError, EOFError) as exc:
+        raise MapDataError(f"a whole bz2 stream ({exc})") from None
+    parser = xml.parsers.expat.ParserCreate()
+    try:
+        parser.Parse(raw, True)
+    except xml.parsers.expat.ExpatError as exc:
+        raise MapDataError(f"well-formed XML to its end ({exc}); is the file cut short?") \
+            from None
+    except LookupError as exc:  # an XML declaration naming an unknown encoding
+        raise MapDataError(f"an XML encoding Python knows ({exc})") from None
+    from collections import Counter
+
+    check_no_stray_text(raw)
+    counted = Counter(_ANY_TAG.findall(raw))  # in C; the few names decoded after
+    tags = Counter({t.decode("utf-8", "replace"): n for t, n in counted.items()})
+    unknown = sorted(set(tags) - OSM_ELEMENTS)
+    if unknown:
+        raise MapDataError(f"only OSM XML elements (found <{unknown[0][:40]}>)")
+    node_ids, refs = _OSM_NODE.findall(raw), _OSM_REF.findall(raw)
+    lat, lon = _OSM_LAT.findall(raw), _OSM_LON.findall(raw)
+    for what, found, wanted in (
+        ("an id, lat and lon on every <node>", (len(node_ids), len(lat), len(lon)), "node"),
+        ("a ref on every <nd>", (len(refs),), "nd"),
+        ("a k and v on every <tag>", tuple(len(r.findall(raw)) for r in _OSM_KV), "tag"),
+    ):
+        if any(n != tags[wanted] for n in found):
+            raise MapDataError(what)
+    try:
+        xy = np.column_stack([np.array(lon).astype(float), np.array(lat).astype(float)])
+    except ValueError:
+        raise MapDataError("a numeric lat and lon on every node") from None
+    check_coordinates(xy.reshape(-1, 2), "EPSG:4326")
+    missing = set(refs) - set(node_ids)
+    if missing:
+        first = sorted(missing)[0].decode("utf-8", "replace")[:40]
+        raise MapDataError(
+            f"every node its ways use ({len(missing)} missing, e.g. node {first})"
+        )
 
 
 def read_segments_csv(path: Path) -> EdgeTable:
@@ -435,6 +574,16 @@ def read_sumo_net(path: Path) -> EdgeTable:
         with opener(path, "rb") as fh:
             for _, elem in ET.iterparse(fh):  # "end" events: an edge's lanes come first
                 tag = elem.tag
+                if (elem.text and not elem.text.isspace()) or (
+                    elem.tail and not elem.tail.isspace()
+                ):
+                    raise ValueError(f"text between elements, near <{tag[:40]}> (a damaged '<'?)")
+                if tag not in SUMO_ELEMENTS:
+                    raise ValueError(f"an element SUMO networks do not have: <{tag[:40]}>")
+                known = SUMO_ATTRIBUTES.get(tag)
+                if known is not None and not known.issuperset(elem.attrib):
+                    odd = sorted(set(elem.attrib) - known)[0][:40]
+                    raise ValueError(f"an attribute <{tag}> does not have: {odd!r}")
                 if tag == "lane":
                     allow = elem.get("allow", "all").split()
                     deny = elem.get("disallow", "").split()
@@ -458,17 +607,32 @@ def read_sumo_net(path: Path) -> EdgeTable:
                     crs = LOCAL_PLANE_CRS if proj in ("", "!") else proj
                 elif tag in ("connection", "request", "tlLogic"):
                     elem.clear()
-    except (ET.ParseError, OSError, EOFError, KeyError, TypeError, ValueError) as exc:
-        raise ConfigError("map", str(path), f"a readable SUMO network ({exc})") from None
-    known = [e for e in edges if e[0] in junctions and e[1] in junctions]
+    except (ET.ParseError, OSError, EOFError, KeyError, TypeError, ValueError, LookupError,
+            zlib.error) as exc:
+        why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise ConfigError("map", str(path), f"a whole, readable SUMO network ({why})") from None
+    try:
+        parse_crs(crs)
+    except MapDataError as exc:
+        raise ConfigError("map", str(path), f"a SUMO network whose projParameter is {exc}") \
+            from None
+    missing = {j for u, v, _ in edges for j in (u, v)} - junctions.keys()
+    if missing:
+        raise ConfigError("map", str(path), f"a SUMO network with every junction its edges "
+                          f"use ({len(missing)} missing, e.g. {sorted(missing)[0][:40]!r})")
+    known = edges
     if not known:
         raise ConfigError("map", str(path), "a SUMO network with at least one drivable edge")
     start = np.array([junctions[u] for u, _, _ in known], float)
     end = np.array([junctions[v] for _, v, _ in known], float)
-    interior = [
-        np.array([p.split(",")[:2] for p in shape.split()], float)[1:-1].reshape(-1, 2)
-        for _, _, shape in known
-    ]
+    try:
+        interior = [
+            np.array([p.split(",")[:2] for p in shape.split()], float)[1:-1].reshape(-1, 2)
+            for _, _, shape in known
+        ]
+    except ValueError:
+        raise ConfigError("map", str(path), "a SUMO network whose shapes are 'x,y x,y ...' "
+                          "numbers") from None
     counts = np.array([len(points) + 2 for points in interior])
     ptr = np.concatenate([[0], np.cumsum(counts)])
     coords = np.empty((ptr[-1], 2))

@@ -77,6 +77,14 @@ def read_trace(path: str | Path, *, map_crs: str, crs: str = "") -> Trace:
         raise ConfigError("trace_file", str(path), "a SUMO FCD .xml or a .csv trace file")
     if not len(ids):
         raise ConfigError("trace_file", str(path), "a trace with at least one record")
+    if not (np.isfinite(time).all() and np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ConfigError("trace_file", str(path), "finite time and coordinates in every record")
+    if np.abs(time).max() > MAX_TIME_S:
+        raise ConfigError("trace_file", str(path), f"times within ±{MAX_TIME_S:g} s (seconds, "
+                          "not milliseconds)")
+    if max(np.abs(a).max(), np.abs(b).max()) > MAX_COORDINATE:
+        raise ConfigError("trace_file", str(path), f"coordinates within ±{MAX_COORDINATE:g} "
+                          "(beyond any place on Earth in metres or degrees)")
     xy = _to_map(np.stack([a, b], axis=1), geo=geo, crs=crs, map_crs=map_crs, path=path)
     return _assemble(ids, time, xy, path=path)
 
@@ -121,6 +129,15 @@ def _check_increasing_per_id(ids: np.ndarray, time: np.ndarray, path: Path) -> N
         )
 
 
+MAX_TIME_S = 1e11
+"""Largest trace time accepted (about 3,000 years: Unix seconds fit, a damaged -1e308 not)."""
+MAX_COORDINATE = 1e8
+"""Largest |x|, |y| accepted: 100,000 km, more than the Earth's circumference in metres."""
+
+FCD_RECORDS = ("vehicle", "person", "container")
+"""What a SUMO FCD ``<timestep>`` holds (fcd_file.xsd); containers are not agents here."""
+
+
 def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     ids: list[str] = []
     times: list[float] = []
@@ -145,7 +162,16 @@ def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
                     "trace_file", str(path), f"timesteps in increasing time ({t} after {last})"
                 )
             last = t
+            texts = [elem.text, *(c.tail for c in elem), *(c.text for c in elem)]
+            if any(t and not t.isspace() for t in texts):
+                raise ConfigError("trace_file", str(path), "an FCD file without text between "
+                                  "its elements (a damaged '<'?)")
             for child in elem:
+                if child.tag not in FCD_RECORDS:
+                    raise ConfigError("trace_file", str(path), f"a SUMO FCD file (a <timestep> "
+                                      f"holds {'/'.join(FCD_RECORDS)}, not <{child.tag[:40]}>)")
+                if child.get("id") is None:
+                    raise ConfigError("trace_file", str(path), "an id on every FCD record")
                 if child.tag in ("vehicle", "person"):
                     ids.append(child.get("id"))
                     times.append(t)
@@ -156,6 +182,12 @@ def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         raise
     except ET.ParseError as exc:
         raise ConfigError("trace_file", str(path), f"well-formed XML ({exc})") from None
+    except OSError as exc:
+        raise ConfigError("trace_file", str(path), f"a readable file (cannot read it: "
+                          f"{exc.strerror or exc})") from None
+    except LookupError as exc:  # the XML declaration names an unknown encoding
+        raise ConfigError("trace_file", str(path), f"an XML encoding Python knows ({exc})") \
+            from None
     except (TypeError, ValueError):
         raise ConfigError("trace_file", str(path), "numeric time, x and y in the FCD") from None
     return np.array(ids, dtype=str), np.array(times), np.array(xs), np.array(ys)
@@ -220,3 +252,28 @@ def resolution(trace: Trace) -> tuple[float, float]:
         return float("inf"), 0.0
     dist = np.hypot(*np.diff(trace.xy, axis=0)[same].T)
     return float(dt.min()), float((dist / dt).max())
+
+
+OUTSIDE_MARGIN_M = 100.0
+"""How far beyond the map's bounding box a trace point may lie (lane offsets, a car parked at
+the border) before the trace counts as recorded elsewhere."""
+
+
+def outside_map(
+    xy: np.ndarray, bounds: tuple[float, float, float, float], *, margin_m: float = OUTSIDE_MARGIN_M
+) -> np.ndarray:
+    """Mask of the points of ``xy`` farther than ``margin_m`` outside ``bounds`` (x0, y0, x1, y1).
+
+    WHY: a trace in the wrong CRS, or of another city, would park every agent hundreds of km
+    away and the run would go on with only a contact-regime warning.
+    """
+    x0, y0, x1, y1 = bounds
+    x, y = xy[:, 0], xy[:, 1]
+    return (x < x0 - margin_m) | (x > x1 + margin_m) | (y < y0 - margin_m) | (y > y1 + margin_m)
+
+
+def clipped_to(trace: Trace, bounds: tuple[float, float, float, float]) -> Trace:
+    """The trace with every point moved onto the map's bounding box (``trace.outside = clip``)."""
+    x0, y0, x1, y1 = bounds
+    xy = np.column_stack([np.clip(trace.xy[:, 0], x0, x1), np.clip(trace.xy[:, 1], y0, y1)])
+    return Trace(trace.ids, trace.ptr, trace.time, xy)

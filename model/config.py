@@ -313,6 +313,7 @@ class Config:
         ``explicit_settings()`` and ``derived_settings()`` tell which is which.
         """
         given = [*_flatten(settings or {}), *_flatten(kw)]
+        check_one_name_each(given)
         flat = {_canonical(n): v for n, v in given}
         spelled = {**self._spelled(), **{_canonical(n): n for n, _ in given}}
         explicit = {**self.explicit_settings(), **flat}
@@ -415,6 +416,14 @@ class Config:
         if self.n_agents < 1:
             raise ConfigError("vehicles+pedestrians+sensors+uavs", 0, "at least one agent")
         self._check_link()
+        cores = usable_cores()
+        on_this_machine = self.worker_backend == "processes" or self.ray_address is None
+        if on_this_machine and self.workers > cores:
+            raise ConfigError(
+                self.display_name("workers"), self.workers,
+                f"at most the {cores} cores this process may use (os.sched_getaffinity; "
+                "0 = auto); more workers only on a Ray cluster (ray_address)",
+            )
         for kind in KINDS:
             name = self.kind(kind).mobility
             fit = mobility_fit(kind, name)
@@ -578,6 +587,25 @@ def public_names() -> list[str]:
     return [row[0] for row in settings_table()]
 
 
+def check_one_name_each(given: Iterable[tuple[str, Any]]) -> None:
+    """Refuse one setting given under two names at once (``cache_size`` and ``cached.size``).
+
+    WHY: an old flat name and its new dotted name (or ``vehicle_speed`` and
+    ``vehicle.speed``) in the same file or command line would silently keep one of them.
+    """
+    seen: dict[str, tuple[str, Any]] = {}
+    for name, value in given:
+        canonical = _canonical(name)
+        first = seen.setdefault(canonical, (name, value))
+        if first[0] != name:
+            raise ConfigError(
+                f"{first[0]}+{name}",
+                (first[1], value),
+                f"one name per setting: '{first[0]}' and '{name}' are the same setting "
+                f"'{canonical}'; keep one",
+            )
+
+
 def parse_assignments(assignments: Iterable[str]) -> dict[str, Any]:
     """``name=value`` strings (``--set``) as typed values, by the name the user wrote."""
     parsed: dict[str, Any] = {}
@@ -586,6 +614,7 @@ def parse_assignments(assignments: Iterable[str]) -> dict[str, Any]:
         if not sep:
             raise ConfigError("--set", text, "name=value")
         parsed[name.strip()] = parse_value(name.strip(), raw.strip())
+    check_one_name_each(parsed.items())
     return parsed
 
 
@@ -823,6 +852,14 @@ def _coerce(name: str, target: Any, value: Any) -> Any:
     except (TypeError, ValueError, OverflowError):
         raise ConfigError(name, value, f"a value of type {target.__name__}") from None
     raise ConfigError(name, value, "a supported value")
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, e.g. under taskset or a container)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 SEED_MAX = 2**63 - 1

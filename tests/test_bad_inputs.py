@@ -146,6 +146,83 @@ def _bad_fashion(root: Path) -> None:
         (raw / f"{name}.gz").write_bytes(b"this is not gzip")
 
 
+def _grid_graphml() -> bytes:
+    import osmnx as ox
+
+    from maps.sources import street_grid
+
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"mobidfl-grid-{os.getpid()}.graphml"
+    ox.save_graphml(street_grid(rows=4, cols=6, spacing_m=100.0), path)
+    raw = path.read_bytes()
+    path.unlink()
+    return raw
+
+
+def _write(name: str, data: bytes | str) -> Callable[[Path], None]:
+    """Setup: write ``data`` beside ``--out`` (lazily: a callable gives the bytes)."""
+    def setup(out: Path) -> None:
+        value = data() if callable(data) else data
+        (out.parent / name).write_bytes(value.encode() if isinstance(value, str) else value)
+    return setup
+
+
+def _half_graphml() -> bytes:
+    raw = _grid_graphml()
+    return raw[: len(raw) // 2]
+
+
+_NET = (
+    '<net version="1.20"><location netOffset="0.00,0.00" convBoundary="0,0,100,100" '
+    'origBoundary="0,0,100,100" projParameter="{proj}"/>'
+    '<edge id="e0" from="a" to="b"{shape}><lane id="e0_0" index="0" speed="13" length="100" '
+    'shape="0,0 100,0"/></edge><edge id="e1" from="b" to="a"><lane id="e1_0" index="0" '
+    'speed="13" length="100" shape="100,0 0,0"/></edge>'
+    '<junction id="a" type="priority" x="0" y="0"/>'
+    '<junction id="b" type="priority" x="100" y="0"/></net>'
+)
+
+
+def _corrupt_gz() -> bytes:
+    import gzip
+
+    raw = bytearray(gzip.compress(_NET.format(proj="!", shape="").encode(), mtime=0))
+    raw[30] ^= 0xFF
+    return bytes(raw)
+
+
+def _truncated_fashion(root: Path) -> None:
+    import gzip
+
+    raw = root / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    header = bytes([0, 0, 8, 3]) + (60000).to_bytes(4, "big") + (28).to_bytes(4, "big")
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                 "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (raw / f"{name}.gz").write_bytes(gzip.compress(header))  # cut inside the header
+
+
+def _far_trace(out: Path) -> None:
+    # grid:3x3 lies near (586000, 4515000) in UTM 18N; this trace is 500 km east
+    rows = ["id,time,x,y"] + [f"{i},{t},{1086000 + 10 * t},{4515000 + 50 * i}"
+                              for i in range(3) for t in range(3)]
+    (out.parent / "far.csv").write_text("\n".join(rows) + "\n")
+
+
+def _unsigned_state(edit: tuple[str, str]) -> Callable[[Path, Path], None]:
+    """A checkpoint saved without config_sha256 (older or hand-made), config then edited."""
+    def setup(out: Path, src: Path) -> None:
+        import torch
+
+        shutil.copytree(src, out)
+        state_path = out / "checkpoint" / "state.pt"
+        state = torch.load(state_path, weights_only=True)
+        state.pop("config_sha256")
+        torch.save(state, state_path)
+        config = out / "checkpoint" / "config.toml"
+        config.write_text(config.read_text().replace(*edit))
+    return setup
+
+
 @dataclass
 class Case:
     """One bad input: CLI arguments (``{out}``, ``{here}`` filled in) and what the line names."""
@@ -228,6 +305,62 @@ CASES = [
          ("'seeds'", "[0, "), lambda out: (out.parent / "s.toml").write_text("seeds = [-1, 2]\n")),
     Case("resume_no_folder", ["run", "--resume", "{out}", "--quiet"],
          ("'--resume'", "an existing run folder")),
+    # issue 23: readers that check a file whole
+    Case("graphml_cut_in_half", [*RUN, "--set", "map={here}/half.graphml"],
+         ("'map'", "half.graphml", "cut short"), _write("half.graphml", _half_graphml)),
+    Case("osm_one_closed_way", [*RUN, "--set", "map={here}/ring.osm"], ("'map'", "ring.osm"),
+         _write("ring.osm", '<?xml version="1.0"?><osm version="0.6">'
+                '<node id="1" lat="40.7" lon="-73.9"/><node id="2" lat="40.71" lon="-73.9"/>'
+                '<node id="3" lat="40.71" lon="-73.91"/><way id="5"><nd ref="1"/><nd ref="2"/>'
+                '<nd ref="3"/><nd ref="1"/><tag k="highway" v="residential"/></way></osm>')),
+    Case("osm_missing_node", [*RUN, "--set", "map={here}/cut.osm"],
+         ("'map'", "every node its ways use"),
+         _write("cut.osm", '<?xml version="1.0"?><osm version="0.6">'
+                '<node id="1" lat="40.7" lon="-73.9"/><way id="5"><nd ref="1"/><nd ref="2"/>'
+                '<tag k="highway" v="residential"/></way></osm>')),
+    Case("geojson_latitude_95", [*RUN, "--set", "map={here}/north.geojson"],
+         ("'map'", "latitude [-90, 90]", "95"),
+         _write("north.geojson", '{"type": "FeatureCollection", "features": [{"type": "Feature",'
+                ' "properties": {}, "geometry": {"type": "LineString", "coordinates": '
+                '[[-73.9, 95.0], [-73.91, 40.7]]}}]}')),
+    Case("sumo_corrupt_gzip", [*RUN, "--set", "map={here}/bad.net.xml.gz"],
+         ("'map'", "SUMO network"), _write("bad.net.xml.gz", _corrupt_gz)),
+    Case("sumo_shape_not_numeric", [*RUN, "--set", "map={here}/shape.net.xml"],
+         ("'map'", "shapes"),
+         _write("shape.net.xml", _NET.format(proj="!", shape=' shape="0,0 5,abc 100,0"'))),
+    Case("sumo_nonsense_projection", [*RUN, "--set", "map={here}/proj.net.xml"],
+         ("'map'", "projParameter", "+proj=nonsense"),
+         _write("proj.net.xml", _NET.format(proj="+proj=nonsense", shape=""))),
+    Case("idx_cut_short", [*RUN, "--set", "learning=true", "--set", "dataset=fashion_mnist",
+                           "--set", "data_root={here}/data"], ("idx", "cut short"),
+         lambda out: _truncated_fashion(out.parent / "data")),
+    # bounds that follow the machine
+    Case("workers_over_cores", [*RUN, "--set", "workers=100"], ("'workers' = 100", "cores")),
+    Case("trace_500_km_away", [*RUN, "--set", "vehicle.mobility=trace",
+                               "--set", "trace.file={here}/far.csv"],
+         ("'trace_file'", "outside", "trace.outside = clip"), _far_trace),
+    Case("old_and_new_name", [*RUN, "--set", "cache_size=3", "--set", "cached.size=7"],
+         ("cache_size", "cached.size", "one name per setting")),
+    Case("two_presets", [*RUN, "--preset", "mofel_002", "--set", "preset=psfl_004"],
+         ("'preset'", "mofel_002", "psfl_004", "one preset per run")),
+    Case("huge_value_shortened", [*RUN, "--set", "map=" + "x" * 100_000], ("'map'", "characters")),
+    Case("reproduce_seeds_huge", ["reproduce", "mobility_000", "--seeds", "1000000000",
+                                  "--out", "{out}"], ("'--seeds'", "[1, 100000]")),
+    Case("reproduce_seeds_over_runs", ["reproduce", "mobility_000", "--seeds", "100000",
+                                       "--out", "{out}"], ("'--seeds'", "variants")),
+    Case("reproduce_processes_negative", ["reproduce", "mobility_000", "--processes", "-1",
+                                          "--out", "{out}"], ("'--processes'", ">= 0")),
+    Case("reproduce_bad_flag", ["reproduce", "mobility_000", "--seeds", "x", "--out", "{out}"],
+         ("--seeds", "invalid int value", "mobidfl reproduce --help")),
+    Case("reproduce_missing_out", ["reproduce", "mobility_000"],
+         ("--out", "required", "mobidfl reproduce --help")),
+    Case("sweep_bad_flag", ["sweep", "{here}/s.toml", "--out", "{out}", "--processes", "two"],
+         ("--processes", "invalid int value", "mobidfl sweep --help")),
+    Case("sweep_missing_map", ["sweep", "{here}/s.toml", "--out", "{out}", "--quiet"],
+         ("'map'", "nothing.graphml", "an existing, readable map file"),
+         lambda out: (out.parent / "s.toml").write_text(
+             f"replicates = 2\n[base]\nmap = '{out.parent}/nothing.graphml'\nlearning = false\n"
+             "vehicles = 2\npedestrians = 0\nsensors = 0\nuavs = 0\nsteps = 1\n")),
 ]
 RESUME_CASES = [
     Case("state_empty", ["run", "--resume", "{out}", "--quiet"], ("'checkpoint file'", "empty"),
@@ -249,6 +382,8 @@ RESUME_CASES = [
          _edit_config("seed = 0", "seed = -3")),
     Case("no_checkpoint", ["run", "--resume", "{out}", "--quiet"], ("'--resume'", "checkpoint/"),
          lambda out, src: (shutil.copytree(src, out), shutil.rmtree(out / "checkpoint"))),
+    Case("no_config_sha_and_edited", ["run", "--resume", "{out}", "--quiet"],
+         ("'checkpoint file'", "config_sha256"), _unsigned_state(("seed = 0", "seed = 7"))),
 ]
 
 
@@ -276,6 +411,7 @@ def test_each_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, checkpoi
         assert code == 2, (case.name, code, err[-2000:])
         assert len(lines) == 1, (case.name, err[-2000:])
         assert lines[0].startswith("mobidfl: error: "), (case.name, lines[0])
+        assert len(lines[0]) < 1000, (case.name, len(lines[0]))  # huge values shortened
         assert "Traceback" not in err and "weights_only=False" not in err, case.name
         for fragment in case.names:
             assert fragment in lines[0], (case.name, fragment, lines[0])
@@ -473,6 +609,9 @@ def test_local_ray_listens_on_loopback_only(monkeypatch):
     import types
 
     from analysis import sweep as sweep_module
+    from model.ray_local import SINGLE_MACHINE_ENV
+
+    monkeypatch.setenv(SINGLE_MACHINE_ENV, "1")  # restored after: init_ray sets it
 
     # Prepare: a stand-in for the ray module that records how it is started
     calls: list[dict] = []
@@ -486,6 +625,91 @@ def test_local_ray_listens_on_loopback_only(monkeypatch):
     # Assert
     assert calls[0]["_node_ip_address"] == "127.0.0.1"
     assert "_node_ip_address" not in calls[1] and calls[1]["address"] == "ray://head:10001"
+
+
+_RAY_SOCKETS = textwrap.dedent(
+    """
+    import json, psutil, ray
+    from model.ray_local import init_ray
+    init_ray(ray, address=None, num_cpus=1, log_to_driver=False)
+    try:
+        me = psutil.Process()
+        found = set()
+        for proc in [me, *me.children(recursive=True)]:
+            try:
+                for conn in proc.net_connections(kind="inet"):
+                    if conn.status == psutil.CONN_LISTEN:
+                        found.add((proc.name(), conn.laddr.ip, conn.laddr.port))
+            except psutil.Error:
+                pass
+    finally:
+        ray.shutdown()
+    print(json.dumps(sorted(found)))
+    """
+)
+
+
+def test_a_local_ray_start_opens_no_socket_outside_loopback():
+    pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
+    pytest.importorskip("psutil", reason="psutil lists the sockets (installed with Ray)")
+    # Execute: start a local Ray as sweeps and training workers do; list what listens
+    proc = subprocess.run([sys.executable, "-c", _RAY_SOCKETS], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    listening = json.loads(proc.stdout.strip().splitlines()[-1])
+    # Assert: Ray's servers were seen (GCS, raylet, ...), each on the loopback only
+    names = {name for name, _, _ in listening}
+    assert {"gcs_server", "raylet"} <= names, listening
+    loopback = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+    outside = [s for s in listening if s[1] not in loopback]
+    assert not outside, outside
+
+
+def test_a_map_that_cannot_be_read_says_read_not_write(tmp_path, monkeypatch, capsys):
+    import builtins
+
+    import maps.sources as sources
+
+    # Prepare: a map file whose read fails as without read permission (root reads anyway,
+    # so the failure is made by the open the reader calls)
+    path = tmp_path / "locked.graphml"
+    path.write_text("<graphml/>")
+    real_open = builtins.open
+
+    def locked(file, *args, **kwargs):
+        if Path(str(file)) == path:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(sources, "open", locked, raising=False)
+    # Execute
+    code = main(["run", "--out", str(tmp_path / "out"), *TINY, "--set", f"map={path}"])
+    # Assert
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "'map'" in err[0] and "cannot read it: Permission denied" in err[0], err[0]
+    assert "write" not in err[0]
+
+
+def test_ctrl_c_in_reproduce_says_what_is_saved_and_how_to_resume(tmp_path):
+    # Prepare: a reproduction of many short runs, stopped after its first finished run
+    out = tmp_path / "out"
+    args = ["reproduce", "mobility_000", "--seeds", "10", "--processes", "0", "--out", str(out),
+            "--variants", "p=0", "--set", "steps=2", "--set", "learning=false", "--quiet"]
+    proc = _start(args)
+    _wait_for(lambda: list(out.glob("runs/*/runs/*.parquet")), proc)
+    # Execute
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    saved = len(list(out.glob("runs/*/runs/*.parquet")))
+    # Assert: one line with the count and the command that resumes
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "interrupted before step 1" not in err
+    assert f"interrupted: {saved} of " in err and "runs are saved in" in err, err
+    assert (f"resume with: mobidfl reproduce mobility_000 --out {out} --scale small "
+            "--seeds 10 --first-seed 0 --processes 0 --variants p=0 --set steps=2 "
+            "--set learning=false") in err, err
 
 
 # --- Ctrl-C and kill ------------------------------------------------------------------------------

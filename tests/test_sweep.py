@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import shutil
 import textwrap
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from analysis.cli import main
 from analysis.report import make_report
 from analysis.sweep import Sweep, load_runs, read_manifest, run_path, run_sweep
+from maps.sources import _package_file
 from model.config import Config
 from model.errors import ConfigError
 from model.world import MobiDFLModel
@@ -35,7 +37,7 @@ SWEEP = (
     + BASE
     + """
 [grid]
-map = ["nyc_uws", "missing.graphml"]
+map = ["nyc_uws", "{broken}"]
 hm_fraction = [0.0, 0.5]
 """
 )
@@ -43,9 +45,12 @@ hm_fraction = [0.0, 0.5]
 
 @pytest.fixture(scope="module")
 def local_sweep(tmp_path_factory):
-    """8 runs on 2 worker processes: 4 succeed, 4 raise (their map file does not exist)."""
+    """8 runs on 2 worker processes: 4 succeed, 4 raise (their map file is cut short: it
+    exists and can be read, so the sweep starts; a missing one is refused up front)."""
     folder = tmp_path_factory.mktemp("sweep")
-    (folder / "sweep.toml").write_text(SWEEP)
+    whole = Path(_package_file("momepy", "datasets/nyc_graph.graphml")).read_bytes()
+    (folder / "broken.graphml").write_bytes(whole[: len(whole) // 2])
+    (folder / "sweep.toml").write_text(SWEEP.replace("{broken}", str(folder / "broken.graphml")))
     out = folder / "out"
     code = main(["sweep", str(folder / "sweep.toml"), "--out", str(out), "--processes", "2",
                  "--quiet"])
@@ -98,8 +103,9 @@ def test_every_run_is_recorded_and_a_failing_run_does_not_stop_the_others(local_
     ok = manifest[manifest["status"] == "ok"]
     failed = manifest[manifest["status"] == "error"]
     assert sorted(ok["map"].unique()) == ["nyc_uws"] and len(ok) == 4
-    assert sorted(failed["map"].unique()) == ["missing.graphml"] and len(failed) == 4
-    assert failed["error"].str.contains("setting 'map' = 'missing.graphml'").all()
+    assert failed["map"].str.endswith("broken.graphml").all() and len(failed) == 4
+    assert failed["error"].str.contains("broken.graphml' is not allowed").all()
+    assert failed["error"].str.contains("cut short").all()
     assert (ok["wall_s"] > 0).all() and (ok["error"] == "").all()
     assert all(run_path(out, i).exists() for i in ok["run_id"])
     assert not any(run_path(out, i).exists() for i in failed["run_id"])
@@ -179,7 +185,7 @@ def test_resume_reruns_only_unfinished_runs(local_sweep, tmp_path, capfd):
     assert main(["sweep", "--resume", "--retry-errors", "--out", str(out), "--processes", "0",
                  "--quiet"]) == 1
     errors = read_manifest(out).query("status == 'error'")["error"]
-    assert len(errors) == 4 and errors.str.contains("missing.graphml").all()
+    assert len(errors) == 4 and errors.str.contains("broken.graphml").all()
     assert multiprocessing.get_start_method(allow_none=True) == method  # Mesa forces spawn
 
 
@@ -190,7 +196,9 @@ def test_ray_backend_gives_the_same_tables_as_local_processes(local_sweep, tmp_p
     path = tmp_path / "ray.toml"
     path.write_text("replicates = 2\n" + BASE + "[grid]\nhm_fraction = [0.0, 0.5]\n")
     sweep = Sweep.from_toml(path)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from model.ray_local import init_ray
+
+    init_ray(ray, address=None, num_cpus=2, log_to_driver=False)  # on 127.0.0.1 only
     try:
         # Execute
         # 2 CPUs per run: one run at a time, so one worker imports torch (keeps the test short)

@@ -23,10 +23,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from maps.traces import positions_at, read_trace, resolution
+from maps.traces import (
+    OUTSIDE_MARGIN_M,
+    clipped_to,
+    outside_map,
+    positions_at,
+    read_trace,
+    resolution,
+)
 from model.config import KINDS
 from model.errors import ConfigError
-from model.settings import PluginSettings, setting
+from model.settings import PluginSettings, one_of, setting
 
 MAX_RECORDS_PER_STEP = 1000
 """Cap on the sub-times forced by a very fine trace (a 0.1 s trace with 120 s steps)."""
@@ -55,6 +62,12 @@ class TraceSettings(PluginSettings):
         "", "trace: CRS of x,y in trace.file (empty = the map's CRS; EPSG:4326 for geo FCD)",
         alias="trace_crs",
     )
+    outside: str = setting(
+        "refuse",
+        f"trace: points more than {OUTSIDE_MARGIN_M:g} m outside the map: refuse the trace, or "
+        "clip them onto the map's bounding box",
+        one_of("refuse", "clip"),
+    )
 
 
 @register_mobility
@@ -81,7 +94,20 @@ class TraceReplay(MobilityModel):
                 f"a trace with at least {start + self.count} ids for the trace-driven agents "
                 f"(it has {trace.n_agents})",
             )
-        self.trace = trace.subset(start, self.count)
+        trace = trace.subset(start, self.count)
+        bounds = self.world.bounds
+        off = outside_map(trace.xy, bounds)
+        if off.any() and own.outside == "refuse":
+            x, y = trace.xy[int(np.flatnonzero(off)[0])]
+            raise ConfigError(
+                "trace_file",
+                own.file,
+                f"a trace on the map: {int(off.sum())} of its {len(off)} points lie more than "
+                f"{OUTSIDE_MARGIN_M:g} m outside it, e.g. ({x:.6g}, {y:.6g}) vs the map's "
+                f"x {bounds[0]:.6g}..{bounds[2]:.6g}, y {bounds[1]:.6g}..{bounds[3]:.6g} (check "
+                "trace.crs, or set trace.outside = clip)",
+            )
+        self.trace = clipped_to(trace, bounds) if off.any() else trace
         self.min_dt, self.max_speed = resolution(self.trace)
         self.time = 0.0
         self.position = positions_at(self.trace, 0.0)

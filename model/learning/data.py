@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import math
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -97,16 +99,25 @@ def read_idx(path: str | Path) -> np.ndarray:
     try:
         with opener(path, "rb") as fh:
             raw = fh.read()
-    except (OSError, EOFError) as exc:  # not gzip, truncated, unreadable
+    except (OSError, EOFError, zlib.error) as exc:  # not gzip, truncated, unreadable
         raise DatasetUnavailable(f"{path} cannot be read as an idx file ({exc})") from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
         raise DatasetUnavailable(f"{path} is not an unsigned-byte idx file (bad magic number)")
     ndim = raw[3]
-    dims = np.frombuffer(raw, dtype=">u4", count=ndim, offset=4).astype(np.int64)
+    if ndim == 0 or len(raw) < 4 + 4 * ndim:
+        raise DatasetUnavailable(
+            f"{path}: an idx header of {ndim} dimensions needs {4 + 4 * ndim} bytes, the file "
+            f"has {len(raw)} (cut short?)"
+        )
+    dims = [int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4)]
+    size = len(raw) - 4 - 4 * ndim
+    if math.prod(dims) != size:  # Python ints: a forged header cannot overflow
+        raise DatasetUnavailable(
+            f"{path}: header says {dims}, i.e. {math.prod(dims):,} bytes of data, the file has "
+            f"{size:,} (cut short or damaged)"
+        )
     data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if data.size != int(np.prod(dims)):
-        raise DatasetUnavailable(f"{path}: header says {dims.tolist()}, found {data.size} bytes")
-    return data.reshape(tuple(int(d) for d in dims))
+    return data.reshape(tuple(dims))
 
 
 def _standardise(x: np.ndarray, name: str) -> torch.Tensor:

@@ -233,7 +233,9 @@ class RayPool:
         self.ray = ray
         self.started_here = not ray.is_initialized()
         if self.started_here:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            from model.ray_local import init_ray
+
+            init_ray(ray, address=address, log_to_driver=False)  # local: 127.0.0.1 only
         actor = ray.remote(num_cpus=1)(RayWorker)
         data_ref = ray.put(tuple(t.cpu() for t in data))
         self.actors = [actor.remote(*net, data_ref) for _ in range(n)]
