@@ -71,7 +71,7 @@ CODE_ALPHA = 2.0
 WEIGHT_TOL = 1e-12
 
 SIZES: dict[str, dict[str, int]] = {
-    "ci": {"nodes": 16, "steps": 8, "window": 8},
+    "ci": {"nodes": 20, "steps": 10, "window": 10},
     "small": {"nodes": 32, "steps": 20, "window": 20},
     "full": {"nodes": 128, "steps": 30, "window": 30},
 }
@@ -353,16 +353,18 @@ def rows(result: dict[str, Any]) -> list[Row]:
         "<= 1e-9 m", "agree" if step_err <= 1e-9 else "differs",
     ))
     path_err = max(c["path_err"] for c in checks)
-    bound = max(c["max_speed_step"] for c in checks)
+    bound = 2.0 * max(c["max_speed_step"] for c in checks)
     out.append(Row(
         CASE, "sub-step positions (the 100 sample points), same start/direction/speed",
         "MobilityNode.get_sim_path_points", f"folded straight line: max |Δ| = {path_err:.3g} m",
-        f"<= fastest speed / 100 = {bound:.3g} m",
+        f"<= 2 x fastest speed / 100 = {bound:.3g} m",
         "agree" if path_err <= 1e-9 else ("explained" if path_err <= bound + 1e-9 else "differs"),
         "" if path_err <= 1e-9 else
-        "get_sim_path_points reverses the velocity one sample late and clamps the overshoot "
-        "to the wall (the path then lags the exactly reflected one by < one sample's travel); "
-        "its end point differs from the same node's advance(); MobiDFL folds exactly (eq. 2)",
+        "get_sim_path_points reverses the velocity one sample late: the sample after a wall "
+        "lies up to s/100 outside the box, then is clamped to the wall, so the path lags the "
+        "exactly reflected one by the overshoot (< 2 s/100 at the sample outside, < s/100 "
+        "after) and its end point differs from the same node's advance(); MobiDFL folds "
+        "exactly (eq. 2). Same neighbour sets on these points (rows above)",
     ))
     rows_n = sum(c["rows"] for c in checks)
     for a in ALPHAS:
