@@ -388,8 +388,9 @@ MOFEL = PaperSpec(
             "start of training, and gives no value; Delta = tau_max is the shortest interval "
             "in which the slowest client (tau = 20 min) can still finish, so the station "
             "cannot postpone cycles. At 5 m/min, where MoFeL and A2 are level at A2's "
-            "ceiling, this decides how many cycles fit",
-            variants=("MoFeL 5", "A1 5", "A2 5"),
+            "ceiling, this decides how many cycles fit; it is run at every speed because "
+            "'NTC grows with speed' compares the two (A1 and A2 do not use Delta: their "
+            "runs repeat the record's)",
         ),
     ),
     claims=(

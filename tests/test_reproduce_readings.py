@@ -45,7 +45,8 @@ def test_every_reading_names_real_variants_and_valid_settings():
     # The two open cases of issue 21
     assert DAM.readings[0].overrides == {"optimizer_state": "reset"}
     assert Config.from_settings(preset=DAM.preset).optimizer_state == "keep"  # the record
-    assert MOFEL.readings[0].variants == ("MoFeL 5", "A1 5", "A2 5")
+    assert MOFEL.readings[0].overrides == {"mofel.horizon": 1.0}
+    assert Config.from_settings(preset=MOFEL.preset).setting("mofel.horizon") == 2.0
 
 
 def test_sensitivity_table_shows_each_readings_verdict_and_keeps_the_record(tmp_path):
