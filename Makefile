@@ -9,7 +9,7 @@ OUT ?= results/default
 RUN_ARGS ?=
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 
-.PHONY: setup run test lint bench app readme fashion-mnist clean validate
+.PHONY: setup run test lint bench app docs docs-reference readme fashion-mnist clean validate
 
 $(VENV)/.installed: pyproject.toml .ci/find_python.sh .ci/solara_assets.sh
 	@py=$$(PYTHON="$(PYTHON)" .ci/find_python.sh); \
@@ -51,8 +51,15 @@ bench: $(VENV)/.installed
 validate: $(VENV)/.installed
 	$(PY) -m validation --size $(or $(SIZE),small) $(VALIDATE_ARGS)
 
-readme: $(VENV)/.installed
-	$(PY) -m analysis.readme README.md
+# The generated parts of the docs: the settings table and the CLI reference (docs/reference/).
+docs-reference: $(VENV)/.installed
+	$(PY) -m analysis.readme
+
+readme: docs-reference
+
+# The documentation site (MkDocs + Material) into site/, offline; a warning is an error.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 app: $(VENV)/.installed
 	$(VENV)/bin/solara run app.py --host 127.0.0.1
@@ -64,4 +71,4 @@ fashion-mnist:
 		  { apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; }; }
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) results site .pytest_cache

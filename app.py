@@ -1,9 +1,10 @@
 """MobiDFL interactive exploration (issue #6): ``solara run app.py --host 127.0.0.1``.
 
-The page is Mesa's ``SolaraViz`` layout (parameter inputs, draggable grid) with our own Step /
-Play / Reset (``AppPage``, ``QueuedController``: a click during a step is queued, never lost);
-the map, plots and agent panel come from :mod:`analysis.app` (its modules say why
-they are our own components). Everything works offline: the streets
+The page is Mesa's ``SolaraViz`` sidebar (parameter inputs) with our own Step / Play / Reset
+(``AppPage``, ``QueuedController``: a click during a step is queued, never lost); the map fills
+the main area and fits the world on load, the plots sit below it, and an agent's panel appears
+beside them once one is picked. They come from :mod:`analysis.app` (its modules say why they
+are our own components). Everything works offline: the streets
 are drawn from the map's own geometry and OSM web tiles are an opt-in checkbox.
 
 Settings without an input (or different starting values) come from the environment, e.g.
@@ -40,7 +41,9 @@ params["fallback"] = start  # a rejected input on Reset falls back to the starti
 model = AppModel(**start)
 page = AppPage(
     model,
-    components=[MapView, AgentInfo, AccuracyPlot, ContactsPlot, NeighboursPlot],
+    map_view=MapView,
+    plots=[AccuracyPlot, ContactsPlot, NeighboursPlot],
+    side=AgentInfo,
     model_params=params,
     name="MobiDFL: mobility-aware decentralized federated learning",
 )

@@ -1,1 +1,1 @@
-"""Using MobiDFL: command line, GIS export, plots, reports and paper experiments."""
+"""Using MobiDFL: command line, GIS export, plots, reports and paper reproductions."""

@@ -31,6 +31,7 @@ from model.atomic import (
 )
 from model.atomic import write_text_atomic as _write_text
 from model.config import Config, parse_assignments, settings_table
+from model.contacts import one_connection_events
 from model.errors import ConfigError
 
 CHECKPOINT_DIR = "checkpoint"
@@ -365,6 +366,13 @@ def _run_to_end(
         table = model.model_table()
         table.to_csv(staging / "model.csv", index=False)
         model.agent_table().to_parquet(staging / "agents.parquet", index=False)
+        if not model.link.ideal:  # the contact table of every step (issue 26)
+            contacts = model.contacts_table()
+            contacts.to_csv(staging / "contacts.csv", index=False)
+            one_connection_events(contacts, step_s=config.step_s).to_csv(
+                staging / "contacts_one.txt", sep=" ", header=False, index=False,
+                float_format="%.6f",
+            )
         save_summary(table, staging / "summary.png", title=f"MobiDFL: {config.map}")
         write_gis(model, staging, geojson=geojson)
         for *_, mobility in model.groups:  # e.g. sumo's trace.csv (sumo_fcd)
@@ -410,11 +418,20 @@ def _mib(n: float) -> str:
     return f"{n / 1024**2:.1f} MiB"
 
 
+def settings_markdown() -> str:
+    """The settings table as Markdown rows (``mobidfl settings --markdown``; the settings
+    reference page, docs/reference/settings.md, holds the same table)."""
+    rows = ["| setting | default | meaning |", "|---|---|---|"]
+    rows += [
+        f"| `{name}` | `{default}` | {help_text.replace('|', '/')} |"
+        for name, default, help_text in settings_table()
+    ]
+    return "\n".join(rows) + "\n"
+
+
 def cmd_settings(args: argparse.Namespace) -> int:
     rows = settings_table()
     if args.markdown:
-        from analysis.readme import settings_markdown
-
         print(settings_markdown(), end="")
     else:
         width = max(len(r[0]) for r in rows)
@@ -518,7 +535,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     path = reproduce(
-        spec.preset,
+        spec.name,
         out=out,
         scale=args.scale,
         seeds=seeds,
@@ -609,11 +626,13 @@ def make_parser() -> argparse.ArgumentParser:
     )
     repro.add_argument(
         "paper", help="mobility_000, dam_001, mofel_002, cached_dfl_003 or psfl_004 (or "
-        "000/001/002/003/004)"
+        "000/001/002/003/004); cached_dfl_003_sumo (Cached-DFL under SUMO traffic) or "
+        "cached_dfl_003_areas (its group-based caching, Fig. 6)"
     )
-    repro.add_argument("--scale", default="small", choices=["small", "medium", "paper"],
+    repro.add_argument("--scale", default="small", choices=["ci", "small", "medium", "paper"],
                        help="small (CPU-sized), medium (where a paper defines one: closer to the "
-                       "paper, see its scale note) or paper (the preset as is)")
+                       "paper, see its scale note), paper (the preset as is) or ci (the tests' "
+                       "size: directions in seconds, not a verdict)")
     repro.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
     repro.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
     repro.add_argument("--out", required=True, help="output folder (resumable)")

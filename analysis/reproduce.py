@@ -17,6 +17,10 @@ then :func:`claim_verdict` computes, from the measured numbers only, one of:
 A claim that a value is exactly zero (``Claim.sign = 0``, e.g. MoFeL's NFC) holds when it is
 zero on every seed and fails otherwise.
 
+Every spec also has a ``ci`` scale: a few agents and steps, seconds per run. It is
+what the tests run (``tests/test_exp_*.py`` check the claims' directions on it), never a
+verdict: a reader should take numbers from ``small`` or larger.
+
 ``OUT/reproduction.md`` holds the table (paper vs MobiDFL mean ± std over seeds, verdict,
 reason), the resolved settings of every variant, and links to the figures
 (``accuracy.png``: mean accuracy over steps per variant with a ± std band; ``claims.png``:
@@ -112,9 +116,15 @@ class PaperSpec:
     variant_scales: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     skip: dict[str, tuple[str, ...]] = field(default_factory=dict)  # scale -> variants not run
     map_fallback: tuple[str, str] | None = None  # (preferred map, fallback if not available)
+    key: str = ""  # the name `mobidfl reproduce` takes, where it is not the preset's
     reading_of_record: str = ""  # what the preset reads an ambiguous passage as, and why
     readings: tuple[Reading, ...] = ()  # the other readings (run with --readings)
     world: Callable[[Config], str] | None = None  # the world sentence, from the settings run
+
+    @property
+    def name(self) -> str:
+        """What ``mobidfl reproduce NAME`` calls this spec (the preset's name by default)."""
+        return self.key or self.preset
 
 
 def world_sentence(spec: PaperSpec, config: Config) -> str:
@@ -170,6 +180,9 @@ def _mofel_world(config: Config) -> str:
 
 
 # --- the papers ------------------------------------------------------------------------------
+CI = "test scale of tests/test_exp_*.py: a claim's direction in seconds, not a verdict; "
+"""How every ``ci`` scale note starts: its numbers are for the tests, not for a reader."""
+
 CACHED = PaperSpec(
     paper="003",
     title="Cached-DFL (Wang et al., AAAI 2025)",
@@ -178,36 +191,52 @@ CACHED = PaperSpec(
         "LRU": {},
         "DFL": {"policy": "defedavg"},
         "CFL": {"policy": "central_fedavg"},
-        # Table 2: unlimited cache (C_max = N); learning cut to one local step.
-        "cache_tau1": {"tau_max": 1, "cache_size": 100, "local_steps": 1, "early_stop_patience": 0},
+        # Table 2: unlimited cache (C_max = N); learning cut to one local step; each epoch's
+        # encounters replayed local_ep = 10 times as the authors' Table 2 function does
+        # (trainer_single.py Decentralized_Cache_test; validation/README.md).
+        "cache_tau1": {"tau_max": 1, "cache_size": 100, "local_steps": 1, "early_stop_patience": 0,
+                       "cached.passes": 10},
         "cache_tau10": {
-            "tau_max": 10, "cache_size": 100, "local_steps": 1, "early_stop_patience": 0
+            "tau_max": 10, "cache_size": 100, "local_steps": 1, "early_stop_patience": 0,
+            "cached.passes": 10,
         },
     },
     scales={
+        "ci": {
+            "map": "nyc_uws", "vehicles": 20, "steps": 10, "model": "mlp",
+            "dataset": "mnist5k", "batch_size": 16, "local_steps": 5, "test_size": 300,
+            "eval_every": 2,
+        },
         "small": {
             "steps": 40, "model": "mlp", "test_size": 500, "eval_every": 2,
         },
         "paper": {},
     },
     variant_scales={
+        "ci": {
+            "cache_tau1": {"steps": 12, "step_s": 30.0, "test_size": 50, "eval_every": 1000},
+            "cache_tau10": {"steps": 12, "step_s": 30.0, "test_size": 50, "eval_every": 1000},
+        },
         "small": {
             "cache_tau1": {"steps": 30, "test_size": 50, "eval_every": 1000},
             "cache_tau10": {"steps": 30, "test_size": 50, "eval_every": 1000},
-        }
+        },
     },
     scale_notes={
+        "ci": CI + "20 cars on nyc_uws (0.62 km^2), 10 epochs, K = 5, batch 16, MLP on "
+        "mnist5k, 300 test images; Table 2 at 30 s epochs over 12 epochs; CFL not run.",
         "small": "CFL is not run (a 40-epoch LRU run of 100 cars took ~10 min on this loaded "
         "2-core machine; CFL is the paper's reference, not a Cached-DFL claim). "
         "40 epochs instead of 1,000; the 784-128-10 MLP instead of the CNN; 500 "
         "shared test images instead of 10k (CPU time, decided before any run). The world "
         "(map, cars, range, speed) is the preset's, written from the settings run under "
         "*World* below. Table 2 runs 30 "
-        "epochs with one local step (the statistics depend on contacts only).",
+        "epochs with one local step (the statistics depend on contacts only), each epoch's "
+        "encounters replayed 10 times as the authors' Table 2 function does.",
         "paper": "the preset as is (FashionMNIST when installed, else mnist5k).",
     },
-    map_fallback=("manhattan_grid_twoway", "grid:40x40:150"),
-    skip={"small": ("CFL",)},
+    map_fallback=("manhattan_cdfl", "grid:40x40:150"),
+    skip={"ci": ("CFL",), "small": ("CFL",)},
     world=_cached_world,
     claims=(
         Claim("Fig. 2", "LRU caching ends more accurate than DFL without cache (non-i.i.d.)",
@@ -237,13 +266,17 @@ MOBILITY = PaperSpec(
         "p=0.05": {"hm_fraction": 0.05},
         "p=0.2": {"hm_fraction": 0.2},
         "p=0.8": {"hm_fraction": 0.8},
+        "p=0.2 alpha=1": {"hm_fraction": 0.2, "policy": "mobility_aware", "mobility_alpha": 1.0},
     },
     scales={
+        "ci": {"steps": 16, "model": "mlp", "dataset": "mnist5k", "test_size": 300,
+               "eval_every": 2},
         "small": {"steps": 150, "model": "mlp", "test_size": 500, "eval_every": 5},
         "medium": {"model": "mlp"},
         "paper": {},
     },
     scale_notes={
+        "ci": CI + "16 rounds, MLP on mnist5k, 300 test images.",
         "small": "150 rounds instead of the preset's 300 (the thesis does not state its "
         "count); the 784-128-10 MLP instead of LeNet-5 (7 ms per LeNet step on this loaded "
         "machine); 500 shared test images; mnist5k instead of CIFAR-10 when CIFAR-10 is "
@@ -267,6 +300,12 @@ MOBILITY = PaperSpec(
               "p=0.05", None, 4.81, "+4.81 % at p = 5 %"),
         Claim("Table 2", "the HM-LM gap shrinks with p: gap(5 %) - gap(80 %)", "hm_lm_gap",
               "p=0.05", "p=0.8", 4.81 - 0.90, "+4.81 % at p = 5 %, +0.90 % at p = 80 %"),
+        Claim("App. B", "HM clients meet more distinct clients than LM ones (p = 5 %): "
+              "distinct(HM) - distinct(LM)", "distinct_hm_lm", "p=0.05", None, None,
+              "high-mobility clients meet more distinct clients"),
+        Claim("Table 7", "naive mobility-aware weights (alpha = 1) cost accuracy at p = 20 %: "
+              "acc(alpha = 1) - acc(plain)", "final_acc", "p=0.2 alpha=1", "p=0.2", -5.11,
+              "-5.11 % at alpha = 1, p = 20 % (non-IID)"),
     ),
 )
 
@@ -280,8 +319,19 @@ DAM = PaperSpec(
         "DAM": {"uav.mobility": "dam"},
         "DCM": {"uav.mobility": "dcm"},
     },
-    scales={"small": {"steps": 1000, "model": "mlp", "test_size": 500}, "paper": {}},
+    scales={
+        "ci": {
+            "map": "grid:2x2:100", "sensors": 7, "uavs": 3, "radius_m": 20.1,
+            "rm_cells": 100.0, "steps": 60, "eval_every": 10, "model": "mlp",
+            "dataset": "mnist5k", "batch_size": 10, "local_steps": 5, "lr": 0.01,
+            "test_size": 500,
+        },
+        "small": {"steps": 1000, "model": "mlp", "test_size": 500},
+        "paper": {},
+    },
     scale_notes={
+        "ci": CI + "a 10 x 10 grid, 7 static + 3 mobile clients, R_c = 2 cells, R_m "
+        "unconstrained, 60 rounds of 5 local SGD steps (batch 10, lr 0.01), MLP on mnist5k.",
         "small": "the paper's 1,000 rounds (Fig. 2 is read after 1,000 rounds; mobility helps "
         "by carrying models between static clients, which accumulates over rounds: the "
         "earlier 300-round cut was for CPU time only) with the 784-128-10 MLP instead of the "
@@ -319,12 +369,25 @@ PSFL = PaperSpec(
     paper="004",
     title="PSFL (Domini et al., ACSOS 2024)",
     preset="psfl_004",
-    variants={"PSFL": {}, "FedAvg": {"policy": "central_fedavg"}},
-    scales={"small": {"steps": 40, "test_size": 500}, "paper": {}},
+    variants={
+        "PSFL": {},
+        "FedAvg": {"policy": "central_fedavg"},
+        "PSFL 9 areas": {"areas": 9},
+        "FedAvg 9 areas": {"policy": "central_fedavg", "areas": 9},
+    },
+    skip={"ci": ("PSFL 9 areas", "FedAvg 9 areas")},
+    scales={
+        "ci": {"steps": 8, "test_size": 200, "eval_every": 4},
+        "small": {"steps": 40, "test_size": 500},
+        "paper": {},
+    },
     scale_notes={
+        "ci": CI + "8 rounds, 200 test images, evaluated every 4 rounds; the preset's world "
+        "and learning; 3 areas only.",
         "small": "40 rounds instead of 60 (CPU time; the authors' own log of 3 areas at "
-        "sigma 40 settles at 3 federations by round ~23, decided before any run); 3 areas, "
-        "sigma 40, 56 sensors, MLP 128, Adam lr 1e-3, disjoint area labels and the eq. 3 "
+        "sigma 40 settles at 3 federations by round ~23, decided before any run); 3 and 9 "
+        "areas (Fig. 6's first and last columns), sigma 40, 56 sensors, MLP 128, Adam lr "
+        "1e-3, disjoint area labels and the eq. 3 "
         "loss summed over 4.5 batches as in the preset. Both PSFL and central FedAvg are "
         "scored the same way (`task_acc` = `area_acc_mean`: every sensor's model on the test "
         "samples of its own labels, averaged over sensors, Fig. 6); `final_acc` is the same "
@@ -337,12 +400,25 @@ PSFL = PaperSpec(
               "PSFL beats centralised FedAvg in every configuration (3 areas: ~0.79)"),
         Claim("Fig. 5", "federation count at the end of the run (3 areas)", "federations",
               "PSFL", None, 3.0, "|F| settles at the number of areas"),
+        Claim("Fig. 6", "PSFL more accurate than centralised FedAvg (9 areas)", "task_acc",
+              "PSFL 9 areas", "FedAvg 9 areas", None,
+              "PSFL beats centralised FedAvg in every configuration (9 areas: ~0.93)"),
+        Claim("Fig. 5", "federation count at the end of the run (9 areas)", "federations",
+              "PSFL 9 areas", None, 9.0, "|F| settles at the number of areas"),
     ),
 )
 
-# MoFeL speeds: the paper's v_max (m/min) times 20/3 (model/presets/mofel_002.toml: nyc_uws
-# territories are ~500 m of road per visit, the paper's d_s 75 m; times kept literal), in m/s.
-_MOFEL_SPEED = {5: 5 * 20 / 3 / 60, 30: 30 * 20 / 3 / 60}
+MOFEL_SPEED_SCALE = 20.0 / 3.0
+"""MobiDFL length / MoFeL's (model/presets/mofel_002.toml): nyc_uws territories are ~500 m of
+road per visit, the paper's d_s 75 m; times are kept literal, so speeds scale by 20/3."""
+
+
+def mofel_speed(v_max_m_per_min: float) -> float:
+    """The MobiDFL v_max (m/s) that stands for MoFeL's v_max in m/min (times 20/3)."""
+    return round(v_max_m_per_min * MOFEL_SPEED_SCALE / 60.0, 4)
+
+
+_MOFEL_SPEED = {5: mofel_speed(5.0), 30: mofel_speed(30.0)}
 _MOFEL_POLICY = {"MoFeL": "mofel", "A1": "mofel_a1", "A2": "mofel_a2"}
 
 MOFEL = PaperSpec(
@@ -355,11 +431,15 @@ MOFEL = PaperSpec(
         for name, policy in _MOFEL_POLICY.items()
     },
     scales={
+        "ci": {"steps": 160, "model": "mlp", "dataset": "mnist5k", "test_size": 200,
+               "local_steps": 1, "eval_every": 10**6},
         "small": {"steps": 400, "model": "mlp", "test_size": 500, "local_steps": 1},
         "medium": {"model": "mlp", "test_size": 500, "local_steps": 1},
         "paper": {},
     },
     scale_notes={
+        "ci": CI + "160 one-minute steps, MLP on mnist5k, one local step, 200 test images, "
+        "agents evaluated at the end only.",
         "small": "400 one-minute steps instead of 2,000 (20 longest training times instead of "
         "100); the 784-128-10 MLP instead of LeNet-5; one local SGD step per minute of "
         "training instead of 10 local epochs; 500 shared test images; the 5 and 30 m/min "
@@ -418,14 +498,103 @@ MOFEL = PaperSpec(
     ),
 )
 
+# Cached-DFL's own setting (the paper's 13.89 m/s and R = 100 m, 120 s epochs, shards, lr 0.1,
+# C_max 10, tau_max 5) on the bundled Upper West Side at CPU size: shared by the two specs below.
+_CACHED_SMALL: dict[str, Any] = {
+    "map": "nyc_uws", "vehicle.speed": 13.89, "radius_m": 100.0, "model": "mlp",
+    "dataset": "mnist5k", "batch_size": 16, "test_size": 500, "eval_every": 2,
+}
+_SUMO = {"vehicle.mobility": "sumo", "sumo_step_length": 1.0, "sumo_warmup_s": 60.0,
+         "sumo_fringe_factor": 1.0}
+
+CACHED_SUMO = PaperSpec(
+    paper="003",
+    title="Cached-DFL (Wang et al., AAAI 2025) under SUMO traffic",
+    preset="cached_dfl_003",
+    key="cached_dfl_003_sumo",
+    variants={
+        "LRU manhattan": {"policy": "cached_lru", "vehicle.mobility": "manhattan"},
+        "DFL manhattan": {"policy": "defedavg", "vehicle.mobility": "manhattan"},
+        "LRU sumo": {"policy": "cached_lru", **_SUMO},
+        "DFL sumo": {"policy": "defedavg", **_SUMO},
+    },
+    scales={
+        "ci": _CACHED_SMALL | {"vehicles": 12, "steps": 6, "local_steps": 5, "test_size": 200},
+        "small": _CACHED_SMALL | {"vehicles": 30, "steps": 30},
+    },
+    scale_notes={
+        "ci": CI + "12 cars on nyc_uws, 6 epochs, K = 5, 200 test images.",
+        "small": "Fig. 2's comparison run twice on the same streets and data: cars moving by "
+        "Cached-DFL's random-turn Manhattan model (straight 0.5, left/right 0.25, constant "
+        "speed) and by Eclipse SUMO traffic (car following, junction right of way, traffic "
+        "lights guessed by netconvert, randomTrips.py trips, speed factors normc(1, 0.1, 0.8, "
+        "1.2), cars re-inserted where they arrive). 30 cars on nyc_uws (0.62 km^2: ~28 times "
+        "the paper's density), 30 epochs of 120 s, the paper's 13.89 m/s and R = 100 m, MLP on "
+        "mnist5k, batch 16, 500 test images (CPU time). Not a claim of the paper: it asks "
+        "whether the paper's result survives real traffic.",
+    },
+    claims=(
+        Claim("Fig. 2", "LRU ends more accurate than DFL, cars on Cached-DFL's Manhattan "
+              "mobility", "final_acc", "LRU manhattan", "DFL manhattan", None,
+              "Cached-DFL outperforms non-caching method (DFL)"),
+        Claim("Fig. 2", "LRU ends more accurate than DFL, cars in SUMO traffic", "final_acc",
+              "LRU sumo", "DFL sumo", None,
+              "Cached-DFL outperforms non-caching method (DFL)"),
+    ),
+)
+
+_AREAS = {"vehicle.mobility": "area_restricted", "areas": 3, "partition": "area",
+          "area_labels": "9,0,1,2;3,4,5,6;6,7,8,9", "area_within": "shards"}
+"""Cached-DFL's group experiment (Fig. 6): cars kept in 3 areas with area-specific labels
+(the authors' code's labels per area), a few free cars."""
+
+CACHED_AREAS = PaperSpec(
+    paper="003",
+    title="Cached-DFL (Wang et al., AAAI 2025): group-based caching (Fig. 6)",
+    preset="cached_dfl_003",
+    key="cached_dfl_003_areas",
+    variants={
+        "group LRU": {"policy": "cached_group_lru"},
+        "LRU": {"policy": "cached_lru"},
+        "DFL": {"policy": "defedavg"},
+    },
+    scales={
+        "ci": _CACHED_SMALL | _AREAS | {"vehicles": 15, "area_free": 3, "steps": 8,
+                                        "local_steps": 5, "test_size": 200},
+        "small": _CACHED_SMALL | _AREAS | {"vehicles": 33, "area_free": 3, "steps": 40},
+        "paper": _AREAS | {"vehicles": 100, "area_free": 10},
+    },
+    scale_notes={
+        "ci": CI + "15 cars on nyc_uws (12 kept in 3 areas, 3 free), 8 epochs, K = 5, 200 "
+        "test images.",
+        "small": "33 cars on nyc_uws (30 kept in 3 areas, 3 free), 40 epochs, the paper's "
+        "13.89 m/s and R = 100 m, MLP on mnist5k, batch 16, 500 test images (CPU time).",
+        "paper": "the preset with 90 area-restricted and 10 free cars in 3 areas (§ Grouped "
+        "Mobility: 30 per area and 3 or 4 free), labels 9,0,1,2 | 3,4,5,6 | 6,7,8,9 (the "
+        "authors' code's 1-overlap split).",
+    },
+    map_fallback=("manhattan_grid_twoway", "grid:40x40:150"),
+    claims=(
+        Claim("Fig. 6", "group-based LRU ends above plain LRU", "final_acc", "group LRU", "LRU",
+              None, "the GB cache update method can solve the problem of LRU update"),
+        Claim("Fig. 6", "group-based LRU ends above DFL", "final_acc", "group LRU", "DFL", None,
+              "the GB cache update method can ... outperform DFL"),
+        Claim("Fig. 6", "plain LRU ends below DFL (its cache fills with same-area models)",
+              "final_acc", "DFL", "LRU", None,
+              "vanilla LRU ... cannot outperform DFL at last"),
+    ),
+)
+
 PAPERS: dict[str, PaperSpec] = {
     "mobility_000": MOBILITY, "dam_001": DAM, "cached_dfl_003": CACHED, "psfl_004": PSFL
 }
 PAPERS["mofel_002"] = MOFEL
+PAPERS |= {spec.name: spec for spec in (CACHED_SUMO, CACHED_AREAS)}
 ALIASES = {"000": "mobility_000", "001": "dam_001", "003": "cached_dfl_003", "cached_dfl":
            "cached_dfl_003", "mobility": "mobility_000", "dam": "dam_001", "004": "psfl_004",
            "psfl": "psfl_004"}
-ALIASES |= {"002": "mofel_002", "mofel": "mofel_002"}
+ALIASES |= {"002": "mofel_002", "mofel": "mofel_002", "sumo": "cached_dfl_003_sumo",
+            "cached_dfl_sumo": "cached_dfl_003_sumo", "cached_dfl_areas": "cached_dfl_003_areas"}
 
 
 def paper_spec(name: str) -> PaperSpec:
@@ -457,7 +626,15 @@ def run_metrics(table: pd.DataFrame, *, window: int = 3) -> dict[str, float]:
         tev = t[(t.step > 0) & t[task].notna()]
         tev = tev[tev[task].diff().fillna(1.0) != 0]
         out["task_acc"] = 100.0 * float(tev[task].iloc[-window:].mean()) if len(tev) else math.nan
-    for name in ("ntc", "nfc"):  # MoFeL: cycles completed, frustrated clients (final counts)
+    if "neighbours_mean" in t:
+        out["neighbours"] = float(t[t.step > 0].neighbours_mean.mean())
+    if "distinct_neighbours_hm" in t:  # de Heredia App. B: distinct clients met, HM - LM
+        out["distinct_hm_lm"] = float(
+            t.distinct_neighbours_hm.iloc[-1] - t.distinct_neighbours_lm.iloc[-1]
+        )
+    # MoFeL: cycles completed (all started clients finished), partly completed, frustrated
+    # clients (final counts)
+    for name in ("ntc", "ntc_partial", "nfc"):
         if name in t and t[name].notna().any():
             out[name] = float(t[name].dropna().iloc[-1])
     if "federations" in t and t.federations.notna().any():
@@ -565,7 +742,7 @@ def variant_settings(
     settings: dict[str, Any] = {"preset": spec.preset, **spec.scales[scale]}
     settings.update(spec.variants[variant])
     settings.update(spec.variant_scales.get(scale, {}).get(variant, {}))
-    if spec.map_fallback is not None:
+    if spec.map_fallback is not None and "map" not in spec.scales[scale]:
         preferred, fallback = spec.map_fallback
         settings["map"] = preferred if map_available(preferred) else fallback
     settings.update(extra or {})
@@ -634,6 +811,7 @@ def reproduce(
     extra: Mapping[str, Any] | None = None,
     variants: Sequence[str] | None = None,
     readings: bool = False,
+    check_first: bool = True,
 ) -> Path:
     """Run the variants of ``paper`` over ``seeds`` into ``out`` and write reproduction.md.
 
@@ -641,6 +819,8 @@ def reproduce(
     *not run*); ``extra`` settings apply to every variant (see :func:`variant_settings`).
     ``readings`` also runs every alternative :class:`Reading` of the spec as extra variants
     (off by default: each reading re-runs the variants it concerns, e.g. doubling DAM/DCM).
+    ``check_first`` builds each variant's model once before any run (:func:`preflight`);
+    the tests, whose settings are fixed, leave it out to save a model build per variant.
     """
     from analysis.sweep import Sweep, load_runs, run_sweep
 
@@ -658,7 +838,8 @@ def reproduce(
         settings = variant_settings(spec, variant, scale=scale, extra=extra)
         resolved[variant] = Config.from_settings(settings)
         sweep = Sweep.from_dict({"base": settings, "seeds": [int(s) for s in seeds]})
-        preflight(settings, seed=seeds[0])
+        if check_first:
+            preflight(settings, seed=seeds[0])
         jobs.append((variant, sweep, out / "runs" / _slug(variant)))
         for reading in spec.readings if readings else ():
             if reading.variants and variant not in reading.variants:
@@ -851,7 +1032,7 @@ def _markdown(
     sensitivity: Sequence[Mapping[str, str]] = (),
 ) -> str:
     extra = dict(extra or {})
-    command = f"mobidfl reproduce {spec.preset} --scale {scale} --seeds {len(seeds)}"
+    command = f"mobidfl reproduce {spec.name} --scale {scale} --seeds {len(seeds)}"
     if seeds and seeds[0] != 0:
         command += f" --first-seed {seeds[0]}"
     if set(resolved) != set(chosen_variants(spec, None, scale=scale)):

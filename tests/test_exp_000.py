@@ -1,40 +1,30 @@
-"""de Heredia 2024 experiment at scale ``ci``: the direction of the thesis' effects only."""
+"""de Heredia 2024 (``mobidfl reproduce mobility_000 --scale ci``): the thesis' directions."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
 
-from analysis.experiments import mobility_000
+from tests.reproduce_ci import effects, run_ci
+
+PAPER = "mobility_000"
 
 
 @pytest.fixture(scope="module")
-def rows():
-    torch.set_num_threads(1)
-    return mobility_000.run(scale="ci", seeds=(0,))
+def per_run(tmp_path_factory):
+    return run_ci(PAPER, seeds=(0,), folder=tmp_path_factory.mktemp(PAPER))
 
 
-def cell(rows, p, alpha, column):
-    return float(rows[(rows.p == p) & (rows.alpha == alpha)][column].mean())
-
-
-def test_more_high_mobility_clients_raise_accuracy(rows):
+def test_more_high_mobility_clients_raise_accuracy(per_run):
     # Table 1: final accuracy at p = 0.8 above p = 0 (plain D-PSGD)
-    assert cell(rows, 0.8, 0.0, "final_acc") > cell(rows, 0.0, 0.0, "final_acc")
+    assert (effects(PAPER, per_run, "gain of p = 80 %") > 0).all()
 
 
-def test_high_mobility_clients_lead_and_meet_more(rows):
+def test_high_mobility_clients_lead_and_meet_more(per_run):
     # Table 2 / App. B: HM ahead of LM at p = 0.05; HM met more distinct clients
-    assert cell(rows, 0.05, 0.0, "gap_throughout") > 0
-    assert cell(rows, 0.05, 0.0, "distinct_hm") > cell(rows, 0.05, 0.0, "distinct_lm")
+    assert (effects(PAPER, per_run, "HM clients more accurate than LM") > 0).all()
+    assert (effects(PAPER, per_run, "meet more distinct clients") > 0).all()
 
 
-def test_naive_mobility_aware_weights_cost_accuracy(rows):
-    # Table 4: alpha = 1 ends below plain averaging (mean over the proportions run)
-    diffs = [
-        cell(rows, p, 1.0, "final_acc") - cell(rows, p, 0.0, "final_acc")
-        for p in mobility_000.SCALES["ci"].proportions
-    ]
-    assert np.mean(diffs) < 0
-    assert mobility_000.tables(rows)  # the tables render from the rows
+def test_naive_mobility_aware_weights_cost_accuracy(per_run):
+    # Table 7: alpha = 1 ends below plain averaging at p = 0.2
+    assert (effects(PAPER, per_run, "naive mobility-aware weights") < 0).all()

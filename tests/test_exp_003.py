@@ -1,37 +1,44 @@
-"""Cached-DFL (Wang et al., AAAI 2025) experiment at scale ``ci``: the direction of the
+"""Cached-DFL (``mobidfl reproduce cached_dfl_003 --scale ci``): the direction of the
 paper's effects only, over two seeds, with encounters applied in time order."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
-from analysis.experiments import caching_003
+from analysis.reproduce import CACHED, variant_settings
+from model.config import Config
+from tests.reproduce_ci import effects, run_ci, value
 
+PAPER = "cached_dfl_003"
 SEEDS = (0, 1)
 
 
 @pytest.fixture(scope="module")
-def rows():
-    torch.set_num_threads(1)
-    return caching_003.run(scale="ci", seeds=SEEDS)
+def per_run(tmp_path_factory):
+    return run_ci(PAPER, seeds=SEEDS, folder=tmp_path_factory.mktemp(PAPER))
 
 
-def test_cached_dfl_beats_dfl_without_cache(rows):
+def test_cached_dfl_beats_dfl_without_cache(per_run):
     # Fig. 2: Cached-DFL (LRU) reaches a higher accuracy than pairwise DFL on shards
+    assert (effects(PAPER, per_run, "LRU caching ends more accurate") > 0).all()
+    cache_size = Config.from_settings(variant_settings(CACHED, "LRU", scale="ci")).cache_size
     for seed in SEEDS:
-        fig2 = rows[(rows.part == "fig2") & (rows.seed == seed)].set_index("policy")
-        assert fig2.loc["cached_lru", "final_acc"] > fig2.loc["defedavg", "final_acc"]
-        assert fig2.loc["cached_lru", "half_acc"] > fig2.loc["defedavg", "half_acc"]
-        assert fig2.loc["cached_lru", "cache_count"] <= caching_003.SCALES["ci"].cache_size
+        assert value(per_run, "LRU", seed, "half_acc") > value(per_run, "DFL", seed, "half_acc")
+        assert value(per_run, "LRU", seed, "cache_count") <= cache_size
 
 
-def test_cache_count_and_age_grow_with_tau_max(rows):
+def test_cache_count_and_age_grow_with_tau_max(per_run):
     # Table 2: more staleness tolerated -> more and older cached models
-    for seed in SEEDS:
-        t2 = rows[(rows.part == "table2") & (rows.seed == seed)].set_index("tau_max")
-        assert t2.loc[5, "cache_count"] > t2.loc[1, "cache_count"]
-        assert t2.loc[5, "cache_age"] > t2.loc[1, "cache_age"]
-        assert t2.loc[1, "cache_age"] == 0.0  # tau_max = 1 keeps only this epoch's models
-    tables = caching_003.tables(rows)
-    assert any(title.startswith("Table 2") for title in tables)
+    assert (effects(PAPER, per_run, "cached models grow with tau_max") > 0).all()
+    assert (effects(PAPER, per_run, "cached models age with tau_max") > 0).all()
+    for seed in SEEDS:  # tau_max = 1 keeps only this epoch's models
+        assert value(per_run, "cache_tau1", seed, "cache_age") == 0.0
+
+
+def test_group_lru_beats_lru_and_dfl_with_area_restricted_cars(tmp_path):
+    # Execute: Fig. 6 at ci size (15 cars, 12 kept in 3 areas with area labels, 3 free)
+    paper = "cached_dfl_003_areas"
+    areas = run_ci(paper, seeds=(0,), folder=tmp_path)
+    # Assert (Fig. 6): one sub-cache per area ends above plain LRU and above DFL
+    assert (effects(paper, areas, "group-based LRU ends above plain LRU") > 0).all()
+    assert (effects(paper, areas, "group-based LRU ends above DFL") > 0).all()

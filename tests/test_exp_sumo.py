@@ -1,29 +1,25 @@
-"""Cached-DFL's comparison under manhattan and under SUMO traffic, scale ``ci`` (2 seeds)."""
+"""Cached-DFL under its own mobility and under SUMO traffic
+(``mobidfl reproduce cached_dfl_003_sumo --scale ci``, 2 seeds)."""
 
 from __future__ import annotations
 
-import pytest
-import torch
+from tests.reproduce_ci import effects, run_ci, value
 
-from analysis.experiments import sumo_003
-
-
-@pytest.fixture(scope="module")
-def rows():
-    torch.set_num_threads(1)
-    return sumo_003.run(scale="ci", seeds=(0, 1))
+PAPER = "cached_dfl_003_sumo"
+SEEDS = (0, 1)
 
 
-def test_cached_dfl_beats_dfl_under_both_mobilities(rows):
-    # Prepare: 2 seeds x {manhattan, sumo} x {cached_lru, defedavg} on nyc_uws
-    assert len(rows) == 8 and set(rows.mobility) == {"manhattan", "sumo"}
-    # Execute
-    gaps = sumo_003.gaps(rows)
+def test_cached_dfl_beats_dfl_under_both_mobilities(tmp_path):
+    # Prepare / Execute: 2 seeds x {manhattan, sumo} x {LRU, DFL} on nyc_uws
+    per_run = run_ci(PAPER, seeds=SEEDS, folder=tmp_path)
+    assert len(per_run) == 8
     # Assert: Cached-DFL's Fig. 2 direction holds under SUMO traffic too, for every seed
-    assert (gaps.lru_minus_dfl > 0.05).all(), gaps
+    # (more than 5 points)
+    assert (effects(PAPER, per_run, "Manhattan mobility") > 5).all()
+    assert (effects(PAPER, per_run, "SUMO traffic") > 5).all()
     # Assert: the two mobilities are really different traffic (contacts differ)
-    by_mobility = rows.groupby("mobility").neighbours_mean.mean()
-    assert by_mobility["sumo"] != pytest.approx(by_mobility["manhattan"], rel=1e-3)
-    assert (rows.neighbours_mean > 0).all()
-    tables = sumo_003.tables(rows)
-    assert any("LRU minus DFL" in title for title in tables)
+    for seed in SEEDS:
+        sumo = value(per_run, "LRU sumo", seed, "neighbours")
+        manhattan = value(per_run, "LRU manhattan", seed, "neighbours")
+        assert sumo > 0 and manhattan > 0
+        assert abs(sumo - manhattan) > 1e-3 * manhattan

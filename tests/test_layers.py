@@ -1,7 +1,7 @@
 """One floor per layer: no module imports a module on a higher floor, and no import cycles.
 
 Every import counts: top-level, inside functions, under ``if TYPE_CHECKING:``, and
-``importlib.import_module("literal")``. The floors are the README's layout section.
+``importlib.import_module("literal")``. The floors are in docs/reference/layout.md.
 """
 
 from __future__ import annotations

@@ -217,7 +217,8 @@ def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_mobility(
 def test_mofel_preset_keeps_the_papers_v_tau_over_d_ratios():
     # Prepare: the paper (Sec. 5.3): d_s mean 75 m, tau_max 20 min, v_min 1 m/min, the
     # middle scenario v_max 15 m/min; nyc_uws territories: ~500 m of road per visit
-    from analysis.experiments.mofel_002 import SPEED_SCALE, mobidfl_speed
+    from analysis.reproduce import MOFEL_SPEED_SCALE as SPEED_SCALE
+    from analysis.reproduce import mofel_speed as mobidfl_speed
 
     config = Config.from_settings(preset="mofel_002")
     # Execute
@@ -229,6 +230,35 @@ def test_mofel_preset_keeps_the_papers_v_tau_over_d_ratios():
     assert config.route_speed_min == pytest.approx(1.0 * SPEED_SCALE / 60.0, rel=1e-3)
     assert (config.step_s, config.train_time_s, config.train_time_min_fraction) == (
         60.0, 1200.0, 0.05)
+
+
+def test_every_spec_has_a_ci_scale_and_the_cli_runs_a_spec_by_its_own_name(
+    tmp_path, monkeypatch
+):
+    import analysis.reproduce as reproduce_module
+    from analysis.reproduce import CI, variant_settings
+
+    # Assert: every spec has the tests' scale, says so, and its settings resolve
+    for spec in PAPERS.values():
+        assert spec.scale_notes["ci"].startswith(CI), spec.name
+        for variant in spec.variants:
+            Config.from_settings(variant_settings(spec, variant, scale="ci"))
+    # Prepare: a reproduce that records what it was asked to run
+    asked = {}
+
+    def fake(paper, *, out, **kwargs):
+        asked.update(paper=paper, scale=kwargs["scale"], variants=kwargs["variants"])
+        pd.DataFrame([{"source": "s", "claim": "c", "paper": "p", "MobiDFL (mean ± std)": "m",
+                       "verdict": "holds", "reason": ""}]).to_csv(out / "verdicts.csv")
+        return out / "reproduction.md"
+
+    monkeypatch.setattr(reproduce_module, "reproduce", fake)
+    # Execute: the SUMO spec shares its preset with cached_dfl_003
+    code = main(["reproduce", "sumo", "--scale", "ci", "--variants", "LRU sumo",
+                 "--out", str(tmp_path / "o"), "--quiet"])
+    # Assert: the spec itself is run, not the one its preset names
+    assert code == 0
+    assert asked == {"paper": "cached_dfl_003_sumo", "scale": "ci", "variants": ["LRU sumo"]}
 
 
 def test_reproduce_set_and_variants_are_checked_before_any_run_and_reported(tmp_path):

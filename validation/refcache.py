@@ -219,6 +219,7 @@ def ensure(name: str, *, fetch: bool = True) -> Path:
             _fetch_git(ref, tmp)
             how = f"fetched from github.com/{ref.repo}"
         else:
+            shutil.rmtree(tmp, ignore_errors=True)
             raise ConfigError("reference", name, "a local seed copy (fetching is off)")
     except (OSError, subprocess.SubprocessError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,7 +1,8 @@
 """The interactive app (``solara run app.py``), one job per module.
 
-The page is Mesa's ``SolaraViz`` layout (parameter inputs, draggable grid) around our own
-components, with our own Step/Play/Reset (a click during a step is queued, never lost).
+The page is Mesa's ``SolaraViz`` sidebar (parameter inputs) with our own Step/Play/Reset (a
+click during a step is queued, never lost) and our own main area: the map on its whole width,
+fitted to the world on load, the plots below, an agent's panel beside them once one is picked.
 Layers point one way: ``look`` (colours, shapes) → ``layers`` (GeoJSON), ``panels`` (HTML),
 ``figures`` (matplotlib), all pure functions of a running :class:`model.world.MobiDFLModel`
 and testable without a browser → ``components`` (Solara components that arrange them) →
@@ -38,6 +39,7 @@ from analysis.app.layers import (
     selection_geojson,
     shape_size_m,
     streets_geojson,
+    world_bounds,
 )
 from analysis.app.look import AGENT_CLASS, KIND_COLOURS, KIND_SHAPES, accuracy_colour
 from analysis.app.panels import (
@@ -89,4 +91,5 @@ __all__ = [
     "shape_size_m",
     "status_text",
     "streets_geojson",
+    "world_bounds",
 ]

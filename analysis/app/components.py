@@ -26,11 +26,7 @@ from analysis.app.layers import (
     selection_geojson,
     streets_geojson,
 )
-from analysis.app.look import (
-    AGENT_CLASS,
-    MAP_HEIGHT_PX,
-    MAP_WIDTH_GUESS_PX,
-)
+from analysis.app.look import AGENT_CLASS, MAP_HEIGHT_CSS, MAP_PADDING_PX
 from analysis.app.panels import (
     agent_details,
     details_html,
@@ -73,8 +69,9 @@ def MapView(model: MobiDFLModel) -> None:
     steps = getattr(model, "completed_steps", model.steps)  # see _plot: never half a step
     streets = solara.use_memo(lambda: streets_geojson(model), [model])
     areas = solara.use_memo(lambda: areas_geojson(model), [model])
-    centre, zoom = solara.use_memo(
-        lambda: map_view(model, width_px=MAP_WIDTH_GUESS_PX, height_px=MAP_HEIGHT_PX), [model]
+    centre, zoom = solara.use_memo(  # until the browser reports the map's size
+        lambda: map_view(model, width_px=900, height_px=600, padding_px=MAP_PADDING_PX),
+        [model],
     )
     agents = solara.use_memo(lambda: agents_geojson(model), [model, steps])
     contacts = solara.use_memo(lambda: contacts_geojson(model), [model, steps])
@@ -122,17 +119,42 @@ def MapView(model: MobiDFLModel) -> None:
 
     solara.use_effect(connect_events, [model])
 
+    def fit_world():
+        """Fit the world once the browser has reported the map's size (on load, on Reset)."""
+        widget = solara.get_widget(leaflet)
+
+        def fit(change: Any = None) -> None:
+            width, height = widget.right - widget.left, widget.bottom - widget.top
+            if not (0 < width < 1e5 and 0 < height < 1e5):  # not drawn yet
+                return
+            widget.unobserve(fit, names=["right", "bottom"])
+            centre, zoom = map_view(model, width_px=width, height_px=height,
+                                    padding_px=MAP_PADDING_PX)
+            widget.zoom, widget.center = zoom, centre
+
+        widget.observe(fit, names=["right", "bottom"])
+        fit()
+
+        def stop() -> None:
+            try:
+                widget.unobserve(fit, names=["right", "bottom"])
+            except ValueError:  # already fitted
+                pass
+
+        return stop
+
     with solara.Column(gap="4px", style={"width": "100%"}):
         StatusLine(model)
-        ipyleaflet.Map.element(
+        leaflet = ipyleaflet.Map.element(
             center=centre,
             zoom=zoom,
             zoom_snap=0.25,
             scroll_wheel_zoom=True,
             panes=PANES,
             layers=layers,
-            layout={"height": f"{MAP_HEIGHT_PX}px", "width": "100%"},
+            layout={"height": MAP_HEIGHT_CSS, "width": "100%"},
         )
+        solara.use_effect(fit_world, [model])
         drawn = contacts["features"][0]["properties"] if contacts["features"] else {}
         solara.HTML(tag="div", unsafe_innerHTML=legend_html(model, drawn))
         solara.Checkbox(label="OSM web tiles (needs internet)", value=SHOW_TILES,
@@ -141,13 +163,17 @@ def MapView(model: MobiDFLModel) -> None:
 
 @solara.component
 def AgentInfo(model: MobiDFLModel) -> None:
-    """What ``agent.describe()`` says about the agent last hovered or clicked on the map."""
+    """What ``agent.describe()`` says about the agent last hovered or clicked on the map.
+
+    Nothing is drawn until an agent is picked: an empty panel would only take room.
+    """
     update_counter.get()
     details = agent_details(model, _selected_index(model))
-    with solara.Column(classes=["mobidfl-agent-info"]):
-        solara.Markdown("**Agent** (hover or click one on the map)")
-        if details is not None:
-            solara.HTML(tag="div", unsafe_innerHTML=details_html(details))
+    if details is None:
+        return
+    with solara.Column(classes=["mobidfl-agent-info"], style={"min-width": "260px"}):
+        solara.Markdown("**Agent** (hover or click another one on the map)")
+        solara.HTML(tag="div", unsafe_innerHTML=details_html(details))
 
 
 def _plot(make, css_class: str):

@@ -9,7 +9,6 @@ from typing import Any
 import solara
 import solara.lab
 from mesa.visualization.solara_viz import (
-    ComponentsView,
     ModelCreator,
     ShowSteps,
     _build_model_init_kwargs,
@@ -136,15 +135,21 @@ def QueuedController(
 @solara.component
 def AppPage(
     model: MobiDFLModel,
-    components: list[Any],
+    *,
+    map_view: Any,
+    plots: list[Any],
+    side: Any | None = None,
     model_params: dict[str, Any],
     name: str,
 ) -> None:
-    """SolaraViz's layout (app bar, sidebar with controls and inputs, component grid) with
-    :func:`QueuedController` in place of Mesa's ``ModelController``.
+    """SolaraViz's app bar and sidebar (controls, inputs) with :func:`QueuedController` in
+    place of Mesa's ``ModelController``; in the main area ``map_view`` on its whole width,
+    then the ``plots`` side by side with ``side`` (the agent panel) after them.
 
-    WHY: ``SolaraViz`` hard-wires its controller; its other pieces (``ModelCreator``,
-    ``ComponentsView``, ``ShowSteps``) are reused as they are.
+    WHY: ``SolaraViz`` hard-wires its controller, and its component grid (``ComponentsView``)
+    gives every component an equal draggable cell under a "PAGE 0" tab: the map got a
+    quarter of the screen. The city is what a user looks at, so it takes the main area.
+    ``ModelCreator`` and ``ShowSteps`` are reused as they are.
     """
     reactive_model = solara.use_reactive(model)
     reactive_parameters = solara.use_reactive({})
@@ -158,4 +163,13 @@ def AppPage(
             ModelCreator(reactive_model, model_params, model_parameters=reactive_parameters)
         with solara.Card("Information"):
             ShowSteps(reactive_model.value)
-    ComponentsView(list(components), reactive_model.value)
+    current = reactive_model.value
+    with solara.Column(style={"width": "100%", "padding": "4px 8px"}):
+        map_view(current)
+        with solara.Row(gap="8px", style={"width": "100%", "align-items": "flex-start",
+                                          "flex-wrap": "wrap"}):
+            for plot in plots:
+                with solara.Div(style={"flex": "1 1 300px", "min-width": "280px"}):
+                    plot(current)
+            if side is not None:
+                side(current)

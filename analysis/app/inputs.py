@@ -48,7 +48,8 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         "map": {"type": "Select", "value": defaults.map, "values": list(BUNDLED), "label": "Map"},
         "map_file": {"type": "InputText", "value": "", "label": "Map file / spec (overrides Map)"},
     }
-    for kind in KINDS:  # the app starts on the default world (README, "The default world")
+    # the app starts on the default world (docs/concepts/world.md, "The default world")
+    for kind in KINDS:
         name = COUNT_SETTING[kind]
         params[name] = {"type": "SliderInt", "value": defaults.count(kind), "label": name.title(),
                         "min": 0, "max": 200, "step": 1}

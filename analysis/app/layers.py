@@ -295,11 +295,35 @@ def selection_geojson(model: MobiDFLModel, index: int | None) -> dict[str, Any]:
     return {"type": "FeatureCollection", "features": features}
 
 
-def map_view(model: MobiDFLModel, *, width_px: int, height_px: int) -> tuple[list[float], float]:
-    """Centre (lat, lon) and a zoom (quarter steps) that fits the map's bounds in the view."""
+def world_bounds(model: MobiDFLModel) -> tuple[float, float, float, float]:
+    """(west, south, east, north) in the model's metres of its streets and every agent.
+
+    WHY: agents can stand outside the street network's box (sensors on grid cells, UAVs over
+    the area), and the map fits this box on load, so nothing the model holds is off screen.
+    """
     west, south, east, north = model.world_map.bounds
+    if model.n_agents:
+        low, high = model.position.min(axis=0), model.position.max(axis=0)
+        west, south = min(west, float(low[0])), min(south, float(low[1]))
+        east, north = max(east, float(high[0])), max(north, float(high[1]))
+    return west, south, east, north
+
+
+def map_view(
+    model: MobiDFLModel, *, width_px: float, height_px: float, padding_px: float = 0.0
+) -> tuple[list[float], float]:
+    """Centre (lat, lon) and the largest zoom (quarter steps) that shows :func:`world_bounds`
+    whole in a ``width_px`` x ``height_px`` map, ``padding_px`` kept free on every side.
+
+    Web Mercator at zoom z draws 156,543.03 x cos(lat) / 2^z ground metres per pixel
+    (256-pixel tiles), so the zoom that fits a span of s metres in p pixels is
+    log2(156,543.03 cos(lat) p / s), rounded down to Leaflet's quarter steps.
+    """
+    west, south, east, north = world_bounds(model)
     (lon, lat) = lonlat(model, np.array([(west + east) / 2, (south + north) / 2]))
-    metres_per_px = max((east - west) / width_px, (north - south) / height_px, 1e-3)
+    width = max(width_px - 2 * padding_px, 1.0)
+    height = max(height_px - 2 * padding_px, 1.0)
+    metres_per_px = max((east - west) / width, (north - south) / height, 1e-3)
     zoom = math.log2(156543.03392 * math.cos(math.radians(lat)) / metres_per_px)
     return [float(lat), float(lon)], math.floor(zoom * 4) / 4
 

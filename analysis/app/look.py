@@ -32,8 +32,11 @@ AGENT_CLASS = "mobidfl-agent"
 """CSS class of every agent shape on the map (browser tests and user styling find them)."""
 MAX_CONTACT_LINES = 2000
 """More contact lines than this are thinned for drawing (all are still counted)."""
-MAP_HEIGHT_PX = 285
-MAP_WIDTH_GUESS_PX = 460  # half the grid at 1280 px; only used to pick the initial zoom
+MAP_HEIGHT_CSS = "max(360px, calc(100vh - 190px))"
+"""The map fills the main area below the app bar, leaving room for its status line and legend
+(the plots sit below it, one scroll away)."""
+MAP_PADDING_PX = 12
+"""Margin kept free around the world when the map fits it (edge agents are not cut)."""
 ACCURACY_LUT = [
     matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["viridis"](np.linspace(0, 1, 101))
 ]

@@ -61,6 +61,10 @@ class StepResult:
     """This step's evaluation; ``None`` when the step was not evaluated (``eval_every``)."""
     stop: bool = False
     """Early stopping asks the run to end (``early_stop_patience``, Cached-DFL)."""
+    link: Mapping[str, np.ndarray] | None = None
+    """Per agent, what this step's exchanges cost over the link (``bytes_sent``,
+    ``bytes_received``, ``transfers_aborted``, ``airtime_s``, ``energy_j``); ``None``
+    under ``link = "ideal"``."""
 
     def __post_init__(self) -> None:
         trained = np.array(self.trained, dtype=bool)

@@ -16,7 +16,9 @@ from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import make_partition
 from model.learning.results import Evaluation, StepResult
+from model.links import LinkPlan
 from model.maths.distribution import area_label_lists
+from model.maths.link import message_bytes, training_flops
 from model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step
 from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
 from model.policies.base import ExchangePolicy, check_metrics
@@ -128,7 +130,7 @@ class LearningSession:
             pos=model.position.copy(),
         )
 
-    def context(self, members: np.ndarray) -> ExchangeContext:
+    def context(self, members: np.ndarray, link: LinkPlan | None = None) -> ExchangeContext:
         """What the policy of ``members`` sees in the current step."""
         return ExchangeContext(
             step=self.model.steps,
@@ -139,6 +141,7 @@ class LearningSession:
             rng=self.model.rng,
             world=self.model.view,
             encounters=self.model.encounters,
+            link=link,
         )
 
     def step(self) -> StepResult:
@@ -164,9 +167,10 @@ class LearningSession:
                 patience=self.config.lr_plateau_patience,
             )
             self.engine.lr = self.plateau.lr
+        plan = self.link_plan()
         exchanges: list[tuple[np.ndarray, Exchange]] = []
         for policy, members in self.policies.values():
-            exchange = policy.exchange(self.context(members))
+            exchange = policy.exchange(self.context(members, plan))
             check_metrics(policy, exchange.metrics)
             exchanges.append((members, exchange))
         if any(exchange.rows is not None for _, exchange in exchanges):
@@ -193,7 +197,29 @@ class LearningSession:
             metrics=metrics,
             evaluation=evaluation,
             stop=bool(stop),
+            link=None if plan is None else self.link_costs(plan, mask),
         )
+
+    def link_plan(self) -> LinkPlan | None:
+        """This step's link plan (issue 26), ``None`` under ``link = "ideal"``."""
+        model = self.model
+        if model.contact_table is None:
+            return None
+        o = model.link.options
+        params = o.params or self.engine.num_params
+        size = message_bytes(params, dtype=o.dtype, overhead=o.overhead_bytes)
+        return model.link.plan(
+            model.contact_table, kinds=model.kind_of, message_bytes=size, n=model.n_agents
+        )
+
+    def link_costs(self, plan: LinkPlan, trained: np.ndarray) -> dict[str, np.ndarray]:
+        """Per agent: the plan's tally, and energy = radio (tx/rx power x airtime) + local
+        training (FLOPs x ``link.j_per_flop``; forward x 3 per sample seen)."""
+        costs = plan.per_agent()
+        samples = self.engine.batch_sizes * self.config.local_steps * trained
+        flops = training_flops(self.engine.flops_per_sample, samples)
+        costs["energy_j"] = costs.pop("radio_energy_j") + self.model.link.options.j_per_flop * flops
+        return costs
 
     def evaluate(self) -> Evaluation:
         """Every agent's model on the shared test sample, and their consensus distance."""

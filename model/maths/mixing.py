@@ -54,16 +54,19 @@ def member_mask(n: int, members: np.ndarray | None) -> np.ndarray:
 
 
 def _member_graph(
-    adjacency: sp.spmatrix, members: np.ndarray | None
+    adjacency: sp.spmatrix, members: np.ndarray | None, *, directed: bool = False
 ) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Validate the contact graph; keep only member-member edges. Returns (A, mask)."""
+    """Validate the contact graph; keep only member-member edges. Returns (A, mask).
+
+    ``directed``: row ``i`` lists the models ``i`` received (a link model may deliver one
+    way only, issue 26), so the graph need not be symmetric."""
     a = sp.csr_matrix(adjacency, dtype=bool)
     n = a.shape[0]
     if a.shape != (n, n):
         raise ConfigError("adjacency", a.shape, "a square N x N matrix")
     if a.diagonal().any():
         raise ConfigError("adjacency", "self loops", "a graph without self loops (i != j)")
-    if (a != a.T).nnz:
+    if not directed and (a != a.T).nnz:
         raise ConfigError("adjacency", "asymmetric", "a symmetric contact graph")
     mask = member_mask(n, members)
     if not mask.all():
@@ -93,24 +96,31 @@ def _with_identity_rows(w: sp.csr_matrix, mask: np.ndarray) -> sp.csr_matrix:
     return out
 
 
-def dpsgd_weights(adjacency: sp.spmatrix, members: np.ndarray | None = None) -> sp.csr_matrix:
+def dpsgd_weights(
+    adjacency: sp.spmatrix, members: np.ndarray | None = None, *, directed: bool = False
+) -> sp.csr_matrix:
     """Plain D-PSGD averaging: ``W_ij = 1 / |M_i|`` over ``M_i`` = neighbours of i and i.
 
     de Heredia 2024, Sec. 5.3 (the weights of the original D-PSGD paper [12]) and Alg. 1 line 6.
-    An isolated member keeps its model (``W_ii = 1``).
+    An isolated member keeps its model (``W_ii = 1``). ``directed``: ``adjacency`` row i
+    holds the models i received (:func:`_member_graph`).
     """
-    a, mask = _member_graph(adjacency, members)
+    a, mask = _member_graph(adjacency, members, directed=directed)
     return _rows_from_scores(a, mask, np.ones(a.shape[0]))
 
 
 def fedavg_weights(
-    adjacency: sp.spmatrix, data_sizes: np.ndarray, members: np.ndarray | None = None
+    adjacency: sp.spmatrix,
+    data_sizes: np.ndarray,
+    members: np.ndarray | None = None,
+    *,
+    directed: bool = False,
 ) -> sp.csr_matrix:
     """FedAvg-weighted neighbourhood averaging, Reza et al. eq. (2).
 
     ``W_ij = |D_j| / (|D_i| + sum_{k in N_i} |D_k|)`` for ``j`` in ``N_i + {i}``.
     """
-    a, mask = _member_graph(adjacency, members)
+    a, mask = _member_graph(adjacency, members, directed=directed)
     sizes = np.asarray(data_sizes, dtype=np.float64).reshape(-1)
     if sizes.shape != (a.shape[0],):
         raise ConfigError("data_sizes", sizes.shape, f"one size per agent ({a.shape[0]})")
@@ -124,6 +134,8 @@ def mobility_aware_weights(
     speeds: np.ndarray,
     alpha: float,
     members: np.ndarray | None = None,
+    *,
+    directed: bool = False,
 ) -> sp.csr_matrix:
     """Mobility-aware averaging, de Heredia 2024 Sec. 5.4.
 
@@ -136,7 +148,7 @@ def mobility_aware_weights(
     """
     if not 0.0 <= float(alpha) <= 1.0:  # also rejects NaN
         raise ConfigError("mobility_alpha", alpha, "a number in [0, 1]")
-    a, mask = _member_graph(adjacency, members)
+    a, mask = _member_graph(adjacency, members, directed=directed)
     n = a.shape[0]
     s = np.asarray(speeds, dtype=np.float64).reshape(-1)
     if s.shape != (n,):

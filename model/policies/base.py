@@ -53,6 +53,7 @@ from model.settings import PluginSettings
 
 if TYPE_CHECKING:
     from model.learning.engine import Engine
+    from model.links import LinkPlan
     from model.views import WorldView
 
 __all__ = [
@@ -99,6 +100,9 @@ class ExchangeContext:
     """This step's contact pairs ``[E, 2]`` (i < j) and their first-contact times (fraction
     of the step, :func:`model.contacts.contact_times`); only for policies that set
     ``needs_encounter_times`` (``None`` otherwise)."""
+    link: LinkPlan | None = None
+    """This step's link plan (:class:`model.links.LinkPlan`: what each contact can carry);
+    ``None`` under ``link = "ideal"``, where every contact carries everything."""
 
 
 @dataclass
@@ -116,6 +120,9 @@ class ExchangePolicy(ABC):
     name: ClassVar[str]
     needs_encounter_times: ClassVar[bool] = False
     """True: the model computes ``ExchangeContext.encounters`` (time order of contacts)."""
+    honours_link: ClassVar[bool] = False
+    """True: :meth:`exchange` sends over ``ctx.link`` when a link model is set (issue 26);
+    a non-ideal link with a policy that ignores it is refused (model.config)."""
     metric_names: ClassVar[tuple[str, ...]] = ()
     """Every metric ``exchange`` may put in ``Exchange.metrics`` (columns of ``model.csv``);
     an undeclared one raises (:func:`check_metrics`) instead of being dropped."""

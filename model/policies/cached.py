@@ -16,7 +16,10 @@ or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
    they meet. Ties (all pairs under ``contact = end``, which has no time) keep the order
    of a random permutation drawn from the policy's own generator (seeded by ``seed``, so
    the model's mobility stream, and hence every contact, is the same as under any other
-   policy with the same seed: comparisons between policies are paired);
+   policy with the same seed: comparisons between policies are paired). ``cached.passes``
+   replays the step's encounters that many times (1 = Alg. 1 and the authors' training
+   loop; the authors' Table 2 function replays them ``local_ep`` = 10 times, see
+   :func:`replay_encounters` and validation/README.md);
 3. aggregation (lines 10-13, 18): ``x_i(t+1) = sum_j alpha_j x~_j(tau)`` over the own model
    and the cached ones with ``alpha_j = n_j / sum n`` (sample counts,
    :func:`model.maths.cache.aggregation_weights`).
@@ -29,12 +32,14 @@ policy" (Cached-DFL, "Grouped Mobility Patterns").
 
 Timestamp ties (common when contacts are dense: all cached models carry the current
 epoch) keep arrival order, as the authors' stable sort does; breaking them by origin id
-made every agent keep the same lowest-numbered origins (measured, see caching_003).
+made every agent keep the same lowest-numbered origins (measured with the former
+analysis/experiments/caching_003.py at 30 cars on nyc_uws: LRU 85.0 ± 5.9 % instead of
+90.2 ± 1.7 % in Fig. 2).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -48,6 +53,8 @@ from model.maths.cache import (
     cache_stats,
     evict_stale,
     exchange_pair,
+    group_lru_update,
+    lru_update,
 )
 from model.maths.mixing import member_mask
 from model.policies.base import (
@@ -61,6 +68,7 @@ from model.settings import PluginSettings, at_least_one, setting
 
 if TYPE_CHECKING:
     from model.learning.engine import Engine
+    from model.links import LinkPlan
     from model.views import WorldView
 
 STATE_FORMAT = 1
@@ -97,6 +105,37 @@ def encounter_order(
     shuffled = rng.permutation(len(pairs))
     order = shuffled[np.argsort(times[shuffled], kind="stable")]
     return pairs[order]
+
+
+def replay_encounters(
+    caches: dict[int, dict[int, CacheEntry]],
+    own: dict[int, CacheEntry],
+    edges: np.ndarray,
+    *,
+    now: int,
+    tau_max: int,
+    passes: int = 1,
+    **limits: Any,
+) -> dict[int, dict[int, CacheEntry]]:
+    """One step's cache updates: :func:`exchange_pair` for every encounter, ``passes`` times.
+
+    Cached-DFL, Alg. 2 per encounter, in the given order. ``passes = 1`` is Alg. 1 and the
+    authors' training loop (``trainer_single.py``, ``Decentralized_Cache_process``: one pass of
+    ``update_model_cache`` over the round's pairs). The authors' Table 2 statistic comes from
+    ``Decentralized_Cache_test``, which replays the whole round's pair list ``local_ep`` (10)
+    times (``for ep in range(local_ep)``), so a model relays along chains of meetings in any
+    time order, up to ``passes`` hops per chain. Returns new caches; inputs are not mutated.
+    """
+    if isinstance(passes, bool) or not isinstance(passes, (int, np.integer)) or passes < 1:
+        raise ConfigError("cached.passes", passes, "an integer >= 1")
+    out = dict(caches)
+    pairs = np.asarray(edges, dtype=np.int64).reshape(-1, 2).tolist()
+    for _ in range(int(passes)):
+        for i, j in pairs:
+            out[i], out[j] = exchange_pair(
+                out[i], out[j], own[i], own[j], now=now, tau_max=tau_max, **limits
+            )
+    return out
 
 
 def even_group_limits(cache_size: int, groups: int) -> list[int]:
@@ -142,6 +181,12 @@ class CachedSettings(PluginSettings):
         "", "cached_group_lru: per-area cache limits, e.g. 4,3,3 (empty = even split)",
         alias="cache_groups",
     )
+    passes: int = setting(
+        1,
+        "times a step's encounters are replayed (1 = Alg. 1 and the authors' training loop; "
+        "10 = the authors' Table 2 function, local_ep passes)",
+        at_least_one,
+    )
 
 
 class CachedPolicy(ExchangePolicy):
@@ -152,6 +197,7 @@ class CachedPolicy(ExchangePolicy):
 
     metric_names: ClassVar[tuple[str, ...]] = ("cache_size_mean", "cache_age_mean")
     needs_encounter_times: ClassVar[bool] = True
+    honours_link = True
 
     @classmethod
     def held_models(cls, settings: Any) -> int:
@@ -212,10 +258,17 @@ class CachedPolicy(ExchangePolicy):
             for i in members
         }
         edges = self._encounter_order(ctx)
-        for i, j in edges.tolist():
-            caches[i], caches[j] = exchange_pair(
-                caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max, **limits
+        if ctx.link is None:
+            caches = replay_encounters(
+                caches, own, edges, now=now, tau_max=tau_max, passes=self.options.passes,
+                **limits,
             )
+        else:  # one pass: Config._check_link refuses cached.passes > 1 with a link
+            for i, j in edges.tolist():
+                caches[i], caches[j] = self._exchange_over_link(
+                    ctx.link, caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max,
+                    limits=limits,
+                )
         assign = {}
         for i in members:
             entries = list(caches[i].values())
@@ -230,6 +283,59 @@ class CachedPolicy(ExchangePolicy):
             count, age = cache_stats(caches.values(), now=now)
             metrics = {"cache_size_mean": count, "cache_age_mean": age}
         return Exchange(assign=assign, metrics=metrics)
+
+    @staticmethod
+    def outbox(own: CacheEntry, cache: Mapping[int, CacheEntry], size: int) -> list:
+        """What a car sends at an encounter, in order: its own model, then its cached models
+        freshest first (ties in cache order), as ``((origin, timestamp), bytes)``.
+
+        Cached-DFL: "When two agents meet, they not only exchange their own local models,
+        but also share their cached models with each other"; the order is issue 26's
+        reading (the own model is the newest, and fresher cached models weigh more for
+        the receiver's LRU cache, Alg. 2 lines 17-18).
+        """
+        entries = sorted(cache.values(), key=lambda e: -int(e.timestamp))
+        return [((e.origin, e.timestamp), size) for e in (own, *entries)]
+
+    def _exchange_over_link(
+        self, link: LinkPlan, cache_i: Mapping[int, CacheEntry], cache_j: Mapping[int, CacheEntry],
+        own_i: CacheEntry, own_j: CacheEntry, *, now: int, tau_max: int, limits: dict[str, Any],
+    ) -> tuple[dict[int, CacheEntry], dict[int, CacheEntry]]:
+        """:func:`exchange_pair` over a link: each side receives only the messages of
+        :meth:`outbox` that arrived whole before the contact ended (both from the caches
+        held when they met). A side that received nothing keeps its cache."""
+        i, j = own_i.origin, own_j.origin
+        at_j, at_i = link.send(
+            i, j, self.outbox(own_i, cache_i, link.message_bytes),
+            self.outbox(own_j, cache_j, link.message_bytes),
+        )
+        return (
+            self._receive(cache_i, i, own_j, cache_j, set(at_i), now, tau_max, limits),
+            self._receive(cache_j, j, own_i, cache_i, set(at_j), now, tau_max, limits),
+        )
+
+    @staticmethod
+    def _receive(
+        cache: Mapping[int, CacheEntry], owner: int, peer: CacheEntry,
+        peer_cache: Mapping[int, CacheEntry], arrived: set, now: int, tau_max: int,
+        limits: dict[str, Any],
+    ) -> dict[int, CacheEntry]:
+        """Alg. 2 on what arrived: the peer's model (if it arrived, else the first cached
+        model that did stands in as line 6) and the cached models that arrived."""
+        got = [e for e in (peer, *peer_cache.values())
+               if (e.origin, e.timestamp) in arrived and e.origin != owner]
+        if not got:
+            return dict(cache)
+        first, rest = got[0], {e.origin: e for e in got[1:]}
+        if "group_limits" in limits:
+            return group_lru_update(
+                cache, owner=owner, peer_entry=first, peer_cache=rest, now=now,
+                tau_max=tau_max, group_limits=limits["group_limits"],
+            )
+        return lru_update(
+            cache, owner=owner, peer_entry=first, peer_cache=rest, now=now, tau_max=tau_max,
+            cache_size=limits["cache_size"],
+        )
 
     def _encounter_order(self, ctx: ExchangeContext) -> np.ndarray:
         """This step's member encounters ``[E, 2]`` in the order the caches meet.

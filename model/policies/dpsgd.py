@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
-from model.maths.mixing import dpsgd_weights
+from model.maths.mixing import dpsgd_weights, member_mask
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 
 
@@ -22,13 +23,34 @@ def member_degree_mean(ctx: ExchangeContext) -> float:
     return float(np.asarray(sub.sum(axis=1)).mean())
 
 
+def received_graph(ctx: ExchangeContext) -> tuple[sp.csr_matrix, bool]:
+    """The graph to average over and whether it is directed.
+
+    ``link = "ideal"``: this step's contacts (symmetric). Otherwise every member-member
+    contact sends one model each way over ``ctx.link`` and row ``i`` holds the models ``i``
+    received whole before the contact ended (issue 26: "average only models received").
+    """
+    if ctx.link is None:
+        return ctx.adjacency, False
+    n = ctx.adjacency.shape[0]
+    mask = member_mask(n, ctx.members)
+    upper = sp.triu(sp.csr_matrix(ctx.adjacency, dtype=bool), k=1).tocoo()
+    keep = mask[upper.row] & mask[upper.col]
+    pairs = np.stack([upper.row[keep], upper.col[keep]], axis=1).astype(np.int64)
+    got = ctx.link.swap_models(pairs)
+    graph = sp.csr_matrix((np.ones(len(got), bool), (got[:, 0], got[:, 1])), shape=(n, n))
+    return graph, True
+
+
 @register_policy
 class DPSGDPolicy(ExchangePolicy):
     """Equal-weight averaging with the members met during the step."""
 
     name = "dpsgd"
+    honours_link = True
     metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
-        rows = dpsgd_weights(ctx.adjacency, ctx.members)
+        graph, directed = received_graph(ctx)
+        rows = dpsgd_weights(graph, ctx.members, directed=directed)
         return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)})

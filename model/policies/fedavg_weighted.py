@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from model.maths.mixing import fedavg_weights
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
-from model.policies.dpsgd import member_degree_mean
+from model.policies.dpsgd import member_degree_mean, received_graph
 
 
 @register_policy
@@ -18,8 +18,10 @@ class FedAvgWeightedPolicy(ExchangePolicy):
     """Data-size-weighted averaging with the members met during the step."""
 
     name = "fedavg_weighted"
+    honours_link = True
     metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
-        rows = fedavg_weights(ctx.adjacency, ctx.agents.data_size, ctx.members)
+        graph, directed = received_graph(ctx)
+        rows = fedavg_weights(graph, ctx.agents.data_size, ctx.members, directed=directed)
         return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)})

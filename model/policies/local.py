@@ -10,6 +10,7 @@ class LocalPolicy(ExchangePolicy):
     """Local training only: the mixing rows stay the identity (``rows=None``)."""
 
     name = "local"
+    honours_link = True  # sends nothing, so every link carries all it sends
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         return Exchange()

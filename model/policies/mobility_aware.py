@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from model.maths.mixing import mobility_aware_weights
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
-from model.policies.dpsgd import member_degree_mean
+from model.policies.dpsgd import member_degree_mean, received_graph
 from model.settings import PluginSettings, setting, unit_interval
 
 
@@ -40,14 +40,18 @@ class MobilityAwarePolicy(ExchangePolicy):
     name = "mobility_aware"
     settings_class = MobilityAwareSettings
     options: MobilityAwareSettings
+    honours_link = True
     metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
-        """One row per member from this step's contacts and the agents' current speeds."""
+        """One row per member from this step's contacts (the models received over the link,
+        when one is set) and the agents' current speeds."""
+        graph, directed = received_graph(ctx)
         rows = mobility_aware_weights(
-            ctx.adjacency,
+            graph,
             ctx.agents.speed,
             self.options.alpha,
             ctx.members,
+            directed=directed,
         )
         return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)})

@@ -1,1 +1,0 @@
-"""Paper experiments: one script per seed paper, each with run(scale=, seeds=) and main()."""

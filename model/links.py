@@ -1,0 +1,485 @@
+"""Link models: what a contact can carry (issue 26, "Contacts carry bytes").
+
+Every system MobiDFL implements assumes two devices in range swap whole models at once.
+A link model (setting ``link.model``, alias ``link``) replaces that with a radio: each stay
+in range (:class:`model.contacts.ContactTable`) carries a number of bytes, from a rate, a
+set-up latency, frame loss with MAC retries and one radio shared among a device's
+simultaneous contacts. Policies that honour the link (``ExchangePolicy.honours_link``)
+send their messages in their own order and count only those that arrive before the
+contact ends; the others refuse a non-ideal link (:meth:`model.config.Config._check_link`).
+
+Plug-ins, registered by name in :data:`model.plugins.LINKS`:
+
+* ``ideal`` (default): no link model; every result is what it was before issue 26.
+* ``fixed_rate``: one rate (``link.rate_bps``), or one per pair of kinds
+  (``link.kind_rates``), whatever the distance.
+* ``distance_rate``: the rate at the pair's distance, from a step table
+  (``link.table``, The ONE's ``DistanceCapacityInterface``) or from log-distance path loss
+  and Shannon's capacity with a radio profile (``link.profile``: :data:`PROFILES`).
+
+The maths are pure functions in :mod:`model.maths.link`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from model.contacts import ContactTable
+from model.maths.link import (
+    delivered_prefix,
+    expected_attempts,
+    fair_split,
+    message_loss_probability,
+    overlap_counts,
+    parse_kind_rates,
+    parse_rate_table,
+    shannon_rate,
+    table_rate,
+)
+from model.plugins import LINKS
+from model.settings import (
+    PluginSettings,
+    at_least_one,
+    non_negative,
+    one_of,
+    positive,
+    setting,
+)
+
+__all__ = ["PROFILES", "LinkModel", "LinkPlan", "LinkSettings", "make_link"]
+
+KINDS = ("vehicle", "pedestrian", "sensor", "uav")  # model.config.KINDS (no import upwards)
+RNG_TAG = 0x11A4
+"""Second word of the link's own generator seed ``[seed, RNG_TAG]`` (frame loss draws)."""
+
+PROFILES: dict[str, dict[str, float]] = {
+    # IEEE 802.11p / DSRC / ITS-G5 at 5.9 GHz on a 10 MHz channel (IEEE 802.11-2016,
+    # clause 17 at 10 MHz spacing: 3-27 Mbit/s; minimum sensitivity -85 dBm at 3 Mbit/s and
+    # -68 dBm at 27 Mbit/s, Table 17-18 less 3 dB); 23 dBm transmit power (ETSI EN 302 571
+    # allows up to 33 dBm EIRP; 20-23 dBm is the usual OBU setting); path-loss exponent 2.1
+    # below the 100 m break point of Cheng et al., "Mobile vehicle-to-vehicle narrow-band
+    # channel measurement ... 5.9 GHz DSRC", IEEE JSAC 25(8), 2007; 1 m loss = free space
+    # at 5.9 GHz (47.9 dB). gap 18 dB: with a 9 dB noise figure it puts 3 Mbit/s near
+    # -85 dBm and 27 Mbit/s near -68 dBm (the sensitivities above, within 2 dB).
+    "dsrc": {
+        "tx_dbm": 23.0, "bandwidth_hz": 10e6, "noise_figure_db": 9.0, "loss_1m_db": 47.9,
+        "exponent": 2.1, "gap_db": 18.0, "cap_bps": 27e6, "sensitivity_dbm": -85.0,
+    },
+    # LTE-V2X sidelink (PC5, mode 4) at 5.9 GHz, 10 MHz: 3GPP TR 36.885 Table A.1.2-1
+    # (UE power 23 dBm, noise figure 9 dB) and its WINNER+ B1 LOS path loss
+    # PL = 22.7 log10(d) + 27 + 20 log10(5.9) (exponent 2.27, 42.4 dB at 1 m); Rel-14 PC5
+    # tops out near 20 Mbit/s in 10 MHz (16QAM; assumed cap); sensitivity -95 dBm and the
+    # 18 dB gap of dsrc are assumptions.
+    "cv2x": {
+        "tx_dbm": 23.0, "bandwidth_hz": 10e6, "noise_figure_db": 9.0, "loss_1m_db": 42.4,
+        "exponent": 2.27, "gap_db": 18.0, "cap_bps": 20e6, "sensitivity_dbm": -95.0,
+    },
+    # Wi-Fi Direct between phones, 2.4 GHz, 20 MHz, 802.11n 1x1 (MCS7 with short guard:
+    # 72.2 Mbit/s cap); 15 dBm (a phone's usual power, assumed); sensitivity -82 dBm at
+    # 6 Mbit/s (IEEE 802.11-2016 Table 17-18); exponent 3 for pedestrians among buildings
+    # (Rappaport Table 4.2: urban 2.7-3.5); 1 m loss = free space at 2.4 GHz (40.0 dB).
+    "wifi_direct": {
+        "tx_dbm": 15.0, "bandwidth_hz": 20e6, "noise_figure_db": 10.0, "loss_1m_db": 40.0,
+        "exponent": 3.0, "gap_db": 18.0, "cap_bps": 72.2e6, "sensitivity_dbm": -82.0,
+    },
+    # Bluetooth LE 2M PHY (Bluetooth Core 5.0), 0 dBm, 2 MHz; sensitivity -92 dBm (a
+    # current chip's datasheet value at 2 Mbit/s, e.g. Nordic nRF52840); application
+    # throughput about 1.4 Mbit/s (cap); exponent 3 as for wifi_direct.
+    "ble": {
+        "tx_dbm": 0.0, "bandwidth_hz": 2e6, "noise_figure_db": 10.0, "loss_1m_db": 40.0,
+        "exponent": 3.0, "gap_db": 18.0, "cap_bps": 1.4e6, "sensitivity_dbm": -92.0,
+    },
+}
+"""Radio profiles of ``distance_rate`` without a table: ``shannon_rate`` parameters with the
+source of each value. Not yet calibrated against a packet-level simulator
+(docs/concepts/links.md says what was and was not checked)."""
+
+
+def _known_link(value: str) -> str | None:
+    names = LINKS.names()
+    return None if value in names else "one of " + ", ".join(names)
+
+
+def _table_check(value: str) -> str | None:
+    if not value.strip():
+        return None
+    try:
+        parse_rate_table(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _kind_rates_check(value: str) -> str | None:
+    try:
+        parse_kind_rates(value, KINDS)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _efficiency_check(value: float) -> str | None:
+    return None if 0.0 < value <= 1.0 else "a number in (0, 1]"
+
+
+def _loss_check(value: float) -> str | None:
+    return None if 0.0 <= value < 1.0 else "a number in [0, 1)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkSettings(PluginSettings):
+    """Settings of every link model (namespace ``link``)."""
+
+    namespace: ClassVar[str] = "link"
+    model: str = setting(
+        "ideal",
+        "link model: ideal (every contact carries everything at once, as before), fixed_rate, "
+        "distance_rate",
+        _known_link,
+        alias="link",
+    )
+    rate_bps: float = setting(
+        6e6,
+        "fixed_rate: bit/s (6 Mbit/s: the default data rate of ETSI ITS-G5 / 802.11p at "
+        "10 MHz; inf = unlimited, with byte and energy accounting)",
+        positive,
+        inf=True,
+    )
+    kind_rates: str = setting(
+        "",
+        "fixed_rate: bit/s per pair of kinds, e.g. vehicle-vehicle:6e6,pedestrian-sensor:1e6 "
+        "(other pairs: rate_bps)",
+        _kind_rates_check,
+    )
+    efficiency: float = setting(
+        0.84,
+        "share of the rate that carries model bytes (MAC overhead: preamble, DIFS, back-off, "
+        "ACK, headers); 0.84 = ns-3 802.11p at 6 Mbit/s, UDP 1472 B, in a 7.2 s pass "
+        "(benchmarks/ns3_link_check.py)",
+        _efficiency_check,
+    )
+    setup_s: float = setting(
+        0.0,
+        "seconds from entering range to the first byte (802.11p OCB mode needs no "
+        "association: 0)",
+        non_negative,
+    )
+    table: str = setting(
+        "",
+        "distance_rate: step table DISTANCE:RATE (m:bit/s), rates never rising, e.g. "
+        "0:27e6,50:12e6,100:6e6 (empty = the profile's path-loss + Shannon curve)",
+        _table_check,
+    )
+    profile: str = setting(
+        "dsrc",
+        "distance_rate: radio profile (dsrc = 802.11p, cv2x = LTE-V2X sidelink, "
+        "wifi_direct, ble)",
+        one_of(*PROFILES),
+    )
+    loss: float = setting(
+        0.0, "chance a frame attempt is lost (each frame retried up to `retries` times)",
+        _loss_check,
+    )
+    retries: int = setting(
+        7, "MAC retries per frame (802.11 dot11ShortRetryLimit: 7)", non_negative
+    )
+    frame_bytes: int = setting(1500, "frame payload in bytes (an Ethernet-size MTU)", at_least_one)
+    shared_radio: bool = setting(
+        True, "one radio per device: its simultaneous contacts share its rate"
+    )
+    resume: bool = setting(
+        False,
+        "an unfinished model continues at the pair's next contact (DTN custody transfer) "
+        "instead of being lost",
+    )
+    dtype: str = setting(
+        "fp32", "bytes per parameter on the air: fp32 (4), bf16 (2) or int8 (1)",
+        one_of("fp32", "bf16", "int8"),
+    )
+    params: int = setting(
+        0,
+        "parameters per model on the air (0 = the run's network; 11689512 = ResNet-18, "
+        "to study a larger model's bytes while training a small one)",
+        non_negative,
+    )
+    overhead_bytes: int = setting(
+        64, "bytes added to every model message (origin, timestamp, sample count; assumed)",
+        non_negative,
+    )
+    tx_w: float = setting(
+        0.0522,
+        "radio power while sending, W (ns-3 WifiRadioEnergyModel: TxCurrentA 0.0174 A at 3 V)",
+        non_negative,
+    )
+    rx_w: float = setting(
+        0.0591,
+        "radio power while receiving, W (ns-3 WifiRadioEnergyModel: RxCurrentA 0.0197 A at 3 V)",
+        non_negative,
+    )
+    j_per_flop: float = setting(
+        1e-10,
+        "energy of one training FLOP, J (1e-10: 10 GFLOP/s per watt, an embedded GPU; assumed)",
+        non_negative,
+    )
+
+
+class LinkModel:
+    """Base of the link plug-ins: the rate between two agents at a distance, and the plan
+    of one step (what each contact can carry)."""
+
+    name: ClassVar[str]
+    settings_class: ClassVar[type[PluginSettings]] = LinkSettings
+    ideal: ClassVar[bool] = False
+    """True: no link model at all (``ideal``); :meth:`plan` is never called."""
+
+    def __init__(self, *, settings: Any) -> None:
+        self.options: LinkSettings = LinkSettings.of(settings)
+        self.rng = np.random.default_rng([int(getattr(settings, "seed", 0)), RNG_TAG])
+        self.partial: dict[tuple[int, int], tuple[Any, float]] = {}
+        """``link.resume``: per (sender, receiver) the unfinished message and bytes done."""
+
+    def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
+        """Bit/s between agents of ``kind_a`` and ``kind_b`` at ``distance`` metres."""
+        raise NotImplementedError
+
+    def plan(
+        self, table: ContactTable, *, kinds: np.ndarray, message_bytes: int, n: int
+    ) -> LinkPlan:
+        """Bytes each stay in range of ``table`` can carry, from :meth:`rate` averaged over
+        the stay (4 points per chord piece), after ``setup_s``, times the MAC's
+        ``efficiency``, shared by each device's simultaneous contacts, and slowed by frame
+        retries."""
+        o = self.options
+        rows = table.piece_row
+        nodes = (np.arange(4) + 0.5) / 4
+        t = table.piece_t0[:, None] + (table.piece_t1 - table.piece_t0)[:, None] * nodes
+        rel = table.piece_rel0[:, None, :] + t[..., None] * table.piece_relv[:, None, :]
+        distance = np.hypot(rel[..., 0], rel[..., 1])
+        kind_a, kind_b = kinds[table.a][rows], kinds[table.b][rows]
+        rate = self.rate(distance, kind_a[:, None], kind_b[:, None]).mean(axis=1)
+        begin = table.t_start[rows] + o.setup_s
+        usable = np.maximum(0.0, table.piece_end - np.maximum(table.piece_start, begin))
+        with np.errstate(invalid="ignore"):  # inf x 0: an unlimited rate carries all
+            carried = np.where(np.isinf(rate), np.inf, np.where(usable > 0, rate * usable, 0.0))
+        bits = np.bincount(rows, weights=carried, minlength=len(table))
+        seconds = np.bincount(rows, weights=usable, minlength=len(table))
+        share = np.ones(len(table))
+        if o.shared_radio and len(table):
+            count = overlap_counts(
+                np.concatenate([table.a, table.b]),
+                np.concatenate([table.t_start, table.t_start]),
+                np.concatenate([table.t_end, table.t_end]),
+            )
+            share = np.maximum(count[: len(table)], count[len(table) :]).astype(float)
+        capacity = bits / 8.0 * o.efficiency / share / expected_attempts(o.loss, o.retries)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            byte_rate = np.where(seconds > 0, capacity / np.where(seconds > 0, seconds, 1), 0.0)
+        return LinkPlan(
+            table=table, capacity=capacity, byte_rate=byte_rate, n=n,
+            message_bytes=message_bytes, link=self,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "rng": self.rng.bit_generator.state,
+            "partial": [[a, b, list(key), done] for (a, b), (key, done) in self.partial.items()],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.partial = {
+            (int(a), int(b)): (tuple(key), float(done)) for a, b, key, done in state["partial"]
+        }
+
+
+class LinkPlan:
+    """One step's contacts with the bytes each can carry, and the tally of what was sent.
+
+    Policies call :meth:`swap_models` (every pair sends one model each way: D-PSGD and its
+    weighted variants) or :meth:`send` (ordered message lists: Cached-DFL). Both sides of a
+    contact share it half and half (:func:`model.maths.link.fair_split`), a message counts
+    only when whole before the contact ends, and a whole message is still lost when one of
+    its frames fails every retry. Each pair exchanges once per step (as the policies do under
+    ``ideal``, and the Cached-DFL authors' code), over its stay of the step that carries the
+    most (a graze at exactly R carries nothing; the pair may meet properly later).
+    """
+
+    COLUMNS = ("bytes_sent", "bytes_received", "transfers_aborted", "airtime_s")
+
+    def __init__(
+        self, *, table: ContactTable, capacity: np.ndarray, byte_rate: np.ndarray, n: int,
+        message_bytes: int, link: LinkModel,
+    ) -> None:
+        self.table = table
+        self.capacity = capacity
+        self.byte_rate = byte_rate
+        self.n = n
+        self.message_bytes = int(message_bytes)
+        self.link = link
+        keys = table.a * n + table.b
+        best = np.lexsort((-capacity, keys))  # per pair, the stay that carries the most first
+        first = np.ones(len(best), bool)
+        first[1:] = keys[best[1:]] != keys[best[:-1]]
+        self._first = best[first]
+        self._keys = keys[self._first]
+        self.sent = np.zeros(n)
+        self.received = np.zeros(n)
+        self.aborted = np.zeros(n, np.int64)
+        self.tx_s = np.zeros(n)
+        self.rx_s = np.zeros(n)
+
+    def rows_of(self, pairs: np.ndarray) -> np.ndarray:
+        """Row of each pair's best stay in range (-1 when the pair had none)."""
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+        keys = np.minimum(pairs[:, 0], pairs[:, 1]) * self.n + np.maximum(pairs[:, 0], pairs[:, 1])
+        at = np.searchsorted(self._keys, keys)
+        at = np.minimum(at, max(len(self._keys) - 1, 0))
+        found = (len(self._keys) > 0) & (self._keys[at] == keys) if len(self._keys) else \
+            np.zeros(len(keys), bool)
+        return np.where(found, self._first[at] if len(self._first) else -1, -1)
+
+    def _lost(self, sizes: np.ndarray, done: np.ndarray) -> np.ndarray:
+        o = self.link.options
+        if o.loss <= 0.0 or not done.any():
+            return np.zeros(len(sizes), bool)
+        chance = message_loss_probability(
+            sizes, frame_bytes=o.frame_bytes, loss=o.loss, retries=o.retries
+        )
+        return done & (self.link.rng.random(len(sizes)) < chance)
+
+    def _tally(self, src: np.ndarray, dst: np.ndarray, sent: np.ndarray, got: np.ndarray,
+               aborted: np.ndarray, rate: np.ndarray) -> None:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            air = np.where(sent > 0, sent / np.where(rate > 0, rate, np.inf), 0.0)
+        np.add.at(self.sent, src, sent)
+        np.add.at(self.received, dst, got)
+        np.add.at(self.aborted, src, aborted.astype(np.int64))
+        np.add.at(self.tx_s, src, air)
+        np.add.at(self.rx_s, dst, air)
+
+    def swap_models(self, pairs: np.ndarray) -> np.ndarray:
+        """Every pair ``(a, b)`` sends one model each way; returns the directed pairs
+        ``(receiver, sender)`` whose model arrived whole before the contact ended."""
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+        rows = self.rows_of(pairs)
+        known = rows >= 0
+        cap, rate = np.zeros(len(rows)), np.zeros(len(rows))
+        cap[known], rate[known] = self.capacity[rows[known]], self.byte_rate[rows[known]]
+        size = np.full(len(pairs), float(self.message_bytes))
+        got_a, got_b = fair_split(size, size, cap)
+        received = []
+        for src, dst, got in ((pairs[:, 0], pairs[:, 1], got_a), (pairs[:, 1], pairs[:, 0], got_b)):
+            whole = got >= size
+            lost = self._lost(size, whole)
+            arrived = whole & ~lost
+            self._tally(src, dst, np.minimum(got, size), np.where(arrived, size, 0.0),
+                        (~whole & (got > 0)) | lost, rate)
+            received.append(np.stack([dst[arrived], src[arrived]], axis=1))
+        return np.concatenate(received)
+
+    def send(
+        self, a: int, b: int, out_a: list[tuple[Any, int]], out_b: list[tuple[Any, int]]
+    ) -> tuple[list[Any], list[Any]]:
+        """Ordered messages ``(id, bytes)`` from ``a`` to ``b`` and from ``b`` to ``a`` over
+        their best stay in range; returns the ids that arrived at ``b`` and at ``a``.
+
+        The first unfinished message is lost, or with ``link.resume`` kept for the pair's
+        next contact (its remaining bytes only, if the sender still holds it then).
+        """
+        row = int(self.rows_of(np.array([[a, b]]))[0])
+        cap = float(self.capacity[row]) if row >= 0 else 0.0
+        rate = float(self.byte_rate[row]) if row >= 0 else 0.0
+        resume = self.link.options.resume
+        sizes = []
+        for src, dst, out in ((a, b, out_a), (b, a, out_b)):
+            held = self.link.partial.get((src, dst)) if resume else None
+            sizes.append(np.array(
+                [max(0.0, s - held[1]) if held is not None and i == held[0] else float(s)
+                 for i, s in out], float,
+            ))
+        got = fair_split(sizes[0].sum(), sizes[1].sum(), cap)
+        arrived_ids: list[list[Any]] = []
+        for (src, dst, out), need, budget in zip(((a, b, out_a), (b, a, out_b)), sizes, got,
+                                                 strict=True):
+            count, partial = delivered_prefix(need, float(budget))
+            whole = np.arange(len(need)) < count
+            lost = self._lost(need, whole)
+            arrived = whole & ~lost
+            sent = float(need[:count].sum()) + partial
+            aborted = int(lost.sum()) + (1 if partial > 0 else 0)
+            self._tally(np.array([src]), np.array([dst]), np.array([sent]),
+                        np.array([float(need[arrived].sum())]), np.array([aborted]),
+                        np.array([rate]))
+            if resume:
+                held = self.link.partial.pop((src, dst), None)
+                if partial > 0:
+                    key = out[count][0]
+                    before = held[1] if held is not None and held[0] == key else 0.0
+                    self.link.partial[(src, dst)] = (key, before + partial)
+            arrived_ids.append([out[k][0] for k in np.flatnonzero(arrived)])
+        return arrived_ids[0], arrived_ids[1]
+
+    def per_agent(self) -> dict[str, np.ndarray]:
+        """This step's tally per agent: the link columns (energy is added by the session)."""
+        return {
+            "bytes_sent": self.sent.copy(),
+            "bytes_received": self.received.copy(),
+            "transfers_aborted": self.aborted.astype(float),
+            "airtime_s": self.tx_s + self.rx_s,
+            "radio_energy_j": self.link.options.tx_w * self.tx_s
+            + self.link.options.rx_w * self.rx_s,
+        }
+
+
+def _kind_pair_rates(options: LinkSettings, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
+    rates = np.full(np.broadcast_shapes(kind_a.shape, kind_b.shape), options.rate_bps)
+    for (first, second), value in parse_kind_rates(options.kind_rates, KINDS).items():
+        match = ((kind_a == first) & (kind_b == second)) | ((kind_a == second) & (kind_b == first))
+        rates = np.where(match, value, rates)
+    return rates
+
+
+@LINKS.register
+class IdealLink(LinkModel):
+    """No link model: every contact carries every message at once (every system's
+    assumption, and MobiDFL's before issue 26)."""
+
+    name = "ideal"
+    ideal = True
+
+    def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
+        return np.full(np.shape(distance), np.inf)
+
+
+@LINKS.register
+class FixedRateLink(LinkModel):
+    """A constant rate per pair of kinds (``link.kind_rates``, else ``link.rate_bps``),
+    whatever the distance within range (The ONE's ``SimpleBroadcastInterface``)."""
+
+    name = "fixed_rate"
+
+    def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
+        rates = _kind_pair_rates(self.options, np.asarray(kind_a), np.asarray(kind_b))
+        return np.broadcast_to(rates, np.broadcast_shapes(np.shape(distance), rates.shape))
+
+
+@LINKS.register
+class DistanceRateLink(LinkModel):
+    """Rate by distance: the step table ``link.table`` (The ONE's
+    ``DistanceCapacityInterface``) or the profile's path loss + Shannon capacity."""
+
+    name = "distance_rate"
+
+    def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
+        if self.options.table.strip():
+            distances, rates = parse_rate_table(self.options.table)
+            return table_rate(distance, distances, rates)
+        return shannon_rate(distance, **PROFILES[self.options.profile])
+
+
+def make_link(settings: Any) -> LinkModel:
+    """The link model ``settings`` name (``link.model``)."""
+    return LINKS.make(LinkSettings.of(settings).model, settings=settings)
