@@ -630,6 +630,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             on_progress=None if args.quiet else lambda m: print(m, file=sys.stderr),
             extra=extra,
             variants=variants,
+            readings=args.readings,
         )
     except KeyboardInterrupt:
         raise Interrupted(_reproduce_interrupted(args, out, len(chosen) * len(seeds))) from None
@@ -740,6 +741,10 @@ def make_parser() -> argparse.ArgumentParser:
     repro.add_argument("--set", action="append", metavar="NAME=VALUE",
                        help="a setting added to every variant, e.g. backend=batched, device=cuda "
                        "(listed in reproduction.md as not the paper's)")
+    repro.add_argument("--readings", action="store_true",
+                       help="also run the paper's other readings of ambiguous passages (e.g. "
+                       "DAM/DCM momentum reset) as extra variants: a sensitivity table of "
+                       "verdicts in reproduction.md (the preset's reading stays of record)")
     repro.add_argument("--quiet", action="store_true")
     repro.set_defaults(func=cmd_reproduce)
     report = sub.add_parser("report", help="figures and tables of a run or a sweep folder")

@@ -46,6 +46,7 @@ __all__ = [
     "Claim",
     "PAPERS",
     "PaperSpec",
+    "Reading",
     "claim_verdict",
     "reproduce",
     "run_metrics",
@@ -85,6 +86,23 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """Another reading of a passage the paper leaves ambiguous, as settings on top of a variant.
+
+    The preset holds the reading of record (:attr:`PaperSpec.reading_of_record`, chosen
+    before any result); ``mobidfl reproduce --readings`` also runs each :class:`Reading` as
+    extra variants (``"<variant> [<name>]"``) and the report shows every claim's verdict under
+    each reading (:func:`reading_rows`). ``variants`` limits it to the variants the passage
+    concerns (empty: all).
+    """
+
+    name: str
+    overrides: dict[str, Any]
+    passage: str
+    variants: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PaperSpec:
     """How to reproduce one paper's headline with its preset."""
 
@@ -99,11 +117,66 @@ class PaperSpec:
     skip: dict[str, tuple[str, ...]] = field(default_factory=dict)  # scale -> variants not run
     map_fallback: tuple[str, str] | None = None  # (preferred map, fallback if not available)
     key: str = ""  # the name `mobidfl reproduce` takes, where it is not the preset's
+    reading_of_record: str = ""  # what the preset reads an ambiguous passage as, and why
+    readings: tuple[Reading, ...] = ()  # the other readings (run with --readings)
+    world: Callable[[Config], str] | None = None  # the world sentence, from the settings run
 
     @property
     def name(self) -> str:
         """What ``mobidfl reproduce NAME`` calls this spec (the preset's name by default)."""
         return self.key or self.preset
+
+
+def world_sentence(spec: PaperSpec, config: Config) -> str:
+    """The report's description of the world, from the settings the runs used.
+
+    WHY: a map given with ``--set map=...`` replaces the preset's; text naming the preset's
+    map (or justifying values by it) would then describe a world that was not run.
+    """
+    text = spec.world(config) if spec.world is not None else (
+        f"{config.n_agents} agents on the map `{config.map}`, {config.step_s:g} s steps, "
+        f"range {config.radius_m:g} m."
+    )
+    preset_map = Config.from_settings(preset=spec.preset).map
+    usual = {preset_map, *(spec.map_fallback or ())}
+    if config.map not in usual:
+        text += (f" The map is not the preset's (`{preset_map}`): it was replaced "
+                 "(e.g. with `--set map=...`).")
+    return text
+
+
+def reading_variant(variant: str, reading: str) -> str:
+    """The name of ``variant`` run under the alternative reading ``reading``."""
+    return f"{variant} [{reading}]"
+
+
+def _cached_world(config: Config) -> str:
+    """Cached-DFL's world as run: the settings, never a map name the run did not use."""
+    return (
+        f"{config.n_agents} cars, {config.step_s:g} s epochs, range {config.radius_m:g} m and "
+        f"speed {config.vehicle.speed:g} m/s on the ground (the authors' code drove 138 m and "
+        f"19.23 m/s; the paper states 100 m, 13.89 m/s), on the map `{config.map}`."
+    )
+
+
+MOFEL_SPEED_MAP = "nyc_uws"
+"""The map on which MoFeL's speed factor 20/3 was measured (territory visits ~500 m of road)."""
+
+
+def _mofel_world(config: Config) -> str:
+    """MoFeL's world as run; the 20/3 speed factor is justified only on the map it was
+    measured on (``model/presets/mofel_002.toml``)."""
+    why = (
+        f"`{MOFEL_SPEED_MAP}` territories are ~500 m of road per visit, the paper's d_s 75 m"
+        if config.map == MOFEL_SPEED_MAP else
+        f"a factor measured on `{MOFEL_SPEED_MAP}` (~500 m of road per territory visit, the "
+        f"paper's d_s 75 m) and not re-measured on this run's map `{config.map}`, so v tau / "
+        "d_s may differ from the paper's here"
+    )
+    return (
+        f"{config.n_agents} clients, {config.areas} territories on the map `{config.map}`, "
+        f"{config.step_s:g} s steps; speeds are the paper's times 20/3 ({why})."
+    )
 
 
 # --- the papers ------------------------------------------------------------------------------
@@ -155,17 +228,16 @@ CACHED = PaperSpec(
         "small": "CFL is not run (a 40-epoch LRU run of 100 cars took ~10 min on this loaded "
         "2-core machine; CFL is the paper's reference, not a Cached-DFL claim). "
         "40 epochs instead of 1,000; the 784-128-10 MLP instead of the CNN; 500 "
-        "shared test images instead of 10k (CPU time, decided before any run). The world is "
-        "the preset's: 100 cars, 120 s epochs, the range and speed the authors' code drove "
-        "(138 m, 19.23 m/s on the ground; the paper states 100 m, 13.89 m/s), on "
-        "manhattan_cdfl, the authors' own road network (or grid:40x40:150, 34 km^2, where it "
-        "is not available). Table 2 runs 30 "
+        "shared test images instead of 10k (CPU time, decided before any run). The world "
+        "(map, cars, range, speed) is the preset's, written from the settings run under "
+        "*World* below. Table 2 runs 30 "
         "epochs with one local step (the statistics depend on contacts only), each epoch's "
         "encounters replayed 10 times as the authors' Table 2 function does.",
         "paper": "the preset as is (FashionMNIST when installed, else mnist5k).",
     },
     map_fallback=("manhattan_cdfl", "grid:40x40:150"),
     skip={"ci": ("CFL",), "small": ("CFL",)},
+    world=_cached_world,
     claims=(
         Claim("Fig. 2", "LRU caching ends more accurate than DFL without cache (non-i.i.d.)",
               "final_acc", "LRU", "DFL", None,
@@ -268,6 +340,18 @@ DAM = PaperSpec(
         "are the paper's.",
         "paper": "the preset as is (1,000 rounds, CNN).",
     },
+    reading_of_record="momentum state kept across rounds (`optimizer_state = keep`: one "
+    "optimiser per client for the whole run, with the printed momentum 0.9), chosen before "
+    "any result (docs/reproduction/dam_001/notes.md)",
+    readings=(
+        Reading(
+            "reset", {"optimizer_state": "reset"},
+            "Sec. III's local update x^(t-1/2) = x^(t-1) - eta g^(t-1) has no optimiser state, "
+            "while Sec. V-A names SGD with momentum 0.9: an optimiser built afresh each round "
+            "(common FL code) zeroes the momentum, which with one full-batch step per round "
+            "is plain gradient descent",
+        ),
+    ),
     claims=(
         Claim("Fig. 2", "mobile clients moving at random beat all-static", "final_acc",
               "Random", "Static", None,
@@ -361,8 +445,8 @@ MOFEL = PaperSpec(
         "training instead of 10 local epochs; 500 shared test images; the 5 and 30 m/min "
         "scenarios only (15 m/min left out) (CPU time, decided before any run). World, "
         "clients, per-client speeds U(1 m/min, v_max) and training times U(1, 20) min, the "
-        "station's Delta (2 tau_max) are the preset's; speeds are the paper's times 20/3 "
-        "(the preset's comment: nyc_uws territories are ~500 m of road, the paper's 75 m).",
+        "station's Delta (2 tau_max) are the preset's; the speed factor is under *World* "
+        "below.",
         "medium": "the preset's 2,000 one-minute steps (the paper's T, 100 longest training "
         "times); still the 784-128-10 MLP instead of LeNet-5, one local SGD step per minute "
         "of training instead of 10, 500 shared test images, the 5 and 30 m/min scenarios "
@@ -373,6 +457,22 @@ MOFEL = PaperSpec(
         "paper": "the preset as is (2,000 steps, LeNet-5, 10 local steps per minute) at 5 and "
         "30 m/min.",
     },
+    world=_mofel_world,
+    reading_of_record="the station's prediction interval Delta = 2 tau_max "
+    "(`mofel.horizon = 2`), chosen before any result "
+    "(docs/reproduction/mofel_002/departures.md, row 4)",
+    readings=(
+        Reading(
+            "Delta = tau_max", {"mofel.horizon": 1.0},
+            "§6 names the station's prediction interval Delta, says a larger one delays the "
+            "start of training, and gives no value; Delta = tau_max is the shortest interval "
+            "in which the slowest client (tau = 20 min) can still finish, so the station "
+            "cannot postpone cycles. At 5 m/min, where MoFeL and A2 are level at A2's "
+            "ceiling, this decides how many cycles fit; it is run at every speed because "
+            "'NTC grows with speed' compares the two (A1 and A2 do not use Delta: their "
+            "runs repeat the record's)",
+        ),
+    ),
     claims=(
         Claim("Table 2 / §6", "MoFeL frustrates no client at 5 m/min: NFC", "nfc", "MoFeL 5",
               None, 0.0, "NFC = 0 in all scenarios, like MoFeL", sign=0),
@@ -710,12 +810,15 @@ def reproduce(
     on_progress: Callable[[str], None] | None = None,
     extra: Mapping[str, Any] | None = None,
     variants: Sequence[str] | None = None,
+    readings: bool = False,
     check_first: bool = True,
 ) -> Path:
     """Run the variants of ``paper`` over ``seeds`` into ``out`` and write reproduction.md.
 
     ``variants`` limits the run to some of them (a claim needing another one is reported
     *not run*); ``extra`` settings apply to every variant (see :func:`variant_settings`).
+    ``readings`` also runs every alternative :class:`Reading` of the spec as extra variants
+    (off by default: each reading re-runs the variants it concerns, e.g. doubling DAM/DCM).
     ``check_first`` builds each variant's model once before any run (:func:`preflight`);
     the tests, whose settings are fixed, leave it out to save a model build per variant.
     """
@@ -726,6 +829,11 @@ def reproduce(
     resolved: dict[str, Config] = {}
     extra = dict(extra or {})
     jobs = []
+    for reading in spec.readings if readings else ():
+        clash = sorted(set(reading.overrides) & set(extra))
+        if clash:
+            raise ConfigError("--set", clash[0], f"not together with --readings (reading "
+                              f"{reading.name!r} sets it)")
     for variant in chosen_variants(spec, variants, scale=scale):
         settings = variant_settings(spec, variant, scale=scale, extra=extra)
         resolved[variant] = Config.from_settings(settings)
@@ -733,6 +841,14 @@ def reproduce(
         if check_first:
             preflight(settings, seed=seeds[0])
         jobs.append((variant, sweep, out / "runs" / _slug(variant)))
+        for reading in spec.readings if readings else ():
+            if reading.variants and variant not in reading.variants:
+                continue
+            name = reading_variant(variant, reading.name)
+            alt = {**settings, **reading.overrides}
+            Config.from_settings(alt)  # a bad override fails in one line before any run
+            sweep = Sweep.from_dict({"base": alt, "seeds": [int(s) for s in seeds]})
+            jobs.append((name, sweep, out / "runs" / _slug(name)))
     # More processes than seeds: several variants run at once (each over its seeds), so
     # ``--processes`` covers every run of the reproduction, not one variant at a time.
     together = max(1, min(len(jobs), (processes or 0) // max(1, len(seeds))))
@@ -767,7 +883,7 @@ def reproduce(
     frames = [rows for rows in results if len(rows)]
     steps = pd.concat(frames, ignore_index=True)
     return write_report(spec, steps, out, resolved=resolved, scale=scale, seeds=seeds,
-                        extra=extra, failures=failures)  # fmt: skip
+                        extra=extra, failures=failures, readings=readings)  # fmt: skip
 
 
 def write_report(
@@ -781,8 +897,12 @@ def write_report(
     extra: Mapping[str, Any] | None = None,
     how: str | None = None,
     failures: Sequence[Mapping[str, Any]] = (),
+    readings: bool = False,
 ) -> Path:
     """per_run.csv, the figures and reproduction.md of per-step rows (variant, seed, step, ...).
+
+    Rows of variants run under an alternative reading (:func:`reading_variant`) go into the
+    sensitivity table (``verdicts_readings.csv``), never into the claims of record.
 
     ``failures`` (runs that did not finish) are listed in the header: their seeds are
     missing from the numbers, which the *seeds* column of each claim shows.
@@ -805,8 +925,12 @@ def write_report(
     _figures(spec, steps, per_run, out)
     rows = verdict_rows(spec, per_run, steps)
     pd.DataFrame(rows).to_csv(out / "verdicts.csv", index=False)
+    sensitivity = reading_rows(spec, per_run, steps)
+    if sensitivity:
+        pd.DataFrame(sensitivity).to_csv(out / "verdicts_readings.csv", index=False)
     text = _markdown(spec, per_run, resolved, rows, scale=scale, seeds=seeds, extra=extra,
-                     how=how, failures=failures)  # fmt: skip
+                     how=how, failures=failures, readings=readings,
+                     sensitivity=sensitivity)  # fmt: skip
     from model.atomic import write_text_atomic
 
     write_text_atomic(out / "reproduction.md", text)
@@ -857,6 +981,42 @@ def verdict_rows(
     return rows
 
 
+def _under(reading: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The rows of ``frame`` run under ``reading``, renamed to their base variant."""
+    if frame is None or not len(frame):
+        return frame
+    suffix = f" [{reading}]"
+    sub = frame[frame.variant.str.endswith(suffix)].copy()
+    sub["variant"] = sub.variant.str.slice(0, -len(suffix))
+    return sub
+
+
+def reading_rows(
+    spec: PaperSpec, per_run: pd.DataFrame, steps: pd.DataFrame | None = None
+) -> list[dict[str, str]]:
+    """The sensitivity table: each claim's verdict under the reading of record and under
+    every alternative :class:`Reading` (*not run* where its variants were not run)."""
+    if not spec.readings:
+        return []
+    record = {r["claim"]: r for r in verdict_rows(spec, per_run, steps)}
+    under = {
+        reading.name: {r["claim"]: r for r in verdict_rows(
+            spec, _under(reading.name, per_run), _under(reading.name, steps))}
+        for reading in spec.readings
+    }
+    out = []
+    for claim in spec.claims:
+        row = {"source": claim.source, "claim": claim.text}
+        for label, table in (("record", record), *under.items()):
+            r = table[claim.text]
+            cell = r["verdict"]
+            if r["verdict"] != "not run":
+                cell += f" ({r['MobiDFL (mean ± std)']}, {r['seeds']} seeds)"
+            row[label] = cell
+        out.append(row)
+    return out
+
+
 def _markdown(
     spec: PaperSpec,
     per_run: pd.DataFrame,
@@ -868,6 +1028,8 @@ def _markdown(
     extra: Mapping[str, Any] | None = None,
     how: str | None = None,
     failures: Sequence[Mapping[str, Any]] = (),
+    readings: bool = False,
+    sensitivity: Sequence[Mapping[str, str]] = (),
 ) -> str:
     extra = dict(extra or {})
     command = f"mobidfl reproduce {spec.name} --scale {scale} --seeds {len(seeds)}"
@@ -876,6 +1038,8 @@ def _markdown(
     if set(resolved) != set(chosen_variants(spec, None, scale=scale)):
         command += " --variants " + ",".join(resolved)
     command += "".join(f" --set {k}={v}" for k, v in extra.items())
+    if readings and spec.readings:
+        command += " --readings"
     lines = [
         f"# Reproduction of {spec.title}",
         "",
@@ -885,6 +1049,8 @@ def _markdown(
         f"Scale: {spec.scale_notes.get(scale, '')}",
         "",
     ]
+    if resolved:
+        lines += [f"World: {world_sentence(spec, resolved[next(iter(resolved))])}", ""]
     if extra:
         lines += [
             "Added with `--set` on every variant (not from the paper): "
@@ -910,6 +1076,8 @@ def _markdown(
     ]
     for r in rows:
         lines.append("| " + " | ".join(r[k].replace("|", "/") for k in r) + " |")
+    if spec.readings:
+        lines += ["", *_readings_markdown(spec, sensitivity)]
     lines += ["", "## Per variant (mean ± std over seeds)", ""]
     metrics = [c for c in per_run.columns if c not in ("variant", "seed")]
     lines.append("| variant | " + " | ".join(metrics) + " |")
@@ -930,6 +1098,36 @@ def _markdown(
                                           or "the preset"))
     lines += ["", "Per-run numbers: `per_run.csv`; per-step tables: `runs/<variant>/`.", ""]
     return "\n".join(lines)
+
+
+def _readings_markdown(spec: PaperSpec, sensitivity: Sequence[Mapping[str, str]]) -> list[str]:
+    """The report's sensitivity section: the reading of record, each alternative, verdicts."""
+    lines = [
+        "## Readings of ambiguous passages",
+        "",
+        f"Reading of record (the verdicts above): {spec.reading_of_record}.",
+        "",
+    ]
+    for r in spec.readings:
+        given = ", ".join(f"`{k} = {v}`" for k, v in r.overrides.items())
+        scope = f" (variants {', '.join(r.variants)})" if r.variants else ""
+        lines.append(f"* *{r.name}*: {given}{scope}. {r.passage}.")
+    lines.append("")
+    ran = any(not row[r.name].startswith("not run") for row in sensitivity
+              for r in spec.readings)
+    if not ran:
+        lines.append("The other readings were not run (`mobidfl reproduce ... --readings` runs "
+                     "them as extra variants).")
+        return lines
+    names = [r.name for r in spec.readings]
+    lines += [
+        "| source | claim | record | " + " | ".join(names) + " |",
+        "|---|---|---|" + "---|" * len(names),
+    ]
+    for row in sensitivity:
+        cells = [row["source"], row["claim"], row["record"], *(row[n] for n in names)]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return lines
 
 
 def _figures(spec: PaperSpec, steps: pd.DataFrame, per_run: pd.DataFrame, out: Path) -> None:
