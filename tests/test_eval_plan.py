@@ -47,4 +47,20 @@ def test_unknown_layers_fall_back_to_functional_call():
     # Execute / Assert
     assert nhwc_plan(odd, names) is None
     assert Functional(odd, channels_last=True).plan is None
-    assert Functional(build_net("cached_cnn", (1, 28, 28), 10), channels_last=False).plan is None
+
+
+@pytest.mark.parametrize(("net", "shape"), [("cached_cnn", (1, 28, 28)), ("lenet5", (3, 32, 32))])
+def test_training_through_the_plan_gives_bit_identical_gradients(net, shape):
+    # Prepare: ReLU-then-pool of the template vs the plan's pool-then-ReLU
+    torch.manual_seed(1)
+    template = build_net(net, shape, 10)
+    fn = Functional(template)
+    leaves = [p.detach().clone().requires_grad_() for p in template.parameters()]
+    x, y = torch.randn(64, *shape), torch.randint(0, 10, (64,))
+    x[:8] = 0.0  # flat inputs: tied pooling windows
+    # Execute
+    grads, loss = fn.autograd_step(leaves, x, y)
+    ref = torch.autograd.grad(fn.ce(leaves, x, y), leaves)
+    # Assert
+    assert fn.plan is not None and fn.plan[1][0] in ("pool_relu", "relu")
+    assert all(torch.equal(a, b) for a, b in zip(grads, ref, strict=True))
