@@ -21,6 +21,7 @@ With ``optimizer = "adam"`` the same ``d`` drives torch.optim.Adam's update (PSF
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ __all__ = [
     "EVAL_CHUNK_CONV",
     "EVAL_CHUNK_DENSE",
     "OPTIMIZERS",
+    "PRECISIONS",
     "Functional",
     "Hyper",
     "adam_update",
@@ -86,6 +88,8 @@ class Hyper:
 
 
 OPTIMIZERS = ("sgd", "adam")
+PRECISIONS = ("fp32", "bf16")
+"""Arithmetic of forwards and backwards (setting ``precision``): fp32, or bf16 autocast."""
 
 
 def adam_update(
@@ -160,10 +164,16 @@ class Functional:
     0.94-1.15x, so training stays NCHW (and bit-identical to before).
     """
 
-    def __init__(self, template: nn.Module, *, channels_last: bool = False) -> None:
+    def __init__(
+        self, template: nn.Module, *, channels_last: bool = False, precision: str = "fp32"
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision {precision!r} is not one of {PRECISIONS}")
         self.template = template
         self.names = [n for n, _ in template.named_parameters()]
         self.channels_last = bool(channels_last)
+        self.precision = precision
+        self._device_type = next((p.device.type for p in template.parameters()), "cpu")
         self.plan = nhwc_plan(template, self.names)
         self.grad_and_loss = grad_and_value(self.ce)  # for vmap (batched backend)
         self.grad_and_loss_masked = grad_and_value(self.ce_masked)
@@ -180,14 +190,28 @@ class Functional:
             return p.contiguous(memory_format=torch.channels_last)
         return p
 
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
+        """``precision = "bf16"``: torch autocast to bfloat16 on this device (convs and
+        matmuls in bf16, parameters, losses and updates stay fp32); fp32: a no-op."""
+        if self.precision == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self._device_type, dtype=torch.bfloat16)
+
+    def _fp32(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits if logits.dtype == torch.float32 else logits.float()
+
     def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
+        with self.autocast():
+            out = functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
+        return self._fp32(out)
 
     def eval_logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """Logits for evaluation: the NHWC plan (:func:`nhwc_plan`) when channels-last is on
         and the template is a plain stack of supported layers, else :meth:`logits`."""
         if self.channels_last and self.plan is not None and x.dim() == 4:
-            return nhwc_forward(self.plan, params, x)
+            with self.autocast():
+                out = nhwc_forward(self.plan, params, x)
+            return self._fp32(out)
         return self.logits(params, x)
 
     def ce(self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -206,7 +230,9 @@ class Functional:
         """Gradient by plain autograd: ~2-3x faster than ``torch.func.grad`` per call for a
         small MLP on one CPU thread (benchmarks/training.py), so the loop backend uses it."""
         if self.plan is not None:  # bit-identical gradients, ReLU after the pool (see plan)
-            loss = F.cross_entropy(nchw_forward(self.plan, leaves, x), y)
+            with self.autocast():
+                out = nchw_forward(self.plan, leaves, x)
+            loss = F.cross_entropy(self._fp32(out), y)
         else:
             loss = self.ce(leaves, x, y)
         return torch.autograd.grad(loss, leaves), loss.detach()
