@@ -5,9 +5,9 @@ fp32 and bf16 x 3 seeds fit in minutes on a 2-core machine (the shrinking is pri
 same seed gives both precisions the same world, partition and batches, so the accuracy
 difference is paired per seed. Timed: the whole run (train + exchange + test), 1 worker.
 
-* ``cached_dfl_003``: Cached-DFL's CNN, 10 cars, 15 epochs of K = 10 steps of batch 64,
-  every car tested on 1,000 images each epoch.
-* ``mobility_000``: de Heredia's LeNet-5, 48 clients, 60 rounds of 3 steps of batch 8,
+* ``cached_dfl_003``: Cached-DFL's CNN, 10 cars, 8 epochs of K = 10 steps of batch 64,
+  every car tested on 500 images each epoch.
+* ``mobility_000``: de Heredia's LeNet-5, 48 clients, 30 rounds of 3 steps of batch 8,
   tested on 500 images every round.
 
 Run: ``python benchmarks/precision.py [--seeds 3]``.
@@ -25,9 +25,9 @@ import torch
 from model.world import MobiDFLModel
 
 RUNS = {
-    "cached_dfl_003": {"vehicles": 10, "steps": 15, "test_size": 1000, "eval_every": 1,
+    "cached_dfl_003": {"vehicles": 10, "steps": 8, "test_size": 500, "eval_every": 1,
                        "early_stop_patience": 0},
-    "mobility_000": {"steps": 60, "test_size": 500, "eval_every": 1},
+    "mobility_000": {"steps": 30, "test_size": 500, "eval_every": 1},
 }  # fmt: skip
 
 
