@@ -426,6 +426,10 @@ def main() -> None:
                 f" {n} cars, per {cars}" if n != cars else ""
             )
             runs.setdefault(label, []).append(res)
+        for label, results in runs.items():  # progress, in case a long run is cut short
+            r = results[-1]
+            print(f"  done: {label}: train {r['train']:.2f} s, evaluate {r['evaluate']:.2f} s",
+                  flush=True)  # fmt: skip
     peak = max(peak, matmul_peak())
 
     print(f"{'':44s}{'train s':>8s}{'GFLOP/s':>8s}{'%peak':>6s}{'eval s':>8s}{'GFLOP/s':>8s}"
