@@ -62,7 +62,10 @@ def peer_dir(dest: Path | None = None) -> Path:
             tmp = dest.with_name(dest.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.copytree(seed, tmp)
-            tmp.replace(dest) if not dest.exists() else shutil.rmtree(tmp)
+            if dest.exists():  # another process seeded it meanwhile
+                shutil.rmtree(tmp)
+            else:
+                tmp.replace(dest)
             return dest
     raise PeerUnavailable(fetch_hint(dest))
 
