@@ -3,7 +3,8 @@
 Each run is a paper preset as a user runs it (``MobiDFLModel(preset=...)``), shrunk so that
 fp32 and bf16 x 3 seeds fit in minutes on a 2-core machine (the shrinking is printed); the
 same seed gives both precisions the same world, partition and batches, so the accuracy
-difference is paired per seed. Timed: the whole run (train + exchange + test), 1 worker.
+difference is paired per seed. Timed: the whole run (train + exchange + test) in CPU
+seconds, 1 worker, 1 thread.
 
 * ``cached_dfl_003``: Cached-DFL's CNN, 10 cars, 8 epochs of K = 10 steps of batch 64,
   every car tested on 500 images each epoch.
@@ -32,13 +33,14 @@ RUNS = {
 
 
 def one_run(preset: str, seed: int, precision: str) -> tuple[float, float]:
-    """Seconds for the run's steps (set-up excluded) and the final mean accuracy."""
+    """CPU seconds of the run's steps (set-up excluded; one thread, one process, so
+    barely moved by other jobs on the cores) and the final mean accuracy."""
     over = RUNS[preset]
     model = MobiDFLModel(preset=preset, seed=seed, precision=precision, workers=1, **over)
-    t = time.perf_counter()
+    t = time.process_time()
     for _ in range(int(over["steps"])):
         model.step()
-    seconds = time.perf_counter() - t
+    seconds = time.process_time() - t
     acc = float(np.mean(model.accuracy))
     model.learner.engine.close()
     return seconds, acc
@@ -59,7 +61,7 @@ def main() -> None:
             fp = one_run(preset, seed, "fp32")
             bf = one_run(preset, seed, "bf16")
             rows.append((*fp, *bf))
-            print(f"  seed {seed}: fp32 {fp[0]:.1f} s acc {fp[1]:.4f} | bf16 {bf[0]:.1f} s "
+            print(f"  seed {seed}: fp32 {fp[0]:.1f} CPU s acc {fp[1]:.4f} | bf16 {bf[0]:.1f} s "
                   f"acc {bf[1]:.4f} | speed-up {fp[0] / bf[0]:.2f}x, "
                   f"acc diff {100 * (bf[1] - fp[1]):+.2f} pp", flush=True)  # fmt: skip
         r = np.array(rows)
