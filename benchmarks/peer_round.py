@@ -191,7 +191,7 @@ def reimpl_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: 
     cars = [PeerCar(base, Subset(train_set, p.tolist()), i) for i, p in enumerate(parts)]
     times = {}
     with _threads(threads):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for car in cars:  # local training: epochs over the car's loader until `steps` batches
             car.model.train()
             done = 0
@@ -204,7 +204,7 @@ def reimpl_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: 
                     done += 1
                     if done == steps:
                         break
-        times["train"] = time.perf_counter() - t
+        times["train"], times["train_cpu"] = time.perf_counter() - t, time.process_time() - c
 
         t = time.perf_counter()
         now = 1
@@ -227,7 +227,7 @@ def reimpl_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: 
             car.model.load_state_dict(merged)
         times["exchange"] = time.perf_counter() - t
 
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         accs = []
         for car in cars:  # evaluation: one test sample per forward, as in the peer's code
             car.model.eval()
@@ -237,6 +237,7 @@ def reimpl_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: 
                     correct += int(car.model(x).argmax(1).item() == y.item())
             accs.append(correct / len(test_set))
         times["evaluate"] = time.perf_counter() - t
+        times["evaluate_cpu"] = time.process_time() - c
     times["round"] = times["train"] + times["exchange"] + times["evaluate"]
     times["acc"] = float(np.mean(accs))
     return times
