@@ -309,7 +309,8 @@ def nchw_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tens
     """Run ``plan`` in torch's default layout (training, under autograd): the template's ops
     with "ReLU, max-pool" as "max-pool, ReLU". Same values and the same gradients: where a
     window's max is > 0 both route it to the same (first) maximal element, else both give 0.
-    Measured 1.15x per training step of Cached-DFL's CNN (1 thread, batch 64)."""
+    One paired measurement gave 1.15x per training step of Cached-DFL's CNN (1 thread,
+    batch 64, load 7); ``benchmarks/peer_round.py`` could not separate it from noise."""
     h = x
     for kind, ids, m in plan:
         if kind == "conv":
