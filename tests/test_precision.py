@@ -65,3 +65,23 @@ def test_precision_is_a_learning_setting_with_fp32_default():
     assert default.precision == "fp32" and bf16.precision == "bf16"
     with pytest.raises(ConfigError, match="precision"):
         Config.from_settings({"precision": "half"})
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_reproduction_report_states_the_precision(tmp_path, precision):
+    import pandas as pd
+
+    from analysis.reproduce import CACHED, variant_settings, write_report
+    from model.config import Config
+
+    # Prepare
+    steps = pd.DataFrame([{"variant": v, "seed": s, "step": t, "acc_mean": 0.5 + t / 100}
+                          for v in ("LRU", "DFL") for s in (0, 1) for t in range(3)])  # fmt: skip
+    extra = {"precision": precision}
+    resolved = {v: Config.from_settings(variant_settings(CACHED, v, scale="small", extra=extra))
+                for v in ("LRU", "DFL")}  # fmt: skip
+    # Execute
+    text = write_report(CACHED, steps, tmp_path, resolved=resolved, scale="small",
+                        seeds=[0, 1]).read_text()  # fmt: skip
+    # Assert
+    assert f"(precision `{precision}`)" in text
