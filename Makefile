@@ -43,7 +43,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/aggregation.py
 	$(PY) benchmarks/sweep.py
 	$(PY) benchmarks/sumo.py --counts 100 1000
-	$(PY) benchmarks/peer_round.py --scale 0.2
+	$(PY) benchmarks/peer_round.py --scale 0.05
 	$(PY) benchmarks/city_scale.py --dense --no-old
 	$(PY) benchmarks/gpu_round.py
 

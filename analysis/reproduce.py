@@ -1099,7 +1099,8 @@ def _markdown(
     lines += ["## Resolved settings", ""]
     base = resolved[next(iter(resolved))]
     lines.append(f"Every variant: the preset plus the scale's departures; dataset "
-                 f"`{base.dataset}`, map `{base.map}`, model `{base.model}`, "
+                 f"`{base.dataset}`, map `{base.map}`, model `{base.model}` "
+                 f"(precision `{base.precision}`), "
                  f"{base.n_agents} agents, {base.steps} steps.")
     lines.append("")
     for variant in resolved:

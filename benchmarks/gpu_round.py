@@ -82,6 +82,8 @@ def main() -> None:
     parser.add_argument("--policies", default="cached_lru,defedavg,central_fedavg",
                         help="policies timed with --paper-epochs")
     parser.add_argument("--skip-round", action="store_true", help="only --paper-epochs")
+    parser.add_argument("--precision", default="fp32,bf16",
+                        help="precisions of the CUDA round (setting precision), compared")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device")
@@ -100,14 +102,23 @@ def main() -> None:
     work = cars * fps * (3 * steps * BATCH + test_size)
     print(f"{torch.cuda.get_device_name()}: {cars} cars x {steps} steps x batch {BATCH}, "
           f"test {test_size} ({dataset.name}), {work / 1e12:.2f} TFLOP per round")  # fmt: skip
-    gpu = make_engine("batched", net="cached_cnn", dataset=dataset, parts=parts, lr=LR,
-                      batch_size=BATCH, local_steps=steps, device="cuda", seed=0)  # fmt: skip
-    results = [round_times(gpu, sync=True) for _ in range(args.rounds)]
-    for r, res in enumerate(results):
-        total = res["train"] + res["evaluate"]
-        print(f"cuda round {r}: train {res['train']:.2f} s, evaluate {res['evaluate']:.2f} s, "
-              f"round {total:.2f} s, {work / total / 1e9:.0f} GFLOP/s, acc {res['acc']:.3f}")
-    best_gpu = min(results[1:] or results, key=lambda r: r["train"])
+    best: dict[str, dict[str, float]] = {}
+    for precision in args.precision.split(","):
+        gpu = make_engine("batched", net="cached_cnn", dataset=dataset, parts=parts, lr=LR,
+                          batch_size=BATCH, local_steps=steps, device="cuda", seed=0,
+                          precision=precision)  # fmt: skip
+        results = [round_times(gpu, sync=True) for _ in range(args.rounds)]
+        for r, res in enumerate(results):
+            total = res["train"] + res["evaluate"]
+            print(f"cuda {precision} round {r}: train {res['train']:.2f} s, evaluate "
+                  f"{res['evaluate']:.2f} s, round {total:.2f} s, "
+                  f"{work / total / 1e9:.0f} GFLOP/s, acc {res['acc']:.3f}")  # fmt: skip
+        best[precision] = min(results[1:] or results, key=lambda r: r["train"] + r["evaluate"])
+        del gpu
+    if "fp32" in best and "bf16" in best:
+        f32, b16 = (best[k]["train"] + best[k]["evaluate"] for k in ("fp32", "bf16"))
+        print(f"bf16 / fp32 round: {f32 / b16:.2f}x faster")
+    best_gpu = best[next(iter(best))]
 
     small = max(2, round(100 * args.cpu_scale))
     cpu = make_engine("loop", net="cached_cnn", dataset=dataset, parts=parts[:small], lr=LR,

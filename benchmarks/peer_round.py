@@ -1,30 +1,42 @@
-"""Cached-DFL's own round: a re-implementation of its loop vs MobiDFL, side by side.
+"""Cached-DFL's round: the authors' real code beside MobiDFL, timed per phase in one run.
 
-The round (issue 15): ``cars`` cars on Fashion-MNIST shards, the Cached-DFL CNN (MobiDFL
-``cached_cnn``), ``steps`` SGD steps of batch 64 per car, LRU cache 10, tau_max 5, then every
-car evaluated on the test set. ``--scale 1`` is the paper round (100 cars, 100 steps, 10k test
-images: 16.6 TFLOP); ``--scale 0.2`` (20 cars, 20 steps, 2k test images) fits a busy machine.
+The round (issues 15, 22): cars on Fashion-MNIST shards, Cached-DFL's CNN, 100 SGD steps of
+batch 64 per car (lr 0.1; their ``local_ep = 10`` epochs over a 640-sample shard), then every
+car tested on the 10k test set. Per car the work is the paper round's (2.2 GFLOP training,
+57 GFLOP testing, 3x forward per trained sample); ``--scale`` is the fraction of the paper's
+100 cars that is timed (``--scale 0.05``: 5 cars, a couple of minutes on this 2-core box).
 
-The peer side is written in the peer's style (read in its code, ../shared/notes/stack.md):
-one ``nn.Module`` per car made with ``copy.deepcopy``, ``torch.optim.SGD``, a
-``torch.utils.data.DataLoader`` per car and a per-epoch Python loop, caches of
-``copy.deepcopy``'d ``state_dict``s merged key by key, evaluation one test sample per
-forward. It is generous to the peer in one point: samples come from an in-memory
-``TensorDataset`` (no per-sample PIL transform). Both sides use the same partition, the
-same contacts (MobiDFL's street-map step) and the same FLOPs.
+**The peer is the authors' own code** (``liemak363/Cached-DFL`` at a pinned commit, read from
+a cache folder, never copied here; :mod:`_peer`), imported unmodified and called as their
+``trainer_single.py`` calls it: ``model.CNNFashion_Mnist`` deep-copied per car,
+``torch.optim.SGD``, loaders from their ``data_loader.get_permute_dataset`` over their
+``DatasetSplit`` (torchvision ``FashionMNIST`` with ``ToTensor`` + ``Normalize((0.5,),
+(0.5,))``, the transform of their ``get_fashionmnist_non_iid``, batch 64),
+``aggregation.normal_training_process`` for training and ``utils_cnn.test`` for testing.
+Shims: those in :data:`_peer.SHIMS` (printed; none needed today). One thread each side.
 
-Without Fashion-MNIST (``make fashion-mnist``) both sides use a stand-in of the same shape:
-the bundled MNIST subset tiled to 60,000 / 10,000 images (timing depends on shapes only).
+Images: Fashion-MNIST when installed (``make fashion-mnist``), else the bundled MNIST
+subset tiled to 60,000 / 10,000 images (timing depends on shapes only); the peer reads the
+same images as uint8 idx files written to a temporary torchvision root.
 
-Run: ``python benchmarks/peer_round.py --scale 0.2`` (``--scale 1`` for the paper round;
-``--workers 1,0`` MobiDFL worker settings to compare, 0 = auto; ``--repeats R`` alternates).
+MobiDFL runs the same round (``model.step()``: move, contacts, train, exchange, test) at
+each ``--workers`` setting; with ``w > 1`` workers it runs ``w`` times the cars (at most 100)
+and reports per ``cars`` cars, i.e. the time the same work takes on ``w`` cores.
+``--reimpl`` adds the older re-implementation of the peer (per-sample testing) as a row.
+
+Run: ``python benchmarks/peer_round.py --scale 0.05`` (``--workers 1,2``; ``--scale 1`` for
+the whole paper round; ``--layouts`` adds the chunk-size / channels-last sweep).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
+import platform
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,21 +50,38 @@ from model.learning.data import Dataset, load_dataset
 from model.learning.nets import build_net, flops_per_sample
 from model.world import MobiDFLModel
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _peer  # noqa: E402
+
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 CACHE_SIZE, TAU_MAX, BATCH, LR = 10, 5, 64, 0.1
 
 
-def matmul_peak(size: int = 512, repeats: int = 5) -> float:
-    """Best-of-``repeats`` fp32 GFLOP/s of a square matmul on one thread."""
+def matmul_peak(size: int = 512, repeats: int = 5) -> tuple[float, float]:
+    """Best-of-``repeats`` fp32 GFLOP/s of a square matmul on one thread: per wall second
+    and per CPU second (the latter barely moves when other processes share the cores)."""
     a, b = torch.randn(size, size), torch.randn(size, size)
-    best = float("inf")
+    wall, cpu = float("inf"), float("inf")
     with _threads(1):
         for _ in range(repeats):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             for _ in range(20):
                 a @ b
-            best = min(best, (time.perf_counter() - t) / 20)
-    return 2 * size**3 / best / 1e9
+            wall = min(wall, (time.perf_counter() - t) / 20)
+            cpu = min(cpu, max(time.process_time() - c, 1e-9) / 20)
+    return 2 * size**3 / wall / 1e9, 2 * size**3 / cpu / 1e9
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system) used so far by this process and the processes ``pids``
+    (its worker processes), from /proc; this process alone where /proc is missing."""
+    total = time.process_time()
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 class _threads:  # noqa: N801 - a tiny context manager
@@ -104,15 +133,19 @@ def mobidfl_round(*, cars: int, steps: int, test_size: int, workers: int) -> dic
     t0 = time.perf_counter()
     engine.evaluate(agents=np.arange(min(2, cars)))  # starts worker processes, if any
     setup += time.perf_counter() - t0  # paid once per run, not per round
-    timed: dict[str, float] = {"train": 0.0, "evaluate": 0.0}
+    timed: dict[str, float] = {"train": 0.0, "evaluate": 0.0, "train_cpu": 0.0,
+                               "evaluate_cpu": 0.0}  # fmt: skip
+    pool = getattr(engine, "_pool", None)
+    pids = [p.pid for p in getattr(pool, "procs", [])]
 
     def wrap(name: str, fn):  # noqa: ANN001, ANN202
         def inner(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-            t = time.perf_counter()
+            t, c = time.perf_counter(), cpu_seconds(pids)
             try:
                 return fn(*args, **kwargs)
             finally:
                 timed[name] += time.perf_counter() - t
+                timed[name + "_cpu"] += cpu_seconds(pids) - c
 
         return inner
 
@@ -123,8 +156,7 @@ def mobidfl_round(*, cars: int, steps: int, test_size: int, workers: int) -> dic
     total = time.perf_counter() - t
     out = {
         "setup": setup,
-        "train": timed["train"],
-        "evaluate": timed["evaluate"],
+        **timed,
         "rest": total - timed["train"] - timed["evaluate"],
         "round": total,
         "workers": float(engine.workers),
@@ -135,7 +167,7 @@ def mobidfl_round(*, cars: int, steps: int, test_size: int, workers: int) -> dic
 
 
 class PeerCar:
-    """A car as in the peer's code: its own module, optimiser, loader and cache."""
+    """A re-implementation car (``--reimpl``): its own module, optimiser, loader and cache."""
 
     def __init__(self, base: torch.nn.Module, data: Subset, seed: int) -> None:
         self.model = copy.deepcopy(base)
@@ -147,9 +179,11 @@ class PeerCar:
         self.cache: dict[int, tuple[dict, int, int]] = {}  # origin -> (state, time, samples)
 
 
-def peer_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: int,
-               threads: int) -> dict[str, float]:  # fmt: skip
-    """The peer's loop over cars: train ``steps`` batches, LRU exchange, per-sample test."""
+def reimpl_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: int,
+                 threads: int) -> dict[str, float]:  # fmt: skip
+    """The older re-implementation of the peer's loop (issue 15, written in its style: one
+    module, optimiser and ``DataLoader`` per car, ``state_dict`` caches merged key by key,
+    testing one sample per forward): train ``steps`` batches, LRU exchange, test."""
     train_set = TensorDataset(dataset.x_train, dataset.y_train)
     test_set = TensorDataset(dataset.x_test, dataset.y_test)
     torch.manual_seed(0)
@@ -157,7 +191,7 @@ def peer_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: in
     cars = [PeerCar(base, Subset(train_set, p.tolist()), i) for i, p in enumerate(parts)]
     times = {}
     with _threads(threads):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for car in cars:  # local training: epochs over the car's loader until `steps` batches
             car.model.train()
             done = 0
@@ -170,7 +204,7 @@ def peer_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: in
                     done += 1
                     if done == steps:
                         break
-        times["train"] = time.perf_counter() - t
+        times["train"], times["train_cpu"] = time.perf_counter() - t, time.process_time() - c
 
         t = time.perf_counter()
         now = 1
@@ -193,7 +227,7 @@ def peer_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: in
             car.model.load_state_dict(merged)
         times["exchange"] = time.perf_counter() - t
 
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         accs = []
         for car in cars:  # evaluation: one test sample per forward, as in the peer's code
             car.model.eval()
@@ -203,6 +237,7 @@ def peer_round(dataset: Dataset, parts: list[np.ndarray], contacts, *, steps: in
                     correct += int(car.model(x).argmax(1).item() == y.item())
             accs.append(correct / len(test_set))
         times["evaluate"] = time.perf_counter() - t
+        times["evaluate_cpu"] = time.process_time() - c
     times["round"] = times["train"] + times["exchange"] + times["evaluate"]
     times["acc"] = float(np.mean(accs))
     return times
@@ -236,75 +271,213 @@ def layout_sweep(dataset: Dataset, *, repeats: int = 3) -> None:
     train: dict[str, float] = {}
     with _threads(1):
         for _ in range(repeats):
-            for name, m, xs in (("nchw", net, xb),
-                                ("nhwc", nhwc, xb.contiguous(memory_format=torch.channels_last))):
+            for name, m, xs in (
+                ("nchw", net, xb),
+                ("nhwc", nhwc, xb.contiguous(memory_format=torch.channels_last)),
+            ):
                 t = time.perf_counter()
                 for _ in range(20):
                     m.zero_grad()
                     F.cross_entropy(m(xs), dataset.y_train[:64]).backward()
                 train[name] = min(train.get(name, float("inf")), time.perf_counter() - t)
-    print(f"training, batch 64 (1 thread): nchw {20 / train['nchw']:.1f} steps/s, "
-          f"nhwc {20 / train['nhwc']:.1f} steps/s: {train['nchw'] / train['nhwc']:.2f}x")
+    print(
+        f"training, batch 64 (1 thread): nchw {20 / train['nchw']:.1f} steps/s, "
+        f"nhwc {20 / train['nhwc']:.1f} steps/s: {train['nchw'] / train['nhwc']:.2f}x"
+    )
+
+
+SHARD = 640  # samples per car: 10 batches of 64, so their 10 local epochs are 100 SGD steps
+LOCAL_EP = 10
+
+
+def _write_idx(path: Path, data: np.ndarray) -> None:
+    """An idx file as torchvision's MNIST reader expects it (uint8 images or labels)."""
+    magic = 0x0801 if data.ndim == 1 else 0x0803
+    header = np.array([magic, *data.shape], dtype=">i4").tobytes()
+    path.write_bytes(header + np.ascontiguousarray(data, dtype=np.uint8).tobytes())
+
+
+def _as_uint8(x: torch.Tensor) -> np.ndarray:
+    lo, hi = float(x.min()), float(x.max())
+    return ((x[:, 0] - lo) / (hi - lo) * 255).round().clamp(0, 255).to(torch.uint8).numpy()
+
+
+def torchvision_root(dataset: Dataset, root: Path) -> Path:
+    """Write ``dataset``'s images as the four Fashion-MNIST idx files under ``root``."""
+    raw = root / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    _write_idx(raw / "train-images-idx3-ubyte", _as_uint8(dataset.x_train))
+    _write_idx(raw / "train-labels-idx1-ubyte", dataset.y_train.numpy())
+    _write_idx(raw / "t10k-images-idx3-ubyte", _as_uint8(dataset.x_test))
+    _write_idx(raw / "t10k-labels-idx1-ubyte", dataset.y_test.numpy())
+    return root
+
+
+def shards(labels: np.ndarray, cars: int, *, seed: int = 0) -> dict[int, np.ndarray]:
+    """Two label-sorted shards of ``SHARD / 2`` samples per car (their non-IID split's shape)."""
+    order = np.argsort(labels, kind="stable")
+    half = SHARD // 2
+    picks = np.random.default_rng(seed).permutation(len(labels) // half)[: 2 * cars]
+    return {i: np.concatenate([order[s * half : (s + 1) * half] for s in picks[2 * i : 2 * i + 2]])
+            for i in range(cars)}  # fmt: skip
+
+
+def authors_round(dataset: Dataset, *, cars: int, modules: dict) -> dict[str, float]:
+    """The authors' code: per car their training process, then their test, timed by phase."""
+    from torchvision import datasets, transforms
+
+    utils_cnn, aggregation = modules["utils_cnn"], modules["aggregation"]
+    transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,), (0.5,))])
+    with tempfile.TemporaryDirectory(prefix="peer_round_") as tmp:
+        root = torchvision_root(dataset, Path(tmp))
+        train_set = datasets.FashionMNIST(
+            str(root), train=True, download=False, transform=transform
+        )
+        test_set = datasets.FashionMNIST(
+            str(root), train=False, download=False, transform=transform
+        )
+        test_idx = list(range(len(test_set)))
+        parts = shards(train_set.targets.numpy(), cars)
+        train_loader, _, test_loader = modules["data_loader"].get_permute_dataset(
+            train_set, test_set, test_idx, parts, BATCH, 0.1
+        )
+        global_model = modules["model"].CNNFashion_Mnist()
+        nets = [copy.deepcopy(global_model) for _ in range(cars)]
+        optimizers = [torch.optim.SGD(params=m.parameters(), lr=LR) for m in nets]
+        losses: list[list[float]] = [[] for _ in range(cars)]
+        with _threads(1):
+            t, c = time.perf_counter(), time.process_time()
+            for i in range(cars):  # as in their Decentralized_Cache_process
+                aggregation.normal_training_process(nets[i], optimizers[i], train_loader[i],
+                                                    LOCAL_EP, losses[i])  # fmt: skip
+            t_train, c_train = time.perf_counter() - t, time.process_time() - c
+            t, c = time.perf_counter(), time.process_time()
+            accs = [utils_cnn.test(m, test_loader)[0] for m in nets]  # their final_test
+            t_eval, c_eval = time.perf_counter() - t, time.process_time() - c
+    steps = LOCAL_EP * len(train_loader[0])
+    return {"train": t_train, "evaluate": t_eval, "train_cpu": c_train, "evaluate_cpu": c_eval,
+            "acc": float(np.mean(accs)), "steps": steps, "test": len(test_set)}  # fmt: skip
+
+
+def machine() -> str:
+    """One line saying which machine, CPU and torch build ran the benchmark."""
+    cpu = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    isa = torch.backends.cpu.get_cpu_capability()
+    return (f"{platform.node()}: {os.cpu_count()} CPUs ({cpu}, {isa}), "
+            f"torch {torch.__version__}, Python {platform.python_version()}")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scale", type=float, default=0.2, help="1 = 100 cars, 100 steps, 10k")
-    parser.add_argument("--workers", default="1,0", help="MobiDFL worker settings (0 = auto)")
-    parser.add_argument("--peer-threads", type=int, default=1,
-                        help="torch threads of the peer (1: on a shared box 2 threads ran "
-                        "its per-sample evaluation ~50x slower than measured quiet)")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=0.05,
+        help="fraction of the paper's 100 cars timed (per-car work: the paper's)",
+    )
+    parser.add_argument("--workers", default="1,2", help="MobiDFL worker settings (0 = auto)")
+    parser.add_argument("--steps", type=int, default=100, help="MobiDFL SGD steps per car")
+    parser.add_argument("--repeats", type=int, default=1, help="repeat and keep the best")
     parser.add_argument("--no-peer", action="store_true", help="MobiDFL only")
-    parser.add_argument("--layouts-only", action="store_true",
-                        help="only the chunk-size / channels-last sweep")
+    parser.add_argument("--reimpl", action="store_true", help="add the re-implementation row")
+    parser.add_argument("--layouts", action="store_true", help="the layout sweep first")
+    parser.add_argument(
+        "--peer-dir",
+        type=Path,
+        default=None,
+        help="checkout of Cached-DFL at the pinned commit (default: the cache)",
+    )
     args = parser.parse_args()
-    cars = max(2, round(100 * args.scale))
-    steps = max(1, round(100 * args.scale))
-    test_size = max(100, round(10_000 * args.scale))
+    cars = max(1, round(100 * args.scale))
+    steps, test_size = args.steps, 10_000
+    modules = None
+    if not args.no_peer:
+        try:
+            modules = _peer.import_cached_dfl(args.peer_dir)
+        except _peer.PeerUnavailable as exc:
+            raise SystemExit(str(exc)) from None
     dataset = stand_in(test_size)
     session_module.load_dataset = lambda *a, **k: dataset  # both sides: the same images
     fps = flops_per_sample(build_net("cached_cnn", dataset.input_shape, 10), dataset.input_shape,
                            backward=False)  # fmt: skip
-    work = cars * fps * (3 * steps * BATCH + test_size)
     train_work, eval_work = cars * fps * 3 * steps * BATCH, cars * fps * test_size
-    peak = matmul_peak()
+    print(f"machine: {machine()}")
+    print(
+        f"peer: {_peer.REPO}@{_peer.COMMIT[:7]} from {_peer.peer_dir(args.peer_dir)}; "
+        f"shims: {', '.join(_peer.SHIMS) or 'none'}"
+        if modules
+        else "peer: not run"
+    )
+    peak, peak_cpu = matmul_peak()
     print(f"round: {cars} cars x {steps} steps x batch {BATCH}, test {test_size} "
-          f"({dataset.name}), {work / 1e12:.3f} TFLOP; load {os.getloadavg()[0]:.2f}; "
-          f"1-thread matmul peak {peak:.1f} GFLOP/s (2 cores: {2 * peak:.0f})")  # fmt: skip
+          f"({dataset.name}), {(train_work + eval_work) / 1e12:.3f} TFLOP; "
+          f"load {' '.join(f'{v:.2f}' for v in os.getloadavg())}; 1-thread fp32 matmul peak "
+          f"{peak:.1f} GFLOP/s per wall second, {peak_cpu:.1f} per CPU second")  # fmt: skip
+    if args.layouts:
+        layout_sweep(dataset)
 
-    layout_sweep(dataset)
-    if args.layouts_only:
-        return
     runs: dict[str, list[dict[str, float]]] = {}
-    reference = build_model(cars=cars, steps=steps, test_size=test_size, workers=1)
-    reference.step()  # the contacts of the round (same map, seed, step)
-    parts, contacts = reference.learner.engine.parts, reference.adjacency
+    reference = None
     for _ in range(args.repeats):
-        if not args.no_peer:
-            runs.setdefault("peer", []).append(
-                peer_round(dataset, parts, contacts, steps=steps, threads=args.peer_threads)
+        if modules is not None:
+            runs.setdefault("Cached-DFL (authors' code)", []).append(
+                authors_round(dataset, cars=cars, modules=modules))  # fmt: skip
+        if args.reimpl:
+            if reference is None:
+                reference = build_model(cars=cars, steps=steps, test_size=test_size, workers=1)
+                reference.step()  # the contacts of the round (same map, seed, step)
+            engine = reference.learner.engine
+            runs.setdefault("re-implementation (issue 15)", []).append(
+                reimpl_round(dataset, engine.parts, reference.adjacency, steps=steps, threads=1)
             )
         for w in (int(v) for v in args.workers.split(",")):
-            res = mobidfl_round(cars=cars, steps=steps, test_size=test_size, workers=w)
-            runs.setdefault(f"mobidfl workers={w} ({int(res['workers'])})", []).append(res)
+            n = cars if w == 1 else min(100, max(cars, w * cars))
+            res = mobidfl_round(cars=n, steps=steps, test_size=test_size, workers=w)
+            for key in ("train", "evaluate", "rest", "round", "train_cpu", "evaluate_cpu"):
+                res[key] *= cars / n
+            label = f"MobiDFL workers={w} ({int(res['workers'])})" + (
+                f" {n} cars, per {cars}" if n != cars else ""
+            )
+            runs.setdefault(label, []).append(res)
+        for label, results in runs.items():  # progress, in case a long run is cut short
+            r = results[-1]
+            print(f"  done: {label}: train {r['train']:.2f} s, evaluate {r['evaluate']:.2f} s",
+                  flush=True)  # fmt: skip
+    end_wall, end_cpu = matmul_peak()
+    peak, peak_cpu = max(peak, end_wall), max(peak_cpu, end_cpu)
+    report(runs, train_work=train_work, eval_work=eval_work, peak=peak, peak_cpu=peak_cpu)
+    print(f"matmul peak (best of start/end): {peak:.1f} GFLOP/s per wall second, "
+          f"{peak_cpu:.1f} per CPU second; load after: "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")  # fmt: skip
 
-    print(f"{'':34s}{'train s':>9s}{'eval s':>9s}{'rest s':>8s}{'round s':>9s}"
-          f"{'GFLOP/s':>9s}{'x peer':>8s}{'acc':>7s}")  # fmt: skip
-    peer = min(r["round"] for r in runs["peer"]) if "peer" in runs else float("nan")
-    for name, results in runs.items():
-        best = min(results, key=lambda r: r["round"])
-        rest = best.get("rest", best.get("exchange", 0.0))
-        print(f"{name:34s}{best['train']:9.2f}{best['evaluate']:9.2f}{rest:8.2f}"
-              f"{best['round']:9.2f}{work / best['round'] / 1e9:9.1f}"
-              f"{peer / best['round']:8.2f}{best['acc']:7.3f}")  # fmt: skip
-        print(f"{'':34s}train {train_work / best['train'] / 1e9:.1f} GFLOP/s "
-              f"({100 * train_work / best['train'] / 1e9 / peak:.0f}% of 1 core), eval "
-              f"{eval_work / best['evaluate'] / 1e9:.1f} GFLOP/s "
-              f"({100 * eval_work / best['evaluate'] / 1e9 / peak:.0f}% of 1 core)"
-              + (f"; set-up {best['setup']:.1f} s" if "setup" in best else ""))  # fmt: skip
-    print(f"load after: {os.getloadavg()[0]:.2f}")
 
+def report(runs: dict[str, list[dict[str, float]]], *, train_work: float, eval_work: float,
+           peak: float, peak_cpu: float) -> None:  # fmt: skip
+    """Two tables: wall seconds (what a user waits) and CPU seconds (all processes of the
+    row; robust when other jobs share the cores). % peak: of the 1-thread matmul peak."""
+    for unit, sfx, pk in (("wall", "", peak), ("CPU", "_cpu", peak_cpu)):
+        print(f"{unit + ' seconds':44s}{'train':>8s}{'GFLOP/s':>8s}{'%peak':>6s}{'eval':>8s}"
+              f"{'GFLOP/s':>8s}{'%peak':>6s}{'t+e':>8s}{'x peer':>7s}{'acc':>7s}")  # fmt: skip
+        base = None
+        for name, results in runs.items():
+            best = min(results, key=lambda r: r.get("train" + sfx, r["train"])
+                       + r.get("evaluate" + sfx, r["evaluate"]))  # fmt: skip
+            tr = best.get("train" + sfx, best["train"])
+            ev = best.get("evaluate" + sfx, best["evaluate"])
+            both = tr + ev
+            base = base or (both if name.startswith("Cached-DFL") else None)
+            tg, eg = train_work / tr / 1e9, eval_work / ev / 1e9
+            ratio = f"{base / both:7.2f}" if base else f"{'-':>7s}"
+            print(f"{name:44s}{tr:8.2f}{tg:8.1f}{100 * tg / pk:6.0f}{ev:8.2f}{eg:8.1f}"
+                  f"{100 * eg / pk:6.0f}{both:8.2f}{ratio}{best['acc']:7.3f}")  # fmt: skip
+            if "setup" in best and unit == "wall":
+                print(f"{'':44s}(rest of the step {best['rest']:.2f} s, set-up "
+                      f"{best['setup']:.1f} s)")  # fmt: skip
 
 if __name__ == "__main__":
     main()

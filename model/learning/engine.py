@@ -159,6 +159,7 @@ class Engine:
         channels_last: bool | None = None,
         worker_backend: str = "processes",
         ray_address: str | None = None,
+        precision: str = "fp32",
     ) -> None:
         _validate(
             backend=self.backend,
@@ -177,8 +178,10 @@ class Engine:
             eval_chunk=eval_chunk,
             worker_backend=worker_backend,
             optimizer_state=optimizer_state,
+            precision=precision,
         )
         self.optimizer = str(optimizer)
+        self.precision = str(precision)
         self.optimizer_state = str(optimizer_state)
         self.net_name = net
         self.dataset_name = dataset.name
@@ -215,7 +218,9 @@ class Engine:
         if self.device.type == "cuda":  # one forward per agent: small chunks starve a GPU
             auto_chunk = int(dataset.y_test.shape[0])
         self.eval_chunk = int(eval_chunk) or auto_chunk
-        self._fn = Functional(template.to(self.device), channels_last=self.channels_last)
+        self._fn = Functional(
+            template.to(self.device), channels_last=self.channels_last, precision=self.precision
+        )
         self.flops_per_sample = flops_per_sample(template, self._input_shape, backward=False)
         self.params = [p.to(self.device).contiguous() for p in self.params]
         self.momentum_buffers: list[torch.Tensor] = (
@@ -574,7 +579,10 @@ class LoopEngine(Engine):
     def _get_pool(self) -> ProcessPool | RayPool:
         if self._pool is None:
             data = (self._x, self._y, self._x_test, self._y_test)
-            net = (self.net_name, self._input_shape, self._num_classes, self.channels_last)
+            net = (
+                self.net_name, self._input_shape, self._num_classes, self.channels_last,
+                self.precision,
+            )  # fmt: skip
             if self.worker_backend == "ray":
                 self._pool = RayPool(
                     self.workers,
@@ -650,6 +658,7 @@ def make_engine(
     channels_last: bool | None = None,
     worker_backend: str = "processes",
     ray_address: str | None = None,
+    precision: str = "fp32",
 ) -> Engine:
     """Build the learning engine of all agents.
 
@@ -677,6 +686,8 @@ def make_engine(
         channels_last: NHWC convs (None = on for conv nets on the CPU loop, where it wins).
         worker_backend: ``processes`` (shared memory, this machine) or ``ray`` (actors on
             a local Ray or the cluster at ``ray_address``; ``workers`` actors).
+        precision: ``fp32`` or ``bf16`` (autocast of every forward and backward to
+            bfloat16; parameters, optimiser state and losses stay fp32).
 
     Raises:
         ConfigError: a bad value, e.g. an agent without data.
@@ -704,6 +715,7 @@ def make_engine(
         channels_last=channels_last,
         worker_backend=worker_backend,
         ray_address=ray_address,
+        precision=precision,
     )
 
 
@@ -726,6 +738,7 @@ def _validate(
     eval_chunk: int = 0,
     worker_backend: str = "processes",
     optimizer_state: str = "keep",
+    precision: str = "fp32",
 ) -> None:
     if len(parts) < 1:
         raise ConfigError("n_agents", 0, "at least one agent with data")
@@ -733,7 +746,7 @@ def _validate(
         "lr": lr, "batch_size": batch_size, "optimizer": optimizer, "local_steps": local_steps,
         "momentum": momentum, "weight_decay": weight_decay, "prox_rho": prox_rho,
         "workers": workers, "eval_chunk": eval_chunk, "worker_backend": worker_backend,
-        "optimizer_state": optimizer_state,
+        "optimizer_state": optimizer_state, "precision": precision,
     }
     for name, value in settings.items():
         check_setting(name, value)

@@ -57,6 +57,7 @@ class LearningSession:
             eval_chunk=config.eval_chunk,
             worker_backend=config.worker_backend,
             ray_address=config.ray_address,
+            precision=config.precision,
         )
         self.policies: dict[str, tuple[ExchangePolicy, np.ndarray]] = {}
         for name in map(str, dict.fromkeys(model.policy_of_agent)):

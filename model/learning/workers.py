@@ -42,6 +42,7 @@ def worker_main(
     input_shape: tuple[int, ...],
     num_classes: int,
     channels_last: bool,
+    precision: str,
     params: list[torch.Tensor],
     bufs: list[torch.Tensor],
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
@@ -49,7 +50,9 @@ def worker_main(
     """Loop-backend worker: trains / evaluates the agents it is sent, on shared stacks."""
     torch.set_num_threads(1)
     x, y, x_test, y_test = data
-    fn = Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
+    fn = Functional(
+        build_net(net, input_shape, num_classes), channels_last=channels_last, precision=precision
+    )
     while True:
         msg = conn.recv()
         if msg is None:
@@ -181,10 +184,15 @@ class RayWorker:
         input_shape: tuple[int, ...],
         num_classes: int,
         channels_last: bool,
+        precision: str,
         data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
     ) -> None:
         torch.set_num_threads(1)
-        self.fn = Functional(build_net(net, input_shape, num_classes), channels_last=channels_last)
+        self.fn = Functional(
+            build_net(net, input_shape, num_classes),
+            channels_last=channels_last,
+            precision=precision,
+        )
         self.data = data
 
     def train(
@@ -219,7 +227,7 @@ class RayPool:
         n: int,
         *,
         address: str | None,
-        net: tuple[str, tuple[int, ...], int, bool],
+        net: tuple[str, tuple[int, ...], int, bool, str],
         params: list[torch.Tensor],
         bufs: list[torch.Tensor],
         data: tuple[torch.Tensor, ...],

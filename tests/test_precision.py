@@ -1,0 +1,87 @@
+"""``precision = "bf16"`` (issue 22): autocast to bfloat16 for training and testing, fp32
+parameters; close to fp32 but not equal; checked with one line; the same on both backends'
+interfaces and in a model's settings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from model.errors import ConfigError
+from model.learning.engine import make_engine
+from model.learning.partition import partition_shards
+
+
+def engine(ds, precision: str, backend: str = "loop", net: str = "cached_cnn"):
+    parts = partition_shards(ds.train_labels, 3, rng=np.random.default_rng(0))
+    return make_engine(backend, net=net, dataset=ds, parts=parts, lr=0.05, batch_size=16,
+                       local_steps=4, seed=2, precision=precision)  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["loop", "batched"])
+def test_bf16_trains_fp32_parameters_close_to_fp32_but_not_equal(ds, backend):
+    # Prepare
+    fp32, bf16 = engine(ds, "fp32", backend), engine(ds, "bf16", backend)
+    # Execute
+    for e in (fp32, bf16):
+        e.train()
+    (acc32, loss32), (acc16, loss16) = fp32.evaluate(), bf16.evaluate()
+    # Assert: fp32 storage; bf16 rounding (~3 significant digits) visible but small
+    assert all(p.dtype == torch.float32 for p in bf16.params)
+    diff = max(float((a - b).abs().max()) for a, b in zip(fp32.params, bf16.params, strict=True))
+    assert 0.0 < diff < 0.05
+    assert not np.array_equal(loss32, loss16)
+    assert np.allclose(loss32, loss16, rtol=0.05) and np.allclose(acc32, acc16, atol=0.05)
+
+
+def test_bf16_evaluation_of_the_same_parameters_is_close(ds):
+    # Prepare: identical parameters, only the test arithmetic differs
+    fp32, bf16 = engine(ds, "fp32"), engine(ds, "bf16")
+    fp32.train()
+    with torch.no_grad():
+        for dst, src in zip(bf16.params, fp32.params, strict=True):
+            dst.copy_(src)
+    # Execute
+    (acc32, loss32), (acc16, loss16) = fp32.evaluate(), bf16.evaluate()
+    # Assert
+    assert np.abs(acc32 - acc16).max() <= 0.03
+    assert np.allclose(loss32, loss16, rtol=0.02) and not np.array_equal(loss32, loss16)
+
+
+def test_precision_is_checked_with_one_line(ds):
+    # Execute / Assert
+    with pytest.raises(ConfigError, match="precision"):
+        engine(ds, "fp16")
+
+
+def test_precision_is_a_learning_setting_with_fp32_default():
+    # Prepare
+    from model.config import Config
+
+    # Execute
+    default, bf16 = Config.from_settings({}), Config.from_settings({"precision": "bf16"})
+    # Assert
+    assert default.precision == "fp32" and bf16.precision == "bf16"
+    with pytest.raises(ConfigError, match="precision"):
+        Config.from_settings({"precision": "half"})
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_reproduction_report_states_the_precision(tmp_path, precision):
+    import pandas as pd
+
+    from analysis.reproduce import CACHED, variant_settings, write_report
+    from model.config import Config
+
+    # Prepare
+    steps = pd.DataFrame([{"variant": v, "seed": s, "step": t, "acc_mean": 0.5 + t / 100}
+                          for v in ("LRU", "DFL") for s in (0, 1) for t in range(3)])  # fmt: skip
+    extra = {"precision": precision}
+    resolved = {v: Config.from_settings(variant_settings(CACHED, v, scale="small", extra=extra))
+                for v in ("LRU", "DFL")}  # fmt: skip
+    # Execute
+    text = write_report(CACHED, steps, tmp_path, resolved=resolved, scale="small",
+                        seeds=[0, 1]).read_text()  # fmt: skip
+    # Assert
+    assert f"(precision `{precision}`)" in text
