@@ -1,12 +1,8 @@
 """The Cached-DFL authors' code, read unmodified from a cache folder (never vendored).
 
-``liemak363/Cached-DFL`` at commit :data:`COMMIT` (the authors' history plus one fix-up commit
-of the fork's maintainer; ../shared/references/README.md). The package folder ``cached_dfl/``
-lives in ``~/.cache/mobidfl/references/liemak363-Cached-DFL-b116fea/`` (``MOBIDFL_CACHE``
-moves the root); when missing it is seeded by copying ``/work/shared/references/cached-dfl``
-(or ``../shared/references/cached-dfl`` beside the checkout), else the caller gets a one-line
-message with the git commands that fetch it. A local stand-in for the shared
-``validation/refcache.py`` written on another branch (same behaviour; to be unified).
+``liemak363/Cached-DFL`` at commit :data:`COMMIT`, every file checked against its SHA-256 by
+:func:`validation.refcache.ensure` (the cache the validation suite uses: seeded from a local copy
+of the same commit, fetched with git otherwise; a one-line refusal when neither works).
 
 :func:`import_cached_dfl` imports the modules a training round needs under private names
 (``cached_dfl.model`` etc.: the authors' ``model.py`` would otherwise shadow MobiDFL's
@@ -19,55 +15,34 @@ imports ``cvxpy``, is not imported because the timed phases do not use it).
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
 
-REPO = "liemak363/Cached-DFL"
-COMMIT = "b116fea0268aa155a1f65b1f9e3cb6d534a1829a"
-FOLDER = f"liemak363-Cached-DFL-{COMMIT[:7]}"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from model.errors import ConfigError  # noqa: E402
+from validation.refcache import REFERENCES, ensure  # noqa: E402
+
+REPO = REFERENCES["cached_dfl"].repo
+COMMIT = next(iter(REFERENCES["cached_dfl"].files.values()))[0]
 SHIMS: list[str] = []
 """Shims applied to the authors' code (library drift only); printed by the benchmark."""
 
-_SEEDS = (
-    Path("/work/shared/references/cached-dfl"),
-    Path(__file__).resolve().parents[2] / "shared" / "references" / "cached-dfl",
-)
-
 
 class PeerUnavailable(RuntimeError):
-    """The authors' code is not in the cache and no seed folder exists (message: how to fetch)."""
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("MOBIDFL_CACHE", "~/.cache/mobidfl")).expanduser() / "references"
-
-
-def fetch_hint(dest: Path) -> str:
-    return (
-        f"Cached-DFL's code is not in {dest}; fetch it with: git clone "
-        f"https://github.com/{REPO} {dest} && git -C {dest} checkout {COMMIT}"
-    )
+    """The authors' code could not be had at its pinned commit (message: why, in one line)."""
 
 
 def peer_dir(dest: Path | None = None) -> Path:
-    """The cached checkout (a folder holding ``cached_dfl/``), seeded from a local copy."""
-    dest = Path(dest) if dest is not None else cache_root() / FOLDER
-    if (dest / "cached_dfl" / "utils_cnn.py").is_file():
-        return dest
-    for seed in _SEEDS:
-        if (seed / "cached_dfl" / "utils_cnn.py").is_file():
-            tmp = dest.with_name(dest.name + ".partial")
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(seed, tmp)
-            if dest.exists():  # another process seeded it meanwhile
-                shutil.rmtree(tmp)
-            else:
-                tmp.replace(dest)
-            return dest
-    raise PeerUnavailable(fetch_hint(dest))
+    """A folder holding ``cached_dfl/``: ``dest`` when given, else the verified cache."""
+    if dest is not None:
+        if not (Path(dest) / "cached_dfl" / "utils_cnn.py").is_file():
+            raise PeerUnavailable(f"{dest} holds no cached_dfl/utils_cnn.py")
+        return Path(dest)
+    try:
+        return ensure("cached_dfl")
+    except ConfigError as exc:
+        raise PeerUnavailable(str(exc)) from None
 
 
 def _load(name: str, path: Path) -> ModuleType:
