@@ -17,13 +17,14 @@ PACKAGES = ("model", "agents", "maps", "analysis")
 FLOORS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (0, "ground: errors, settings, registries, config, presets, io", (
         "model.errors", "model.settings", "model.registry", "model.plugins", "model.config",
-        "model.presets", "model.atomic", "model.checkpoint",
+        "model.presets", "model.atomic", "model.checkpoint", "model.ray_local",
     )),
     (1, "maps, pure maths, the typed views plug-ins read", (
         "maps.*", "model.maths.*", "model.contacts", "model.views",
     )),
     (2, "learning, policies, mobility", (
         "model.learning.*", "model.policies.*", "agents.mobility.*", "model.bounds",
+        "model.links",
     )),
     (3, "the Mesa model", ("model", "model.world", "model.world_view",
                            "model.learning.session", "agents", "agents.kinds")),
