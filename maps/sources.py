@@ -30,6 +30,7 @@ from maps.edges import (
     check_coordinates,
     check_edge_ends,
     check_no_stray_text,
+    check_well_formed,
     from_segments,
     parse_crs,
 )
@@ -422,21 +423,13 @@ def check_osm_xml(path: Path) -> None:
         MapDataError: what is missing (a cut file, a bad compressed stream, a missing node).
     """
     import bz2
-    import xml.parsers.expat
 
     try:
         raw = bz2.decompress(path.read_bytes()) if path.name.lower().endswith(".bz2") \
             else path.read_bytes()
     except (OSError, ValueError, EOFError) as exc:
         raise MapDataError(f"a whole bz2 stream ({exc})") from None
-    parser = xml.parsers.expat.ParserCreate()
-    try:
-        parser.Parse(raw, True)
-    except xml.parsers.expat.ExpatError as exc:
-        raise MapDataError(f"well-formed XML to its end ({exc}); is the file cut short?") \
-            from None
-    except LookupError as exc:  # an XML declaration naming an unknown encoding
-        raise MapDataError(f"an XML encoding Python knows ({exc})") from None
+    check_well_formed(raw)
     from collections import Counter
 
     check_no_stray_text(raw)
