@@ -476,6 +476,20 @@ def brute_force_contacts(xy: np.ndarray, radius_m: float) -> sp.csr_matrix:
     return sp.csr_matrix(mask)
 
 
+def _relative_chords(
+    start: np.ndarray, end: np.ndarray, pairs: np.ndarray, radius: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each pair's relative motion ``rel(t) = rel0 + t relv`` over the chord and the
+    coefficients of ``|rel(t)|^2 - R^2 = a t^2 + 2 b t + c``."""
+    i, j = pairs[:, 0], pairs[:, 1]
+    rel0 = start[i] - start[j]
+    relv = (end[i] - end[j]) - rel0
+    a = np.einsum("ij,ij->i", relv, relv)
+    b = np.einsum("ij,ij->i", rel0, relv)
+    c = np.einsum("ij,ij->i", rel0, rel0) - radius * radius
+    return rel0, relv, a, b, c
+
+
 def chord_entry_times(
     start: np.ndarray, end: np.ndarray, radius: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -488,12 +502,7 @@ def chord_entry_times(
     pairs = chord_pairs(start, end, radius)
     if not len(pairs):
         return pairs, np.empty(0)
-    i, j = pairs[:, 0], pairs[:, 1]
-    rel0 = start[i] - start[j]
-    relv = (end[i] - end[j]) - rel0
-    a = np.einsum("ij,ij->i", relv, relv)
-    b = np.einsum("ij,ij->i", rel0, relv)
-    c = np.einsum("ij,ij->i", rel0, rel0) - radius * radius
+    rel0, relv, a, b, c = _relative_chords(start, end, pairs, radius)
     safe_a = np.maximum(a, 1e-300)
     closest = np.where(a > 0, -b / safe_a, 0.0)
     disc = b * b - a * c
@@ -566,12 +575,7 @@ def chord_intervals(
         ``[P, 2]`` (relative position at the chord's start and motion over it, metres).
     """
     pairs = chord_pairs(start, end, radius)
-    i, j = pairs[:, 0], pairs[:, 1]
-    rel0 = start[i] - start[j]
-    relv = (end[i] - end[j]) - rel0
-    a = np.einsum("ij,ij->i", relv, relv)
-    b = np.einsum("ij,ij->i", rel0, relv)
-    c = np.einsum("ij,ij->i", rel0, rel0) - radius * radius
+    rel0, relv, a, b, c = _relative_chords(start, end, pairs, radius)
     moving = a > 0
     safe_a = np.where(moving, a, 1.0)
     closest = np.clip(np.where(moving, -b / safe_a, 0.0), 0.0, 1.0)
