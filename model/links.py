@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from model.contacts import ContactTable
+from model.maths.energy import J_PER_FLOP, parse_kind_values
 from model.maths.link import (
     delivered_prefix,
     expected_attempts,
@@ -116,6 +117,14 @@ def _table_check(value: str) -> str | None:
 def _kind_rates_check(value: str) -> str | None:
     try:
         parse_kind_rates(value, KINDS)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _kind_values_check(value: str) -> str | None:
+    try:
+        parse_kind_values(value, KINDS)
     except ValueError as exc:
         return str(exc)
     return None
@@ -219,10 +228,26 @@ class LinkSettings(PluginSettings):
         "radio power while receiving, W (ns-3 WifiRadioEnergyModel: RxCurrentA 0.0197 A at 3 V)",
         non_negative,
     )
-    j_per_flop: float = setting(
-        1e-10,
-        "energy of one training FLOP, J (1e-10: 10 GFLOP/s per watt, an embedded GPU; assumed)",
-        non_negative,
+    kind_j_per_flop: str = setting(
+        "",
+        "energy of one training FLOP per kind, J, e.g. vehicle:1.1e-11,sensor:1.5e-10 (kinds "
+        "left out: model.maths.energy.J_PER_FLOP, data-sheet peaks of a vehicle SoC, a phone "
+        "GPU, a Cortex-M4F sensor MCU and a UAV's Jetson Nano)",
+        _kind_values_check,
+    )
+    server_up_bps: float = setting(
+        6e6,
+        "server link (MoFeL client to edge server) upload bit/s (6 Mbit/s: ETSI ITS-G5 / "
+        "802.11p default rate to a road-side unit; inf = unlimited, with accounting)",
+        positive,
+        inf=True,
+    )
+    server_down_bps: float = setting(
+        6e6,
+        "server link (MoFeL edge server to client) download bit/s (6 Mbit/s: ITS-G5 / "
+        "802.11p default rate from a road-side unit; inf = unlimited, with accounting)",
+        positive,
+        inf=True,
     )
 
 
@@ -244,6 +269,11 @@ class LinkModel:
     def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
         """Bit/s between agents of ``kind_a`` and ``kind_b`` at ``distance`` metres."""
         raise NotImplementedError
+
+    def j_per_flop(self) -> dict[str, float]:
+        """Joules per training FLOP per kind: ``link.kind_j_per_flop`` over the defaults
+        (:data:`model.maths.energy.J_PER_FLOP`)."""
+        return J_PER_FLOP | parse_kind_values(self.options.kind_j_per_flop, KINDS)
 
     def plan(
         self, table: ContactTable, *, kinds: np.ndarray, message_bytes: int, n: int
@@ -429,7 +459,7 @@ class LinkPlan:
             "bytes_received": self.received.copy(),
             "transfers_aborted": self.aborted.astype(float),
             "airtime_s": self.tx_s + self.rx_s,
-            "radio_energy_j": self.link.options.tx_w * self.tx_s
+            "energy_radio_j": self.link.options.tx_w * self.tx_s
             + self.link.options.rx_w * self.rx_s,
         }
 

@@ -169,7 +169,9 @@ def policy_metric(model: MobiDFLModel, name: str) -> float:
     return float(model.policy_metrics.get(name, float("nan")))
 
 
-LINK_COLUMNS = (*LinkPlan.COLUMNS, "energy_j")
+LINK_COLUMNS = (
+    *LinkPlan.COLUMNS, "energy_j", "energy_radio_j", "energy_compute_j", "energy_flight_j"
+)
 """Per-step (``model.csv``: sum over agents) and per-agent (``agents.parquet``: running
 total since step 0) link columns, present when ``link.model`` is not ``ideal``."""
 

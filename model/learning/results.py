@@ -63,8 +63,8 @@ class StepResult:
     """Early stopping asks the run to end (``early_stop_patience``, Cached-DFL)."""
     link: Mapping[str, np.ndarray] | None = None
     """Per agent, what this step's exchanges cost over the link (``bytes_sent``,
-    ``bytes_received``, ``transfers_aborted``, ``airtime_s``, ``energy_j``); ``None``
-    under ``link = "ideal"``."""
+    ``bytes_received``, ``transfers_aborted``, ``airtime_s``, ``energy_j`` and its radio,
+    compute and flight parts); ``None`` under ``link = "ideal"``."""
 
     def __post_init__(self) -> None:
         trained = np.array(self.trained, dtype=bool)

@@ -18,6 +18,7 @@ from model.learning.partition import make_partition
 from model.learning.results import Evaluation, StepResult
 from model.links import LinkPlan
 from model.maths.distribution import area_label_lists
+from model.maths.energy import compute_energy, flight_energy
 from model.maths.link import message_bytes, training_flops
 from model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step
 from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
@@ -215,11 +216,19 @@ class LearningSession:
 
     def link_costs(self, plan: LinkPlan, trained: np.ndarray) -> dict[str, np.ndarray]:
         """Per agent: the plan's tally, and energy = radio (tx/rx power x airtime) + local
-        training (FLOPs x ``link.j_per_flop``; forward x 3 per sample seen)."""
+        training (FLOPs x the kind's J/FLOP; forward x 3 per sample seen) + flight (a UAV's
+        rotary-wing power at its speed x the step, Zeng, Xu, Zhang 2019, eq. 12)."""
+        model = self.model
         costs = plan.per_agent()
         samples = self.engine.batch_sizes * self.config.local_steps * trained
         flops = training_flops(self.engine.flops_per_sample, samples)
-        costs["energy_j"] = costs.pop("radio_energy_j") + self.model.link.options.j_per_flop * flops
+        costs["energy_compute_j"] = compute_energy(flops, model.kind_of, model.link.j_per_flop())
+        costs["energy_flight_j"] = flight_energy(
+            model.speed, model.kind_of, seconds=self.config.step_s
+        )
+        costs["energy_j"] = (
+            costs["energy_radio_j"] + costs["energy_compute_j"] + costs["energy_flight_j"]
+        )
         return costs
 
     def evaluate(self) -> Evaluation:
