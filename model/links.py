@@ -22,6 +22,7 @@ The maths are pure functions in :mod:`model.maths.link`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -451,6 +452,42 @@ class LinkPlan:
                     self.link.partial[(src, dst)] = (key, before + partial)
             arrived_ids.append([out[k][0] for k in np.flatnonzero(arrived)])
         return arrived_ids[0], arrived_ids[1]
+
+    def server_link(
+        self, agents: np.ndarray, *, need: np.ndarray, window_s: np.ndarray, up: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Agents move ``need`` more bytes to (``up``) or from their edge server within
+        ``window_s`` seconds each, at ``link.server_up_bps`` / ``link.server_down_bps``
+        times the MAC's ``efficiency``, slowed by frame retries (as :meth:`LinkModel.plan`).
+
+        Returns the bytes moved, the seconds it took and whether the message is now whole.
+        The caller keeps partial progress (a connection to a server lasts while the client
+        stays in its territory, unlike a contact) and calls :meth:`abort` when it is dropped.
+        Uploads count in ``bytes_sent`` and transmit time; downloads count in
+        ``bytes_received`` (whole messages) and receive time; the server is not an agent.
+        """
+        o = self.link.options
+        agents = np.asarray(agents, np.int64)
+        need = np.asarray(need, float)
+        bits = o.server_up_bps if up else o.server_down_bps
+        rate = bits / 8.0 * o.efficiency / expected_attempts(o.loss, o.retries)
+        if math.isinf(rate):
+            moved, seconds = need.copy(), np.zeros(len(need))
+        else:
+            moved = np.minimum(need, rate * np.maximum(np.asarray(window_s, float), 0.0))
+            seconds = moved / rate
+        whole = moved >= need - 1e-9
+        if up:
+            np.add.at(self.sent, agents, moved)
+            np.add.at(self.tx_s, agents, seconds)
+        else:
+            np.add.at(self.received, agents, np.where(whole, self.message_bytes, 0.0))
+            np.add.at(self.rx_s, agents, seconds)
+        return moved, seconds, whole
+
+    def abort(self, agents: np.ndarray) -> None:
+        """Count one aborted transfer for each of ``agents`` (begun, never finished)."""
+        np.add.at(self.aborted, np.asarray(agents, np.int64), 1)
 
     def per_agent(self) -> dict[str, np.ndarray]:
         """This step's tally per agent: the link columns (energy is added by the session)."""

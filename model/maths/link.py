@@ -28,6 +28,7 @@ __all__ = [
     "parse_kind_rates",
     "parse_rate_table",
     "shannon_rate",
+    "stay_seconds",
     "table_rate",
     "thermal_noise_dbm",
     "training_flops",
@@ -205,3 +206,24 @@ def training_flops(flops_per_sample: float, samples: np.ndarray) -> np.ndarray:
     """FLOPs of local training: forward FLOPs x 3 (forward + backward) per sample seen
     (the usual 1:2 forward:backward ratio, Kaplan et al. 2020, "Scaling laws", Sec. 2.1)."""
     return 3.0 * float(flops_per_sample) * np.asarray(samples, float)
+
+
+def stay_seconds(
+    client: np.ndarray,
+    server: np.ndarray,
+    after: np.ndarray,
+    *,
+    stays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> np.ndarray:
+    """Seconds each ``client`` spends in ``server``'s range after time ``after``, summed
+    over ``stays`` = (client, server, t0, t1) rows (a client in range of a server from t0
+    to t1). Vectorised: one broadcast comparison of the queries with the stays."""
+    client = np.asarray(client, np.int64)
+    server = np.asarray(server, np.int64)
+    after = np.broadcast_to(np.asarray(after, float), client.shape)
+    who, where, t0, t1 = (np.asarray(x) for x in stays)
+    if not len(client) or not len(who):
+        return np.zeros(len(client))
+    match = (client[:, None] == who[None, :]) & (server[:, None] == where[None, :])
+    span = np.maximum(0.0, t1[None, :] - np.maximum(t0[None, :], after[:, None]))
+    return np.where(match, span, 0.0).sum(axis=1)

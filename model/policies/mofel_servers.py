@@ -45,6 +45,7 @@ import torch
 
 from maps.grid import area_of_points, split_areas
 from model.errors import ConfigError
+from model.maths.link import stay_seconds
 from model.maths.mofel import Cycle, Visits
 from model.policies.base import AgentTable, Exchange, ExchangeContext, ExchangePolicy
 from model.settings import (
@@ -59,6 +60,7 @@ from model.settings import (
 if TYPE_CHECKING:
     from maps.network import StreetNetwork
     from model.learning.engine import Engine
+    from model.links import LinkPlan
     from model.views import RouteView, WorldView
 
 __all__ = ["TIME_TOL", "MofelBase", "client_train_times", "server_accuracy"]
@@ -191,6 +193,11 @@ class MofelBase(ExchangePolicy):
 
     requires: ClassVar[dict[str, Any]] = {"{kind}.mobility": "route"}
     """MoFeL §4: the central station plans with the clients' disclosed routes."""
+    honours_link: ClassVar[bool] = True
+    """With a link model, models move over the server link (``link.server_up_bps`` /
+    ``link.server_down_bps``) and count only when whole within the client's stay in the
+    server's territory: the download before a client starts (Fig. 4 step 2), the upload
+    after it trained (a cycle waits for them), the hand-out to idle clients."""
     settings_class = MofelSettings
     options: MofelSettings
     metric_names: ClassVar[tuple[str, ...]] = (
@@ -276,6 +283,13 @@ class MofelBase(ExchangePolicy):
         self.counts = {"ntc": 0, "ntc_partial": 0, "nfc": 0, "participants": 0}
         self.synced = 0
         self.now = 0.0
+        # the server link (issue 26; used only when a link model is set)
+        self.up_bytes = np.zeros(n_clients)  # bytes of this cycle's upload sent so far
+        self.uploaded = np.zeros(n_clients, bool)  # this cycle's trained model is at the server
+        self.down_bytes = np.zeros(n_clients)  # bytes of a server model received so far
+        self.down_key = np.full((n_clients, 2), -1, np.int64)  # (server, version) downloading
+        self.busy_s = np.zeros(n_clients)  # seconds of this step spent on server transfers
+        self.stays = tuple(np.zeros(0, t) for t in (np.int64, np.int64, float, float))
 
     def _edge_territory(self, world: WorldView, network: StreetNetwork) -> np.ndarray:
         """Territory of every road segment: the area of its midpoint."""
@@ -292,6 +306,8 @@ class MofelBase(ExchangePolicy):
         if ctx.step <= self.synced:
             return
         self.synced = ctx.step
+        begin = (ctx.step - 1) * self.step_s
+        closed: list[tuple[int, int, float, float]] = []  # stays that ended in this step
         for mobility, local, edge_terr in self.movers:
             moved, times, edges = mobility.last_transitions
             clients = local[moved]
@@ -302,8 +318,18 @@ class MofelBase(ExchangePolicy):
                 s = int(edge_terr[e])
                 if s != self.terr[c]:
                     self._left(c, t)
+                    closed.append((c, int(self.terr[c]), max(self.terr_since[c], begin), t))
                     self.terr[c], self.terr_since[c] = s, t
         self.now = ctx.step * self.step_s
+        clients = np.arange(self.members.size)
+        rows = np.array(closed, float).reshape(-1, 4)
+        self.stays = (  # every client's stays in a territory during this step
+            np.concatenate([rows[:, 0].astype(np.int64), clients]),
+            np.concatenate([rows[:, 1].astype(np.int64), self.terr]),
+            np.concatenate([rows[:, 2], np.maximum(self.terr_since, begin)]),
+            np.concatenate([rows[:, 3], np.full(clients.size, self.now)]),
+        )
+        self.busy_s = np.zeros(clients.size)
 
     def _left(self, c: int, t: float) -> None:
         """Client c leaves its territory at t: frustrated if its training was not over."""
@@ -341,7 +367,10 @@ class MofelBase(ExchangePolicy):
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         self._sync(ctx)
         assign: dict[int, tuple[torch.Tensor, ...]] = {}
-        self._finish_cycles()
+        link = ctx.link
+        if link is not None:
+            self._uploads(link)
+        self._finish_cycles(waiting=link is not None)
         busy_servers = {run.server for run in self.active}
         alert = [
             s
@@ -351,14 +380,80 @@ class MofelBase(ExchangePolicy):
         if alert and self.members.size:
             for cyc in self.choose(ctx, alert):
                 self._schedule(cyc)
-        self._start_cycles(assign)
-        self._hand_out(assign)
+        self._start_cycles(assign, link)
+        self._hand_out(assign, link)
         return Exchange(assign=assign, metrics=self.metrics())
 
-    def _finish_cycles(self) -> None:
+    # --- the server link (issue 26) ---------------------------------------------------
+    def _window(self, clients: np.ndarray, servers: np.ndarray, after: np.ndarray) -> np.ndarray:
+        """Seconds of this step each client is in its server's range (its territory) after
+        ``after``, less what its earlier transfers of the step took."""
+        seconds = stay_seconds(clients, servers, after, stays=self.stays)
+        return np.maximum(0.0, seconds - self.busy_s[clients])
+
+    def _uploads(self, link: LinkPlan) -> None:
+        """Clients that finished training send their model to the cycle's server while they
+        are in its territory; one that leaves first is frustrated (MoFeL Sec. 1: a client
+        "does not finish the local training tasks or send its results")."""
+        for run in self.active:
+            if not run.running:
+                continue
+            ends = run.start + self.train_time[run.clients]
+            pending = run.started & ~run.frustrated & (ends <= self.now + TIME_TOL)
+            pending &= ~self.uploaded[run.clients]
+            if not pending.any():
+                continue
+            clients = run.clients[pending]
+            server = np.full(clients.size, run.server)
+            after = np.maximum(ends[pending], self.now - self.step_s)
+            window = self._window(clients, server, after)
+            moved, seconds, whole = link.server_link(
+                self.members[clients], need=link.message_bytes - self.up_bytes[clients],
+                window_s=window, up=True,
+            )
+            self.up_bytes[clients] += moved
+            self.busy_s[clients] += seconds
+            self.uploaded[clients] |= whole
+            gone = ~whole & (self.terr[clients] != run.server)
+            if gone.any():
+                link.abort(self.members[clients[gone]])
+                run.frustrated[np.flatnonzero(pending)[gone]] = True
+                self.counts["nfc"] += int(gone.sum())
+                self.cycle_of[clients[gone]] = -1
+
+    def _downloads(
+        self, clients: np.ndarray, servers: np.ndarray, link: LinkPlan
+    ) -> np.ndarray:
+        """``clients`` fetch their server's current model within this step's stay; returns
+        which arrived whole. Progress is kept while the same model is being fetched; a
+        download given up for another model counts as aborted."""
+        version = self.server_version[servers]
+        other = (self.down_key[clients, 0] != servers) | (self.down_key[clients, 1] != version)
+        dropped = other & (self.down_bytes[clients] > 0)
+        if dropped.any():
+            link.abort(self.members[clients[dropped]])
+        self.down_bytes[clients[other]] = 0.0
+        self.down_key[clients] = np.stack([servers, version], axis=1)
+        window = self._window(clients, servers, np.full(clients.size, self.now - self.step_s))
+        moved, seconds, whole = link.server_link(
+            self.members[clients], need=link.message_bytes - self.down_bytes[clients],
+            window_s=window, up=False,
+        )
+        self.down_bytes[clients] += moved
+        self.busy_s[clients] += seconds
+        self.down_bytes[clients[whole]] = 0.0
+        self.down_key[clients[whole]] = -1
+        return whole
+
+    def _finish_cycles(self, *, waiting: bool = False) -> None:
+        """Aggregate the cycles that ended; with ``waiting`` (a server link) a cycle also
+        waits for the uploads of its clients still in the territory."""
         keep: list[_Run] = []
         for run in self.active:
             if not run.running or run.start + run.duration > self.now + TIME_TOL:
+                keep.append(run)
+                continue
+            if waiting and not self.uploaded[run.clients[run.started & ~run.frustrated]].all():
                 keep.append(run)
                 continue
             done = run.started & ~run.frustrated
@@ -415,13 +510,28 @@ class MofelBase(ExchangePolicy):
         self.active.append(run)
         self.cycle_of[clients] = len(self.active) - 1
 
-    def _start_cycles(self, assign: dict[int, tuple[torch.Tensor, ...]]) -> None:
+    def _start_cycles(
+        self, assign: dict[int, tuple[torch.Tensor, ...]], link: LinkPlan | None = None
+    ) -> None:
         keep: list[_Run] = []
         for run in self.active:
             if run.running or run.start > self.now + TIME_TOL:
                 keep.append(run)
                 continue
             run.started = self.terr[run.clients] == run.server  # connected at the start
+            if link is not None and run.started.any():
+                # a client holding the server's current model needs no download (Fig. 4
+                # step 2); the others start only if the model arrives within the step
+                held = (self.held[run.clients, 0] == run.server) & (
+                    self.held[run.clients, 1] == self.server_version[run.server]
+                )
+                fetch = np.flatnonzero(run.started & ~held)
+                got = self._downloads(
+                    run.clients[fetch], np.full(fetch.size, run.server), link
+                )
+                run.started[fetch[~got]] = False
+                self.up_bytes[run.clients] = 0.0
+                self.uploaded[run.clients] = False
             run.frustrated = np.zeros(run.clients.size, bool)
             run.running = True
             if not run.started.any():
@@ -435,14 +545,20 @@ class MofelBase(ExchangePolicy):
             keep.append(run)
         self._reindex(keep)
 
-    def _hand_out(self, assign: dict[int, tuple[torch.Tensor, ...]]) -> None:
-        """Idle clients fetch their current server's model when it is new to them."""
+    def _hand_out(
+        self, assign: dict[int, tuple[torch.Tensor, ...]], link: LinkPlan | None = None
+    ) -> None:
+        """Idle clients fetch their current server's model when it is new to them (over the
+        server link when one is set: only those whose download arrives)."""
         idle = np.ones(self.members.size, bool)
         for run in self.active:
             if run.running:
                 idle[run.clients[run.started & ~run.frustrated]] = False
         version = self.server_version[self.terr]
         stale = idle & ((self.held[:, 0] != self.terr) | (self.held[:, 1] != version))
+        if link is not None and stale.any():
+            fetch = np.flatnonzero(stale)
+            stale[fetch[~self._downloads(fetch, self.terr[fetch], link)]] = False
         for c in np.flatnonzero(stale).tolist():
             s = int(self.terr[c])
             assign[int(self.members[c])] = self.server_params[s]
@@ -542,6 +658,10 @@ class MofelBase(ExchangePolicy):
             "counts": dict(self.counts),
             "synced": self.synced,
             "now": getattr(self, "now", 0.0),
+            "server_link": {
+                "up_bytes": self.up_bytes.copy(), "uploaded": self.uploaded.copy(),
+                "down_bytes": self.down_bytes.copy(), "down_key": self.down_key.copy(),
+            },
             "extra": self.extra_state(),
         }
 
@@ -556,6 +676,12 @@ class MofelBase(ExchangePolicy):
         self.cycle_log = [dict(entry) for entry in state["cycle_log"]]
         self.synced = int(state["synced"])
         self.now = float(state["now"])
+        if "server_link" in state:
+            link = state["server_link"]
+            self.up_bytes = np.asarray(link["up_bytes"], float).copy()
+            self.uploaded = np.asarray(link["uploaded"], bool).copy()
+            self.down_bytes = np.asarray(link["down_bytes"], float).copy()
+            self.down_key = np.asarray(link["down_key"], np.int64).copy()
         self._reindex([_Run.from_dict(d) for d in state["active"]])
         self.load_extra_state(state["extra"])
 
