@@ -361,6 +361,9 @@ class LinkPlan:
         self.aborted = np.zeros(n, np.int64)
         self.tx_s = np.zeros(n)
         self.rx_s = np.zeros(n)
+        self.used = np.zeros(len(table))
+        """Bytes of each stay already spent by earlier phases of the step (PSFL sends its
+        model, then collects and distributes federation models over the same contacts)."""
 
     def rows_of(self, pairs: np.ndarray) -> np.ndarray:
         """Row of each pair's best stay in range (-1 when the pair had none)."""
@@ -395,21 +398,41 @@ class LinkPlan:
         """Every pair ``(a, b)`` sends one model each way; returns the directed pairs
         ``(receiver, sender)`` whose model arrived whole before the contact ended."""
         pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+        size = np.full(len(pairs), float(self.message_bytes))
+        to_b, to_a = self.swap(pairs, size, size)
+        return np.concatenate([
+            np.stack([pairs[to_b, 1], pairs[to_b, 0]], axis=1),
+            np.stack([pairs[to_a, 0], pairs[to_a, 1]], axis=1),
+        ])
+
+    def swap(
+        self, pairs: np.ndarray, size_ab: np.ndarray, size_ba: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each pair ``(a, b)`` sends one message of ``size_ab`` bytes from a to b and one of
+        ``size_ba`` from b to a (0: none) over what its best stay has left; returns whether
+        each arrived whole (a message of 0 bytes never counts as arrived)."""
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
         rows = self.rows_of(pairs)
         known = rows >= 0
         cap, rate = np.zeros(len(rows)), np.zeros(len(rows))
-        cap[known], rate[known] = self.capacity[rows[known]], self.byte_rate[rows[known]]
-        size = np.full(len(pairs), float(self.message_bytes))
-        got_a, got_b = fair_split(size, size, cap)
-        received = []
-        for src, dst, got in ((pairs[:, 0], pairs[:, 1], got_a), (pairs[:, 1], pairs[:, 0], got_b)):
+        cap[known] = np.maximum(0.0, self.capacity[rows[known]] - self.used[rows[known]])
+        rate[known] = self.byte_rate[rows[known]]
+        size_ab = np.broadcast_to(np.asarray(size_ab, float), (len(pairs),))
+        size_ba = np.broadcast_to(np.asarray(size_ba, float), (len(pairs),))
+        got_a, got_b = fair_split(size_ab, size_ba, cap)
+        arrivals = []
+        for src, dst, got, size in (
+            (pairs[:, 0], pairs[:, 1], got_a, size_ab), (pairs[:, 1], pairs[:, 0], got_b, size_ba)
+        ):
             whole = got >= size
             lost = self._lost(size, whole)
-            arrived = whole & ~lost
-            self._tally(src, dst, np.minimum(got, size), np.where(arrived, size, 0.0),
-                        (~whole & (got > 0)) | lost, rate)
-            received.append(np.stack([dst[arrived], src[arrived]], axis=1))
-        return np.concatenate(received)
+            arrived = whole & ~lost & (size > 0)
+            sent = np.minimum(got, size)
+            self._tally(src, dst, sent, np.where(arrived, size, 0.0),
+                        (~whole & (got > 0)) | (lost & (size > 0)), rate)
+            np.add.at(self.used, rows[known], sent[known])
+            arrivals.append(arrived)
+        return arrivals[0], arrivals[1]
 
     def send(
         self, a: int, b: int, out_a: list[tuple[Any, int]], out_b: list[tuple[Any, int]]
@@ -421,7 +444,7 @@ class LinkPlan:
         next contact (its remaining bytes only, if the sender still holds it then).
         """
         row = int(self.rows_of(np.array([[a, b]]))[0])
-        cap = float(self.capacity[row]) if row >= 0 else 0.0
+        cap = max(0.0, float(self.capacity[row] - self.used[row])) if row >= 0 else 0.0
         rate = float(self.byte_rate[row]) if row >= 0 else 0.0
         resume = self.link.options.resume
         sizes = []
@@ -440,6 +463,8 @@ class LinkPlan:
             lost = self._lost(need, whole)
             arrived = whole & ~lost
             sent = float(need[:count].sum()) + partial
+            if row >= 0:
+                self.used[row] += sent
             aborted = int(lost.sum()) + (1 if partial > 0 else 0)
             self._tally(np.array([src]), np.array([dst]), np.array([sent]),
                         np.array([float(need[arrived].sum())]), np.array([aborted]),

@@ -61,6 +61,7 @@ from model.maths.psfl import (
     federations,
     gradient_field,
     initial_election_state,
+    path_delivered,
     to_graph,
 )
 from model.policies.base import (
@@ -73,6 +74,7 @@ from model.policies.base import (
 
 if TYPE_CHECKING:
     from model.learning.engine import Engine
+    from model.links import LinkPlan
     from model.views import WorldView
 
 __all__ = ["PsflPolicy", "area_accuracy", "set_agent_data"]
@@ -140,6 +142,9 @@ class PsflPolicy(ExchangePolicy):
     """
 
     name = "psfl"
+    honours_link: ClassVar[bool] = True
+    """Line 4's models, then the federation's collect and distribute, go over the link
+    (:meth:`_models_crossed`, :meth:`_federate_over_link`)."""
     settings_class = PsflSettings
     options: PsflSettings
     defaults: ClassVar[dict[str, Any]] = {
@@ -274,7 +279,10 @@ class PsflPolicy(ExchangePolicy):
         members, engine = self.members, ctx.engine
         if members.size == 0:
             return Exchange()
-        graph = to_graph(sp.csr_matrix(ctx.adjacency)[members][:, members])
+        adjacency = sp.csr_matrix(ctx.adjacency)[members][:, members]
+        if ctx.link is not None:
+            adjacency = self._models_crossed(ctx.link, adjacency)
+        graph = to_graph(adjacency)
         rows, cols = graph.rows, graph.indices
         loss_edges = np.array(
             [
@@ -292,13 +300,16 @@ class PsflPolicy(ExchangePolicy):
         leader_local = field.leader_of
         groups = federations(leader_local)
         assign: dict[int, tuple[torch.Tensor, ...]] = {}
-        for fed in groups:
-            if fed.size < 2:
-                continue
-            ids = members[fed]
-            weights = fedavg_within(np.arange(fed.size), engine.data_sizes[ids])
-            average = engine.average(agents=ids, weights=weights)
-            assign.update({int(i): average for i in ids})
+        if ctx.link is not None:
+            self._federate_over_link(ctx.link, engine, field, groups, assign)
+        else:
+            for fed in groups:
+                if fed.size < 2:
+                    continue
+                ids = members[fed]
+                weights = fedavg_within(np.arange(fed.size), engine.data_sizes[ids])
+                average = engine.average(agents=ids, weights=weights)
+                assign.update({int(i): average for i in ids})
 
         leader = np.where(leader_local >= 0, members[np.maximum(leader_local, 0)], -1)
         changed = leader != self.leader_of
@@ -322,6 +333,49 @@ class PsflPolicy(ExchangePolicy):
             self._acc = self._accuracy(ctx, groups, assign)
         metrics["area_acc_mean"], metrics["federation_acc_mean"] = self._acc
         return Exchange(assign=assign, metrics=metrics)
+
+    # --- over a link (issue 26) --------------------------------------------------------
+    def _models_crossed(self, link: LinkPlan, adjacency: sp.csr_matrix) -> sp.csr_matrix:
+        """Alg. 1 line 4, "Broadcast nn_i^t to neighbours N_i", over the link: each contact
+        pair sends its models both ways; ds(i, j) = L_ij + L_ji (eq. 3) needs both, so only
+        pairs whose models crossed both ways stay neighbours this step."""
+        upper = sp.triu(adjacency, k=1).tocoo()
+        pairs = np.stack([self.members[upper.row], self.members[upper.col]], axis=1)
+        size = float(link.message_bytes)
+        to_b, to_a = link.swap(pairs, size, size)
+        both = to_b & to_a
+        n = self.members.size
+        kept = sp.coo_matrix(
+            (np.ones(int(both.sum()), bool), (upper.row[both], upper.col[both])), shape=(n, n)
+        )
+        return (kept + kept.T).tocsr()
+
+    def _federate_over_link(
+        self, link: LinkPlan, engine: Engine, field: GradientField, groups: list[np.ndarray],
+        assign: dict[int, tuple[torch.Tensor, ...]],
+    ) -> None:
+        """Alg. 1 lines 7-9 over the link: "Collect models (using C) from federation members"
+        sends one model up each hop of the field (child to parent), "Distribute nn_fj^t to
+        each s in f_j (using G)" one model down each hop, over what line 4 left of each
+        contact. A member's model counts in the leader's FedAvg only if every hop up its
+        path delivered; it receives the federation model only if every hop down did (else
+        it keeps its own)."""
+        members, parent = self.members, field.parent
+        child = np.flatnonzero(parent >= 0)
+        pairs = np.stack([members[child], members[parent[child]]], axis=1)
+        size = float(link.message_bytes)
+        up_hop, down_hop = link.swap(pairs, size, size)
+        hop_up, hop_down = np.zeros(members.size, bool), np.zeros(members.size, bool)
+        hop_up[child], hop_down[child] = up_hop, down_hop
+        reached = path_delivered(parent, hop_up)
+        served = path_delivered(parent, hop_down)
+        for fed in groups:
+            if fed.size < 2:
+                continue
+            ids = members[fed[reached[fed]]]
+            weights = fedavg_within(np.arange(ids.size), engine.data_sizes[ids])
+            average = engine.average(agents=ids, weights=weights)
+            assign.update({int(i): average for i in members[fed[served[fed]]]})
 
     def _is_eval_step(self, step: int) -> bool:
         every = int(getattr(self.settings, "eval_every", 1))
