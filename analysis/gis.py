@@ -4,7 +4,9 @@ Layers (all WGS84, EPSG:4326):
 
 * ``points``: one Point per agent per recorded step (agent_id, kind, step, time, ...);
   ``movingpandas.TrajectoryCollection(points, traj_id_col="agent_id", t="time")`` works.
-* ``tracks``: one LineString per agent.
+* ``tracks``: one LineString per agent; with a link model (issue 26) also its totals at
+  the last recorded step (bytes sent and received, aborted transfers, airtime, energy and
+  its radio / compute / flight parts; the points carry the running totals per step).
 * ``streets``: the street graph's edges.
 * ``cells``: the grid cells (sensors, UAVs) with their area.
 
@@ -23,7 +25,7 @@ from shapely.geometry import LineString, Point
 from shapely.ops import transform
 
 from maps.sources import ATTRIBUTION
-from model.world import MobiDFLModel
+from model.world import LINK_COLUMNS, MobiDFLModel
 
 START_TIME = pd.Timestamp("2026-01-01T08:00:00")
 LAYERS = ("points", "tracks", "streets", "cells")
@@ -38,6 +40,7 @@ def points_layer(model: MobiDFLModel, *, start: pd.Timestamp = START_TIME) -> gp
 
 def tracks_layer(points: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     rows = []
+    totals = [c for c in LINK_COLUMNS if c in points.columns]
     for (agent_id, kind), group in points.sort_values("step").groupby(["agent_id", "kind"]):
         coords = list(zip(group["lon"], group["lat"], strict=True))
         geometry = LineString(coords) if len(coords) >= 2 else Point(coords[0])
@@ -48,6 +51,7 @@ def tracks_layer(points: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
                 "steps": int(len(group)),
                 "start": group["time"].iloc[0],
                 "end": group["time"].iloc[-1],
+                **{c: float(group[c].iloc[-1]) for c in totals},
                 "geometry": geometry,
             }
         )

@@ -186,7 +186,7 @@ class MofelBase(ExchangePolicy):
 
     Attributes:
         cycle_log: one dict per finished cycle (server, start, duration, clients, started,
-            frustrated, completed, method), times in seconds; for analysis and tests.
+            frustrated, completed, method, end = when aggregated), times in seconds.
         server_params: the servers' models (tuples of tensors, never modified in place).
         server_acc: accuracy of each server model on the shared test sample.
     """
@@ -493,6 +493,7 @@ class MofelBase(ExchangePolicy):
                 "frustrated": run.frustrated.tolist(),
                 "completed": completed.tolist(),
                 "method": run.method,
+                "end": self.now,  # when the server aggregated (or gave up on) the cycle
             }
         )
 
