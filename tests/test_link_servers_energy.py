@@ -257,3 +257,20 @@ def test_policies_that_still_ignore_the_link_are_refused():
     for policy in ("defedavg", "central_fedavg"):
         with pytest.raises(ConfigError, match=f"{policy} ignores the link"):
             Config.from_settings({"link": "fixed_rate", "vehicle.policy": policy})
+
+
+def test_a_checkpoint_keeps_mofel_s_uploads_and_downloads_in_progress(tmp_path):
+    from model.checkpoint import load, save_atomic
+
+    slow = {"link": "fixed_rate", "link.server_up_bps": 1e5, "link.server_down_bps": 1e5}
+    straight = mofel(**slow).run()
+    first = mofel(**slow)
+    first.run(steps=12)
+    policy = first.learner.policies["mofel"][0]
+    assert (policy.up_bytes > 0).any() or (policy.down_bytes > 0).any()  # mid-transfer
+    path = save_atomic(first.state_dict(), tmp_path / "state.pt")
+    resumed = mofel(**slow)
+    resumed.load_state_dict(load(path))
+    resumed.run()
+    np.testing.assert_array_equal(resumed.model_table().to_numpy(float),
+                                  straight.model_table().to_numpy(float))
