@@ -142,7 +142,7 @@ def energy_per_kind(model: MobiDFLModel) -> dict[str, tuple[np.ndarray, np.ndarr
     )
     order = dict.fromkeys(model.kind_of)  # the model's kind order, as in the other plots
     at = {kind: k for k, kind in enumerate(kinds)}
-    return {kind: (steps, means[:, at[kind]]) for kind in order}
+    return {str(kind): (steps, means[:, at[kind]]) for kind in order}
 
 
 def _no_link(ax: Any, model: MobiDFLModel) -> None:
@@ -191,7 +191,7 @@ def link_figure(model: MobiDFLModel) -> Figure:
     """Bytes sent and received per step (MB, left axis) and transfers aborted per step
     (bars, right axis): what the contacts carried (issue 26).
 
-    SVG ids: ``link-sent``, ``link-received``; the bars' group ``link-aborted``.
+    SVG ids: ``link-sent``, ``link-received``, one bar ``link-aborted-<step>`` per step.
     """
     figure, ax = _figure()
     figure.subplots_adjust(right=0.85)
@@ -205,7 +205,8 @@ def link_figure(model: MobiDFLModel) -> Figure:
     right = ax.twinx()
     bars = right.bar(steps, aborted, width=0.5, color="#d7191c", alpha=0.35,
                      label="aborted / lost")
-    bars.set_gid("link-aborted")
+    for step, patch in zip(steps, bars.patches, strict=True):
+        patch.set_gid(f"link-aborted-{step}")
     right.set_ylabel("transfers aborted")
     right.set_ylim(bottom=0, top=max(1.0, float(aborted.max(initial=0.0)) * 1.15))
     right.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
