@@ -150,7 +150,7 @@ def MapView(model: MobiDFLModel) -> None:
 
         return stop
 
-    with solara.Column(gap="4px", style={"width": "100%"}):
+    with solara.Column(gap="4px", classes=["mobidfl-map-view"], style={"width": "100%"}):
         StatusLine(model)
         leaflet = ipyleaflet.Map.element(
             center=centre,
