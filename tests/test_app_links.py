@@ -100,7 +100,16 @@ def test_link_progress_is_none_without_link_accounting() -> None:
 
 
 def test_contacts_are_drawn_once_each_by_progress_with_the_step_bytes(linked: AppModel) -> None:
-    # Prepare: this step's contact pairs and what the link plan says they carried.
+    # Prepare: this step's contact pairs and what the link plan says they carried; the
+    # plan's transfers add up to its per-agent tally (model.links.LinkPlan.transfers).
+    step, n = linked.last_step, linked.n_agents
+    for column, by in (("bytes_sent", "sender"), ("bytes_received", "receiver")):
+        np.testing.assert_allclose(
+            np.bincount(step.transfers[by], weights=step.transfers[column], minlength=n),
+            step.link[column])
+    np.testing.assert_array_equal(
+        np.bincount(step.transfers["sender"], weights=step.transfers["aborted"], minlength=n),
+        step.link["transfers_aborted"])
     pairs = contact_pairs(linked.adjacency)
     progress = link_progress(linked, pairs)
     columns = linked.datacollector.model_vars
