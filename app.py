@@ -3,9 +3,11 @@
 The page is Mesa's ``SolaraViz`` sidebar (parameter inputs) with our own Step / Play / Reset
 (``AppPage``, ``QueuedController``: a click during a step is queued, never lost); the map fills
 the main area and fits the world on load, the plots sit below it, and an agent's panel appears
-beside them once one is picked. They come from :mod:`analysis.app` (its modules say why they
-are our own components). Everything works offline: the streets
-are drawn from the map's own geometry and OSM web tiles are an opt-in checkbox.
+beside them once one is picked; with a link model (input "Link model") contacts are drawn
+with their transfer progress and two more plots show bytes, aborted transfers and energy.
+They come from :mod:`analysis.app` (its modules say why they are our own components).
+Everything works offline: the streets are drawn from the map's own geometry and OSM web
+tiles are an opt-in checkbox.
 
 Settings without an input (or different starting values) come from the environment, e.g.
 ``MOBIDFL_APP_SETTINGS="vehicles=150 model=mlp local_steps=1 test_size=200" solara run app.py``
@@ -26,6 +28,8 @@ from analysis.app import (
     AppModel,
     AppPage,
     ContactsPlot,
+    EnergyPlot,
+    LinkPlot,
     MapView,
     NeighboursPlot,
     env_settings,
@@ -42,7 +46,7 @@ model = AppModel(**start)
 page = AppPage(
     model,
     map_view=MapView,
-    plots=[AccuracyPlot, ContactsPlot, NeighboursPlot],
+    plots=[AccuracyPlot, ContactsPlot, NeighboursPlot, LinkPlot, EnergyPlot],
     side=AgentInfo,
     model_params=params,
     name="MobiDFL: mobility-aware decentralized federated learning",

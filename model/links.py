@@ -339,6 +339,8 @@ class LinkPlan:
     """
 
     COLUMNS = ("bytes_sent", "bytes_received", "transfers_aborted", "airtime_s")
+    TRANSFER_COLUMNS = ("sender", "receiver", "bytes_sent", "bytes_received", "aborted")
+    """Columns of :meth:`transfers` (one row per direction of each exchange)."""
 
     def __init__(
         self, *, table: ContactTable, capacity: np.ndarray, byte_rate: np.ndarray, n: int,
@@ -364,6 +366,7 @@ class LinkPlan:
         self.used = np.zeros(len(table))
         """Bytes of each stay already spent by earlier phases of the step (PSFL sends its
         model, then collects and distributes federation models over the same contacts)."""
+        self._log: list[tuple[np.ndarray, ...]] = []  # what _tally saw, for transfers()
 
     def rows_of(self, pairs: np.ndarray) -> np.ndarray:
         """Row of each pair's best stay in range (-1 when the pair had none)."""
@@ -393,6 +396,7 @@ class LinkPlan:
         np.add.at(self.aborted, src, aborted.astype(np.int64))
         np.add.at(self.tx_s, src, air)
         np.add.at(self.rx_s, dst, air)
+        self._log.append((src, dst, sent, got, aborted))
 
     def swap_models(self, pairs: np.ndarray) -> np.ndarray:
         """Every pair ``(a, b)`` sends one model each way; returns the directed pairs
@@ -513,6 +517,18 @@ class LinkPlan:
     def abort(self, agents: np.ndarray) -> None:
         """Count one aborted transfer for each of ``agents`` (begun, never finished)."""
         np.add.at(self.aborted, np.asarray(agents, np.int64), 1)
+
+    def transfers(self) -> dict[str, np.ndarray]:
+        """This step's transfers, one row per direction of each exchange
+        (:attr:`TRANSFER_COLUMNS`): sender, receiver, bytes put on the air, bytes of whole
+        messages that arrived, messages aborted or lost. Per pair, what :meth:`per_agent`
+        sums per agent: the app draws each contact's progress from it."""
+        kinds = (np.int64, np.int64, float, float, np.int64)
+        return {
+            name: np.concatenate([np.ravel(entry[k]) for entry in self._log]).astype(kind)
+            if self._log else np.empty(0, kind)
+            for k, (name, kind) in enumerate(zip(self.TRANSFER_COLUMNS, kinds, strict=True))
+        }
 
     def per_agent(self) -> dict[str, np.ndarray]:
         """This step's tally per agent: the link columns (energy is added by the session)."""

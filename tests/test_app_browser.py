@@ -3,7 +3,8 @@
 WHY: the app is what users look at first; Python-side checks cannot see a map that renders
 nothing or a Step button that does not reach the model. The browser test starts
 ``solara run app.py`` offline through the harness (tests/browser.py), clicks Step three
-times with 200 agents and checks what the page shows; a second one clicks Step while a slow
+times with 200 agents over 802.11p links and checks what the page shows (and saves
+docs/images/app_link.png); a second one clicks Step while a slow
 step runs and checks that every click became one step, in order (issue 13 item 9); a third
 checks that the map fills the main area and shows the whole world once loaded (issue 24). The other
 tests check the GeoJSON and settings helpers the page is built from, without a browser.
@@ -44,11 +45,14 @@ from tests.browser import (
 
 APP = REPO_ROOT / "app.py"
 SETUP_HINT = "run .ci/browser_deps.sh and .ci/solara_assets.sh"
-# 200 agents of all four kinds, a small learning config so a step is quick.
+# 200 agents of all four kinds, a small learning config so a step is quick, over 802.11p
+# links (issue 26: contacts drawn with their transfer progress, the link and energy plots).
 APP_SETTINGS = (
     "vehicles=150 pedestrians=30 sensors=10 uavs=10 model=mlp local_steps=1 test_size=200 "
-    "batch_size=8"
+    "batch_size=8 link=distance_rate link.profile=dsrc link.params=1000000"
 )
+"""``link.params``: 1 M parameters on the air (4 MB per model) while a small MLP trains, so
+that 802.11p contacts show every transfer progress from cut to complete."""
 N_AGENTS = 200
 
 
@@ -234,6 +238,32 @@ def _markers(svg: str, gid: str) -> int:
     return 0 if match is None else match.group(1).count("<use ")
 
 
+def _map_and_plots(page, path: Path) -> Path:
+    """The map (status line and legend included) above the plots, as one image: the page
+    scrolls inside its main area, so a full-page screenshot would miss the plots."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    def shot(selector: str) -> Image.Image:
+        return Image.open(BytesIO(page.locator(selector).first.screenshot())).convert("RGB")
+
+    top = shot(".mobidfl-map-view")
+    plots = [shot(f".mobidfl-{name}-plot") for name in ("accuracy", "link", "energy")]
+    row_w = sum(p.width for p in plots)
+    scale = min(1.0, top.width / row_w)
+    plots = [p.resize((round(p.width * scale), round(p.height * scale))) for p in plots]
+    image = Image.new("RGB", (top.width, top.height + max(p.height for p in plots)), "white")
+    image.paste(top, (0, 0))
+    x = 0
+    for plot in plots:
+        image.paste(plot, (x, top.height))
+        x += plot.width
+    image.save(path)
+    page.locator(".mobidfl-map-view").first.scroll_into_view_if_needed()  # back to the map
+    return path
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} absent; {SETUP_HINT}")
 def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
@@ -290,6 +320,16 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
         assert _markers(svg, "acc-mean") == 3, "accuracy plot should show steps 1..3"
         for kind in ("vehicle", "pedestrian", "sensor", "uav"):
             assert _markers(svg, f"acc-{kind}") == 3, kind
+        # the link model's plots are placed and show steps 0..3; contacts carry a progress
+        expect(status).to_contain_text("link distance_rate (dsrc): ")
+        link_svg = base64.b64decode(page.evaluate(PLOT_SVG, ".mobidfl-link-plot img")).decode()
+        assert _markers(link_svg, "link-sent") == 4, "link plot should show steps 0..3"
+        energy_svg = base64.b64decode(
+            page.evaluate(PLOT_SVG, ".mobidfl-energy-plot img")).decode()
+        assert _markers(energy_svg, "energy-total") == 4
+        assert _markers(energy_svg, "energy-kind-vehicle") == 4
+        expect(page.locator(".leaflet-mobidfl_contacts-pane path").first).to_be_attached()
+        link_shot = _map_and_plots(page, tmp_path / "app_link.png")  # docs/images/app_link.png
         status_text_now = status.text_content() or ""
         assert browser.problems == [], browser.problems
         assert server.cdn_misses == [], f"fetched outside the local cache: {server.cdn_misses}"
@@ -306,7 +346,7 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
         f"click Step -> updated view (status, map, accuracy plot): "
         + ", ".join(f"{t / 1000:.2f} s" for t in timings_ms)
         + (f"; model step itself {step_s.group(1)} s" if step_s else "")
-        + f"\nscreenshots: {tmp_path / 'app_step0.png'}, {shot}"
+        + f"\nscreenshots: {tmp_path / 'app_step0.png'}, {shot}, {link_shot}"
     )
     from PIL import Image
 
@@ -378,6 +418,10 @@ def test_map_fills_the_main_area_and_fits_the_world_on_load(tmp_path: Path) -> N
         assert plot_top >= box["bottom"] - 1, (plot_top, seen)
         expect(page.locator(".mobidfl-agent-info")).to_have_count(0)
         expect(page.get_by_text("Page 0", exact=False)).to_have_count(0)
+        # link = "ideal" (the default): no link or energy plot is placed
+        expect(page.locator(".mobidfl-accuracy-plot")).to_have_count(1)
+        expect(page.locator(".mobidfl-link-plot")).to_have_count(0)
+        expect(page.locator(".mobidfl-energy-plot")).to_have_count(0)
         assert browser.problems == [], browser.problems
         assert server.cdn_misses == [], server.cdn_misses
     print(f"\nmap {box}, world on screen {seen['world']}; screenshot {tmp_path / 'app.png'}")

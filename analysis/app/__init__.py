@@ -20,12 +20,23 @@ from analysis.app.components import (
     AccuracyPlot,
     AgentInfo,
     ContactsPlot,
+    EnergyPlot,
+    LinkPlot,
     MapView,
     NeighboursPlot,
     StatusLine,
 )
 from analysis.app.controller import AppPage, QueuedController, StepQueue
-from analysis.app.figures import accuracy_figure, contacts_figure, neighbours_figure
+from analysis.app.figures import (
+    accuracy_figure,
+    contacts_figure,
+    energy_figure,
+    energy_per_kind,
+    energy_split_columns,
+    link_figure,
+    link_on,
+    neighbours_figure,
+)
 from analysis.app.inputs import env_settings, initial_settings, model_params
 from analysis.app.layers import (
     MapLayer,
@@ -33,6 +44,7 @@ from analysis.app.layers import (
     areas_geojson,
     contact_pairs,
     contacts_geojson,
+    link_progress,
     lonlat,
     map_view,
     occupied_cells_geojson,
@@ -41,12 +53,20 @@ from analysis.app.layers import (
     streets_geojson,
     world_bounds,
 )
-from analysis.app.look import AGENT_CLASS, KIND_COLOURS, KIND_SHAPES, accuracy_colour
+from analysis.app.look import (
+    AGENT_CLASS,
+    KIND_COLOURS,
+    KIND_SHAPES,
+    NOTHING_SENT,
+    accuracy_colour,
+    progress_labels,
+)
 from analysis.app.panels import (
     agent_details,
     clock,
     details_html,
     legend_html,
+    link_text,
     mean_accuracy,
     status_text,
 )
@@ -55,6 +75,7 @@ __all__ = [
     "AGENT_CLASS",
     "KIND_COLOURS",
     "KIND_SHAPES",
+    "NOTHING_SENT",
     "SELECTED",
     "SHOW_TILES",
     "AccuracyPlot",
@@ -62,6 +83,8 @@ __all__ = [
     "AppModel",
     "AppPage",
     "ContactsPlot",
+    "EnergyPlot",
+    "LinkPlot",
     "MapLayer",
     "MapView",
     "NeighboursPlot",
@@ -78,15 +101,23 @@ __all__ = [
     "contacts_figure",
     "contacts_geojson",
     "details_html",
+    "energy_figure",
+    "energy_per_kind",
+    "energy_split_columns",
     "env_settings",
     "initial_settings",
     "legend_html",
+    "link_figure",
+    "link_on",
+    "link_progress",
+    "link_text",
     "lonlat",
     "map_view",
     "mean_accuracy",
     "model_params",
     "neighbours_figure",
     "occupied_cells_geojson",
+    "progress_labels",
     "selection_geojson",
     "shape_size_m",
     "status_text",

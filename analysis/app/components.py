@@ -13,7 +13,14 @@ import matplotlib
 import solara
 from mesa.visualization.utils import update_counter
 
-from analysis.app.figures import accuracy_figure, contacts_figure, neighbours_figure
+from analysis.app.figures import (
+    accuracy_figure,
+    contacts_figure,
+    energy_figure,
+    link_figure,
+    link_on,
+    neighbours_figure,
+)
 from analysis.app.layers import (
     OSM_TILES,
     PANES,
@@ -143,7 +150,7 @@ def MapView(model: MobiDFLModel) -> None:
 
         return stop
 
-    with solara.Column(gap="4px", style={"width": "100%"}):
+    with solara.Column(gap="4px", classes=["mobidfl-map-view"], style={"width": "100%"}):
         StatusLine(model)
         leaflet = ipyleaflet.Map.element(
             center=centre,
@@ -176,7 +183,10 @@ def AgentInfo(model: MobiDFLModel) -> None:
         solara.HTML(tag="div", unsafe_innerHTML=details_html(details))
 
 
-def _plot(make, css_class: str):
+def _plot(make, css_class: str, *, shown=None):
+    """A Solara component drawing ``make(model)``; ``shown(model)`` (if given) tells the
+    page whether to place it at all (:func:`analysis.app.controller.AppPage`)."""
+
     @solara.component
     def Plot(model: MobiDFLModel) -> None:
         update_counter.get()
@@ -190,10 +200,15 @@ def _plot(make, css_class: str):
                 solara.FigureMatplotlib(figure, dependencies=[model, done], format="svg")
 
     Plot.__name__ = make.__name__.replace("_figure", "_plot")
+    Plot.shown = shown
     return Plot
 
 
 AccuracyPlot = _plot(accuracy_figure, "mobidfl-accuracy-plot")
 ContactsPlot = _plot(contacts_figure, "mobidfl-contacts-plot")
 NeighboursPlot = _plot(neighbours_figure, "mobidfl-neighbours-plot")
+EnergyPlot = _plot(energy_figure, "mobidfl-energy-plot", shown=link_on)
+"""Energy per step and per agent kind: placed only when a link model reports it."""
+LinkPlot = _plot(link_figure, "mobidfl-link-plot", shown=link_on)
+"""Bytes sent/received and aborted transfers per step: only with a link model."""
 

@@ -144,7 +144,8 @@ def AppPage(
 ) -> None:
     """SolaraViz's app bar and sidebar (controls, inputs) with :func:`QueuedController` in
     place of Mesa's ``ModelController``; in the main area ``map_view`` on its whole width,
-    then the ``plots`` side by side with ``side`` (the agent panel) after them.
+    then the ``plots`` side by side with ``side`` (the agent panel) after them. A plot
+    whose ``shown(model)`` is false is left out (the link plots under ``link = "ideal"``).
 
     WHY: ``SolaraViz`` hard-wires its controller, and its component grid (``ComponentsView``)
     gives every component an equal draggable cell under a "PAGE 0" tab: the map got a
@@ -169,6 +170,9 @@ def AppPage(
         with solara.Row(gap="8px", style={"width": "100%", "align-items": "flex-start",
                                           "flex-wrap": "wrap"}):
             for plot in plots:
+                shown = getattr(plot, "shown", None)
+                if shown is not None and not shown(current):
+                    continue
                 with solara.Div(style={"flex": "1 1 300px", "min-width": "280px"}):
                     plot(current)
             if side is not None:

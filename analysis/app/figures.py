@@ -1,4 +1,5 @@
-"""The app's plots as matplotlib figures: accuracy, contacts, distinct neighbours.
+"""The app's plots as matplotlib figures: accuracy, contacts, distinct neighbours, and with
+a link model (issue 26) energy and bytes/aborted transfers.
 
 Why our own plots instead of ``mesa.visualization.make_plot_component``: its column list is
 fixed when the page is built, but the accuracy columns (``acc_<kind>``,
@@ -7,6 +8,7 @@ fixed when the page is built, but the accuracy columns (``acc_<kind>``,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import matplotlib
@@ -104,4 +106,118 @@ def neighbours_figure(model: MobiDFLModel) -> Figure:
     _finish(ax, model, title="Cumulative distinct neighbours", ylabel="distinct neighbours (mean)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper left")
+    return figure
+
+
+
+ENERGY_SPLIT = re.compile(r"energy_(\w+)_j")
+"""Columns that split ``energy_j`` (e.g. ``energy_radio_j``, ``energy_compute_j``,
+``energy_flight_j``): drawn when the model reports them."""
+MB = 1e6
+
+
+def link_on(model: MobiDFLModel) -> bool:
+    """Whether the model reports link columns (a link model other than ``ideal``)."""
+    return "bytes_sent" in model.datacollector.model_vars
+
+
+def energy_split_columns(model: MobiDFLModel) -> list[str]:
+    """The ``energy_<part>_j`` columns of ``model.csv``, in the model's order."""
+    return [c for c in model.datacollector.model_vars if ENERGY_SPLIT.fullmatch(c)]
+
+
+def energy_per_kind(model: MobiDFLModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per kind, (steps, mean cumulative ``energy_j`` per agent of that kind) from the
+    agents' records (``agents.parquet``: the running total since step 0, every
+    ``record_every`` steps). One ``bincount`` per record, none per agent."""
+    records = [r for r in getattr(model, "records", []) if "energy_j" in r]
+    if not records:
+        return {}
+    kinds, code = np.unique(model.kind_of, return_inverse=True)
+    counts = np.maximum(np.bincount(code, minlength=len(kinds)), 1)
+    steps = np.array([int(r["step"][0]) for r in records])
+    means = np.stack(
+        [np.bincount(code, weights=r["energy_j"], minlength=len(kinds)) / counts
+         for r in records]
+    )
+    order = dict.fromkeys(model.kind_of)  # the model's kind order, as in the other plots
+    at = {kind: k for k, kind in enumerate(kinds)}
+    return {str(kind): (steps, means[:, at[kind]]) for kind in order}
+
+
+def _no_link(ax: Any, model: MobiDFLModel) -> None:
+    why = 'link = "ideal"' if model.link.ideal else "learning off"
+    ax.text(0.5, 0.5, f"{why}: no link accounting", ha="center", va="center",
+            transform=ax.transAxes)
+
+
+def energy_figure(model: MobiDFLModel) -> Figure:
+    """Energy per step (``energy_j`` and any ``energy_<part>_j`` split, e.g. radio/compute),
+    and the cumulative energy per agent, mean per kind (issue 26: radio tx/rx power x
+    airtime plus training FLOPs x J/FLOP, docs/concepts/links.md).
+
+    SVG ids: ``energy-total``, ``energy-<part>``, ``energy-kind-<kind>``.
+    """
+    figure = Figure(figsize=(4.6, 4.6), dpi=72)
+    figure.subplots_adjust(left=0.17, right=0.97, bottom=0.1, top=0.93, hspace=0.45)
+    top, bottom = figure.subplots(2, 1)
+    if not link_on(model):
+        _no_link(top, model)
+    else:
+        total = _series(model, "energy_j")
+        (line,) = top.plot(np.arange(len(total)), total, "-o", ms=3, color="black", lw=2,
+                           label="total")
+        line.set_gid("energy-total")
+        for column in energy_split_columns(model):
+            part = ENERGY_SPLIT.fullmatch(column).group(1)
+            values = _series(model, column)
+            (line,) = top.plot(np.arange(len(values)), values, "-", label=part)
+            line.set_gid(f"energy-{part}")
+        top.set_ylim(bottom=0)
+        top.legend(fontsize=8, loc="upper left")
+        for kind, (steps, values) in energy_per_kind(model).items():
+            (line,) = bottom.plot(steps, values, "-o", ms=3, color=KIND_COLOURS.get(kind),
+                                  label=kind)
+            line.set_gid(f"energy-kind-{kind}")
+        bottom.set_ylim(bottom=0)
+        if bottom.get_legend_handles_labels()[0]:
+            bottom.legend(fontsize=8, loc="upper left")
+    _finish(top, model, title="Energy per step (all agents)", ylabel="J")
+    _finish(bottom, model, title="Cumulative energy per agent", ylabel="J (mean per kind)")
+    return figure
+
+
+def link_figure(model: MobiDFLModel) -> Figure:
+    """Bytes sent and received per step (MB, left axis) and transfers aborted per step
+    (bars, right axis): what the contacts carried (issue 26).
+
+    SVG ids: ``link-sent``, ``link-received``, one bar ``link-aborted-<step>`` per step.
+    """
+    figure, ax = _figure()
+    figure.subplots_adjust(right=0.85)
+    if not link_on(model):
+        _no_link(ax, model)
+        _finish(ax, model, title="Bytes and aborted transfers", ylabel="MB per step")
+        return figure
+    sent, received = _series(model, "bytes_sent") / MB, _series(model, "bytes_received") / MB
+    aborted = _series(model, "transfers_aborted")
+    steps = np.arange(len(sent))
+    right = ax.twinx()
+    bars = right.bar(steps, aborted, width=0.5, color="#d7191c", alpha=0.35,
+                     label="aborted / lost")
+    for step, patch in zip(steps, bars.patches, strict=True):
+        patch.set_gid(f"link-aborted-{step}")
+    right.set_ylabel("transfers aborted")
+    right.set_ylim(bottom=0, top=max(1.0, float(aborted.max(initial=0.0)) * 1.15))
+    right.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_zorder(right.get_zorder() + 1)  # lines over the bars
+    ax.patch.set_visible(False)
+    (line,) = ax.plot(steps, sent, "-o", ms=3, color=CONTACT_COLOUR, label="sent")
+    line.set_gid("link-sent")
+    (line,) = ax.plot(steps, received, "-s", ms=3, color="#1a9641", label="received")
+    line.set_gid("link-received")
+    ax.set_ylim(bottom=0)
+    handles = ax.get_legend_handles_labels()[0] + [bars]
+    ax.legend(handles=handles, fontsize=8, loc="upper left")
+    _finish(ax, model, title="Bytes and aborted transfers", ylabel="MB per step")
     return figure

@@ -28,6 +28,19 @@ def _choices(registry: str) -> list[str]:
     return list(names)
 
 
+def _link_choices() -> tuple[list[str], list[str]]:
+    """Link model names and ``distance_rate`` radio profiles (issue 26)."""
+    from model.links import PROFILES
+    from model.plugins import LINKS
+
+    return list(LINKS.names()), list(PROFILES)
+
+
+LINK_RATES_BPS = (1e6, 3e6, 6e6, 12e6, 27e6)
+"""``fixed_rate`` choices: 802.11p's 10 MHz rates from 3 to 27 Mbit/s (6 Mbit/s is ITS-G5's
+default) and a slow 1 Mbit/s link."""
+
+
 def _preset_names() -> list[str]:
     from model.presets import preset_names
 
@@ -55,6 +68,8 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
                         "min": 0, "max": 200, "step": 1}
     mobility = _choices("mobility")
     policies = _choices("policy")
+    link = defaults.plugins["link"]
+    link_names, profiles = _link_choices()
     for kind in KINDS:
         fits = [name for name in mobility if mobility_fit(kind, name) is None]  # per kind
         params[f"{kind}_mobility"] = {"type": "Select", "value": defaults.kind(kind).mobility,
@@ -67,6 +82,15 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
                      "min": 10.0, "max": 500.0, "step": 10.0},
         "contact": {"type": "Select", "value": defaults.contact, "values": ["during", "end"],
                     "label": "Contact mode"},
+        # a link model (issue 26): ideal = none; the others draw transfer progress and add
+        # the energy and bytes plots
+        "link": {"type": "Select", "value": link.model, "values": link_names,
+                 "label": "Link model (ideal = no radio)"},
+        "link.profile": {"type": "Select", "value": link.profile, "values": profiles,
+                         "label": "Radio profile (distance_rate)"},
+        "link.rate_bps": {"type": "Select", "value": link.rate_bps,
+                          "values": sorted({*LINK_RATES_BPS, link.rate_bps}),
+                          "label": "Rate, bit/s (fixed_rate)"},
         "learning": {"type": "Checkbox", "value": bool(policies), "label": "Learning"},
         "dataset": {"type": "Select", "value": defaults.dataset, "values": _choices("dataset"),
                     "label": "Dataset"},
@@ -84,6 +108,8 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     for name, value in overrides.items():
         if name == "map" and value not in BUNDLED:
             name = "map_file"
+        if name == "link.model":  # the input is named by the setting's alias
+            name = "link"
         if name in params:
             entry = params[name]
             entry["value"] = value

@@ -30,13 +30,20 @@ import traitlets
 from pyproj import Transformer
 
 from analysis.app.look import (
+    ABORTED_DASH,
     AGENT_OUTLINE,
     AREA_COLOURS,
     CONTACT_COLOUR,
     KIND_COLOURS,
     MAX_CONTACT_LINES,
+    NOTHING_SENT,
+    NOTHING_SENT_COLOUR,
+    PROGRESS_COLOURS,
+    PROGRESS_EDGES,
+    PROGRESS_WEIGHTS,
     UNIT_SHAPES,
     accuracy_colour,
+    progress_labels,
 )
 from model.world import MobiDFLModel
 
@@ -108,11 +115,54 @@ def contact_pairs(adjacency: sp.spmatrix) -> np.ndarray:
     return np.stack([upper.row, upper.col], axis=-1).astype(int)
 
 
-def contacts_geojson(model: MobiDFLModel, *, max_lines: int = MAX_CONTACT_LINES) -> dict:
-    """This step's exchanges as one MultiLineString between the agents' current positions.
+def link_progress(model: MobiDFLModel, pairs: np.ndarray) -> dict[str, np.ndarray] | None:
+    """Each pair's transfers of the latest step, both directions summed, from the model's
+    :attr:`model.learning.results.StepResult.transfers`; ``None`` when the step carried no
+    link accounting (``link = "ideal"``, learning off, before step 1).
 
-    Above ``max_lines`` pairs an evenly spaced subset is drawn (the picture is saturated by
-    then); the properties say how many were drawn of how many.
+    Returns arrays aligned with ``pairs`` (P x 2): ``bytes_sent``, ``bytes_received``,
+    ``aborted`` (messages cut at the contact's end or lost), ``fraction`` (received / sent,
+    NaN where nothing was sent) and ``progress``, its class: :data:`NOTHING_SENT`, or k for
+    the k-th bin of :data:`analysis.app.look.PROGRESS_EDGES` (the last: all arrived).
+    Vectorised: one ``np.unique`` over the transfers and one ``searchsorted`` for the pairs.
+    """
+    step = getattr(model, "last_step", None)
+    transfers = None if step is None else step.transfers
+    if transfers is None:
+        return None
+    n = np.int64(model.n_agents)
+    pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+    sender, receiver = transfers["sender"], transfers["receiver"]
+    keys = np.minimum(sender, receiver) * n + np.maximum(sender, receiver)
+    unique, inverse = np.unique(keys, return_inverse=True)
+    wanted = pairs.min(axis=1) * n + pairs.max(axis=1)
+    at = np.minimum(np.searchsorted(unique, wanted), max(len(unique) - 1, 0))
+    found = unique[at] == wanted if len(unique) else np.zeros(len(pairs), bool)
+    out: dict[str, np.ndarray] = {}
+    for column in ("bytes_sent", "bytes_received", "aborted"):
+        sums = np.bincount(inverse, weights=transfers[column], minlength=len(unique))
+        out[column] = np.where(found, sums[at] if len(unique) else 0.0, 0.0)
+    sent, received = out["bytes_sent"], out["bytes_received"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["fraction"] = np.where(sent > 0, received / np.where(sent > 0, sent, 1.0), np.nan)
+    bins = np.digitize(np.nan_to_num(out["fraction"]), PROGRESS_EDGES[:-1])
+    out["progress"] = np.where(
+        sent <= 0, NOTHING_SENT, np.where(received >= sent, len(PROGRESS_EDGES), bins)
+    )
+    return out
+
+
+def contacts_geojson(model: MobiDFLModel, *, max_lines: int = MAX_CONTACT_LINES) -> dict:
+    """This step's exchanges as lines between the agents' current positions.
+
+    Without link accounting, one MultiLineString. With a link model (issue 26), one
+    MultiLineString per progress class of :func:`link_progress` and per aborted or not:
+    colour and width by the share of the bytes sent that arrived (red to green, thicker
+    when more arrived), dashed when a transfer was aborted or lost, grey when nothing was
+    sent; each feature says its class (``progress``, ``label``, ``aborted``), its
+    ``lines`` and the bytes sent and received over them. Above ``max_lines`` pairs an
+    evenly spaced subset is drawn (the picture is saturated by then); every feature's
+    ``drawn`` and ``total`` say how many were drawn of how many.
     """
     if max_lines < 0:
         msg = f"max_lines={max_lines} is invalid; allowed: an integer >= 0"
@@ -122,16 +172,50 @@ def contacts_geojson(model: MobiDFLModel, *, max_lines: int = MAX_CONTACT_LINES)
     if total > max_lines:
         pairs = pairs[np.linspace(0, total - 1, max_lines).astype(int)]
     ends = lonlat(model, model.position)[pairs].round(7) if len(pairs) else np.empty((0, 2, 2))
-    feature = {
-        "type": "Feature",
-        "geometry": {"type": "MultiLineString", "coordinates": ends.tolist()},
-        "properties": {
-            "drawn": len(pairs),
-            "total": total,
-            "style": {"color": CONTACT_COLOUR, "weight": 1, "opacity": 0.35},
-        },
-    }
-    return {"type": "FeatureCollection", "features": [feature] if len(pairs) else []}
+    counts = {"drawn": len(pairs), "total": total}
+    progress = link_progress(model, pairs)
+    if progress is None:
+        feature = {
+            "type": "Feature",
+            "geometry": {"type": "MultiLineString", "coordinates": ends.tolist()},
+            "properties": {
+                **counts,
+                "style": {"color": CONTACT_COLOUR, "weight": 1, "opacity": 0.35},
+            },
+        }
+        return {"type": "FeatureCollection", "features": [feature] if len(pairs) else []}
+    labels = progress_labels()
+    features = []
+    for code, label in labels.items():
+        for aborted in (False, True):
+            chosen = (progress["progress"] == code) & ((progress["aborted"] > 0) == aborted)
+            if not chosen.any():
+                continue
+            style = {
+                "color": NOTHING_SENT_COLOUR if code == NOTHING_SENT else PROGRESS_COLOURS[code],
+                "weight": 1.0 if code == NOTHING_SENT else PROGRESS_WEIGHTS[code],
+                "opacity": 0.5 if code == NOTHING_SENT else 0.85,
+            }
+            if aborted:
+                style["dashArray"] = ABORTED_DASH
+            features.append(
+                {
+                    "type": "Feature",
+                    "geometry": {"type": "MultiLineString",
+                                 "coordinates": ends[chosen].tolist()},
+                    "properties": {
+                        **counts,
+                        "progress": code,
+                        "label": label,
+                        "aborted": aborted,
+                        "lines": int(chosen.sum()),
+                        "bytes_sent": float(progress["bytes_sent"][chosen].sum()),
+                        "bytes_received": float(progress["bytes_received"][chosen].sum()),
+                        "style": style,
+                    },
+                }
+            )
+    return {"type": "FeatureCollection", "features": features}
 
 
 STREET_DETAIL_EDGES = 2000

@@ -30,6 +30,18 @@ CONTACT_COLOUR = "#e6550d"
 AGENT_OUTLINE = "#303030"
 AGENT_CLASS = "mobidfl-agent"
 """CSS class of every agent shape on the map (browser tests and user styling find them)."""
+PROGRESS_EDGES = (0.25, 0.5, 0.75, 1.0)
+"""Bins of a contact's transfer progress (share of the bytes sent that arrived): [0, 0.25),
+[0.25, 0.5), [0.5, 0.75), [0.75, 1) and 1 (everything sent arrived)."""
+PROGRESS_COLOURS = ("#d7191c", "#f07c2a", "#d9a400", "#7cb82f", "#1a9641")
+"""Line colour per progress bin, red (little arrived) to green (all arrived); darker than
+ColorBrewer's RdYlGn in the middle so that every bin shows on the light street map."""
+PROGRESS_WEIGHTS = (1.2, 1.6, 2.0, 2.4, 2.8)
+"""Line width per progress bin: the more arrived, the thicker."""
+NOTHING_SENT_COLOUR = "#9e9e9e"
+"""A contact over which nothing was sent this step (e.g. agents of two policies)."""
+ABORTED_DASH = "5 4"
+"""Dash pattern of a contact with an aborted (or lost) transfer this step."""
 MAX_CONTACT_LINES = 2000
 """More contact lines than this are thinned for drawing (all are still counted)."""
 MAP_HEIGHT_CSS = "max(360px, calc(100vh - 190px))"
@@ -67,3 +79,17 @@ def accuracy_colour(accuracy: float) -> str | None:
     if not math.isfinite(accuracy):
         return None
     return ACCURACY_LUT[int(round(min(max(accuracy, 0.0), 1.0) * 100))]
+
+
+NOTHING_SENT = -1
+"""Progress class of a contact over which nothing was sent this step."""
+
+
+def progress_labels() -> dict[int, str]:
+    """Legend text of every progress class (``progress`` of
+    :func:`analysis.app.layers.link_progress`)."""
+    edges = (0.0, *PROGRESS_EDGES)
+    labels = {
+        k: f"{edges[k]:.0%}-{edges[k + 1]:.0%} arrived" for k in range(len(PROGRESS_EDGES))
+    }
+    return {NOTHING_SENT: "nothing sent", **labels, len(PROGRESS_EDGES): "all arrived"}

@@ -15,6 +15,10 @@ from analysis.app.look import (
     CONTACT_COLOUR,
     KIND_COLOURS,
     KIND_SHAPES,
+    NOTHING_SENT,
+    NOTHING_SENT_COLOUR,
+    PROGRESS_COLOURS,
+    progress_labels,
 )
 from maps.sources import ATTRIBUTION
 from model.world import MobiDFLModel
@@ -43,10 +47,42 @@ def status_text(model: MobiDFLModel) -> str:
         else "accuracy from step 1",  # step 0 is not evaluated unless eval_initial
         f"{int(model.adjacency.nnz // 2)} contacts",
     ]
+    link = link_text(model)
+    if link:
+        parts.append(link)
     seconds = getattr(model, "last_step_s", float("nan"))
     if math.isfinite(seconds):
         parts.append(f"step took {seconds:.2f} s")
     return " · ".join(parts)
+
+
+def link_text(model: MobiDFLModel) -> str:
+    """The link model and this step's totals (``""`` under ``link = "ideal"``)."""
+    if model.link.ideal:
+        return ""
+    options = model.link.options
+    name = options.model
+    if name == "distance_rate":
+        name += f" ({'table' if options.table.strip() else options.profile})"
+    elif name == "fixed_rate" and not options.kind_rates.strip():
+        name += f" ({options.rate_bps / 1e6:g} Mbit/s)"
+    step = getattr(model, "last_step", None)
+    costs = None if step is None else step.link
+    if costs is None:
+        return f"link {name}"
+    sent, got = float(np.sum(costs["bytes_sent"])), float(np.sum(costs["bytes_received"]))
+    aborted = int(np.sum(costs["transfers_aborted"]))
+    return (f"link {name}: {sent / 1e6:.2f} MB sent, {got / 1e6:.2f} MB arrived, "
+            f"{aborted} aborted")
+
+
+def _line_key(colour: str, weight: float, text: str, *, dash: bool = False) -> str:
+    style = "dashed" if dash else "solid"
+    return (
+        f'<span style="margin-right:6px"><span style="display:inline-block;width:18px;'
+        f'border-top:{weight:.0f}px {style} {colour};vertical-align:middle"></span> '
+        f"{html.escape(text)}</span>"
+    )
 
 
 def legend_html(model: MobiDFLModel, contacts: Mapping[str, Any]) -> str:
@@ -74,11 +110,20 @@ def legend_html(model: MobiDFLModel, contacts: Mapping[str, Any]) -> str:
         )
     drawn, total = contacts.get("drawn", 0), contacts.get("total", 0)
     thinned = f" ({drawn} of {total} drawn)" if drawn < total else ""
-    parts.append(
-        f'<span style="margin-right:8px"><span style="display:inline-block;width:18px;'
-        f'border-top:2px solid {CONTACT_COLOUR};vertical-align:middle"></span> '
-        f"exchange this step{thinned}</span>"
-    )
+    step = getattr(model, "last_step", None)
+    if step is None or step.transfers is None:
+        parts.append(_line_key(CONTACT_COLOUR, 2, f"exchange this step{thinned}"))
+    else:  # a link model: the contact's transfer progress (layers.contacts_geojson)
+        keys = [
+            _line_key(NOTHING_SENT_COLOUR if code == NOTHING_SENT else PROGRESS_COLOURS[code],
+                      2, label)
+            for code, label in progress_labels().items()
+        ]
+        keys.append(_line_key("#555555", 2, "aborted or lost", dash=True))
+        parts.append(
+            f'<span style="margin-right:8px">contacts this step{thinned}, share of the bytes '
+            f"sent that arrived: {''.join(keys)}</span>"
+        )
     parts.append(f'<span style="color:#777">Map data {html.escape(ATTRIBUTION)}</span>')
     return '<div style="font-size:11px;line-height:1.5">' + "".join(parts) + "</div>"
 

@@ -65,6 +65,10 @@ class StepResult:
     """Per agent, what this step's exchanges cost over the link (``bytes_sent``,
     ``bytes_received``, ``transfers_aborted``, ``airtime_s``, ``energy_j`` and its radio,
     compute and flight parts); ``None`` under ``link = "ideal"``."""
+    transfers: Mapping[str, np.ndarray] | None = None
+    """Per direction of each exchange of this step, :meth:`model.links.LinkPlan.transfers`
+    (``sender``, ``receiver``, ``bytes_sent``, ``bytes_received``, ``aborted``; read-only);
+    ``None`` under ``link = "ideal"``."""
 
     def __post_init__(self) -> None:
         trained = np.array(self.trained, dtype=bool)
@@ -72,6 +76,11 @@ class StepResult:
         object.__setattr__(self, "trained", trained)
         object.__setattr__(self, "train_loss", _frozen_array(self.train_loss))
         object.__setattr__(self, "metrics", MappingProxyType(dict(self.metrics)))
+        if self.transfers is not None:
+            frozen = {name: np.array(values) for name, values in self.transfers.items()}
+            for values in frozen.values():
+                values.flags.writeable = False
+            object.__setattr__(self, "transfers", MappingProxyType(frozen))
 
     @property
     def evaluated(self) -> bool:

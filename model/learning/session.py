@@ -200,6 +200,7 @@ class LearningSession:
             evaluation=evaluation,
             stop=bool(stop),
             link=None if plan is None else self.link_costs(plan, mask),
+            transfers=None if plan is None else plan.transfers(),
         )
 
     def link_plan(self) -> LinkPlan | None:
