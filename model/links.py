@@ -306,8 +306,13 @@ class LinkModel:
             )
             share = np.maximum(count[: len(table)], count[len(table) :]).astype(float)
         capacity = bits / 8.0 * o.efficiency / share / expected_attempts(o.loss, o.retries)
+        # The radio's rate while it serves this contact (the share is a time split): airtime
+        # is bytes / this rate, so a device's overlapping contacts never add up to more
+        # radio time than they last.
         with np.errstate(invalid="ignore", divide="ignore"):
-            byte_rate = np.where(seconds > 0, capacity / np.where(seconds > 0, seconds, 1), 0.0)
+            byte_rate = np.where(
+                seconds > 0, capacity * share / np.where(seconds > 0, seconds, 1), 0.0
+            )
         return LinkPlan(
             table=table, capacity=capacity, byte_rate=byte_rate, n=n,
             message_bytes=message_bytes, link=self,

@@ -225,6 +225,12 @@ def test_setup_latency_and_a_shared_radio_shrink_the_window():
     rows = plan.rows_of(np.array([[0, 1], [1, 2]]))
     assert plan.capacity[rows[0]] == pytest.approx(1e6 * table.duration[rows[0]] / 8 / 2)
     assert plan.capacity[rows[1]] == pytest.approx(1e6 * table.duration[rows[1]] / 8 / 2)
+    # Execute: every pair fills its share of the window with models
+    plan.swap_models(np.array([[0, 1], [0, 2], [1, 2]]))
+    # Assert: a shared radio sends at its full rate for part of the time, not at its share
+    # for all of it (airtime = bytes / 1 Mbit/s, not bytes / 0.5 Mbit/s)
+    np.testing.assert_allclose(plan.tx_s, plan.sent * 8 / 1e6)
+    np.testing.assert_allclose(plan.rx_s.sum(), plan.tx_s.sum())
 
 
 def test_kind_rates_pick_the_pair_of_kinds():
