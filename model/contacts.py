@@ -731,3 +731,16 @@ def one_connection_events(frame, *, step_s: float):  # noqa: ANN001, ANN201
             "state": np.where(up[order], "up", "down"),
         }
     )
+
+
+
+def contact_outputs(value: str, *, link_ideal: bool) -> tuple[str, ...]:
+    """The contact files a run writes for ``contacts_out = value``: ``auto`` = csv and one
+    when a link model is set (what issue 26's link runs always wrote), none under ``ideal``;
+    ``none``; or a comma list of :data:`model.config.CONTACT_OUTPUTS` (csv, parquet, one)."""
+    value = value.strip()
+    if value == "auto":
+        return () if link_ideal else ("csv", "one")
+    if value == "none":
+        return ()
+    return tuple(dict.fromkeys(v.strip() for v in value.split(",")))
