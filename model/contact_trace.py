@@ -234,7 +234,7 @@ def _read_one(path: Path) -> Contacts:
         i = int(np.argmax(time < 0))
         raise _refuse(path, f"line {numbers[i]}: negative time {time[i]}")
     lo, hi = np.minimum(a, b), np.maximum(a, b)
-    order = np.lexsort((np.arange(len(time)), time, hi, lo))  # per pair, in time, file order
+    order = _event_order(lo, hi, time, state == "up")
     lo, hi, time, up, numbers = lo[order], hi[order], time[order], state[order] == "up", \
         numbers[order]
     new = np.ones(len(lo), bool)
@@ -254,6 +254,30 @@ def _read_one(path: Path) -> Contacts:
         path, numbers[starts], a=lo[starts], b=hi[starts], t_start=time[starts], t_end=end,
         d_min=np.full(len(starts), np.nan), step=None,
     )
+
+
+def _runs(*keys: np.ndarray) -> np.ndarray:
+    """Index of the first element of each element's run of equal ``keys`` (sorted input)."""
+    n = len(keys[0])
+    start = np.ones(n, bool)
+    for key in keys:
+        start[1:] |= key[1:] != key[:-1]
+    return np.maximum.accumulate(np.where(start, np.arange(n), 0))
+
+
+def _event_order(lo: np.ndarray, hi: np.ndarray, time: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """Order of a pair's connection events: by time; events of one pair at the same time
+    (a zero-length contact, or one stay ending as the next begins) alternate starting with
+    what the pair's state allows (``down`` first while it is up), whatever their file
+    order."""
+    order = np.lexsort((np.arange(len(time)), time, hi, lo))
+    lo, hi, time, up = lo[order], hi[order], time[order], up[order]
+    pair, group = _runs(lo, hi), _runs(lo, hi, time)
+    leads = up == ((group - pair) % 2 == 0)  # an up leads while the pair is down
+    by_kind = np.lexsort((np.arange(len(up)), ~leads, group))
+    rank = np.empty(len(up), np.int64)
+    rank[by_kind] = np.arange(len(up)) - _runs(group[by_kind], leads[by_kind])
+    return order[np.lexsort((2 * rank + ~leads, group))]
 
 
 def _checked(path: Path, lines: np.ndarray, *, a: np.ndarray, b: np.ndarray,

@@ -42,8 +42,8 @@ from model.contacts import (
     CONTACT_COLUMNS,
     ContactTable,
     contact_intervals,
-    contact_outputs,
     contact_matrix,
+    contact_outputs,
     contact_times,
     sub_samples,
 )
