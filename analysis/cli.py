@@ -401,7 +401,7 @@ def _run_to_end(
             if "one" in model.contact_outputs:
                 one_connection_events(contacts, step_s=config.step_s).to_csv(
                     staging / "contacts_one.txt", sep=" ", header=False, index=False,
-                    float_format="%.6f",
+                    float_format="%.9f",
                 )
         save_summary(table, staging / "summary.png", title=f"MobiDFL: {config.map}")
         write_gis(model, staging, geojson=geojson)

@@ -88,18 +88,18 @@ def _data_lines(text: str) -> list[tuple[int, str]]:
 
 
 def detect_format(path: Path) -> str:
-    """``mobidfl`` for Parquet or a CSV whose first line names the columns, ``one`` when the
-    second field of the first data line is ``CONN`` or a message action, else ``crawdad``."""
+    """``one`` when the second field of the first data line is ``CONN`` or a message action,
+    ``mobidfl`` for Parquet or a file whose first line names columns, else ``crawdad``."""
     if path.suffix.lower() == ".parquet":
         return "mobidfl"
     lines = _data_lines(_open_text(path))
     if not lines:
         raise _refuse(path, "empty: no contacts")
     fields = re.split(r"[\s,]+", lines[0][1].strip())
-    if "a" in fields and "b" in fields:
-        return "mobidfl"
     if len(fields) > 1 and (fields[1] == "CONN" or fields[1] in ONE_MESSAGE_ACTIONS):
         return "one"
+    if {"a", "b", "t_start", "t_end"} & set(fields):  # a header line: MobiDFL's columns
+        return "mobidfl"
     return "crawdad"
 
 
@@ -259,7 +259,8 @@ def _read_one(path: Path) -> Contacts:
 def _runs(*keys: np.ndarray) -> np.ndarray:
     """Index of the first element of each element's run of equal ``keys`` (sorted input)."""
     n = len(keys[0])
-    start = np.ones(n, bool)
+    start = np.zeros(n, bool)
+    start[:1] = True
     for key in keys:
         start[1:] |= key[1:] != key[:-1]
     return np.maximum.accumulate(np.where(start, np.arange(n), 0))
