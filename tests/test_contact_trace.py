@@ -20,7 +20,6 @@ from analysis.cli import main
 from model.contact_trace import ContactTrace, read_contacts
 from model.contacts import one_connection_events
 from model.errors import ConfigError
-from tests.test_bad_inputs import run_cli_cases
 
 SMALL = ["--set", "map=grid:8x8", "--set", "vehicles=14", "--set", "pedestrians=0",
          "--set", "sensors=0", "--set", "uavs=0", "--set", "steps=3", "--set", "seed=5",
@@ -180,25 +179,40 @@ def _bad_traces(tmp: Path) -> dict[str, tuple[bytes, str]]:
     }
 
 
-def test_each_bad_trace_is_one_line_exit_2_and_writes_nothing(tmp_path):
-    cases, expected = [], []
+def _refusal(path: Path) -> str:
+    with pytest.raises(ConfigError) as caught:
+        ContactTrace(read_contacts(path), step_s=120.0, n_agents=3, path=str(path))
+    return str(caught.value)
+
+
+def test_each_bad_trace_is_refused_in_one_line_naming_the_problem(tmp_path):
     for name, (content, words) in _bad_traces(tmp_path).items():
         path = tmp_path / name
         path.write_bytes(content)
-        stderr = tmp_path / f"{name}.err"
-        argv = ["run", "--out", str(tmp_path / f"out_{name}"), "--quiet", "--set",
-                "map=grid:3x3", "--set", "vehicles=3", "--set", "pedestrians=0", "--set",
-                "sensors=0", "--set", "uavs=0", "--set", "learning=false", "--set",
-                "steps=1", *TRACE, "--set", f"contact_trace.file={path}"]
-        cases.append({"argv": argv, "cwd": str(tmp_path), "stderr": str(stderr)})
-        expected.append((name, words, stderr))
-    codes = run_cli_cases(cases)
-    for (name, words, stderr), code in zip(expected, codes, strict=True):
-        lines = stderr.read_text().strip().splitlines()
+        message = _refusal(path)
+        assert "\n" not in message and "contact_trace.file" in message, (name, message)
+        assert words in message, (name, message)
+
+
+def test_bad_traces_from_the_cli_are_one_line_exit_2_and_write_nothing(tmp_path, capsys):
+    """Through the CLI's ``main``: one case per format family (the other checks are the same
+    code path, the test above)."""
+    bad = _bad_traces(tmp_path)
+    for name in ("duplicate.dat", "truncated.csv.gz", "one_down.txt", "unknown_id.dat"):
+        content, words = bad[name]
+        path = tmp_path / name
+        path.write_bytes(content)
+        out = tmp_path / f"out_{name}"
+        capsys.readouterr()
+        code = main(["run", "--out", str(out), "--quiet", "--set", "map=grid:3x3", "--set",
+                     "vehicles=3", "--set", "pedestrians=0", "--set", "sensors=0", "--set",
+                     "uavs=0", "--set", "learning=false", "--set", "steps=1", *TRACE,
+                     "--set", f"contact_trace.file={path}"])
+        lines = capsys.readouterr().err.strip().splitlines()
         assert code == 2, (name, lines)
         assert len(lines) == 1 and "contact_trace.file" in lines[0], (name, lines)
         assert words in lines[0], (name, lines[0])
-        assert not (tmp_path / f"out_{name}").exists(), name
+        assert not out.exists(), name
 
 
 def test_a_kind_not_on_the_trace_is_refused(tmp_path):
