@@ -522,8 +522,9 @@ class MobiDFLModel(mesa.Model):
         """
         from scipy.sparse.csgraph import connected_components
 
-        moves = {
+        moves = {  # a contact trace's agents stand still, but the trace carries them
             kind: mobility.max_step_distance(self.config.step_s) > 0
+            or getattr(mobility, "gives_contacts", False)
             for kind, _, mobility in self.groups
         }
         carried = {self.config.policy_of(k) for k, moving in moves.items() if moving}

@@ -43,7 +43,7 @@ class ContactTraceSettings(PluginSettings):
         one_of(*FORMATS),
     )
     id_base: int = setting(
-        0, "the trace's first agent id (CRAWDAD iMote ids start at 1)", non_negative
+        0, "the trace's first agent id (1 for a trace that numbers devices from 1)", non_negative
     )
     start_s: float = setting(
         0.0, "trace time (s) that is the run's time 0 (earlier contacts are cut)", non_negative
