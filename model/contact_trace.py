@@ -92,10 +92,11 @@ def detect_format(path: Path) -> str:
     ``mobidfl`` for Parquet or a file whose first line names columns, else ``crawdad``."""
     if path.suffix.lower() == ".parquet":
         return "mobidfl"
-    lines = _data_lines(_open_text(path))
-    if not lines:
+    first = next((line for line in _open_text(path).splitlines()
+                  if line.strip() and not line.lstrip().startswith("#")), None)
+    if first is None:
         raise _refuse(path, "empty: no contacts")
-    fields = re.split(r"[\s,]+", lines[0][1].strip())
+    fields = re.split(r"[\s,]+", first.strip())
     if len(fields) > 1 and (fields[1] == "CONN" or fields[1] in ONE_MESSAGE_ACTIONS):
         return "one"
     if {"a", "b", "t_start", "t_end"} & set(fields):  # a header line: MobiDFL's columns
@@ -107,7 +108,10 @@ def _numbers(path: Path, values: np.ndarray, lines: np.ndarray, what: str) -> np
     """``values`` as finite floats; the first that is not names its line."""
     import pandas as pd
 
-    out = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(float)
+    try:  # the fast path; a bad value falls back to the path that finds its line
+        out = np.asarray(values, dtype=object).astype(float)
+    except (ValueError, TypeError):
+        out = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(float)
     bad = ~np.isfinite(out)
     if bad.any():
         i = int(np.argmax(bad))
@@ -168,7 +172,7 @@ def _read_mobidfl(path: Path) -> Contacts:
 def _split_fields(path: Path, lines: list[tuple[int, str]], width: int) -> np.ndarray:
     """``[L, width]`` object array of the first ``width`` fields of each line (None where a
     line has fewer)."""
-    rows = [re.split(r"[\s,]+", line.strip(), maxsplit=width)[:width] for _, line in lines]
+    rows = [line.replace(",", " ").split(None, width)[:width] for _, line in lines]
     out = np.full((len(rows), width), None, dtype=object)
     for i, fields in enumerate(rows):  # parsing, not a hot path: one pass over the text
         out[i, : len(fields)] = fields
