@@ -104,6 +104,13 @@ def detect_format(path: Path) -> str:
     return "crawdad"
 
 
+def _float_or_nan(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return float("nan")
+
+
 def _numbers(path: Path, values: np.ndarray, lines: np.ndarray, what: str) -> np.ndarray:
     """``values`` as finite floats; the first that is not names its line."""
     import pandas as pd
@@ -111,7 +118,11 @@ def _numbers(path: Path, values: np.ndarray, lines: np.ndarray, what: str) -> np
     try:  # the fast path; a bad value falls back to the path that finds its line
         out = np.asarray(values, dtype=object).astype(float)
     except (ValueError, TypeError):
-        out = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(float)
+        try:
+            out = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+            out = out.to_numpy(float)
+        except (ValueError, TypeError):  # lists, dicts in a Parquet column: the error path
+            out = np.array([_float_or_nan(v) for v in values], float)
     bad = ~np.isfinite(out)
     if bad.any():
         i = int(np.argmax(bad))

@@ -253,3 +253,29 @@ def test_recorded_contacts_survive_a_checkpoint_without_a_link_model(tmp_path):
     resumed.run()
     assert whole.link.ideal and len(whole.contacts_table()) > 0
     pd.testing.assert_frame_equal(resumed.contacts_table(), whole.contacts_table())
+
+
+def test_damaged_traces_read_or_refuse_in_one_line_never_a_traceback(tmp_path):
+    """Every cut and every byte replaced by markup or junk (a small exhaustive fuzz): a
+    trace that still parses is a trace, anything else one ConfigError line."""
+    valid = {
+        "t.csv": b"step,a,b,t_start,t_end,d_min\n1,0,1,0.5,10.0,5.0\n2,1,2,0.0,3.0,\n",
+        "t.dat": b"# haggle\n1 2 100 150 1 0\n2 3 160 170 1 0\n",
+        "t.txt": b"10 CONN p0 p1 up\n12 C M1 p0 p1 100\n20 CONN 1 0 down\n",
+    }
+    outcomes = {"read": 0, "refused": 0}
+    for name, content in valid.items():
+        variants = [content[:cut] for cut in range(len(content))]
+        for i in range(len(content)):
+            for junk in (b",", b" ", b"\n", b"-", b"x", b"\x00", b"\xff"):
+                variants.append(content[:i] + junk + content[i + 1:])
+        for k, variant in enumerate(variants):
+            path = tmp_path / f"{k}_{name}"
+            path.write_bytes(variant)
+            try:
+                ContactTrace(read_contacts(path), step_s=120.0, n_agents=4, path=str(path))
+                outcomes["read"] += 1
+            except ConfigError as exc:
+                assert "\n" not in str(exc) and "contact_trace" in str(exc), (variant, exc)
+                outcomes["refused"] += 1
+    assert outcomes["read"] > 50 and outcomes["refused"] > 50, outcomes

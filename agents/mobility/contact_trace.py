@@ -26,7 +26,11 @@ from model.settings import PluginSettings, non_negative, one_of, setting
 def _existing_file(value: str) -> str | None:
     if not value:
         return None  # checked when the model is built: a trace run needs one
-    return None if Path(value).expanduser().is_file() else "an existing contact trace file"
+    try:
+        found = Path(value).expanduser().is_file()
+    except (OSError, ValueError):  # a NUL byte, a name too long
+        found = False
+    return None if found else "an existing contact trace file"
 
 
 @dataclass(frozen=True, kw_only=True)
