@@ -132,7 +132,7 @@ def _numbers(path: Path, values: np.ndarray, lines: np.ndarray, what: str) -> np
 
 def _ids(path: Path, values: np.ndarray, lines: np.ndarray, what: str) -> np.ndarray:
     out = _numbers(path, values, lines, what)
-    bad = out != np.round(out)
+    bad = (out != np.round(out)) | (np.abs(out) > 2.0**53)
     if bad.any():
         i = int(np.argmax(bad))
         raise _refuse(path, f"line {lines[i]}: {what} {values[i]!r} is not an integer id")
@@ -349,11 +349,15 @@ class ContactTrace:
         id_base: the trace's first id (CRAWDAD's iMote ids start at 1).
         start_s: trace time that is MobiDFL time 0 (earlier contacts are cut off).
         distance_m: distance of a contact the trace gives none for (0 = unknown).
+        steps: the run's steps; contacts after its last step are dropped and a stay is cut
+            there (a day-long stay in a 4-day trace is one row per step it spans, so a long
+            trace and a short run stay small).
         path: named in errors.
     """
 
     def __init__(self, contacts: Contacts, *, step_s: float, n_agents: int, id_base: int = 0,
-                 start_s: float = 0.0, distance_m: float = 0.0, path: str = "") -> None:
+                 start_s: float = 0.0, distance_m: float = 0.0, steps: int | None = None,
+                 path: str = "") -> None:
         c = contacts
         a, b = c.a - id_base, c.b - id_base
         if len(a) and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n_agents):
@@ -374,11 +378,15 @@ class ContactTrace:
                     f"a contact table whose times lie within a step of step_s = {step_s} s "
                     f"(row {i + 1}: t_end {c.t_end[i]}; written with a longer step_s?)",
                 )
-            step, t0, t1, rows = c.step, c.t_start, c.t_end, np.arange(len(a))
+            keep = np.ones(len(a), bool) if steps is None else c.step <= steps
+            rows = np.flatnonzero(keep)
+            step, t0, t1 = c.step[keep], c.t_start[keep], c.t_end[keep]
         else:
             start, end = c.t_start - start_s, c.t_end - start_s
-            keep = end >= 0
+            horizon = np.inf if steps is None else steps * step_s
+            keep = (end >= 0) & (start <= horizon)
             start, end, rows = np.maximum(start[keep], 0.0), end[keep], np.flatnonzero(keep)
+            end = np.minimum(end, horizon)
             eps = 1e-9
             first = np.floor(start / step_s + eps).astype(np.int64) + 1
             last = np.maximum(first, np.ceil(end / step_s - eps).astype(np.int64))

@@ -115,6 +115,9 @@ def test_crawdad_table_is_cut_into_steps_with_id_base_and_start(tmp_path):
                     3: [(0, 2, 0.0, 60.0)], 4: []}
     one = trace.table(1)
     assert trace.adjacency(one).nnz == 4 and not trace.has_distance
+    short = ContactTrace(read_contacts(path), step_s=120.0, n_agents=3, id_base=1,
+                         start_s=1000.0, steps=2)  # a run of 2 steps keeps only those
+    assert short.step.max() == 2 and len(short.step) == 4
 
 
 def test_one_events_with_prefixes_comments_messages_and_an_open_connection(tmp_path):

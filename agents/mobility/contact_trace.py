@@ -104,12 +104,12 @@ class ContactTraceMobility(MobilityModel):
         path = Path(o.file).expanduser()
         stat = path.stat()
         key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, o.format, o.id_base,
-               o.start_s, o.distance_m, float(s.step_s), int(s.n_agents))
+               o.start_s, o.distance_m, float(s.step_s), int(s.n_agents), int(s.steps))
         if key not in _CACHE:
             _CACHE.clear()  # one trace at a time: a sweep over traces does not pile them up
             _CACHE[key] = ContactTrace(
                 read_contacts(path, fmt=o.format), step_s=float(s.step_s),
                 n_agents=int(s.n_agents), id_base=o.id_base, start_s=o.start_s,
-                distance_m=o.distance_m, path=str(path),
+                distance_m=o.distance_m, steps=int(s.steps), path=str(path),
             )
         return _CACHE[key]
