@@ -392,13 +392,17 @@ def _run_to_end(
         table = model.model_table()
         table.to_csv(staging / "model.csv", index=False)
         model.agent_table().to_parquet(staging / "agents.parquet", index=False)
-        if not model.link.ideal:  # the contact table of every step (issue 26)
+        if model.contact_outputs:  # the contact table of every step (issue 26, contacts_out)
             contacts = model.contacts_table()
-            contacts.to_csv(staging / "contacts.csv", index=False)
-            one_connection_events(contacts, step_s=config.step_s).to_csv(
-                staging / "contacts_one.txt", sep=" ", header=False, index=False,
-                float_format="%.6f",
-            )
+            if "csv" in model.contact_outputs:
+                contacts.to_csv(staging / "contacts.csv", index=False)
+            if "parquet" in model.contact_outputs:
+                contacts.to_parquet(staging / "contacts.parquet", index=False)
+            if "one" in model.contact_outputs:
+                one_connection_events(contacts, step_s=config.step_s).to_csv(
+                    staging / "contacts_one.txt", sep=" ", header=False, index=False,
+                    float_format="%.9f",
+                )
         save_summary(table, staging / "summary.png", title=f"MobiDFL: {config.map}")
         write_gis(model, staging, geojson=geojson)
         for *_, mobility in model.groups:  # e.g. sumo's trace.csv (sumo_fcd)

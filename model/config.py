@@ -82,6 +82,20 @@ KIND_POLICY: dict[str, str] = {
 """What ``policy = "auto"`` (the default) gives each kind: the seed system built for it."""
 
 
+CONTACT_OUTPUTS: tuple[str, ...] = ("csv", "parquet", "one")
+"""Formats of ``contacts_out``: ``contacts.csv``, ``contacts.parquet`` (the contact table,
+:data:`model.contacts.CONTACT_COLUMNS`) and ``contacts_one.txt`` (The ONE's connection
+events, :func:`model.contacts.one_connection_events`)."""
+
+
+def _contact_outputs(value: str) -> str | None:
+    """``contacts_out``: auto, none, or a comma list of :data:`CONTACT_OUTPUTS`."""
+    parts = [v.strip() for v in value.split(",")]
+    if value.strip() in ("auto", "none") or all(p in CONTACT_OUTPUTS for p in parts):
+        return None
+    return "auto, none, or a comma list of " + ", ".join(CONTACT_OUTPUTS)
+
+
 def _registered(registry: Registry[Any], *, allow_auto: bool = False) -> Check:
     """Check a name against a plug-in registry (loaded on first use)."""
 
@@ -154,6 +168,13 @@ class Config:
     cell_m: float = _setting(100.0, "grid cell size in metres (sensors, UAVs)", positive)
     areas: int = _setting(3, "number of map areas (area-restricted cars, area data)", at_least_one)
     record_every: int = _setting(1, "write agents.parquet rows every N steps", at_least_one)
+    contacts_out: str = _setting(
+        "auto",
+        "contact table files written with a run: csv (contacts.csv), parquet "
+        "(contacts.parquet), one (The ONE's connection events, contacts_one.txt), a comma "
+        "list of them, none, or auto (csv,one when a link model is set, else none)",
+        _contact_outputs,
+    )
     vehicle: KindSettings = _kind_default("manhattan", 13.89)
     pedestrian: KindSettings = _kind_default("manhattan", 1.4)
     sensor: KindSettings = _kind_default("static", 0.0)

@@ -712,22 +712,45 @@ def contact_intervals(
 def one_connection_events(frame, *, step_s: float):  # noqa: ANN001, ANN201
     """The contact table as The ONE's connection events (``StandardEventsReader``), one
     row each: ``TIME CONN A B up`` and ``TIME CONN A B down``, times in seconds since the
-    run's start (step ``s`` starts at ``(s - 1) * step_s``), sorted by time, a "down" before
-    an "up" at the same time. ``frame`` has the columns of :data:`CONTACT_COLUMNS`; write
-    the result with ``to_csv(sep=" ", header=False, index=False)``."""
+    run's start (step ``s`` starts at ``(s - 1) * step_s``), sorted by time; one pair's
+    events alternate up, down, up, ... even at equal times (a zero-length stay, a stay that
+    ends as the next begins at a step boundary), so The ONE replays them in order.
+    ``frame`` has the columns of :data:`CONTACT_COLUMNS`; write the result with
+    ``to_csv(sep=" ", header=False, index=False)``."""
     import pandas as pd
 
-    offset = (frame["step"].to_numpy(np.int64) - 1) * float(step_s)
+    step = frame["step"].to_numpy(np.int64)
+    offset = (step - 1) * float(step_s)
     a, b = frame["a"].to_numpy(np.int64), frame["b"].to_numpy(np.int64)
-    times = np.concatenate(
-        [offset + frame["t_start"].to_numpy(float), offset + frame["t_end"].to_numpy(float)]
-    )
+    start = frame["t_start"].to_numpy(float)
+    times = np.concatenate([offset + start, offset + frame["t_end"].to_numpy(float)])
+    # each pair's stays in time order: stay k's up is event 2k, its down 2k + 1
+    by_pair = np.lexsort((start, step, b, a))
+    rank = np.empty(len(a), np.int64)
+    pair_start = np.ones(len(a), bool)
+    pair_start[1:] = (a[by_pair][1:] != a[by_pair][:-1]) | (b[by_pair][1:] != b[by_pair][:-1])
+    first = np.maximum.accumulate(np.where(pair_start, np.arange(len(a)), 0))
+    rank[by_pair] = np.arange(len(a)) - first
+    sequence = np.concatenate([2 * rank, 2 * rank + 1])
     up = np.concatenate([np.ones(len(a), bool), np.zeros(len(a), bool)])
     aa, bb = np.concatenate([a, a]), np.concatenate([b, b])
-    order = np.lexsort((bb, aa, up, times))
+    order = np.lexsort((sequence, bb, aa, times))
     return pd.DataFrame(
         {
             "time": times[order], "event": "CONN", "a": aa[order], "b": bb[order],
             "state": np.where(up[order], "up", "down"),
         }
     )
+
+
+
+def contact_outputs(value: str, *, link_ideal: bool) -> tuple[str, ...]:
+    """The contact files a run writes for ``contacts_out = value``: ``auto`` = csv and one
+    when a link model is set (what issue 26's link runs always wrote), none under ``ideal``;
+    ``none``; or a comma list of :data:`model.config.CONTACT_OUTPUTS` (csv, parquet, one)."""
+    value = value.strip()
+    if value == "auto":
+        return () if link_ideal else ("csv", "one")
+    if value == "none":
+        return ()
+    return tuple(dict.fromkeys(v.strip() for v in value.split(",")))

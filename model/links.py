@@ -260,6 +260,8 @@ class LinkModel:
     settings_class: ClassVar[type[PluginSettings]] = LinkSettings
     ideal: ClassVar[bool] = False
     """True: no link model at all (``ideal``); :meth:`plan` is never called."""
+    needs_distance: ClassVar[bool] = False
+    """True: :meth:`rate` depends on distance (a contact trace without distances refuses it)."""
 
     def __init__(self, *, settings: Any) -> None:
         self.options: LinkSettings = LinkSettings.of(settings)
@@ -585,6 +587,7 @@ class DistanceRateLink(LinkModel):
     ``DistanceCapacityInterface``) or the profile's path loss + Shannon capacity."""
 
     name = "distance_rate"
+    needs_distance = True
 
     def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
         if self.options.table.strip():

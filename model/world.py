@@ -37,11 +37,13 @@ from agents.mobility import MobilityContext, MobilityModel, make_mobility
 from maps.world import WorldMap
 from model import bounds
 from model.config import KINDS, Config
+from model.contact_trace import ContactTrace
 from model.contacts import (
     CONTACT_COLUMNS,
     ContactTable,
     contact_intervals,
     contact_matrix,
+    contact_outputs,
     contact_times,
     sub_samples,
 )
@@ -250,6 +252,8 @@ class MobiDFLModel(mesa.Model):
             self.groups.append((kind, slice(start, start + count), mobility))
             start += count
         self.n_agents = start
+        self.contact_trace = self._contact_trace()
+        """Contacts from a trace instead of positions (``contact_trace`` mobility), or None."""
         farthest, kind = bounds.fastest(self.groups, config.step_s)
         bounds.check_sub_samples(config, farthest_m=farthest, fastest_kind=kind)
         self.kind_of = np.concatenate(
@@ -277,6 +281,16 @@ class MobiDFLModel(mesa.Model):
         """This step's stays in range (only when a link model is set)."""
         self.contact_frames: list[Any] = []
         """Every step's contact table as a DataFrame (exported as ``contacts.csv``)."""
+        self.contact_outputs = contact_outputs(config.contacts_out, link_ideal=self.link.ideal)
+        """Contact table formats written with the run's outputs (``contacts_out``)."""
+        self.record_contacts = not self.link.ideal or bool(self.contact_outputs)
+        if (self.contact_trace is not None and not self.link.ideal
+                and not self.contact_trace.has_distance and self.link.needs_distance):
+            raise ConfigError(
+                "link.model", self.link.name,
+                "a link whose rate does not depend on distance (fixed_rate), because the "
+                "contact trace gives no distances (set contact_trace.distance_m to assume one)",
+            )
         self.link_totals = {c: np.zeros(start) for c in LINK_COLUMNS} if not self.link.ideal \
             else None
         """Per agent, link costs summed since step 0 (``agents.parquet``)."""
@@ -381,20 +395,31 @@ class MobiDFLModel(mesa.Model):
             trajectory[1:, members] = mobility.advance(context)
             self.speed[members] = mobility.speeds()
         self.position = trajectory[-1]
-        self.adjacency = contact_matrix(
-            trajectory, radius_m=config.radius_m, mode=config.contact
-        )
-        if not self.link.ideal:
-            self.contact_table = contact_intervals(
-                trajectory, radius_m=config.radius_m, step_s=config.step_s
-            )
-            self.contact_frames.append(self.contact_table.frame(self.steps))
-        if self.track_encounters or (
+        needs_times = self.track_encounters or (
             self.learner is not None and self.learner.needs_encounter_times
-        ):
-            self.encounters = contact_times(
+        )
+        if self.contact_trace is not None:  # contacts are the trace's, not the positions'
+            table = self.contact_trace.table(self.steps)
+            self.adjacency = self.contact_trace.adjacency(table)
+            if needs_times:
+                self.encounters = self.contact_trace.encounters(table)
+        else:
+            self.adjacency = contact_matrix(
                 trajectory, radius_m=config.radius_m, mode=config.contact
             )
+            table = None
+            if self.record_contacts:
+                table = contact_intervals(
+                    trajectory, radius_m=config.radius_m, step_s=config.step_s
+                )
+            if needs_times:
+                self.encounters = contact_times(
+                    trajectory, radius_m=config.radius_m, mode=config.contact
+                )
+        if not self.link.ideal:
+            self.contact_table = table
+        if self.record_contacts:
+            self.contact_frames.append(table.frame(self.steps))
         self.neighbours_now = np.diff(self.adjacency.indptr)
         self.met = (self.met + self.adjacency).astype(bool)
         self.distinct_neighbours = np.diff(self.met.indptr)
@@ -403,6 +428,21 @@ class MobiDFLModel(mesa.Model):
         self.datacollector.collect(self)
         if self.steps % config.record_every == 0 or self.steps == config.steps:
             self._record_agents()
+
+    def _contact_trace(self) -> ContactTrace | None:
+        """The trace of the ``contact_trace`` mobility groups; all or none of the groups."""
+        given = [(kind, m) for kind, _, m in self.groups if getattr(m, "gives_contacts", False)]
+        if not given:
+            return None
+        if len(given) != len(self.groups):
+            moving = next(k for k, _, m in self.groups if not getattr(m, "gives_contacts", False))
+            raise ConfigError(
+                f"{moving}.mobility", self.config.kind(moving).mobility,
+                f"contact_trace, as {given[0][0]}.mobility (a contact trace gives every "
+                "agent's contacts; set the other kinds' counts to 0 or their mobility to "
+                "contact_trace)",
+            )
+        return given[0][1].contact_trace()
 
     def store(self, result: StepResult) -> None:
         """Keep a learning step's result: reporters and records read it from here."""
@@ -484,8 +524,9 @@ class MobiDFLModel(mesa.Model):
         """
         from scipy.sparse.csgraph import connected_components
 
-        moves = {
+        moves = {  # a contact trace's agents stand still, but the trace carries them
             kind: mobility.max_step_distance(self.config.step_s) > 0
+            or getattr(mobility, "gives_contacts", False)
             for kind, _, mobility in self.groups
         }
         carried = {self.config.policy_of(k) for k, moving in moves.items() if moving}
@@ -548,7 +589,7 @@ class MobiDFLModel(mesa.Model):
 
     def contacts_table(self):
         """Every step's stays in range (``contacts.csv``: step, a, b, t_start, t_end, d_min),
-        recorded when a link model is set."""
+        recorded when a link model is set or ``contacts_out`` asks for them."""
         import pandas as pd
 
         if not self.contact_frames:
@@ -600,7 +641,9 @@ class MobiDFLModel(mesa.Model):
             "link": None if self.link.ideal else {
                 "model": self.link.state_dict(),
                 "totals": self.link_totals,
-                "contacts": {c: np.array(v) for c, v in self.contacts_table().items()},
+            },
+            "contacts": None if not self.record_contacts else {
+                c: np.array(v) for c, v in self.contacts_table().items()
             },
         }
 
@@ -630,9 +673,13 @@ class MobiDFLModel(mesa.Model):
         if state.get("link") is not None and not self.link.ideal:
             self.link.load_state_dict(state["link"]["model"])
             self.link_totals = {c: np.asarray(v, float) for c, v in state["link"]["totals"].items()}
+        contacts = state.get("contacts")
+        if contacts is None and state.get("link") is not None:  # checkpoints before contacts_out
+            contacts = state["link"].get("contacts")
+        if contacts is not None and self.record_contacts:
             import pandas as pd
 
-            self.contact_frames = [pd.DataFrame(dict(state["link"]["contacts"]))]
+            self.contact_frames = [pd.DataFrame(dict(contacts))]
         self._restart_clock(int(state["steps"]))
 
     def _restart_clock(self, steps: int) -> None:

@@ -20,7 +20,7 @@ FLOORS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         "model.presets", "model.atomic", "model.checkpoint", "model.ray_local",
     )),
     (1, "maps, pure maths, the typed views plug-ins read", (
-        "maps.*", "model.maths.*", "model.contacts", "model.views",
+        "maps.*", "model.maths.*", "model.contacts", "model.contact_trace", "model.views",
     )),
     (2, "learning, policies, mobility", (
         "model.learning.*", "model.policies.*", "agents.mobility.*", "model.bounds",

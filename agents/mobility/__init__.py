@@ -1,6 +1,7 @@
 """Mobility models, one file each, registered by name (one import line per model)."""
 
 from agents.mobility import (  # noqa: F401
+    contact_trace,
     dam,
     manhattan,
     random_grid,
