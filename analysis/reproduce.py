@@ -819,6 +819,7 @@ def reproduce(
     variants: Sequence[str] | None = None,
     readings: bool = False,
     check_first: bool = True,
+    batch_runs: bool = False,
 ) -> Path:
     """Run the variants of ``paper`` over ``seeds`` into ``out`` and write reproduction.md.
 
@@ -828,6 +829,9 @@ def reproduce(
     (off by default: each reading re-runs the variants it concerns, e.g. doubling DAM/DCM).
     ``check_first`` builds each variant's model once before any run (:func:`preflight`);
     the tests, whose settings are fixed, leave it out to save a model build per variant.
+    ``batch_runs`` runs every run of every variant in this process, those that share the
+    net, data and learning settings as one program (:mod:`analysis.batch_runs`;
+    ``processes`` is then unused); each run's rows equal the same run alone.
     """
     from analysis.sweep import Sweep, load_runs, run_sweep
 
@@ -872,7 +876,9 @@ def reproduce(
             rows["variant"] = variant
         return rows
 
-    if together == 1:
+    if batch_runs:
+        results = _run_batched(jobs, progress=progress, on_progress=on_progress)
+    elif together == 1:
         results = [run_variant(job) for job in jobs]
     else:
         from concurrent.futures import ThreadPoolExecutor
@@ -891,6 +897,43 @@ def reproduce(
     steps = pd.concat(frames, ignore_index=True)
     return write_report(spec, steps, out, resolved=resolved, scale=scale, seeds=seeds,
                         extra=extra, failures=failures, readings=readings)  # fmt: skip
+
+
+def _run_batched(
+    jobs: Sequence[tuple[str, Any, Path]],
+    *,
+    progress: bool,
+    on_progress: Callable[[str], None] | None,
+) -> list[pd.DataFrame]:
+    """Every variant's runs still to do, run together (``--batch-runs``); each run is
+    recorded in its own variant's sweep folder, as :func:`reproduce` does run by run."""
+    from tqdm import tqdm
+
+    from analysis.batch_runs import run_batched
+    from analysis.sweep import load_runs, open_sweep
+
+    todo, owner = [], {}
+    for _, sweep, folder in jobs:
+        manifest, rest = open_sweep(sweep, folder, resume=folder.exists())
+        for spec in rest:
+            owner[id(spec)] = manifest
+        todo += rest
+    if on_progress:
+        on_progress(f"{len(jobs)} variants, {len(todo)} runs to do, together (--batch-runs)")
+    with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
+
+        def record(spec: Any, result: Any) -> None:
+            owner[id(spec)].record(result)
+            bar.update(1)
+
+        run_batched(todo, record, say=tqdm.write if progress else on_progress)
+    results = []
+    for variant, _, folder in jobs:
+        rows = load_runs(folder)
+        if len(rows):
+            rows["variant"] = variant
+        results.append(rows)
+    return results
 
 
 def write_report(

@@ -420,6 +420,7 @@ def run_sweep(
     resume: bool = False,
     retry_errors: bool = False,
     progress: bool = True,
+    batch_runs: bool = False,
 ) -> pd.DataFrame:
     """Run every run of ``sweep`` not finished yet into ``out``; return the manifest.
 
@@ -431,6 +432,9 @@ def run_sweep(
         cpus_per_run, gpus_per_run: Ray resource hints per run.
         resume: continue a sweep in ``out`` (otherwise ``out`` must be new or empty).
         retry_errors: with ``resume``, also re-run runs that raised.
+        batch_runs: run the runs together in this process, one program for the runs that
+            share net, data and learning settings (:mod:`analysis.batch_runs`);
+            ``processes`` is then unused.
     """
     if backend not in BACKENDS:
         raise ConfigError("--backend", backend, "one of " + ", ".join(BACKENDS))
@@ -438,15 +442,11 @@ def run_sweep(
         raise ConfigError("--processes", processes, "an integer >= 0 (0 = in this process)")
     if cpus_per_run < 0 or gpus_per_run < 0:
         raise ConfigError("--cpus-per-run/--gpus-per-run", (cpus_per_run, gpus_per_run), ">= 0")
-    out = Path(out)
-    if out.exists() and any(out.iterdir()) and not resume:
-        raise ConfigError("--out", str(out), "an empty or new folder (or pass --resume)")
-    specs = sweep.runs()
-    (out / RUNS).mkdir(parents=True, exist_ok=True)
-    _write_text(out / SWEEP_FILE, sweep.to_toml())
-    manifest = Manifest(out, specs, backend=backend)
-    todo = manifest.todo(retry_errors=retry_errors) if resume else list(specs)
-    manifest.save()
+    if batch_runs and backend != "local":
+        raise ConfigError("--batch-runs", backend, "the local backend (one process runs all)")
+    manifest, todo = open_sweep(sweep, out, resume=resume, retry_errors=retry_errors,
+                                backend=backend)  # fmt: skip
+    specs = list(manifest.specs.values())
 
     from tqdm import tqdm
 
@@ -468,6 +468,11 @@ def run_sweep(
             pass
         elif backend == "ray":
             _run_ray(todo, record, address=address, cpus=cpus_per_run, gpus=gpus_per_run)
+        elif batch_runs:
+            from analysis.batch_runs import run_batched
+
+            run_batched(todo, lambda _, result: record(result),
+                        say=tqdm.write if progress else None)  # fmt: skip
         elif processes == 0:
             for spec in todo:
                 record(execute_run(spec))
@@ -475,6 +480,23 @@ def run_sweep(
             workers = min(processes or free_cores(), len(todo))
             _run_local(todo, record, workers=workers)
     return manifest.frame()
+
+
+def open_sweep(
+    sweep: Sweep, out: str | Path, *, resume: bool, retry_errors: bool = False,
+    backend: str = "local",
+) -> tuple[Manifest, list[RunSpec]]:
+    """Prepare ``out`` (sweep file, runs folder, manifest) and list the runs still to do."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not resume:
+        raise ConfigError("--out", str(out), "an empty or new folder (or pass --resume)")
+    specs = sweep.runs()
+    (out / RUNS).mkdir(parents=True, exist_ok=True)
+    _write_text(out / SWEEP_FILE, sweep.to_toml())
+    manifest = Manifest(out, specs, backend=backend)
+    todo = manifest.todo(retry_errors=retry_errors) if resume else list(specs)
+    manifest.save()
+    return manifest, todo
 
 
 def _run_local(
