@@ -25,7 +25,7 @@ from typing import Any
 
 from analysis.sweep import RunResult, RunSpec, tidy_rows
 
-__all__ = ["plan_groups", "run_batched"]
+__all__ = ["lockstep", "plan_groups", "run_batched"]
 
 
 def plan_groups(models: Sequence[Any]) -> tuple[list[list[int]], list[int]]:
@@ -81,7 +81,7 @@ def run_batched(
         runs = [built[i] for i in members]
         group = RunGroup([model.learner.engine for _, model in runs])
         started = time.perf_counter()
-        errors = _lockstep([(spec, model) for spec, model in runs], group)
+        errors = lockstep([(spec, model) for spec, model in runs], group)
         wall = time.perf_counter() - started
         label = f"{worker} batch of {len(runs)}"
         for (spec, model), error in zip(runs, errors, strict=True):
@@ -89,11 +89,11 @@ def run_batched(
     for i in alone:
         spec, model = built[i]
         started = time.perf_counter()
-        error = _lockstep([(spec, model)], None)[0]
+        error = lockstep([(spec, model)], None)[0]
         record(spec, _result(spec, model, error, time.perf_counter() - started, worker))
 
 
-def _lockstep(runs: Sequence[tuple[RunSpec, Any]], group: Any) -> list[str | None]:
+def lockstep(runs: Sequence[tuple[RunSpec, Any]], group: Any) -> list[str | None]:
     """Step every model to its end (or early stop) in its own thread; the traceback of each
     run that raised, else ``None``."""
     errors: list[str | None] = [None] * len(runs)
