@@ -94,14 +94,19 @@ def run_batched(
 
 
 def lockstep(runs: Sequence[tuple[RunSpec, Any]], group: Any) -> list[str | None]:
-    """Step every model to its end (or early stop) in its own thread; the traceback of each
-    run that raised, else ``None``."""
+    """Step every model to its end (or early stop), each in its own thread when ``group``
+    is a :class:`model.learning.multirun.RunGroup` (one after the other when ``None``);
+    the traceback of each run that raised, else ``None``. On Ctrl-C every run stops after
+    its current step and the KeyboardInterrupt goes on (the runs stay pending)."""
     errors: list[str | None] = [None] * len(runs)
+    stop = threading.Event()
 
     def drive(i: int, spec: RunSpec, model: Any) -> None:
         try:
-            while model.running and model.steps < spec.steps:  # as mesa.batch_run steps
-                model.step()
+            if group is not None:
+                group.enter()
+            while not stop.is_set() and model.running and model.steps < spec.steps:
+                model.step()  # as mesa.batch_run steps a run
         except Exception:
             errors[i] = traceback.format_exc()
         finally:
@@ -113,13 +118,20 @@ def lockstep(runs: Sequence[tuple[RunSpec, Any]], group: Any) -> list[str | None
             drive(i, spec, model)
         return errors
     workers = [
-        threading.Thread(target=drive, args=(i, spec, model), name=f"run-{spec.run_id}")
+        threading.Thread(target=drive, args=(i, spec, model), name=f"run-{spec.run_id}",
+                         daemon=True)  # fmt: skip
         for i, (spec, model) in enumerate(runs)
     ]
     for thread in workers:
         thread.start()
-    for thread in workers:
-        thread.join()
+    try:
+        for thread in workers:
+            thread.join()
+    except KeyboardInterrupt:  # Ctrl-C: every run ends its current step, none is recorded
+        stop.set()
+        for thread in workers:
+            thread.join()
+        raise
     return errors
 
 

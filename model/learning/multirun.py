@@ -18,10 +18,11 @@ learning rate (ReduceLROnPlateau, Cached-DFL) is applied to its own rows
 (:func:`model.learning.backends.hyper_stretches`).
 
 Lockstep: each run steps its Mesa model in its own thread (the world, mobility and policies
-stay unchanged). A run's ``engine.train`` / ``engine.evaluate`` blocks in :meth:`RunGroup.train`
-/ :meth:`RunGroup.evaluate` until every run still running has asked (or finished); the last
-one to arrive executes all requests as one call per kind and releases the others. A run
-that stops early (or fails) calls :meth:`RunGroup.leave` and the others go on without it.
+stay unchanged), one thread at a time (:meth:`RunGroup.enter`). A run's ``engine.train`` /
+``engine.evaluate`` blocks in :meth:`RunGroup.train` / :meth:`RunGroup.evaluate` until every
+run still running has asked (or finished); the last one to arrive executes all requests as
+one call per kind and releases the others. A run that stops early (or fails) calls
+:meth:`RunGroup.leave` and the others go on without it.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ class RunGroup:
         self._pending: list[tuple[int, str, Any, tuple]] = []
         self._done: dict[int, Any] = {}
         self._ticket = 0
+        self._turn = False
         self.calls = {"train": 0, "evaluate": 0}
         """Batched calls made (each covers every run that asked at that point)."""
 
@@ -166,23 +168,41 @@ class RunGroup:
         """``[2, A]`` accuracy and CE of ``engine``'s ``agents``, batched like :meth:`train`."""
         return self._submit("evaluate", engine, (agents, chunk))
 
+    def enter(self) -> None:
+        """A run's thread starts: wait for the turn (one run's Python code at a time)."""
+        with self._cv:
+            self._take_turn()
+
     def leave(self) -> None:
         """This run is over (finished, stopped early or failed): stop waiting for it."""
         with self._cv:
             self._active -= 1
+            self._turn = False
             if self._pending and len(self._pending) >= self._active:
                 self._flush()
+            self._cv.notify_all()
+
+    def _take_turn(self) -> None:
+        """WHY one run at a time: the runs' own steps (mobility, policies, mixing) are
+        Python with many small torch calls; run side by side they convoy on the GIL (each
+        call gives it up and waits to get it back) and ran slower than one after the other."""
+        while self._turn:
+            self._cv.wait()
+        self._turn = True
 
     def _submit(self, kind: str, engine: Any, payload: tuple) -> Any:
         with self._cv:
             ticket = self._ticket
             self._ticket += 1
             self._pending.append((ticket, kind, engine, payload))
+            self._turn = False
             if len(self._pending) >= self._active:  # every running run is waiting: go
                 self._flush()
+            self._cv.notify_all()
             while ticket not in self._done:
                 self._cv.wait()
             result = self._done.pop(ticket)
+            self._take_turn()
         if isinstance(result, BaseException):
             raise result
         return result
