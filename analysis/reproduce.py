@@ -830,7 +830,7 @@ def reproduce(
     ``check_first`` builds each variant's model once before any run (:func:`preflight`);
     the tests, whose settings are fixed, leave it out to save a model build per variant.
     ``batch_runs`` runs every run of every variant in this process, those that share the
-    net, data and learning settings as one program (:mod:`analysis.batch_runs`;
+    net, data and learning settings as one program (:func:`analysis.sweep.run_batched`;
     ``processes`` is then unused); each run's rows equal the same run alone.
     """
     from analysis.sweep import Sweep, load_runs, run_sweep
@@ -909,8 +909,7 @@ def _run_batched(
     recorded in its own variant's sweep folder, as :func:`reproduce` does run by run."""
     from tqdm import tqdm
 
-    from analysis.batch_runs import run_batched
-    from analysis.sweep import load_runs, open_sweep
+    from analysis.sweep import load_runs, open_sweep, run_batched
 
     todo, owner = [], {}
     for _, sweep, folder in jobs:

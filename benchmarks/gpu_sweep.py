@@ -4,7 +4,7 @@ Builds the runs of ``mobidfl reproduce cached_dfl_003`` (``--variants`` x ``--se
 ``--scale``, plus ``--set`` values) in this process and times them twice on ``--device``:
 
 * ``sequential``: each model built and stepped to its end alone (as ``--processes 0``);
-* ``batched``: all models built, grouped (:func:`analysis.batch_runs.plan_groups`) and
+* ``batched``: all models built, grouped (:func:`model.learning.multirun.plan_groups`) and
   stepped in lockstep, training and evaluation one call over runs x agents
   (:class:`model.learning.multirun.RunGroup`).
 
@@ -33,11 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peer_round import machine, matmul_peak  # noqa: E402
 
-from analysis.batch_runs import lockstep, plan_groups  # noqa: E402
 from analysis.reproduce import paper_spec, variant_settings  # noqa: E402
 from analysis.sweep import Sweep  # noqa: E402
 from model.config import parse_assignments  # noqa: E402
-from model.learning.multirun import RunGroup  # noqa: E402
+from model.learning.multirun import RunGroup, lockstep, plan_groups  # noqa: E402
 from model.world import MobiDFLModel  # noqa: E402
 
 
@@ -104,7 +103,7 @@ def main() -> None:
         model = MobiDFLModel(**spec_.settings, seed=spec_.seed)
         setup += time.perf_counter() - t
         t = time.perf_counter()
-        lockstep([(spec_, model)], None)
+        lockstep([(model, spec_.steps)], None)
         sync(args.device)
         stepping += time.perf_counter() - t
         epochs += model.steps
@@ -122,11 +121,11 @@ def main() -> None:
     b_setup = time.perf_counter() - t
     t = time.perf_counter()
     for members, group in zip(together, groups, strict=True):
-        errors = lockstep([(specs[i], models[i]) for i in members], group)
+        errors = lockstep([(models[i], specs[i].steps) for i in members], group)
         if any(errors):
             raise SystemExit(next(e for e in errors if e))
     for i in alone:
-        lockstep([(specs[i], models[i])], None)
+        lockstep([(models[i], specs[i].steps)], None)
     sync(args.device)
     b_step = time.perf_counter() - t
     b_epochs = sum(m.steps for m in models)

@@ -10,12 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis.batch_runs import lockstep, plan_groups
 from analysis.reproduce import paper_spec, reproduce, variant_settings
-from analysis.sweep import RunSpec, Sweep, load_runs, read_manifest, run_sweep
+from analysis.sweep import Sweep, load_runs, read_manifest, run_sweep
 from model.errors import ConfigError
 from model.learning.backends import Hyper, hyper_stretches
-from model.learning.multirun import RunGroup
+from model.learning.multirun import RunGroup, lockstep, plan_groups
 from model.world import MobiDFLModel
 
 SEEDS = (0, 1)
@@ -107,10 +106,9 @@ def test_runs_without_a_shared_program_run_alone_and_a_failing_run_stops_no_othe
         raise RuntimeError("a policy bug")
 
     broken.step = fail  # the first run fails at its first step
-    specs = [RunSpec(f"r{i}", 0, 0, i, {}, {}, 3) for i in together[0]]
     errors: list = []
     worker = threading.Thread(target=lambda: errors.extend(
-        lockstep(list(zip(specs, [models[i] for i in together[0]], strict=True)), group)))
+        lockstep([(models[i], 3) for i in together[0]], group)))
     worker.start()
     worker.join(timeout=120)
     # Assert

@@ -28,6 +28,7 @@ one call per kind and releases the others. A run that stops early (or fails) cal
 from __future__ import annotations
 
 import threading
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ from model.learning.backends import (
     train_loop_agents,
 )
 
-__all__ = ["RunGroup", "group_key"]
+__all__ = ["RunGroup", "group_key", "lockstep", "plan_groups"]
 
 
 def group_key(engine: Any) -> tuple | None:
@@ -278,3 +279,60 @@ class RunGroup:
                 results[i] = out[:, at : at + n]
                 at += n
         return [r for r in results if r is not None]
+
+
+def plan_groups(models: Sequence[Any]) -> tuple[list[list[int]], list[int]]:
+    """Indices of ``models`` (built :class:`model.world.MobiDFLModel`) that can run as one
+    program (groups of >= 2 with equal :func:`group_key`, in order), and those that run
+    alone (no learning, worker processes, or no partner)."""
+    groups: dict[tuple, list[int]] = {}
+    alone: list[int] = []
+    for i, model in enumerate(models):
+        key = None if model.learner is None else group_key(model.learner.engine)
+        if key is None:
+            alone.append(i)
+        else:
+            groups.setdefault(key, []).append(i)
+    together = [g for g in groups.values() if len(g) > 1]
+    alone += [g[0] for g in groups.values() if len(g) == 1]
+    return together, sorted(alone)
+
+
+def lockstep(runs: Sequence[tuple[Any, int]], group: RunGroup | None) -> list[str | None]:
+    """Step every ``(model, steps)`` to ``steps`` (or its early stop), as ``mesa.batch_run``
+    steps a run; each in its own thread taking turns when ``group`` holds their engines,
+    one after the other when ``None``. Returns the traceback of each run that raised, else
+    ``None``. On Ctrl-C every run stops after its current step and the KeyboardInterrupt
+    goes on."""
+    errors: list[str | None] = [None] * len(runs)
+    stop = threading.Event()
+
+    def drive(i: int, model: Any, steps: int) -> None:
+        try:
+            if group is not None:
+                group.enter()
+            while not stop.is_set() and model.running and model.steps < steps:
+                model.step()
+        except Exception:
+            errors[i] = traceback.format_exc()
+        finally:
+            if group is not None:
+                group.leave()
+
+    if group is None:
+        for i, (model, steps) in enumerate(runs):
+            drive(i, model, steps)
+        return errors
+    workers = [threading.Thread(target=drive, args=(i, model, steps), name=f"run-{i}",
+                                daemon=True) for i, (model, steps) in enumerate(runs)]  # fmt: skip
+    for thread in workers:
+        thread.start()
+    try:
+        for thread in workers:
+            thread.join()
+    except KeyboardInterrupt:  # Ctrl-C: every run ends its current step
+        stop.set()
+        for thread in workers:
+            thread.join()
+        raise
+    return errors
