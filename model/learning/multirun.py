@@ -5,10 +5,11 @@ two seeds of a ``mobidfl reproduce`` spec) each keep their own world, RNG stream
 early stop and learning-rate schedule, but their parameter stacks become consecutive rows of
 one set of stacks ``[sum_r N_r, *shape]``: run ``r``'s engine keeps working on views
 ``big[o_r : o_r + N_r]``, so mixing, snapshots, policies and checkpoints of a run see only
-its own agents, while a local-training round or an evaluation of all runs is **one** call of
-the same kernels a run alone uses (:mod:`model.learning.backends`): one ``vmap`` over runs x
-agents per local step on the ``batched`` backend (the GPU path), the concatenated agents one
-after the other on the ``loop`` backend.
+its own agents, while a local-training round of all runs is **one** call of the same kernels
+a run alone uses (:mod:`model.learning.backends`): one ``vmap`` over runs x agents per local
+step on the ``batched`` backend (the GPU path), the concatenated agents one after the other on
+the ``loop`` backend. An evaluation is one call per distinct test sample (one when the runs
+share it), each agent one forward as alone.
 
 Why the numbers equal the runs alone: each run still draws its mini-batches from its own
 per-agent Generators (:meth:`Engine._draw_batches`, called by the run's own ``train``), and
