@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+from analysis.cli import main
 from analysis.reproduce import paper_spec, reproduce, variant_settings
 from analysis.sweep import Sweep, load_runs, read_manifest, run_sweep
 from model.errors import ConfigError
@@ -130,3 +131,12 @@ def test_batch_runs_needs_the_local_backend(tmp_path):
     sweep = Sweep.from_dict({"base": {"steps": 1}, "seeds": [0]})
     with pytest.raises(ConfigError, match="batch-runs"):
         run_sweep(sweep, tmp_path, backend="ray", batch_runs=True, progress=False)
+
+
+def test_reproduce_device_flag_clashing_with_set_device_fails_in_one_line(tmp_path, capsys):
+    out = tmp_path / "never"
+    code = main(["reproduce", "003", "--scale", "ci", "--out", str(out), "--batch-runs",
+                 "--device", "cpu", "--set", "device=cpu", "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--device" in err and len(err.splitlines()) == 1
+    assert not out.exists()
