@@ -15,7 +15,13 @@ from analysis.reproduce import paper_spec, reproduce, variant_settings
 from analysis.sweep import Sweep, load_runs, read_manifest, run_sweep
 from model.errors import ConfigError
 from model.learning.backends import Hyper, hyper_stretches
-from model.learning.multirun import RunGroup, lockstep, plan_groups
+from model.learning.multirun import (
+    CUDA_SAMPLES_PER_CALL,
+    RunGroup,
+    group_chunk,
+    lockstep,
+    plan_groups,
+)
 from model.world import MobiDFLModel
 
 SEEDS = (0, 1)
@@ -140,3 +146,12 @@ def test_reproduce_device_flag_clashing_with_set_device_fails_in_one_line(tmp_pa
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--device" in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_a_groups_vmap_on_cuda_covers_whole_runs_up_to_a_sample_budget():
+    # Cached-DFL: 100 cars, batch 64 -> 512 agents per call (5 runs), never fewer than a run
+    assert group_chunk(None, device="cuda", width=64, largest=100) == 512
+    assert group_chunk(None, device="cuda", width=5000, largest=100) == 100  # full batches
+    assert group_chunk(None, device="cpu", width=64, largest=100) == 64
+    assert group_chunk(7, device="cuda", width=64, largest=100) == 7
+    assert CUDA_SAMPLES_PER_CALL // 64 == 512

@@ -45,7 +45,28 @@ from model.learning.backends import (
     train_loop_agents,
 )
 
-__all__ = ["RunGroup", "group_key", "lockstep", "plan_groups"]
+__all__ = [
+    "CUDA_SAMPLES_PER_CALL", "RunGroup", "group_chunk", "group_key", "lockstep", "plan_groups",
+]
+
+
+CUDA_SAMPLES_PER_CALL = 32_768
+"""Training samples per ``vmap`` call of a group on CUDA, unless one run alone takes more
+(a run alone vmaps all its agents at once: Cached-DFL's 100 cars x 64 = 6,400). An
+estimate, not a measurement (no GPU here): Cached-DFL's CNN keeps ~44k activations per
+sample, ~0.5 MB with the backward, so 32k samples are ~16 GB of an 80 GB H100; 15 runs of
+100 cars in one call would be ~50 GB."""
+
+
+def group_chunk(agent_chunk: int | None, *, device: str, width: int, largest: int) -> int:
+    """Agents per ``vmap`` call of a group's training: ``agent_chunk`` when set, 64 on the
+    CPU (as a run alone), on CUDA every agent of the largest run and more up to
+    :data:`CUDA_SAMPLES_PER_CALL` samples of ``width`` (the widest batch)."""
+    if agent_chunk is not None:
+        return int(agent_chunk)
+    if device != "cuda":
+        return 64
+    return max(int(largest), CUDA_SAMPLES_PER_CALL // max(int(width), 1))
 
 
 def group_key(engine: Any) -> tuple | None:
@@ -244,7 +265,8 @@ class RunGroup:
             hypers += [e._hyper] * n
             row += n
         if self.backend == "batched":
-            chunk = self.agent_chunk or (self.n_agents if self.device.type == "cuda" else 64)
+            chunk = group_chunk(self.agent_chunk, device=self.device.type, width=width,
+                                largest=max(e.n_agents for e in self.engines))  # fmt: skip
             losses = train_batched_agents(
                 self._vgrad, self._vgrad_masked, self.params, self._opt_buffers, self.x, self.y,
                 agents, batches, hypers, steps, chunk=chunk,
