@@ -896,7 +896,8 @@ def reproduce(
     frames = [rows for rows in results if len(rows)]
     steps = pd.concat(frames, ignore_index=True)
     return write_report(spec, steps, out, resolved=resolved, scale=scale, seeds=seeds,
-                        extra=extra, failures=failures, readings=readings)  # fmt: skip
+                        extra=extra, failures=failures, readings=readings,
+                        batch_runs=batch_runs)  # fmt: skip
 
 
 def _run_batched(
@@ -947,6 +948,7 @@ def write_report(
     how: str | None = None,
     failures: Sequence[Mapping[str, Any]] = (),
     readings: bool = False,
+    batch_runs: bool = False,
 ) -> Path:
     """per_run.csv, the figures and reproduction.md of per-step rows (variant, seed, step, ...).
 
@@ -978,7 +980,7 @@ def write_report(
     if sensitivity:
         pd.DataFrame(sensitivity).to_csv(out / "verdicts_readings.csv", index=False)
     text = _markdown(spec, per_run, resolved, rows, scale=scale, seeds=seeds, extra=extra,
-                     how=how, failures=failures, readings=readings,
+                     how=how, failures=failures, readings=readings, batch_runs=batch_runs,
                      sensitivity=sensitivity)  # fmt: skip
     from model.atomic import write_text_atomic
 
@@ -1082,6 +1084,7 @@ def _markdown(
     failures: Sequence[Mapping[str, Any]] = (),
     readings: bool = False,
     sensitivity: Sequence[Mapping[str, str]] = (),
+    batch_runs: bool = False,
 ) -> str:
     extra = dict(extra or {})
     command = f"mobidfl reproduce {spec.name} --scale {scale} --seeds {len(seeds)}"
@@ -1092,6 +1095,8 @@ def _markdown(
     command += "".join(f" --set {k}={v}" for k, v in extra.items())
     if readings and spec.readings:
         command += " --readings"
+    if batch_runs:  # the same numbers as run by run (tests/test_batch_runs.py)
+        command += " --batch-runs"
     lines = [
         f"# Reproduction of {spec.title}",
         "",

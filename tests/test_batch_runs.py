@@ -72,6 +72,7 @@ def test_reproduce_batch_runs_equals_each_run_alone_on_the_loop_backend(tmp_path
               progress=False, check_first=False, extra={**TINY, "backend": "loop"},
               batch_runs=True)  # fmt: skip
     # Assert
+    assert "--batch-runs" in (tmp_path / "reproduction.md").read_text()
     for variant in VARIANTS:
         folder = tmp_path / "runs" / variant
         rows = load_runs(folder)
