@@ -503,6 +503,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             resume=args.resume,
             retry_errors=args.retry_errors,
             progress=not args.quiet,
+            batch_runs=args.batch_runs,
         )
     except KeyboardInterrupt:
         raise Interrupted(_sweep_interrupted(out)) from None
@@ -583,6 +584,10 @@ def reproduce_command(args: argparse.Namespace) -> str:
              "--seeds", str(args.seeds), "--first-seed", str(args.first_seed)]
     if args.processes is not None:
         parts += ["--processes", str(args.processes)]
+    if args.device is not None:
+        parts += ["--device", args.device]
+    if args.batch_runs:
+        parts.append("--batch-runs")
     if args.variants:
         parts += ["--variants", args.variants]
     for assignment in args.set or []:
@@ -609,7 +614,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)
     spec = paper_spec(args.paper)
-    extra = reproduce_overrides(args.set or [], preset=spec.preset)
+    assignments = list(args.set or [])
+    if args.device is not None:
+        if any(a.partition("=")[0].strip() == "device" for a in assignments):
+            raise ConfigError("--device", args.device, "not together with --set device=...")
+        assignments.append(f"device={args.device}")
+    extra = reproduce_overrides(assignments, preset=spec.preset)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
     chosen = chosen_variants(spec, variants, scale=args.scale)  # an unknown name fails now
     if len(chosen) * args.seeds > MAX_RUNS:
@@ -635,6 +645,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             extra=extra,
             variants=variants,
             readings=args.readings,
+            batch_runs=args.batch_runs,
         )
     except KeyboardInterrupt:
         raise Interrupted(_reproduce_interrupted(args, out, len(chosen) * len(seeds))) from None
@@ -720,6 +731,10 @@ def make_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray CPUs per run")
     sweep.add_argument("--gpus-per-run", type=float, default=0.0, help="Ray GPUs per run")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument("--batch-runs", action="store_true",
+                       help="run all runs in this process, those sharing net, data and learning "
+                       "settings as one program (one training/evaluation call over runs x "
+                       "agents; each run's table as alone); --processes is then unused")
     sweep.set_defaults(func=cmd_sweep)
     presets = sub.add_parser("presets", help="list the paper presets, one line each")
     presets.add_argument("--verbose", action="store_true", help="also the offline substitutes")
@@ -749,6 +764,13 @@ def make_parser() -> argparse.ArgumentParser:
                        help="also run the paper's other readings of ambiguous passages (e.g. "
                        "DAM/DCM momentum reset) as extra variants: a sensitivity table of "
                        "verdicts in reproduction.md (the preset's reading stays of record)")
+    repro.add_argument("--device", choices=["cpu", "cuda"],
+                       help="where the learning runs (same as --set device=...)")
+    repro.add_argument("--batch-runs", action="store_true",
+                       help="run every run of every variant in this process, those sharing net, "
+                       "data and learning settings as one program (one training/evaluation "
+                       "call over runs x agents; each run's model.csv as alone); --processes "
+                       "is then unused")
     repro.add_argument("--quiet", action="store_true")
     repro.set_defaults(func=cmd_reproduce)
     report = sub.add_parser("report", help="figures and tables of a run or a sweep folder")

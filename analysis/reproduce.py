@@ -819,6 +819,7 @@ def reproduce(
     variants: Sequence[str] | None = None,
     readings: bool = False,
     check_first: bool = True,
+    batch_runs: bool = False,
 ) -> Path:
     """Run the variants of ``paper`` over ``seeds`` into ``out`` and write reproduction.md.
 
@@ -828,6 +829,9 @@ def reproduce(
     (off by default: each reading re-runs the variants it concerns, e.g. doubling DAM/DCM).
     ``check_first`` builds each variant's model once before any run (:func:`preflight`);
     the tests, whose settings are fixed, leave it out to save a model build per variant.
+    ``batch_runs`` runs every run of every variant in this process, those that share the
+    net, data and learning settings as one program (:func:`analysis.sweep.run_batched`;
+    ``processes`` is then unused); each run's rows equal the same run alone.
     """
     from analysis.sweep import Sweep, load_runs, run_sweep
 
@@ -872,7 +876,9 @@ def reproduce(
             rows["variant"] = variant
         return rows
 
-    if together == 1:
+    if batch_runs:
+        results = _run_batched(jobs, progress=progress, on_progress=on_progress)
+    elif together == 1:
         results = [run_variant(job) for job in jobs]
     else:
         from concurrent.futures import ThreadPoolExecutor
@@ -890,7 +896,44 @@ def reproduce(
     frames = [rows for rows in results if len(rows)]
     steps = pd.concat(frames, ignore_index=True)
     return write_report(spec, steps, out, resolved=resolved, scale=scale, seeds=seeds,
-                        extra=extra, failures=failures, readings=readings)  # fmt: skip
+                        extra=extra, failures=failures, readings=readings,
+                        batch_runs=batch_runs)  # fmt: skip
+
+
+def _run_batched(
+    jobs: Sequence[tuple[str, Any, Path]],
+    *,
+    progress: bool,
+    on_progress: Callable[[str], None] | None,
+) -> list[pd.DataFrame]:
+    """Every variant's runs still to do, run together (``--batch-runs``); each run is
+    recorded in its own variant's sweep folder, as :func:`reproduce` does run by run."""
+    from tqdm import tqdm
+
+    from analysis.sweep import load_runs, open_sweep, run_batched
+
+    todo, owner = [], {}
+    for _, sweep, folder in jobs:
+        manifest, rest = open_sweep(sweep, folder, resume=folder.exists())
+        for spec in rest:
+            owner[id(spec)] = manifest
+        todo += rest
+    if on_progress:
+        on_progress(f"{len(jobs)} variants, {len(todo)} runs to do, together (--batch-runs)")
+    with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
+
+        def record(spec: Any, result: Any) -> None:
+            owner[id(spec)].record(result)
+            bar.update(1)
+
+        run_batched(todo, record, say=tqdm.write if progress else on_progress)
+    results = []
+    for variant, _, folder in jobs:
+        rows = load_runs(folder)
+        if len(rows):
+            rows["variant"] = variant
+        results.append(rows)
+    return results
 
 
 def write_report(
@@ -905,6 +948,7 @@ def write_report(
     how: str | None = None,
     failures: Sequence[Mapping[str, Any]] = (),
     readings: bool = False,
+    batch_runs: bool = False,
 ) -> Path:
     """per_run.csv, the figures and reproduction.md of per-step rows (variant, seed, step, ...).
 
@@ -936,7 +980,7 @@ def write_report(
     if sensitivity:
         pd.DataFrame(sensitivity).to_csv(out / "verdicts_readings.csv", index=False)
     text = _markdown(spec, per_run, resolved, rows, scale=scale, seeds=seeds, extra=extra,
-                     how=how, failures=failures, readings=readings,
+                     how=how, failures=failures, readings=readings, batch_runs=batch_runs,
                      sensitivity=sensitivity)  # fmt: skip
     from model.atomic import write_text_atomic
 
@@ -1040,6 +1084,7 @@ def _markdown(
     failures: Sequence[Mapping[str, Any]] = (),
     readings: bool = False,
     sensitivity: Sequence[Mapping[str, str]] = (),
+    batch_runs: bool = False,
 ) -> str:
     extra = dict(extra or {})
     command = f"mobidfl reproduce {spec.name} --scale {scale} --seeds {len(seeds)}"
@@ -1050,6 +1095,8 @@ def _markdown(
     command += "".join(f" --set {k}={v}" for k, v in extra.items())
     if readings and spec.readings:
         command += " --readings"
+    if batch_runs:  # the same numbers as run by run (tests/test_batch_runs.py)
+        command += " --batch-runs"
     lines = [
         f"# Reproduction of {spec.title}",
         "",

@@ -21,6 +21,9 @@ collects its DataCollector rows, while the parallelism is ours:
   workers (default: the cores not busy when the sweep starts), one torch thread each. At most
   one run per worker is in flight, so a killed sweep loses at most ``number_processes`` runs;
   workers watch the driver's pid and exit when it is gone (no orphans after SIGKILL).
+* ``--batch-runs`` (:func:`run_batched`): every run in this process; runs that share the
+  net, data and learning settings step in lockstep as one program (their stacks
+  concatenated, :mod:`model.learning.multirun`), each table equal to the run alone.
 * ``ray``: the same function as a Ray task with per-run ``num_cpus``/``num_gpus`` hints, on a
   local Ray instance or the cluster at ``address`` (``auto`` or ``ray://HOST:PORT``; every
   node needs MobiDFL installed). Tasks return their table, so workers need no shared disk.
@@ -313,6 +316,83 @@ def execute_run(spec: RunSpec) -> RunResult:
     )
 
 
+def run_batched(
+    specs: Sequence[RunSpec],
+    record: Callable[[RunSpec, RunResult], None],
+    *,
+    say: Callable[[str], None] | None = None,
+) -> None:
+    """Runs together as one program (``--batch-runs``, issue 22): build every run of
+    ``specs`` (seeded and partitioned as alone), step those whose engines share
+    :func:`model.learning.multirun.group_key` in lockstep with their stacks concatenated
+    (training and evaluation one call over runs x agents), the rest one after the other,
+    and ``record`` each run's table, made by ``mesa.batch_run`` from the finished model so
+    that it has the rows of the same run alone (tests/test_batch_runs.py).
+
+    Never raises for a failing run: a model that cannot be built or a step that raises
+    becomes that run's ``status="error"`` (the other runs of its group go on).
+    """
+    import torch
+
+    from model.learning.multirun import RunGroup, lockstep, plan_groups
+    from model.world import MobiDFLModel
+
+    torch.set_num_threads(1)  # as execute_run: each run's numbers as in a sweep worker
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    built: list[tuple[RunSpec, Any]] = []
+    for spec in specs:  # one after the other: each model seeds torch while it is built
+        started = time.perf_counter()
+        try:
+            built.append((spec, MobiDFLModel(**spec.settings, seed=spec.seed)))
+        except Exception as exc:
+            record(spec, RunResult(
+                run_id=spec.run_id, status="error", wall_s=time.perf_counter() - started,
+                error=f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500], worker=worker,
+                trace=traceback.format_exc(),
+            ))  # fmt: skip
+    together, alone = plan_groups([m for _, m in built])
+    if say is not None:
+        sizes = ", ".join(str(len(g)) for g in together) or "none"
+        say(f"batch-runs: {len(built)} runs; together in groups of {sizes}; "
+            f"{len(alone)} alone (no learning, workers > 1, or no run with the same net, "
+            "data and learning settings)")  # fmt: skip
+    for members in [*together, *([i] for i in alone)]:
+        runs = [built[i] for i in members]
+        group = RunGroup([m.learner.engine for _, m in runs]) if len(runs) > 1 else None
+        started = time.perf_counter()
+        errors = lockstep([(m, spec.steps) for spec, m in runs], group)
+        wall = time.perf_counter() - started
+        label = f"{worker} batch of {len(runs)}" if group is not None else worker
+        for (spec, model), error in zip(runs, errors, strict=True):
+            record(spec, _finished_run(spec, model, error, wall, label))
+
+
+def _finished_run(
+    spec: RunSpec, model: Any, error: str | None, wall: float, worker: str
+) -> RunResult:
+    """A run stepped by :func:`run_batched`: its table made by ``mesa.batch_run`` from the
+    finished model (the columns and rows of :func:`execute_run`), or its error."""
+    import mesa
+
+    if error is not None:
+        last = error.strip().splitlines()[-1]
+        return RunResult(run_id=spec.run_id, status="error", wall_s=wall, error=last[:500],
+                         worker=worker, trace=error)  # fmt: skip
+
+    def finished(*, seed: int, **_: Any) -> Any:
+        return model
+
+    start_method = multiprocessing.get_start_method(allow_none=True)
+    try:
+        rows = mesa.batch_run(finished, parameters=dict(spec.settings), number_processes=1,
+                              rng=[spec.seed], data_collection_period=1, max_steps=spec.steps,
+                              display_progress=False)  # fmt: skip
+    finally:
+        multiprocessing.set_start_method(start_method, force=True)  # batch_run forces spawn
+    return RunResult(run_id=spec.run_id, status="ok", wall_s=wall,
+                     table=tidy_rows(rows, spec), worker=worker)  # fmt: skip
+
+
 def tidy_rows(rows: list[dict[str, Any]], spec: RunSpec) -> pd.DataFrame:
     """``batch_run`` rows -> run id, point, replicate, seed, settings, then ``model.csv``."""
     frame = pd.DataFrame(rows).drop(columns=["RunId", "iteration"])
@@ -420,6 +500,7 @@ def run_sweep(
     resume: bool = False,
     retry_errors: bool = False,
     progress: bool = True,
+    batch_runs: bool = False,
 ) -> pd.DataFrame:
     """Run every run of ``sweep`` not finished yet into ``out``; return the manifest.
 
@@ -431,6 +512,9 @@ def run_sweep(
         cpus_per_run, gpus_per_run: Ray resource hints per run.
         resume: continue a sweep in ``out`` (otherwise ``out`` must be new or empty).
         retry_errors: with ``resume``, also re-run runs that raised.
+        batch_runs: run the runs together in this process, one program for the runs that
+            share net, data and learning settings (:func:`run_batched`);
+            ``processes`` is then unused.
     """
     if backend not in BACKENDS:
         raise ConfigError("--backend", backend, "one of " + ", ".join(BACKENDS))
@@ -438,15 +522,11 @@ def run_sweep(
         raise ConfigError("--processes", processes, "an integer >= 0 (0 = in this process)")
     if cpus_per_run < 0 or gpus_per_run < 0:
         raise ConfigError("--cpus-per-run/--gpus-per-run", (cpus_per_run, gpus_per_run), ">= 0")
-    out = Path(out)
-    if out.exists() and any(out.iterdir()) and not resume:
-        raise ConfigError("--out", str(out), "an empty or new folder (or pass --resume)")
-    specs = sweep.runs()
-    (out / RUNS).mkdir(parents=True, exist_ok=True)
-    _write_text(out / SWEEP_FILE, sweep.to_toml())
-    manifest = Manifest(out, specs, backend=backend)
-    todo = manifest.todo(retry_errors=retry_errors) if resume else list(specs)
-    manifest.save()
+    if batch_runs and backend != "local":
+        raise ConfigError("--batch-runs", backend, "the local backend (one process runs all)")
+    manifest, todo = open_sweep(sweep, out, resume=resume, retry_errors=retry_errors,
+                                backend=backend)  # fmt: skip
+    specs = list(manifest.specs.values())
 
     from tqdm import tqdm
 
@@ -468,6 +548,9 @@ def run_sweep(
             pass
         elif backend == "ray":
             _run_ray(todo, record, address=address, cpus=cpus_per_run, gpus=gpus_per_run)
+        elif batch_runs:
+            run_batched(todo, lambda _, result: record(result),
+                        say=tqdm.write if progress else None)  # fmt: skip
         elif processes == 0:
             for spec in todo:
                 record(execute_run(spec))
@@ -475,6 +558,23 @@ def run_sweep(
             workers = min(processes or free_cores(), len(todo))
             _run_local(todo, record, workers=workers)
     return manifest.frame()
+
+
+def open_sweep(
+    sweep: Sweep, out: str | Path, *, resume: bool, retry_errors: bool = False,
+    backend: str = "local",
+) -> tuple[Manifest, list[RunSpec]]:
+    """Prepare ``out`` (sweep file, runs folder, manifest) and list the runs still to do."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not resume:
+        raise ConfigError("--out", str(out), "an empty or new folder (or pass --resume)")
+    specs = sweep.runs()
+    (out / RUNS).mkdir(parents=True, exist_ok=True)
+    _write_text(out / SWEEP_FILE, sweep.to_toml())
+    manifest = Manifest(out, specs, backend=backend)
+    todo = manifest.todo(retry_errors=retry_errors) if resume else list(specs)
+    manifest.save()
+    return manifest, todo
 
 
 def _run_local(

@@ -44,6 +44,7 @@ __all__ = [
     "evaluate_agents",
     "sgd_update",
     "threads",
+    "hyper_stretches",
     "train_batched_agents",
     "train_loop_agents",
 ]
@@ -436,7 +437,7 @@ def train_batched_agents(
     y: torch.Tensor,
     agents: np.ndarray,
     batches: np.ndarray,
-    hp: Hyper,
+    hp: Hyper | Sequence[Hyper],
     steps_done: np.ndarray,
     *,
     chunk: int,
@@ -446,6 +447,9 @@ def train_batched_agents(
     ``batches[a, k]`` as in :func:`train_loop_agents`; unequal batches are padded and the
     padded samples masked out of the mean CE (``vgrad_masked``, same gradient). A chunk of all
     agents updates the stacks directly, a smaller one works on copies and writes them back.
+    ``hp``: one :class:`Hyper` for all, or one per entry of ``agents`` (runs batched together,
+    :mod:`model.learning.multirun`: each run keeps its own learning rate); the gradient is
+    still one call per chunk, the update one per stretch of equal settings.
     Returns mean CE per agent.
     """
     n_agents = int(params[0].shape[0])
@@ -460,7 +464,8 @@ def train_batched_agents(
         sel = torch.from_numpy(part).to(device)
         ps = params if whole else [p.index_select(0, sel) for p in params]
         bs = bufs if whole else [b.index_select(0, sel) for b in bufs]
-        anchor = [p.clone() for p in ps] if hp.prox_rho else None
+        stretches = hyper_stretches(hp, start, part.size)
+        anchor = [p.clone() for p in ps] if any(h.prox_rho for _, h in stretches) else None
         total = torch.zeros(part.size, dtype=torch.float64, device=device)
         t0 = torch.from_numpy(steps_done[part]).to(device)
         valid = idx_all[rows, 0] >= 0  # [A, B_max]; padding only for unequal batches
@@ -473,7 +478,15 @@ def train_batched_agents(
             else:
                 g, loss = vgrad(ps, x[idx], y[idx])
             with torch.no_grad():
-                sgd_update(ps, g, bs, anchor, hp, t=t0 + (k + 1))
+                t = t0 + (k + 1)
+                if len(stretches) == 1:  # one run, or runs with equal settings
+                    sgd_update(ps, g, bs, anchor, stretches[0][1], t=t)
+                else:
+                    for cut, h in stretches:  # views: the updates land in ps
+                        sgd_update([p[cut] for p in ps], [d[cut] for d in g],
+                                   [b[cut] for b in bs],
+                                   None if anchor is None else [a[cut] for a in anchor], h,
+                                   t=t[cut])  # fmt: skip
             total += loss.double()
         if not whole:
             with torch.no_grad():
@@ -483,3 +496,20 @@ def train_batched_agents(
                     dst.index_copy_(0, sel, src)
         losses[rows] = (total / local_steps).cpu().numpy()
     return losses
+
+
+def hyper_stretches(
+    hp: Hyper | Sequence[Hyper], start: int, count: int
+) -> list[tuple[slice, Hyper]]:
+    """Rows ``[start, start + count)`` of a chunk as stretches of equal :class:`Hyper`
+    (row slices relative to the chunk): one stretch when ``hp`` is a single Hyper."""
+    if isinstance(hp, Hyper):
+        return [(slice(0, count), hp)]
+    rows = list(hp[start : start + count])
+    out: list[tuple[slice, Hyper]] = []
+    first = 0
+    for r in range(1, count + 1):
+        if r == count or rows[r] != rows[first]:
+            out.append((slice(first, r), rows[first]))
+            first = r
+    return out

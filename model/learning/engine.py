@@ -259,6 +259,10 @@ class Engine:
         self._loss_order = [p[eval_rng.permutation(p.size)] for p in self.parts]
         self._pool: ProcessPool | RayPool | None = None
         self._finalizer: weakref.finalize | None = None
+        self.host: Any = None
+        """The :class:`model.learning.multirun.RunGroup` this engine's run trains and evaluates
+        in (``--batch-runs``): its stacks are then rows of the group's, and :meth:`train` /
+        :meth:`evaluate` go through the group's one batched call. ``None``: alone."""
 
     # --- training ------------------------------------------------------------------------
     @property
@@ -323,7 +327,11 @@ class Engine:
         if agents.size:
             if self.optimizer_state == "reset":
                 self.reset_optimizer_state(agents)
-            losses[agents] = self._train(agents, self._draw_batches(agents))
+            batches = self._draw_batches(agents)
+            if self.host is not None:
+                losses[agents] = self.host.train(self, agents, batches)
+            else:
+                losses[agents] = self._train(agents, batches)
             self.adam_steps[agents] += self.local_steps
         return losses
 
@@ -482,7 +490,11 @@ class Engine:
         idx = np.arange(self.n_agents) if agents is None else np.asarray(agents).reshape(-1)
         if idx.size == 0:
             return np.empty(0), np.empty(0)
-        res = self._evaluate(idx.astype(np.int64), int(chunk or self.eval_chunk))
+        idx, chunk = idx.astype(np.int64), int(chunk or self.eval_chunk)
+        if self.host is not None:
+            res = self.host.evaluate(self, idx, chunk)
+        else:
+            res = self._evaluate(idx, chunk)
         return res[0], res[1]
 
     def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
