@@ -275,6 +275,9 @@ class MobiDFLModel(mesa.Model):
         """This step's stays in range (only when a link model is set)."""
         self.contact_frames: list[Any] = []
         """Every step's contact table as a DataFrame (exported as ``contacts.csv``)."""
+        self.trajectory: np.ndarray | None = None
+        """The last step's sampled positions ``[F + 1, N, 2]`` (the chords every contact test
+        uses; replayed in ns-3 by ``validation/ns3_link.py``)."""
         self.link_totals = {c: np.zeros(start) for c in LINK_COLUMNS} if not self.link.ideal \
             else None
         """Per agent, link costs summed since step 0 (``agents.parquet``)."""
@@ -379,6 +382,7 @@ class MobiDFLModel(mesa.Model):
             trajectory[1:, members] = mobility.advance(context)
             self.speed[members] = mobility.speeds()
         self.position = trajectory[-1]
+        self.trajectory = trajectory
         self.adjacency = contact_matrix(
             trajectory, radius_m=config.radius_m, mode=config.contact
         )
