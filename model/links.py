@@ -137,7 +137,7 @@ class LinkSettings(PluginSettings):
     model: str = setting(
         "ideal",
         "link model: ideal (every contact carries everything at once, as before), fixed_rate, "
-        "distance_rate",
+        "distance_rate, ns3 (packet-level 802.11p in ns-3, <= 50 agents, the ns3 extra)",
         _known_link,
         alias="link",
     )

@@ -46,11 +46,6 @@ PARAMS = 29_034
 CACHE = 10
 """``cached.size`` of the preset: messages after the own model."""
 PROFILE = "dsrc"
-PACKET = 1472
-"""UDP payload per datagram (1500 B MTU less IP and UDP headers)."""
-SEGMENT = 1448
-"""TCP segment size: 1500 B MTU less IP and TCP headers with timestamps (Linux's MSS on
-Ethernet-size links). ns-3's default, 536 B (RFC 879's minimum), halves TCP's goodput."""
 WITHIN = 0.10
 """An error within +-10 % counts as a contact that agrees."""
 
@@ -137,73 +132,17 @@ def sample_contacts(*, n: int, seed: int, max_s: float) -> list[dict[str, Any]]:
 
 
 def ns3_replay(contact: dict[str, Any], *, mode: str, radius_m: float) -> list[float]:
-    """Bytes each car received in ns-3 over one stay: ``[at b, at a]``.
+    """Bytes each car received in ns-3 over one stay, ``[at b, at a]``
+    (:func:`model.links_ns3.replay_pair` on both cars' sampled positions): ``udp`` saturates
+    both ways, ``tcp`` sends ``contact["need"]`` bytes each way."""
+    from model.links_ns3 import replay_pair
 
-    ``mode`` ``udp``: saturating UDP both ways; ``tcp``: one TCP stream each way of
-    ``contact["need"]`` bytes (the policy's messages). ARP caches are filled beforehand
-    (``NeighborCacheHelper``), so no ARP timer eats the window.
-    """
-    from ns import ns
-
-    ns.Simulator.Destroy()
-    ns.Config.SetDefault("ns3::TcpSocket::SegmentSize", ns.UintegerValue(SEGMENT))
-    nodes = ns.NodeContainer()
-    nodes.Create(2)
-    mobility = ns.MobilityHelper()
-    mobility.SetMobilityModel("ns3::WaypointMobilityModel")
-    mobility.Install(nodes)
-    for k, key in enumerate(("pos_a", "pos_b")):
-        waypoints = nodes.Get(k).GetObject[ns.WaypointMobilityModel]()
-        for i, (x, y) in enumerate(contact[key]):
-            waypoints.AddWaypoint(ns.Waypoint(ns.Seconds(i * contact["dt"]), ns.Vector(x, y, 1.5)))
-    channel = ns.YansWifiChannelHelper()
-    channel.SetPropagationDelay("ns3::ConstantSpeedPropagationDelayModel")
-    from model.links import PROFILES
-
-    p = PROFILES[PROFILE]
-    channel.AddPropagationLoss("ns3::LogDistancePropagationLossModel",
-                               "Exponent", ns.DoubleValue(p["exponent"]),
-                               "ReferenceLoss", ns.DoubleValue(p["loss_1m_db"]))
-    channel.AddPropagationLoss("ns3::RangePropagationLossModel",
-                               "MaxRange", ns.DoubleValue(radius_m))
-    phy = ns.YansWifiPhyHelper()
-    phy.SetChannel(channel.Create())
-    phy.Set("TxPowerStart", ns.DoubleValue(p["tx_dbm"]))
-    phy.Set("TxPowerEnd", ns.DoubleValue(p["tx_dbm"]))
-    phy.Set("RxNoiseFigure", ns.DoubleValue(p["noise_figure_db"]))
-    wifi = ns.WifiHelper()
-    wifi.SetStandard(ns.WIFI_STANDARD_80211p)
-    wifi.SetRemoteStationManager("ns3::IdealWifiManager")
-    mac = ns.WifiMacHelper()
-    mac.SetType("ns3::AdhocWifiMac")
-    devices = wifi.Install(phy, mac, nodes)
-    ns.InternetStackHelper().Install(nodes)
-    address = ns.Ipv4AddressHelper()
-    address.SetBase(ns.Ipv4Address("10.1.1.0"), ns.Ipv4Mask("255.255.255.0"))
-    interfaces = address.Assign(devices)
-    ns.NeighborCacheHelper().PopulateNeighborCache()
-    start = contact["t_start"] - contact["t0"]
-    stop = contact["t_end"] - contact["t0"]
-    factory = "ns3::UdpSocketFactory" if mode == "udp" else "ns3::TcpSocketFactory"
-    sinks = []
-    for src, dst in ((0, 1), (1, 0)):
-        any_port = ns.InetSocketAddress(ns.Ipv4Address.GetAny(), 9).ConvertTo()
-        sinks.append(ns.PacketSinkHelper(factory, any_port).Install(nodes.Get(dst)))
-        target = ns.InetSocketAddress(interfaces.GetAddress(dst), 9).ConvertTo()
-        if mode == "udp":
-            app = ns.OnOffHelper(factory, target)
-            app.SetConstantRate(ns.DataRate("30Mbps"), PACKET)
-        else:
-            app = ns.BulkSendHelper(factory, target)
-            app.SetAttribute("MaxBytes", ns.UintegerValue(int(contact["need"])))
-        apps = app.Install(nodes.Get(src))
-        apps.Start(ns.Seconds(start))
-        apps.Stop(ns.Seconds(stop))
-    ns.Simulator.Stop(ns.Seconds(stop))
-    ns.Simulator.Run()
-    got = [float(s.Get(0).GetObject[ns.PacketSink]().GetTotalRx()) for s in sinks]
-    ns.Simulator.Destroy()
-    return got
+    dt = contact["dt"]
+    paths = tuple([(i * dt, x, y) for i, (x, y) in enumerate(contact[key])]
+                  for key in ("pos_a", "pos_b"))
+    return replay_pair(paths, start_s=contact["t_start"] - contact["t0"],
+                       stop_s=contact["t_end"] - contact["t0"], mode=mode, radius_m=radius_m,
+                       profile=PROFILE, need=int(contact["need"]))
 
 
 def whole_bytes(received: float, *, need: int) -> float:
