@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,7 +206,10 @@ def measure(*, size: str, seeds: int) -> dict[str, Any]:
                 for c in sample_contacts(n=n, seed=k, max_s=sizes.max_s)]
     mobidfl_s = time.perf_counter() - started
     started = time.perf_counter()
-    for c in contacts:
+    for k, c in enumerate(contacts):
+        if k and not k % 25:
+            print(f"ns3_link: {k} of {len(contacts)} stays replayed, "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
         c["ns3_udp"] = ns3_replay(c, mode="udp", radius_m=radius)
         c["ns3_tcp"] = ns3_replay(c, mode="tcp", radius_m=radius)
         c["ns3_whole"] = [whole_bytes(r, need=c["need"]) for r in c["ns3_tcp"]]
