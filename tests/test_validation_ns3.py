@@ -44,6 +44,17 @@ def test_errors_are_relative_to_ns3_with_one_message_as_the_floor():
     assert s["within_10pc"] == 0.75 and s["median"] == pytest.approx(0.05)
 
 
+def test_policy_bytes_are_whole_messages_of_a_half_and_half_split():
+    from validation.ns3_link import policy_whole
+
+    need = 11 * 116_200
+    # 3 messages' worth: 1.5 each way, so one whole message each way
+    assert policy_whole(3 * 116_200, need=need) == 2 * 116_200
+    # room for everything: 22 messages; none: 0
+    assert policy_whole(2 * need + 1, need=need) == 2 * need
+    assert policy_whole(0.0, need=need) == 0.0
+
+
 def test_without_ns3_the_case_is_one_skipped_row(monkeypatch, tmp_path):
     monkeypatch.setattr("validation.ns3_link.have_ns3", lambda: False)
     rows = run(size="small", seeds=1, out=tmp_path)
