@@ -69,7 +69,7 @@ def test_calibrating_from_a_missing_file_is_one_line_and_exit_2(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and "none.json" in proc.stderr
 
 
-@pytest.mark.slow  # ~30-60 s: ns-3's import alone takes 8-20 s
+@pytest.mark.slow  # ~40 s of CPU (ns-3's import 8-30 s); minutes of wall time on a loaded machine
 def test_small_case_against_ns3(tmp_path):
     pytest.importorskip("ns", reason="ns-3 not installed (pip install 'mobidfl[ns3]')")
     from validation.ns3_link import measure, rows_from
