@@ -291,6 +291,9 @@ class MobiDFLModel(mesa.Model):
                 "a link whose rate does not depend on distance (fixed_rate), because the "
                 "contact trace gives no distances (set contact_trace.distance_m to assume one)",
             )
+        self.trajectory: np.ndarray | None = None
+        """The last step's sampled positions ``[F + 1, N, 2]`` (the chords every contact test
+        uses; replayed in ns-3 by ``validation/ns3_link.py``)."""
         self.link_totals = {c: np.zeros(start) for c in LINK_COLUMNS} if not self.link.ideal \
             else None
         """Per agent, link costs summed since step 0 (``agents.parquet``)."""
@@ -395,6 +398,7 @@ class MobiDFLModel(mesa.Model):
             trajectory[1:, members] = mobility.advance(context)
             self.speed[members] = mobility.speeds()
         self.position = trajectory[-1]
+        self.trajectory = trajectory
         needs_times = self.track_encounters or (
             self.learner is not None and self.learner.needs_encounter_times
         )

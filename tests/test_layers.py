@@ -24,7 +24,7 @@ FLOORS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     )),
     (2, "learning, policies, mobility", (
         "model.learning.*", "model.policies.*", "agents.mobility.*", "model.bounds",
-        "model.links",
+        "model.links", "model.links_ns3",
     )),
     (3, "the Mesa model", ("model", "model.world", "model.world_view",
                            "model.learning.session", "agents", "agents.kinds")),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CASES: tuple[str, ...] = ("cached_dfl", "heredia")
+CASES: tuple[str, ...] = ("cached_dfl", "heredia", "ns3_link")
 """Case modules, in the order the report prints them."""
 
 
@@ -18,7 +18,8 @@ class Row:
 
     ``tolerance`` says what "agree" means for this quantity (e.g. "within 5 %", "within x1.25",
     "max abs diff <= 1e-5"); ``verdict`` is ``agree``, ``differs`` or ``explained`` (differs by a
-    named, cited mechanism written in ``note``).
+    named, cited mechanism written in ``note``) or ``skipped`` (the reference cannot run here,
+    e.g. an optional extra not installed; ``note`` says how to get it).
     """
 
     case: str
