@@ -102,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ns3_calibrate: {args.json}: {exc} (run python -m validation --cases ns3_link)",
               file=sys.stderr)
         return 2
+    from validation.ns3_link import default_efficiency
+
+    default = default_efficiency()
     y, raw, d = columns(contacts)
     print(f"{len(y)} stays, {d.sum():.0f} s in range; {int(limited.sum())} window-limited "
           f"for the TCP transfers")
@@ -110,10 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         fit = fits[key]
         y, raw, d = columns(contacts, key=key)
         mask = np.ones(len(y), bool) if key == "ns3_udp" else limited
-        before = np.abs(raw[mask] * 0.84 / y[mask] - 1.0)
+        before = np.abs(raw[mask] * default / y[mask] - 1.0)
         held = np.abs(fit["errors"])
         print(f"{what}: link.efficiency = {fit['efficiency']:.3f}, link.setup_s = "
-              f"{fit['setup_s']:.3f} ({fit['stays']} stays); |error| median: default (0.84, "
+              f"{fit['setup_s']:.3f} ({fit['stays']} stays); |error| median: default ({default}, "
               f"0 s) {np.median(before):.3f}, fitted and held out (2-fold) "
               f"{np.median(held):.3f}, p90 {np.percentile(held, 90):.3f}")
     tcp = fits["ns3_tcp"]
