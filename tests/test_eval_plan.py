@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.learning.backends import Functional, max_pool2_nhwc, nhwc_plan
+from model.learning.backends import Functional, max_pool2_nchw, max_pool2_nhwc, nhwc_plan
 from model.learning.nets import build_net
 
 
@@ -64,3 +64,23 @@ def test_training_through_the_plan_gives_bit_identical_gradients(net, shape):
     # Assert
     assert fn.plan is not None and fn.plan[1][0] in ("pool_relu", "relu")
     assert all(torch.equal(a, b) for a, b in zip(grads, ref, strict=True))
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 28, 28), (4, 2, 9, 7)])
+def test_training_max_pool_equals_torchs_values_and_gradients_with_ties(shape):
+    # Prepare: ties (flat and rounded inputs), odd sizes (floor mode)
+    torch.manual_seed(2)
+    h = torch.randn(*shape)
+    h[0] = 0.0
+    h[1] = h[1].round()
+    mine = h.clone().requires_grad_()
+    ref = h.clone().requires_grad_()
+    g = torch.randn(shape[0], shape[1], shape[2] // 2, shape[3] // 2)
+    # Execute
+    out = max_pool2_nchw(mine)
+    out.backward(g)
+    want = F.max_pool2d(ref, 2)
+    want.backward(g)
+    # Assert: same values, gradient routed to the same (first maximal) element
+    assert out.is_contiguous() and torch.equal(out, want)
+    assert torch.equal(mine.grad, ref.grad) and int((mine.grad != 0).sum()) > 0
