@@ -8,7 +8,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.learning.backends import Functional, max_pool2_nchw, max_pool2_nhwc, nhwc_plan
+from model.learning.backends import (
+    Functional,
+    max_pool2_nchw,
+    max_pool2_nchw_to_nhwc,
+    max_pool2_nhwc,
+    nhwc_plan,
+)
 from model.learning.nets import build_net
 
 
@@ -38,6 +44,18 @@ def test_max_pool_of_nhwc_equals_torch_including_odd_sizes():
     ref = F.max_pool2d(h.permute(0, 3, 1, 2), 2).permute(0, 2, 3, 1)
     # Assert
     assert mine.shape == (3, 4, 3, 5) and torch.equal(mine, ref)
+
+
+@pytest.mark.parametrize("shape", [(3, 16, 28, 28), (2, 5, 9, 7)])
+def test_pool_of_nchw_into_nhwc_equals_torch_including_odd_sizes(shape):
+    # Prepare
+    h = torch.randn(*shape)
+    h[0, :2] = 0.0
+    # Execute
+    mine = max_pool2_nchw_to_nhwc(h)
+    ref = F.max_pool2d(h, 2).permute(0, 2, 3, 1)
+    # Assert
+    assert mine.is_contiguous() and torch.equal(mine, ref)
 
 
 def test_unknown_layers_fall_back_to_functional_call():
