@@ -363,8 +363,9 @@ def nchw_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tens
     """Run ``plan`` in torch's default layout (training, under autograd): the template's ops
     with "ReLU, max-pool" as "max-pool, ReLU". Same values and the same gradients: where a
     window's max is > 0 both route it to the same (first) maximal element, else both give 0.
-    One paired measurement gave 1.15x per training step of Cached-DFL's CNN (1 thread,
-    batch 64, load 7); ``benchmarks/peer_round.py`` could not separate it from noise."""
+    The 2x2 max-pools run as :func:`max_pool2_nchw` (same values, indices and gradients):
+    1.42x per training step of Cached-DFL's CNN (1 thread, batch 64, CPU seconds, issue 22;
+    ``benchmarks/peer_profile.py`` prints where the rest of a step goes)."""
     h = x
     for kind, ids, m in plan:
         if kind == "conv":
