@@ -8,7 +8,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.learning.backends import Functional, max_pool2_nhwc, nhwc_plan
+from model.learning.backends import (
+    Functional,
+    max_pool2_nchw,
+    max_pool2_nchw_to_nhwc,
+    max_pool2_nhwc,
+    nhwc_plan,
+)
 from model.learning.nets import build_net
 
 
@@ -40,6 +46,18 @@ def test_max_pool_of_nhwc_equals_torch_including_odd_sizes():
     assert mine.shape == (3, 4, 3, 5) and torch.equal(mine, ref)
 
 
+@pytest.mark.parametrize("shape", [(3, 16, 28, 28), (2, 5, 9, 7)])
+def test_pool_of_nchw_into_nhwc_equals_torch_including_odd_sizes(shape):
+    # Prepare
+    h = torch.randn(*shape)
+    h[0, :2] = 0.0
+    # Execute
+    mine = max_pool2_nchw_to_nhwc(h)
+    ref = F.max_pool2d(h, 2).permute(0, 2, 3, 1)
+    # Assert
+    assert mine.is_contiguous() and torch.equal(mine, ref)
+
+
 def test_unknown_layers_fall_back_to_functional_call():
     # Prepare
     odd = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Tanh(), nn.Flatten(), nn.Linear(4 * 26 * 26, 10))
@@ -64,3 +82,23 @@ def test_training_through_the_plan_gives_bit_identical_gradients(net, shape):
     # Assert
     assert fn.plan is not None and fn.plan[1][0] in ("pool_relu", "relu")
     assert all(torch.equal(a, b) for a, b in zip(grads, ref, strict=True))
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 28, 28), (4, 2, 9, 7)])
+def test_training_max_pool_equals_torchs_values_and_gradients_with_ties(shape):
+    # Prepare: ties (flat and rounded inputs), odd sizes (floor mode)
+    torch.manual_seed(2)
+    h = torch.randn(*shape)
+    h[0] = 0.0
+    h[1] = h[1].round()
+    mine = h.clone().requires_grad_()
+    ref = h.clone().requires_grad_()
+    g = torch.randn(shape[0], shape[1], shape[2] // 2, shape[3] // 2)
+    # Execute
+    out = max_pool2_nchw(mine)
+    out.backward(g)
+    want = F.max_pool2d(ref, 2)
+    want.backward(g)
+    # Assert: same values, gradient routed to the same (first maximal) element
+    assert out.is_contiguous() and torch.equal(out, want)
+    assert torch.equal(mine.grad, ref.grad) and int((mine.grad != 0).sum()) > 0

@@ -308,12 +308,65 @@ def max_pool2_nhwc(h: torch.Tensor) -> torch.Tensor:
     return torch.maximum(m[:, :, :, 0], m[:, :, :, 1])
 
 
+class _MaxPool2(torch.autograd.Function):
+    """2x2 max-pool (stride 2, floor mode) of an NCHW tensor for training: torch's own
+    kernels, with the forward on a channels-last copy.
+
+    Why: torch's NCHW ``max_pool2d_with_indices`` forward is not vectorised across the
+    window pairs; measured (1 thread, CPU seconds, issue 22) it took 4.3 ms for Cached-DFL's
+    first pool at batch 64 (64x16x28x28) and 2.2 ms for the second, ~40 % of a training step,
+    while the channels-last kernel plus the copy take 0.8 and 0.3 ms. Both kernels scan a
+    window in row-major order and keep the first maximum, so values and indices (plane
+    offsets ``h * W + w``, layout-independent) are identical, ties included; the backward is
+    torch's NCHW ``max_pool2d_with_indices_backward`` with those indices, so the gradient is
+    bit-identical to ``F.max_pool2d``'s (tests/test_eval_plan.py).
+    """
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, h: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        out, idx = torch.ops.aten.max_pool2d_with_indices(
+            h.contiguous(memory_format=torch.channels_last), [2, 2], [2, 2]
+        )
+        idx = idx.contiguous()
+        ctx.save_for_backward(h, idx)
+        return out.contiguous()
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, g: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        h, idx = ctx.saved_tensors  # type: ignore[attr-defined]
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            g.contiguous(), h, [2, 2], [2, 2], [0, 0], [1, 1], False, idx
+        )
+
+
+def max_pool2_nchw(h: torch.Tensor) -> torch.Tensor:
+    """``F.max_pool2d(h, 2)`` of a 4-d NCHW tensor, same values and gradients, faster on the
+    CPU (:class:`_MaxPool2`); other inputs go to ``F.max_pool2d``."""
+    if h.dim() != 4 or h.device.type != "cpu":
+        return F.max_pool2d(h, 2)
+    return _MaxPool2.apply(h)
+
+
+def max_pool2_nchw_to_nhwc(h: torch.Tensor) -> torch.Tensor:
+    """``F.max_pool2d(h, 2)`` of an NCHW ``h``, returned NHWC-contiguous: the max over row
+    pairs on contiguous rows, the transpose on that half-size tensor, then the max over
+    column pairs in NHWC. Same values (a max is exact); measured (1 thread, CPU seconds,
+    issue 22) 1.99 ms against 3.05 ms for transpose-then-pool on Cached-DFL's first conv
+    output (128 x 16 x 28 x 28), where oneDNN returns NCHW for the 1-channel input."""
+    b, c, hh, ww = h.shape
+    v = h[:, :, : hh // 2 * 2, : ww // 2 * 2].unflatten(2, (hh // 2, 2))
+    rows = torch.maximum(v[:, :, :, 0], v[:, :, :, 1])  # [B, C, H/2, W']
+    t = rows.permute(0, 2, 3, 1).contiguous().unflatten(2, (ww // 2, 2))  # [B, H/2, W/2, 2, C]
+    return torch.maximum(t[:, :, :, 0], t[:, :, :, 1])
+
+
 def nchw_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """Run ``plan`` in torch's default layout (training, under autograd): the template's ops
     with "ReLU, max-pool" as "max-pool, ReLU". Same values and the same gradients: where a
     window's max is > 0 both route it to the same (first) maximal element, else both give 0.
-    One paired measurement gave 1.15x per training step of Cached-DFL's CNN (1 thread,
-    batch 64, load 7); ``benchmarks/peer_round.py`` could not separate it from noise."""
+    The 2x2 max-pools run as :func:`max_pool2_nchw` (same values, indices and gradients):
+    1.42x per training step of Cached-DFL's CNN (1 thread, batch 64, CPU seconds, issue 22;
+    ``benchmarks/peer_profile.py`` prints where the rest of a step goes)."""
     h = x
     for kind, ids, m in plan:
         if kind == "conv":
@@ -321,11 +374,11 @@ def nchw_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tens
             bias = ps[ids[1]] if len(ids) > 1 else None
             h = F.conv2d(h, ps[ids[0]], bias, m.stride, m.padding, m.dilation)
         elif kind == "pool_relu":
-            h = F.relu(F.max_pool2d(h, 2))
+            h = F.relu(max_pool2_nchw(h))
         elif kind == "relu":
             h = F.relu(h)
         elif kind == "maxpool":
-            h = F.max_pool2d(h, 2)
+            h = max_pool2_nchw(h)
         elif kind == "avgpool":
             assert isinstance(m, nn.AvgPool2d)
             h = m(h)
@@ -340,13 +393,25 @@ def nhwc_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tens
     """Run ``plan`` (see :func:`nhwc_plan`) on ``x`` ``[B, C, H, W]``; activations stay
     NHWC-contiguous, convs get channels-last views (oneDNN's fast layout)."""
     h = x.permute(0, 2, 3, 1).contiguous()
-    for kind, ids, m in plan:
+    skip = False
+    for k, (kind, ids, m) in enumerate(plan):
+        if skip:  # a pool already taken with the conv before it
+            skip = False
+            continue
         if kind == "conv":
             assert isinstance(m, nn.Conv2d)
             bias = ps[ids[1]] if len(ids) > 1 else None
             out = F.conv2d(h.permute(0, 3, 1, 2), ps[ids[0]], bias, m.stride, m.padding,
                            m.dilation)  # fmt: skip
-            h = out.permute(0, 2, 3, 1).contiguous()  # a no-op unless oneDNN chose NCHW
+            nxt = plan[k + 1][0] if k + 1 < len(plan) else ""
+            if nxt in ("pool_relu", "maxpool") and not out.is_contiguous(
+                memory_format=torch.channels_last
+            ):  # oneDNN chose NCHW (1-channel input): pool half of it before the transpose
+                h = max_pool2_nchw_to_nhwc(out)
+                h = h.relu_() if nxt == "pool_relu" else h
+                skip = True
+            else:
+                h = out.permute(0, 2, 3, 1).contiguous()  # a no-op unless oneDNN chose NCHW
         elif kind == "pool_relu":
             h = max_pool2_nhwc(h).relu_()
         elif kind == "relu":

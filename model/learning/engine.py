@@ -97,6 +97,7 @@ from model.learning.workers import (
     RayPool,
     auto_workers,
     free_cores,
+    keep_heap,
 )
 
 __all__ = [
@@ -562,6 +563,11 @@ class LoopEngine(Engine):
     """Per-agent loop, one thread per agent; ``workers`` processes share the stacks."""
 
     backend = "loop"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if self.device.type == "cpu":  # no page faults per forward, as in the workers
+            keep_heap()
 
     def _pooled(self) -> bool:
         return self.workers > 1 or self.worker_backend == "ray"

@@ -9,9 +9,11 @@ write them in place. :func:`auto_workers` decides how many workers ``workers = 0
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import multiprocessing.connection as mpc
 import os
+import sys
 import time
 from typing import Any
 
@@ -30,10 +32,51 @@ __all__ = [
     "RayWorker",
     "auto_workers",
     "free_cores",
+    "keep_heap",
+    "minor_faults",
     "worker_main",
 ]
 
 WORKER_BACKENDS = ("processes", "ray")
+
+
+HEAP_MMAP_THRESHOLD = 32 << 20
+"""Allocations up to this many bytes come from the heap (glibc's largest allowed value)."""
+HEAP_TRIM_THRESHOLD = 256 << 20
+"""Free memory kept at the top of the heap before it is given back to the OS."""
+
+
+def keep_heap() -> bool:
+    """Make glibc keep freed activation buffers instead of returning them to the OS.
+
+    Why (issue 22, measured with benchmarks/peer_profile.py): in a fresh worker process
+    glibc's adaptive thresholds stay low, so each forward's activations (~12 MB per
+    128-image chunk of Cached-DFL's CNN) were mapped anew and trimmed away again:
+    ~240k minor page faults and 0.46 s of system time per car evaluated on 10k images,
+    twice the CPU seconds of the same evaluation in the main process (0 faults there, where
+    an earlier free of a ~30 MB tensor had raised the thresholds by chance). Fixed
+    thresholds (:data:`HEAP_MMAP_THRESHOLD`, :data:`HEAP_TRIM_THRESHOLD`) remove the
+    faults. Returns whether they were set (glibc Linux only; elsewhere a no-op).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    return bool(mallopt(m_mmap_threshold, HEAP_MMAP_THRESHOLD)) and bool(
+        mallopt(m_trim_threshold, HEAP_TRIM_THRESHOLD)
+    )
+
+
+def minor_faults() -> int:
+    """Minor page faults of this process so far (0 where ``resource`` is missing)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Linux
+        return 0
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 def worker_main(
@@ -47,8 +90,11 @@ def worker_main(
     bufs: list[torch.Tensor],
     data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
 ) -> None:
-    """Loop-backend worker: trains / evaluates the agents it is sent, on shared stacks."""
+    """Loop-backend worker: trains / evaluates the agents it is sent, on shared stacks.
+
+    Replies ``(result, wall s, CPU s, minor page faults)`` of the kernel, or the exception."""
     torch.set_num_threads(1)
+    keep_heap()
     x, y, x_test, y_test = data
     fn = Functional(
         build_net(net, input_shape, num_classes), channels_last=channels_last, precision=precision
@@ -58,12 +104,15 @@ def worker_main(
         if msg is None:
             break
         try:
+            t, c, f = time.perf_counter(), time.process_time(), minor_faults()
             if msg[0] == "train":
                 _, agents, batches, hp = msg
-                conn.send(train_loop_agents(fn, params, bufs, x, y, agents, batches, hp))
+                res = train_loop_agents(fn, params, bufs, x, y, agents, batches, hp)
             else:
                 _, agents, chunk = msg
-                conn.send(evaluate_agents(fn, params, x_test, y_test, agents, chunk))
+                res = evaluate_agents(fn, params, x_test, y_test, agents, chunk)
+            conn.send((res, time.perf_counter() - t, time.process_time() - c,
+                       minor_faults() - f))  # fmt: skip
         except Exception as exc:  # report instead of hanging the parent
             conn.send(exc)
     conn.close()
@@ -116,6 +165,10 @@ class ProcessPool:
         ctx = torch.multiprocessing.get_context("spawn")
         self.conns: list[mpc.Connection] = []
         self.procs = []
+        self.timings: list[tuple[float, float, int]] = []
+        """Per worker of the last :meth:`run`: wall s, CPU s and minor page faults inside its
+        kernel (the rest of the call's time is shipping, waking and waiting;
+        benchmarks/peer_profile.py prints them)."""
         for _ in range(n):
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=worker_main, args=(child, *args), daemon=True)
@@ -138,6 +191,7 @@ class ProcessPool:
                 used.append((conn, c))
         parts: list[np.ndarray] = []
         errors = []
+        self.timings = []
         for conn, _ in used:
             try:
                 res = conn.recv()
@@ -152,7 +206,8 @@ class ProcessPool:
             if isinstance(res, Exception):
                 errors.append(res)
             else:
-                parts.append(res)
+                parts.append(res[0])
+                self.timings.append(res[1:])
         if errors:
             raise RuntimeError(f"training worker failed: {errors[0]!r}") from errors[0]
         return np.concatenate(parts, axis=-1)
@@ -188,6 +243,7 @@ class RayWorker:
         data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
     ) -> None:
         torch.set_num_threads(1)
+        keep_heap()
         self.fn = Functional(
             build_net(net, input_shape, num_classes),
             channels_last=channels_last,
