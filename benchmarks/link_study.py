@@ -16,7 +16,7 @@ Cached-DFL (``cached_lru``) and DFL (``dpsgd``). Links (:data:`LINKS`):
   the pair's next contact).
 
 Departures from the preset, for a shared 2-core machine (:data:`DEPARTURES`, each with its
-reason; docs/studies/links.md): 5 local steps instead of 10, a 300-sample test set evaluated
+reason; docs/studies/links.md): 2 local steps instead of 10, a 200-sample test set evaluated
 every 2nd epoch, one worker, 20 epochs instead of up to 1,000.
 
 Two commands. ``run`` trains every (policy, link, seed) and writes each run's ``model.csv``
@@ -55,8 +55,8 @@ LINKS: dict[str, dict[str, Any]] = {
 }
 POLICIES = {"cached_lru": "Cached-DFL (LRU)", "dpsgd": "DFL (D-PSGD)"}
 DEPARTURES: dict[str, Any] = {
-    "local_steps": 5,   # preset 10: halves training, the bulk of an epoch's cost
-    "test_size": 300,   # preset 10,000 (mnist5k's test split holds 1,000): evaluation cost
+    "local_steps": 2,   # preset 10: training is the bulk of an epoch's cost
+    "test_size": 200,   # preset 10,000 (mnist5k's test split holds 1,000): evaluation cost
     "eval_every": 2,    # preset 1: evaluation cost; the curve keeps 10 points in 20 epochs
     "workers": 1,       # one core per run on a machine shared by seven
 }
