@@ -71,7 +71,7 @@ def settings_of(policy: str, link: str, seed: int, steps: int) -> dict[str, Any]
 
 
 def run_one(policy: str, link: str, seed: int, steps: int, out: Path) -> Path:
-    """Train one run and write its model table (plus message size and wall time) to ``out``;
+    """Train one run and write its model table (plus message size, wall and CPU time) to ``out``;
     a run already written is kept as it is."""
     path = out / f"{policy}__{link}__s{seed}.csv"
     if path.exists():
@@ -79,12 +79,13 @@ def run_one(policy: str, link: str, seed: int, steps: int, out: Path) -> Path:
     from model.maths.link import message_bytes
     from model.world import MobiDFLModel
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model = MobiDFLModel(**settings_of(policy, link, seed, steps)).run()
     table = model.model_table()
     params = LINKS[link].get("link.params") or model.learner.engine.num_params
     table["message_bytes"] = message_bytes(params, dtype="fp32", overhead=64)
     table["wall_s"] = time.perf_counter() - start
+    table["cpu_s"] = time.process_time() - cpu
     table["policy"], table["link"], table["seed"] = policy, link, seed
     part = path.with_suffix(".part")
     table.to_csv(part, index=False)
@@ -98,7 +99,7 @@ def load(out: Path) -> pd.DataFrame:
     if not frames:
         raise SystemExit(f"{out}: no finished runs")
     data = pd.concat(frames, ignore_index=True)
-    keep = [c for c in (*COLUMNS, "message_bytes", "wall_s", "policy", "link", "seed")
+    keep = [c for c in (*COLUMNS, "message_bytes", "wall_s", "cpu_s", "policy", "link", "seed")
             if c in data.columns]
     return data.loc[data["step"] > 0, keep].reset_index(drop=True)
 
@@ -147,7 +148,8 @@ def table_text(runs: pd.DataFrame) -> str:
 
 def plot(data: pd.DataFrame, path: Path) -> None:
     """Accuracy over epochs, one panel per link, one line per policy: mean over seeds with
-    a min-max band."""
+    a min-max band (evaluated epochs only: ``model.csv`` repeats the last accuracy between
+    evaluations)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -158,8 +160,8 @@ def plot(data: pd.DataFrame, path: Path) -> None:
                              squeeze=False)
     for ax, link in zip(axes[0], links, strict=True):
         for policy, label in POLICIES.items():
-            g = data[(data["link"] == link) & (data["policy"] == policy)].dropna(
-                subset=["acc_mean"])
+            g = data[(data["link"] == link) & (data["policy"] == policy)
+                     & (data["step"] % DEPARTURES["eval_every"] == 0)].dropna(subset=["acc_mean"])
             if g.empty:
                 continue
             curve = g.groupby("step")["acc_mean"].agg(["mean", "min", "max"])
