@@ -5,7 +5,8 @@ Issue 26, item 7. The world is the ``cached_dfl_003`` preset (Wang et al., AAAI 
 "Decentralized Federated Learning with Model Caching on Mobile Agents", Fig. 2): 100 cars
 on the authors' own Manhattan roads (``manhattan_cdfl``), R = 138 m and 19.23 m/s as their
 code drove them, 120 s epochs, cache 10, tau_max 5, shards, the paper's CNN. Policies:
-Cached-DFL (``cached_lru``) and DFL (``dpsgd``). Links (:data:`LINKS`):
+Cached-DFL (``cached_lru``) and DFL (``dpsgd``), with ``local`` (no exchange) as the floor.
+Links (:data:`LINKS`):
 
 * ``ideal``: ``fixed_rate`` at ``inf``, the ideal exchange with byte accounting (the same run
   as ``link = "ideal"``: tests/test_links.py checks it);
@@ -53,7 +54,10 @@ LINKS: dict[str, dict[str, Any]] = {
     "dsrc-resnet18-resume": {"link.model": "distance_rate", "link.profile": "dsrc",
                              "link.params": RESNET18, "link.resume": True},
 }
-POLICIES = {"cached_lru": "Cached-DFL (LRU)", "dpsgd": "DFL (D-PSGD)"}
+POLICIES = {"cached_lru": "Cached-DFL (LRU)", "dpsgd": "DFL (D-PSGD)",
+            "local": "local only"}
+"""Policies and their labels; ``local`` (no exchange, the floor) runs with ``ideal`` only,
+since it sends nothing over any link."""
 DEPARTURES: dict[str, Any] = {
     "local_steps": 2,   # preset 10: training is the bulk of an epoch's cost
     "test_size": 200,   # preset 10,000 (mnist5k's test split holds 1,000): evaluation cost
@@ -158,8 +162,15 @@ def plot(data: pd.DataFrame, path: Path) -> None:
     links = [link for link in LINKS if link in set(data["link"])]
     fig, axes = plt.subplots(1, len(links), figsize=(3.3 * len(links), 3.2), sharey=True,
                              squeeze=False)
+    floor = data[(data["policy"] == "local") & (data["step"] % DEPARTURES["eval_every"] == 0)]
+    floor = floor.dropna(subset=["acc_mean"]).groupby("step")["acc_mean"].mean()
     for ax, link in zip(axes[0], links, strict=True):
+        if len(floor):
+            ax.plot(floor.index, floor.values, color="grey", ls="--", lw=1,
+                    label=POLICIES["local"] + " (mean)")
         for policy, label in POLICIES.items():
+            if policy == "local":
+                continue
             g = data[(data["link"] == link) & (data["policy"] == policy)
                      & (data["step"] % DEPARTURES["eval_every"] == 0)].dropna(subset=["acc_mean"])
             if g.empty:
@@ -196,6 +207,8 @@ def main() -> None:
         for seed in (int(s) for s in args.seeds.split(",")):  # whole seeds first
             for policy in args.policies.split(","):
                 for link in args.links.split(","):
+                    if policy == "local" and link != "ideal":
+                        continue  # sends nothing: every link gives the same run
                     path = run_one(policy, link, seed, args.steps, args.out)
                     print(f"{path.name}: {json.dumps(per_run(load_one(path)).iloc[0].to_dict())}",
                           flush=True)
