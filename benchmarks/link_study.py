@@ -11,6 +11,8 @@ Links (:data:`LINKS`):
 * ``ideal``: ``fixed_rate`` at ``inf``, the ideal exchange with byte accounting (the same run
   as ``link = "ideal"``: tests/test_links.py checks it);
 * ``dsrc-cnn``: ``distance_rate`` with the 802.11p profile, the trained CNN on the air;
+* ``dsrc-mobilenetv2``: the same link, a MobileNetV2 on the air (3,504,872 parameters,
+  14.0 MB; simulated bytes), between the two;
 * ``dsrc-resnet18``: the same link, a ResNet-18 on the air (11,689,512 parameters, 46.8 MB;
   ``link.params``: simulated bytes, the CNN still trains);
 * ``dsrc-resnet18-resume``: as above with ``link.resume = true`` (a cut model continues at
@@ -45,10 +47,14 @@ import pandas as pd
 
 RESNET18 = 11_689_512
 """Parameters of torchvision's ResNet-18 (He et al., 2016; 1000 classes)."""
+MOBILENET_V2 = 3_504_872
+"""Parameters of torchvision's MobileNetV2 (Sandler et al., 2018; 1000 classes)."""
 
 LINKS: dict[str, dict[str, Any]] = {
     "ideal": {"link.model": "fixed_rate", "link.rate_bps": float("inf")},
     "dsrc-cnn": {"link.model": "distance_rate", "link.profile": "dsrc"},
+    "dsrc-mobilenetv2": {"link.model": "distance_rate", "link.profile": "dsrc",
+                         "link.params": MOBILENET_V2},
     "dsrc-resnet18": {"link.model": "distance_rate", "link.profile": "dsrc",
                       "link.params": RESNET18},
     "dsrc-resnet18-resume": {"link.model": "distance_rate", "link.profile": "dsrc",
