@@ -487,6 +487,19 @@ class Config:
                     f"that honour it: {', '.join(honour)})",
                 )
 
+        policies = [self.policy_of(k) for k in KINDS if self.count(k) > 0]
+        if self.plugins["link"].resume and policies and not any(
+            getattr(POLICIES[p], "resumes_transfers", False) for p in policies
+        ):  # a silent no-op otherwise (issue 26): resume is for ordered message lists
+            resumers = sorted(
+                n for n, c in POLICIES.items() if getattr(c, "resumes_transfers", False)
+            )
+            raise ConfigError(
+                self.display_name("link.resume"), True,
+                f"false, because no policy of this world resumes a cut message ({policies[0]} "
+                f"sends whole models each contact; policies that resume: {', '.join(resumers)})",
+            )
+
     # --- output ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Nested dict of every setting (kinds and plug-in namespaces as tables), ``None``

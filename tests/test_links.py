@@ -319,6 +319,16 @@ def test_a_link_with_a_policy_that_ignores_it_is_refused():
     Config.from_settings({"link": "distance_rate"})  # the default fleet honours it
 
 
+def test_resume_with_a_policy_that_never_resumes_is_refused():
+    # D-PSGD swaps whole models each contact: link.resume would be a silent no-op there
+    with pytest.raises(ConfigError, match="link.resume.*no policy of this world resumes a cut message .dpsgd"):
+        Config.from_settings({"link": "fixed_rate", "link.resume": True,
+                              "vehicle.policy": "dpsgd", "pedestrians": 0, "sensors": 0,
+                              "uavs": 0})
+    Config.from_settings({"link": "fixed_rate", "link.resume": True,  # cars resume
+                          "vehicle.policy": "cached_lru"})
+
+
 def test_replayed_meetings_and_a_link_are_refused_together():
     # Cached-DFL's Table 2 replay (cached.passes) is a statistic, not bytes sent again.
     settings = {"preset": "cached_dfl_003", "link": "fixed_rate", "link.rate_bps": 1e6}

@@ -123,6 +123,9 @@ class ExchangePolicy(ABC):
     honours_link: ClassVar[bool] = False
     """True: :meth:`exchange` sends over ``ctx.link`` when a link model is set (issue 26);
     a non-ideal link with a policy that ignores it is refused (model.config)."""
+    resumes_transfers: ClassVar[bool] = False
+    """True: a message cut at a contact's end continues at the pair's next contact when
+    ``link.resume`` is set (:meth:`model.links.LinkPlan.send`); other policies refuse it."""
     metric_names: ClassVar[tuple[str, ...]] = ()
     """Every metric ``exchange`` may put in ``Exchange.metrics`` (columns of ``model.csv``);
     an undeclared one raises (:func:`check_metrics`) instead of being dropped."""

@@ -198,6 +198,7 @@ class CachedPolicy(ExchangePolicy):
     metric_names: ClassVar[tuple[str, ...]] = ("cache_size_mean", "cache_age_mean")
     needs_encounter_times: ClassVar[bool] = True
     honours_link = True
+    resumes_transfers = True  # LinkPlan.send keeps the cut entry (DTN custody transfer)
 
     @classmethod
     def held_models(cls, settings: Any) -> int:
