@@ -20,7 +20,7 @@ from validation import CASES, Row
 
 
 def _table(rows: list[Row]) -> str:
-    head = "| case | quantity | reference (authors' code, or ns-3) | MobiDFL | tolerance | verdict |"
+    head = "| case | quantity | reference (authors' code or ns-3) | MobiDFL | tolerance | verdict |"
     lines = [head, "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
