@@ -302,14 +302,7 @@ class LinkModel:
             carried = np.where(np.isinf(rate), np.inf, np.where(usable > 0, rate * usable, 0.0))
         bits = np.bincount(rows, weights=carried, minlength=len(table))
         seconds = np.bincount(rows, weights=usable, minlength=len(table))
-        share = np.ones(len(table))
-        if o.shared_radio and len(table):
-            count = overlap_counts(
-                np.concatenate([table.a, table.b]),
-                np.concatenate([table.t_start, table.t_start]),
-                np.concatenate([table.t_end, table.t_end]),
-            )
-            share = np.maximum(count[: len(table)], count[len(table) :]).astype(float)
+        share = radio_share(table) if o.shared_radio else np.ones(len(table))
         capacity = bits / 8.0 * o.efficiency / share / expected_attempts(o.loss, o.retries)
         # The radio's rate while it serves this contact (the share is a time split): airtime
         # is bytes / this rate, so a device's overlapping contacts never add up to more
@@ -334,6 +327,19 @@ class LinkModel:
         self.partial = {
             (int(a), int(b)): (tuple(key), float(done)) for a, b, key, done in state["partial"]
         }
+
+
+def radio_share(table: ContactTable) -> np.ndarray:
+    """Per stay, how many ways its busier end's one radio is shared: the most stays of
+    either device that overlap it (an upper bound on the share over the stay)."""
+    if not len(table):
+        return np.ones(0)
+    count = overlap_counts(
+        np.concatenate([table.a, table.b]),
+        np.concatenate([table.t_start, table.t_start]),
+        np.concatenate([table.t_end, table.t_end]),
+    )
+    return np.maximum(count[: len(table)], count[len(table) :]).astype(float)
 
 
 class LinkPlan:

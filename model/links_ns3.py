@@ -26,8 +26,7 @@ import numpy as np
 
 from model.contacts import ContactTable
 from model.errors import ConfigError
-from model.links import KINDS, PROFILES, LinkModel, LinkPlan
-from model.maths.link import overlap_counts
+from model.links import KINDS, PROFILES, LinkModel, LinkPlan, radio_share
 from model.plugins import LINKS
 
 __all__ = ["MAX_AGENTS", "SEGMENT", "Ns3Link", "replay_pair"]
@@ -190,14 +189,7 @@ class Ns3Link(LinkModel):
                               profile=o.profile)
             bits[row] = 8.0 * sum(got)
             self.replayed_s += stop - start
-        share = np.ones(len(table))
-        if o.shared_radio and len(table):
-            count = overlap_counts(
-                np.concatenate([table.a, table.b]),
-                np.concatenate([table.t_start, table.t_start]),
-                np.concatenate([table.t_end, table.t_end]),
-            )
-            share = np.maximum(count[: len(table)], count[len(table):]).astype(float)
+        share = radio_share(table) if o.shared_radio else np.ones(len(table))
         capacity = bits / 8.0 / share
         seconds = np.maximum(duration - o.setup_s, 0.0)
         byte_rate = np.divide(  # the radio's rate while it serves this stay (airtime)

@@ -321,7 +321,7 @@ def test_a_link_with_a_policy_that_ignores_it_is_refused():
 
 def test_resume_with_a_policy_that_never_resumes_is_refused():
     # D-PSGD swaps whole models each contact: link.resume would be a silent no-op there
-    with pytest.raises(ConfigError, match="link.resume.*no policy of this world resumes .dpsgd"):
+    with pytest.raises(ConfigError, match=r"link.resume.*no policy of this world resumes.*\(dpsgd"):
         Config.from_settings({"link": "fixed_rate", "link.resume": True,
                               "vehicle.policy": "dpsgd", "pedestrians": 0, "sensors": 0,
                               "uavs": 0})
