@@ -30,6 +30,7 @@ import numpy as np
 from model.config import Config
 from model.contacts import contact_intervals, sub_samples
 from model.links import make_link
+from model.links_ns3 import install_adhoc
 
 
 def ns3_pass(
@@ -69,14 +70,7 @@ def ns3_pass(
         wifi.SetRemoteStationManager("ns3::ConstantRateWifiManager",
                                      "DataMode", ns.StringValue(mode),
                                      "ControlMode", ns.StringValue(mode))
-    mac = ns.WifiMacHelper()
-    mac.SetType("ns3::AdhocWifiMac")
-    devices = wifi.Install(phy, mac, nodes)
-    ns.InternetStackHelper().Install(nodes)
-    address = ns.Ipv4AddressHelper()
-    address.SetBase(ns.Ipv4Address("10.1.1.0"), ns.Ipv4Mask("255.255.255.0"))
-    interfaces = address.Assign(devices)
-    ns.NeighborCacheHelper().PopulateNeighborCache()
+    interfaces = install_adhoc(ns, wifi, phy, nodes)
     seconds = gap / speed / 2 + 10.0
     sink = ns.PacketSinkHelper("ns3::UdpSocketFactory",
                                ns.InetSocketAddress(ns.Ipv4Address.GetAny(), 9).ConvertTo())

@@ -40,6 +40,20 @@ PACKET = 1472
 """UDP payload per datagram (1500 B MTU less IP and UDP headers)."""
 
 
+def install_adhoc(ns: Any, wifi: Any, phy: Any, nodes: Any) -> Any:
+    """Ad-hoc (OCB-like) MAC, IPv4 on 10.1.1.0/24 and ARP caches filled beforehand, so no
+    ARP timer eats a contact's window; returns the interfaces (their addresses)."""
+    mac = ns.WifiMacHelper()
+    mac.SetType("ns3::AdhocWifiMac")
+    devices = wifi.Install(phy, mac, nodes)
+    ns.InternetStackHelper().Install(nodes)
+    address = ns.Ipv4AddressHelper()
+    address.SetBase(ns.Ipv4Address("10.1.1.0"), ns.Ipv4Mask("255.255.255.0"))
+    interfaces = address.Assign(devices)
+    ns.NeighborCacheHelper().PopulateNeighborCache()
+    return interfaces
+
+
 def replay_pair(
     waypoints: tuple[list[tuple[float, float, float]], list[tuple[float, float, float]]],
     *,
@@ -89,14 +103,7 @@ def replay_pair(
     wifi = ns.WifiHelper()
     wifi.SetStandard(ns.WIFI_STANDARD_80211p)
     wifi.SetRemoteStationManager("ns3::IdealWifiManager")
-    mac = ns.WifiMacHelper()
-    mac.SetType("ns3::AdhocWifiMac")
-    devices = wifi.Install(phy, mac, nodes)
-    ns.InternetStackHelper().Install(nodes)
-    address = ns.Ipv4AddressHelper()
-    address.SetBase(ns.Ipv4Address("10.1.1.0"), ns.Ipv4Mask("255.255.255.0"))
-    interfaces = address.Assign(devices)
-    ns.NeighborCacheHelper().PopulateNeighborCache()
+    interfaces = install_adhoc(ns, wifi, phy, nodes)
     factory = "ns3::UdpSocketFactory" if mode == "udp" else "ns3::TcpSocketFactory"
     sinks = []
     for src, dst in ((0, 1), (1, 0)):
