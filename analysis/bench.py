@@ -604,8 +604,7 @@ def heatmap(plan: dict[str, Any], board: pd.DataFrame, path: Path) -> Path:
             if not hit.empty and "score" in hit and hit.iloc[0]["status"] in ("ok", "partial"):
                 values[i, j] = float(hit.iloc[0]["score"])
     fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(cols), 1.2 + 0.42 * len(policies)))
-    cmap = plt.get_cmap("viridis").copy()
-    cmap.set_bad("#d9d9d9")
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#d9d9d9")
     finite = values[np.isfinite(values)]
     low = min(0.0, float(finite.min())) if finite.size else 0.0
     high = max(1.0, float(finite.max())) if finite.size else 1.0

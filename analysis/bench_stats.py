@@ -97,8 +97,9 @@ class PairedTest:
 def paired_difference(a: pd.Series, b: pd.Series) -> PairedTest:
     """Paired t-test of ``a - b`` over the seeds (index) where both are finite.
 
-    A difference identical on every seed has no spread: it is distinguishable when it is
-    not zero (p = 0) and not when it is (p = 1). Fewer than two pairs: p is NaN.
+    A difference identical on every seed (up to float noise) has no spread: it is
+    distinguishable when it is not zero (p = 0) and not when it is (p = 1). Fewer than two
+    pairs: p is NaN.
     """
     from scipy import stats
 
@@ -111,7 +112,7 @@ def paired_difference(a: pd.Series, b: pd.Series) -> PairedTest:
     interval = t_interval(diff)
     if n < 2:
         return PairedTest(float(diff.mean()), float("nan"), float("nan"), n)
-    if sample_std(diff) == 0.0:
+    if sample_std(diff) <= 1e-12 * max(1.0, abs(float(diff.mean()))):  # float noise only
         return PairedTest(float(diff.mean()), 0.0, 0.0 if diff.mean() != 0 else 1.0, n)
     p = float(stats.ttest_rel(joined["a"], joined["b"]).pvalue)
     return PairedTest(interval.mean, interval.half, p, n)
