@@ -140,6 +140,8 @@ def run_bench(
         raise ConfigError("--seeds", seeds, "an integer >= 2 (a confidence interval needs two)")
     if processes is not None and processes < 0:
         raise ConfigError("--processes", processes, "an integer >= 0 (0 = in this process)")
+    if first_seed < 0:
+        raise ConfigError("--first-seed", first_seed, "an integer >= 0")
     names = list(scenarios) if scenarios else scenario_names()
     chosen = policy_names(policies)
     cols = columns(names, scale=scale, links=links)
@@ -729,9 +731,25 @@ def _list(text: str | None) -> list[str] | None:
     return [p.strip() for p in text.split(",") if p.strip()] if text else None
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def bench_command(args: argparse.Namespace) -> str:
+    """The command line of this bench (what resumes it), for the manifest and leaderboard."""
     import shlex
 
+    parts = ["mobidfl", "bench", "--out", str(args.out), "--scale", args.scale,
+             "--seeds", str(args.seeds), "--policies", args.policies]
+    for flag, value in (("--scenarios", args.scenarios), ("--links", args.links),
+                        ("--first-seed", args.first_seed or None),
+                        ("--backend", None if args.backend == "local" else args.backend),
+                        ("--address", args.address), ("--processes", args.processes),
+                        ("--device", args.device)):
+        if value is not None:
+            parts += [flag, str(value)]
+    if args.batch_runs:
+        parts.append("--batch-runs")
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.report_only:
         if not (out / PLAN).exists():
@@ -743,8 +761,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(1)
-        command = "mobidfl " + " ".join(shlex.quote(a) for a in sys.argv[1:]) \
-            if sys.argv and sys.argv[0].endswith(("mobidfl", "cli.py")) else ""
+        command = bench_command(args)
         started = time.perf_counter()
         try:
             paths = run_bench(
