@@ -129,10 +129,14 @@ def clear_run_outputs(out: Path) -> list[Path]:
 
 
 def run_summary(config: Config) -> str:
-    """One line before step 1: what will run, which dataset stands in, what is not the preset's.
+    """One line before step 1: what will run, which dataset stands in, every setting not at
+    its default and where it came from (the preset, the user, a mobility model), and what is
+    not the preset's.
 
     WHY: a preset fills dozens of settings and may swap in an offline dataset; a researcher
     should see that (and the settings they changed) before waiting hours for the numbers.
+    Naming each changed setting's origin keeps a changed world from being silent (a policy
+    never changes it: :meth:`model.config.Config.setting_origins`).
     """
     from model.config import COUNT_SETTING, KINDS
     from model.presets import load_preset
@@ -155,8 +159,16 @@ def run_summary(config: Config) -> str:
             if name != "preset" and preset.settings.get(name, object()) != value
         ]
         text = f"preset {config.preset} ({preset.description}): {text}"
-        if changed:
-            text += "; not the preset's: " + ", ".join(changed)
+    by_origin: dict[str, list[str]] = {}
+    for name, origin in config.setting_origins().items():
+        if name != "preset":
+            by_origin.setdefault(origin, []).append(f"{name}={config.setting(name)}")
+    if by_origin:
+        text += "; not the defaults: " + "; ".join(
+            f"{origin} [{', '.join(names)}]" for origin, names in by_origin.items()
+        )
+    if config.preset and changed:
+        text += "; not the preset's: " + ", ".join(changed)
     return "mobidfl: " + text
 
 
