@@ -13,7 +13,12 @@ both: one seed of one ``small`` cell
 Prints the fp32 matmul peak of one thread (the yardstick) at the start and the end, the CPU
 model, the load average at each timing, and each pair's ratio bench / run.
 
-Run: ``python benchmarks/bench_cell.py [--cell static_sensors:ideal:dpsgd] [--repeats 3]``.
+With ``--size A,B,...`` (cells as SCENARIO:LINK:POLICY) it instead prints the CPU seconds of
+one run (seed 0) of each cell, in this process: the numbers the ``small`` scale was sized
+with (docs/benchmark/index.md). The UAV scenario's last axis value (``dcm``) is used.
+
+Run: ``python benchmarks/bench_cell.py [--cell static_sensors:ideal:dpsgd] [--repeats 3]``
+or ``python benchmarks/bench_cell.py --size static_sensors:dsrc:dpsgd,uav_ferry:dsrc:dpsgd``.
 """
 
 from __future__ import annotations
@@ -68,14 +73,37 @@ def toml_value(value: object) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def size_cells(cells: str, scale: str) -> None:
+    """CPU seconds of one run of each cell (``time.process_time``, in this process)."""
+    print(f"CPU {cpu_model()}; load {os.getloadavg()}; matmul peak {matmul_peak():.1f} GFLOP/s")
+    for item in cells.split(","):
+        scenario, link, policy = item.split(":")
+        column = columns([scenario], scale=scale, links=[link])[-1]
+        cell = build_cells([column], [policy])[0]
+        if cell.refusal:
+            print(f"{item}: refused: {cell.refusal}")
+            continue
+        spec = plan_runs([cell], [0], extra={})[cell.key][0]
+        c0, w0 = time.process_time(), time.perf_counter()
+        result = sweep.execute_run(spec)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        final = result.table["acc_mean"].dropna().iloc[-1] if result.status == "ok" else None
+        print(f"{item}: CPU {cpu:.1f} s, wall {wall:.1f} s, {result.status}, final acc {final}; "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cell", default="static_sensors:ideal:dpsgd",
                         help="SCENARIO:LINK:POLICY at the small scale")
     parser.add_argument("--scale", default="small")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--size", metavar="A,B", help="CPU seconds of one run of each cell")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.size:
+        size_cells(args.size, args.scale)
+        return
     scenario, link, policy = args.cell.split(":")
     column = columns([scenario], scale=args.scale, links=[link])[0]
     cell = build_cells([column], [policy])[0]
