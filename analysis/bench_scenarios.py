@@ -208,16 +208,22 @@ def policy_settings(policy: str) -> tuple[str, dict[str, Any]]:
     return about, dict(settings)
 
 
+REFERENCES = {"local": 0, "central_fedavg": 1}
+"""The score's 0 and 1: first in ``all``, then the other policies by name."""
+
+
 def policy_names(spec: str | Sequence[str] | None = None) -> list[str]:
-    """Policies to benchmark: ``all`` (every registered one, entry-point plug-ins included)
-    or a comma list of registered names, in the order given."""
+    """Policies to benchmark: ``all`` (every registered one, entry-point plug-ins included:
+    ``local`` and ``central_fedavg`` first) or a comma list of registered names, in the
+    order given."""
     items = [spec] if isinstance(spec, str) else list(spec or ["all"])
     names: list[str] = []
     for item in items:
         for part in (p.strip() for p in item.split(",")):
             if not part:
                 continue
-            chosen = POLICIES.names() if part == "all" else [part]
+            chosen = sorted(POLICIES.names(), key=lambda n: (REFERENCES.get(n, 2), n)) \
+                if part == "all" else [part]
             for name in chosen:
                 if name not in POLICIES:
                     raise ConfigError("--policies", name, "all, or registered policies: "

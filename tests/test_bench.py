@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
+import pytest
 
 from analysis.bench_scenarios import (
     REQUIRED_WORLD,
@@ -190,6 +191,7 @@ def _tutorial_plugin(folder: Path) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_the_tutorial_plugin_enters_the_bench_as_its_own_row(tmp_path):
     plugins = _tutorial_plugin(tmp_path)
     env = dict(os.environ)
