@@ -211,3 +211,17 @@ def test_the_tutorial_plugin_enters_the_bench_as_its_own_row(tmp_path):
     assert len(row) == 1 and row.iloc[0]["status"] == "ok"
     assert row.iloc[0]["seeds_ok"] == 2
     assert "| lazy_dpsgd" in (out / "leaderboard.md").read_text()
+
+
+def test_acc_p10_is_the_agents_10th_percentile():
+    import numpy as np
+
+    from model.world import MobiDFLModel
+
+    model = MobiDFLModel(map="grid:4x4:100", vehicles=0, pedestrians=0, sensors=9, uavs=0,
+                         steps=2, test_size=50, local_steps=1, seed=3).run()
+    accuracy = model.evaluation.accuracy
+    last = model.model_table().iloc[-1]
+    assert last["acc_p10"] == pytest.approx(float(np.percentile(accuracy, 10.0)))
+    assert accuracy.min() <= last["acc_p10"] <= accuracy.max()
+    assert last["acc_min"] == pytest.approx(accuracy.min())
