@@ -77,7 +77,7 @@ def cuda_test_files(tests: Path = ROOT / "tests") -> list[str]:
     return sorted(
         str(p.relative_to(ROOT))
         for p in tests.glob("test_*.py")
-        if "pytest.mark.cuda" in p.read_text(encoding="utf-8")
+        if re.search(r"^\s*@pytest\.mark\.cuda\b", p.read_text(encoding="utf-8"), flags=re.M)
     )
 
 

@@ -65,4 +65,4 @@ fi
   echo "set-up took $(( $(date +%s) - t0 )) s"; } >&3
 cat "$OUT/setup.log"
 # each step has its own limit inside gpu_all.py; this is the backstop for the whole
-timeout -s INT 560 $PY benchmarks/gpu_all.py --out "$OUT" "$@"
+timeout -s INT 500 $PY benchmarks/gpu_all.py --out "$OUT" "$@"

@@ -63,8 +63,9 @@ def test_cuda_tests_are_the_files_with_a_cuda_mark():
     files = gpu_all.cuda_test_files()
     # Assert: every file holding the mark, and only those
     marked = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")
-              if "pytest.mark.cuda" in p.read_text(encoding="utf-8")}  # fmt: skip
+              if "\n@pytest.mark.cuda\n" in p.read_text(encoding="utf-8")}  # fmt: skip
     assert set(files) == marked and "tests/test_perf.py" in files
+    assert "tests/test_gpu_script.py" not in files  # names the mark, holds no such test
 
 
 def test_lockstep_epochs_from_the_epoch_lines_of_three_runs():
