@@ -825,16 +825,15 @@ def _split_name(name: str) -> tuple[str | None, str]:
     """``(owner, field)``: owner ``None`` (a core setting), a kind (``vehicle.mobility`` and
     ``vehicle_mobility``) or a plug-in namespace (``psfl.sigma`` and its alias
     ``psfl_sigma``)."""
-    unknown = UnknownSetting(name)
     if "." in name:
         owner, _, attr = name.partition(".")
         if owner in KINDS:
             if attr not in _KIND_FIELD_NAMES:
-                raise unknown
+                raise UnknownSetting(name)  # built only here: its suggestions scan every name
             return owner, attr
         own = plugin_namespaces().get(owner)
         if own is None or attr not in {f.name for f in fields(own)}:  # type: ignore[arg-type]
-            raise unknown
+            raise UnknownSetting(name)  # built only here: its suggestions scan every name
         return owner, attr
     if name in _FIELD_NAMES and name not in KINDS and name != "plugins":
         return None, name
@@ -844,7 +843,7 @@ def _split_name(name: str) -> tuple[str | None, str]:
     alias = _aliases().get(name)
     if alias is not None:
         return alias
-    raise unknown
+    raise UnknownSetting(name)  # built only here: its suggestions scan every name
 
 
 def _field_type(owner: type, attr: str) -> Any:
