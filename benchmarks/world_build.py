@@ -13,7 +13,8 @@ user's ``mobidfl run`` starts:
 * ``torch``: whether the build imported torch (a world without learning needs none).
 
 ``--code A,B`` measures several checkouts side by side in one run (the same map, the
-processes of each alternating), e.g. this tree and a worktree of an older commit.
+processes of each alternating), e.g. this tree and a worktree of an older commit. Wall and
+CPU seconds of each process are printed: on a shared machine the CPU seconds move least.
 
 Run: ``python benchmarks/world_build.py [--repeat 3] [--code .,/tmp/old]``.
 """
@@ -35,19 +36,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, sys, time
-t0 = time.perf_counter()
+clock = lambda: (time.perf_counter(), time.process_time())
+t0 = clock()
 from model import MobiDFLModel
-t1 = time.perf_counter()
+t1 = clock()
 before = set(sys.modules)
 MobiDFLModel(map=sys.argv[1], map_cache=sys.argv[2], learning=False, seed=0)
-t2 = time.perf_counter()
+t2 = clock()
 MobiDFLModel(map=sys.argv[1], map_cache=sys.argv[2], learning=False, seed=1)
-t3 = time.perf_counter()
+t3 = clock()
 new = sorted({m.split(".")[0] for m in set(sys.modules) - before})
-print(json.dumps({"import": t1 - t0, "build": t2 - t1, "again": t3 - t2,
-                  "torch": "torch" in sys.modules, "imported_by_build": new}))
+out = {"torch": "torch" in sys.modules, "imported_by_build": new}
+for name, (a, b) in {"import": (t0, t1), "build": (t1, t2), "again": (t2, t3)}.items():
+    out[name], out[name + "_cpu"] = b[0] - a[0], b[1] - a[1]
+print(json.dumps(out))
 """
-
 
 def child(code: Path, graphml: Path, cache: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code)}
@@ -88,13 +91,19 @@ def main() -> None:
         for _ in range(args.repeat):  # warm: alternating checkouts
             for code in codes:
                 rows[code]["warm"].append(child(code, graphml, tmp / f"cache{codes.index(code)}"))
-        print(f"{'checkout':<34} {'import s':>9} {'cold s':>8} {'warm s':>8} {'again s':>8} "
-              f"{'torch':>6}  modules first imported by a warm build")
+        print(f"{'checkout':<30} {'import s':>12} {'cold s':>12} {'warm s':>12} "
+              f"{'again s':>12} {'torch':>6}  modules first imported by a warm build")
+        print(f"{'':<30} {'(wall / CPU)':>12} {'(wall / CPU)':>12} {'(wall / CPU)':>12} "
+              f"{'(wall / CPU)':>12}")
         for code, r in rows.items():
-            warm = r["warm"]
-            med = {k: statistics.median(w[k] for w in warm) for k in ("import", "build", "again")}
-            print(f"{str(code)[-34:]:<34} {med['import']:9.2f} {r['cold']['build']:8.2f} "
-                  f"{med['build']:8.3f} {med['again']:8.3f} {str(warm[0]['torch']):>6}  "
+            warm, cold = r["warm"], r["cold"]
+
+            def med(key: str, runs: list = warm) -> str:
+                return (f"{statistics.median(w[key] for w in runs):5.2f} / "
+                        f"{statistics.median(w[key + '_cpu'] for w in runs):4.2f}")
+
+            print(f"{str(code)[-30:]:<30} {med('import'):>12} {med('build', [cold]):>12} "
+                  f"{med('build'):>12} {med('again'):>12} {str(warm[0]['torch']):>6}  "
                   f"{', '.join(warm[0]['imported_by_build'])}")
         print(f"(median of {args.repeat} warm processes; load after {os.getloadavg()[0]:.2f})")
 
