@@ -896,11 +896,11 @@ def _split_name(name: str) -> tuple[str | None, str]:
         owner, _, attr = name.partition(".")
         if owner in KINDS:
             if attr not in _KIND_FIELD_NAMES:
-                raise UnknownSetting(name)
+                raise UnknownSetting(name)  # built only here: its suggestions scan every name
             return owner, attr
         own = plugin_namespaces().get(owner)
         if own is None or attr not in {f.name for f in fields(own)}:  # type: ignore[arg-type]
-            raise UnknownSetting(name)
+            raise UnknownSetting(name)  # built only here: its suggestions scan every name
         return owner, attr
     if name in _FIELD_NAMES and name not in KINDS and name != "plugins":
         return None, name
@@ -910,7 +910,7 @@ def _split_name(name: str) -> tuple[str | None, str]:
     alias = _aliases().get(name)
     if alias is not None:
         return alias
-    raise UnknownSetting(name)
+    raise UnknownSetting(name)  # built only here: its suggestions scan every name
 
 
 @functools.cache

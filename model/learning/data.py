@@ -19,12 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from model.errors import ConfigError, DatasetUnavailable
 from model.plugins import DATASETS
+
+if TYPE_CHECKING:  # imported where tensors are made: a world without learning skips torch
+    import torch
 
 __all__ = [
     "DATASETS",
@@ -122,6 +125,8 @@ def read_idx(path: str | Path) -> np.ndarray:
 
 def _standardise(x: np.ndarray, name: str) -> torch.Tensor:
     """uint8 [n, C, H, W] -> standardised float32 tensor."""
+    import torch
+
     mean, std = _NORM[name]
     t = torch.from_numpy(np.require(x, requirements=["C", "W"])).to(torch.float32).div_(255.0)
     m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
@@ -151,6 +156,8 @@ def _make(
     seed: int,
     norm: str | None = None,
 ) -> Dataset:
+    import torch
+
     keep = _test_subset(len(y_test), test_size, seed)
     xt = _standardise(x_train, norm or name)
     xv = _standardise(x_test[keep], norm or name)
