@@ -88,6 +88,7 @@ from model.learning.params import (
     mixing_operator,
     rng_restore,
     rng_state,
+    splits_mixing,
 )
 from model.learning.partition import label_histograms
 from model.learning.workers import (
@@ -353,6 +354,9 @@ class Engine:
         m = sp.csr_matrix(w)
         if m.shape != (self.n_agents, self.n_agents):
             raise ConfigError("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
+        self._mix(m)
+
+    def _mix(self, m: sp.csr_matrix) -> None:
         mix_stacks(self.params, m, device=self.device)
 
     def average(self, *, agents: np.ndarray, weights: np.ndarray | None = None) -> Params:
@@ -587,6 +591,17 @@ class LoopEngine(Engine):
                     self.adam_steps[agents],
                 )
         return self._get_pool().run("train", agents, batches, self._hyper)
+
+    def _mix(self, m: sp.csr_matrix) -> None:
+        """Worker processes share a sparse W's column blocks (bit-identical to one process)."""
+        if self.workers > 1 and self.worker_backend == "processes" and splits_mixing(
+            m, self.params
+        ):
+            pool = self._get_pool()
+            assert isinstance(pool, ProcessPool)
+            pool.mix(m)
+            return
+        super()._mix(m)
 
     def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
         if not self._pooled():
