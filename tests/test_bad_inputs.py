@@ -802,16 +802,17 @@ def test_memory_check_counts_cached_dfl_caches_before_step_1():
     # Execute
     copies = held_model_copies(cached), held_model_copies(no_cache)
     need = estimate_memory_bytes(cached), estimate_memory_bytes(no_cache)
-    # Assert: ten extra float32 copies per car, i.e. ~0.4 MB each with this MLP
-    assert copies == (20_000, 0)
-    assert need[0] - need[1] == 4 * 101_770 * 20_000
-    # a machine with 8 GiB free runs the plain fleet but refuses the cached one, naming
+    # Assert: shared snapshots count once: per car its own and its assigned model plus the
+    # cached ones of the last tau_max - 1 = 4 epochs (not C_max = 10 copies), ~0.4 MB each
+    assert copies == (2000 * (2 + 4), 0)
+    assert need[0] - need[1] == 4 * 101_770 * 12_000
+    # a machine with 4 GiB free runs the plain fleet but refuses the cached one, naming
     # vehicles and how many would fit, before any agent exists
-    check_memory(no_cache, available=8 * 1024**3)
+    check_memory(no_cache, available=4 * 1024**3)
     with pytest.raises(ConfigError) as info:
-        check_memory(cached, available=8 * 1024**3)
+        check_memory(cached, available=4 * 1024**3)
     assert info.value.setting == "vehicles" and "fits in memory" in str(info.value)
-    assert f"at most about {8 * 1024**3 // (need[0] // 2000)} vehicles" in str(info.value)
+    assert f"at most about {4 * 1024**3 // (need[0] // 2000)} vehicles" in str(info.value)
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one
