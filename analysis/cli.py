@@ -789,6 +789,9 @@ def make_parser() -> argparse.ArgumentParser:
     report.add_argument("dir", help="a `mobidfl run` or `mobidfl sweep` output folder")
     report.add_argument("--out", help="where to write (default: DIR/report)")
     report.set_defaults(func=cmd_report)
+    from analysis.bench import add_bench_parser
+
+    add_bench_parser(sub)  # `mobidfl bench` (analysis/bench.py)
     return parser
 
 
