@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ConfigError
+from model.inert import warn_inert
 from model.plugins import DATASETS, LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
 from model.registry import Registry
 from model.settings import (
@@ -352,7 +353,7 @@ class Config:
         reset = {n: _get_setting(defaults, n) for n in stale}
         config = self._replaced(reset)._replaced(flat)
         object.__setattr__(config, "_spelling", spelled)
-        return _resolve(config, explicit).validated()
+        return warn_inert(_resolve(config, explicit).validated())  # model/inert.py
 
     def explicit_settings(self) -> dict[str, Any]:
         """Settings given explicitly (``--set``, TOML, keyword arguments), by public name."""

@@ -620,8 +620,9 @@ def test_local_ray_listens_on_loopback_only(monkeypatch):
         shutdown=lambda: None, remote=lambda f: types.SimpleNamespace(options=lambda **kw: f))
     monkeypatch.setitem(sys.modules, "ray", fake)
     # Execute: no runs to do, only start and stop
-    sweep_module._run_ray([], lambda r: None, address=None, cpus=1, gpus=0)
-    sweep_module._run_ray([], lambda r: None, address="ray://head:10001", cpus=1, gpus=0)
+    sweep_module._run_ray([], lambda r: None, address=None, resources={"num_cpus": 1})
+    sweep_module._run_ray([], lambda r: None, address="ray://head:10001",
+                          resources={"num_cpus": 1})
     # Assert
     assert calls[0]["_node_ip_address"] == "127.0.0.1"
     assert "_node_ip_address" not in calls[1] and calls[1]["address"] == "ray://head:10001"
