@@ -7,10 +7,20 @@ seed and touches no global RNG), so one copy per session is enough.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
+from model.learning import data as _data
+
 torch.set_num_threads(1)
+
+# Tests run on small data so the suite stays fast and its numbers stay those it was written
+# with: the system's full Fashion-MNIST (the default dataset, `auto:fashion_mnist|mnist5k`)
+# is hidden, so the default resolves to mnist5k. A test that wants the real set points back
+# at Debian's folder (tests/test_idx_datasets.py); a data_root given by a test is still read.
+_data.FASHION_SYSTEM_DIR = Path("/nonexistent/mobidfl-tests-use-small-data")
 
 
 @pytest.fixture(scope="session")

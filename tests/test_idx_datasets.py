@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +32,8 @@ SETS = {
     "emnist_letters": ("EMNIST/raw", data_mod._EMNIST_LETTERS_NAMES, 26, 1),
 }
 N_TRAIN, N_TEST = 6, 4
+SYSTEM_FASHION = Path("/usr/share/datasets/fashion-mnist")
+"""Debian's copy (``data.FASHION_SYSTEM_DIR``, which tests/conftest.py hides from the others)."""
 
 
 def idx_bytes(array: np.ndarray, dims: list[int] | None = None) -> bytes:
@@ -168,6 +171,28 @@ def test_a_header_over_the_cap_is_refused_before_the_data_is_read(tmp_path):
         read_idx(forged, max_bytes=4095)
     with pytest.raises(DatasetDamaged, match="cut short"):
         read_idx(forged, max_bytes=4096)
+
+
+@pytest.mark.skipif(not (SYSTEM_FASHION / "t10k-labels-idx1-ubyte.gz").is_file(),
+                    reason="Debian's dataset-fashion-mnist is not installed (make fashion-mnist)")
+def test_the_default_dataset_is_the_full_fashion_mnist_where_installed(monkeypatch):
+    from model.config import Config
+    from model.presets import dataset_present
+
+    # Prepare: the system copy visible (conftest hides it from the other tests)
+    monkeypatch.setattr(data_mod, "FASHION_SYSTEM_DIR", SYSTEM_FASHION)
+    dataset_present.cache_clear()
+    try:
+        # Execute
+        config = Config.from_settings({})
+        ds = load_dataset("fashion_mnist", test_size=10_000, seed=0)
+    finally:
+        dataset_present.cache_clear()
+    # Assert: the full 60k / 10k set, 6,000 / 1,000 images per class
+    assert config.dataset == "fashion_mnist"
+    assert ds.x_train.shape == (60_000, 1, 28, 28) and ds.x_test.shape == (10_000, 1, 28, 28)
+    assert torch.bincount(ds.y_train).tolist() == [6000] * 10
+    assert torch.bincount(ds.y_test).tolist() == [1000] * 10
 
 
 def test_the_cli_refuses_a_random_bytes_mnist_folder_in_one_line_exit_2(tmp_path, capsys):
