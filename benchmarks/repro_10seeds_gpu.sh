@@ -7,6 +7,12 @@
 #
 #   benchmarks/repro_10seeds_gpu.sh [OUT]          (default OUT = results/repro10)
 #   DEVICE=cpu benchmarks/repro_10seeds_gpu.sh     (the same on a CPU, for a check)
+#   ONLY="dam_001_small_fashion" benchmarks/repro_10seeds_gpu.sh   (some of them, by name)
+#
+# Expected (estimated, not measured on a GPU): DAM/DCM is bound by each run's per-round Python
+# work (mobility, mixing), ~0.02-0.06 s per run-round on one core, so 80 runs x 1,000 rounds
+# take ~0.5-1.5 h per DAM reproduction; MoFeL ~0.035 s per run-step: medium 30 x 2,000 steps
+# ~35 min, small ~7 min. The most wanted first: DAM on the 60k set.
 #
 # OUT/<name>/reproduction.md per reproduction (verdicts with 95 % confidence intervals, the
 # sensitivity table of the readings, the data set named), OUT/timings.txt (wall seconds per
@@ -29,6 +35,7 @@ mkdir -p "$OUT"
 
 run() {  # NAME ARGS...: one reproduction, timed
     local name=$1 t0; shift
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
     t0=$(date +%s)
     "$PY" -m analysis.cli reproduce "$@" --device "$DEVICE" --set backend=batched --batch-runs \
         --out "$OUT/$name" --quiet

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import math
+import os
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,8 +42,11 @@ __all__ = [
     "stratified_split",
 ]
 
-FASHION_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
-"""Where Debian's ``dataset-fashion-mnist`` package puts the four idx ``.gz`` files."""
+FASHION_SYSTEM_DIR = Path(
+    os.environ.get("MOBIDFL_FASHION_DIR") or "/usr/share/datasets/fashion-mnist"
+)
+"""Where Debian's ``dataset-fashion-mnist`` package puts the four idx ``.gz`` files
+(``$MOBIDFL_FASHION_DIR`` moves it: another system's copy, or none for small-data tests)."""
 
 MAX_IDX_BYTES = 1 << 30
 """Largest idx payload read (1 GiB): the largest real one, EMNIST-byclass's training images,
