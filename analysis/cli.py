@@ -818,7 +818,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted before step 1: nothing was written", 130, prefix="mobidfl: ")
     except ValueError as exc:
-        if type(exc).__name__ != "DatasetUnavailable":
+        from model.errors import DatasetUnavailable
+
+        if not isinstance(exc, DatasetUnavailable):  # DatasetDamaged included
             raise
         return _fail(str(exc), 2)  # missing/corrupt dataset files: says what provides them
     except OSError as exc:  # outputs are caught as OutputFailed: this may be a read too

@@ -185,7 +185,7 @@ class Config:
 
     # --- learning ------------------------------------------------------------------
     learning: bool = _setting(True, "train and exchange models (false = mobility only)")
-    dataset: str = _setting("mnist5k", "dataset", _registered(DATASETS))
+    dataset: str = _setting("auto:fashion_mnist|mnist5k", "dataset", _registered(DATASETS))
     data_root: str | None = _setting(None, "folder with torchvision-layout datasets")
     partition: str = _setting("shards", "data partition", _registered(PARTITIONS))
     dirichlet_alpha: float = _setting(0.5, "Dirichlet concentration alpha", positive)
