@@ -1,9 +1,10 @@
 """Runs ``davidedomini/PSFL`` (pinned, unmodified) inside its own Python 3.13 environment.
 
-Invoked by :mod:`validation.psfl` as ``<ref venv python> psfl_driver.py SPEC.json OUT_DIR``; it
+Invoked by :mod:`validation.psfl` as ``<ref venv python> psfl_driver.py SPEC.json OUT_DIR`` (one
+call runs a list of jobs: one import of torch); it
 imports only the reference's code, ``phyelds`` and ``ProFed`` (never MobiDFL, which needs another
 interpreter). Data arrive as ``.npz`` files written by MobiDFL; results leave as ``.npz`` and
-JSON. Three jobs (``SPEC["job"]``):
+JSON. Three jobs (``"job"`` of each entry of ``SPEC["jobs"]``):
 
 ``ds``     the reference's ``PSFLClient.loss_based_distances`` on fixed per-node models and
            validation data, on its own 7 x 7 ``deformed_lattice`` with ``radius_neighborhood
@@ -38,9 +39,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-SPEC = json.loads(Path(sys.argv[1]).read_text())
+SPECS = json.loads(Path(sys.argv[1]).read_text())
 OUT = Path(sys.argv[2])
-SRC = Path(SPEC["reference"]) / "src"
+SRC = Path(SPECS["reference"]) / "src"
+SPEC: dict = {}
+DONE: list[dict] = []
 sys.path.insert(0, str(SRC))
 
 import ProFed.partitioner as partitioner  # noqa: E402
@@ -151,26 +154,31 @@ def election_probe(ds_row: dict, threshold: float):  # noqa: ANN201
 
 
 def job_elect() -> dict:
-    ds = json.loads(Path(SPEC["ds"]).read_text())
-    sim, pos, nbrs = lattice(int(SPEC["seed"]))
-    rounds = int(SPEC["rounds"])
-    for node in sim.environment.nodes.values():
-        sim.schedule_event(
-            0.0, aggregate_program_runner, sim, 1.0, node, election_probe,
-            ds_row=ds[str(node.id)], threshold=float(SPEC["threshold"]),
-        )
-    history: list[list] = []
+    out = []
+    for case in SPEC["cases"]:
+        sim, pos, nbrs = lattice(int(SPEC["seed"]))
+        if "from_job" in case:  # the distances a previous ds job measured
+            table = DONE[int(case["from_job"])]["ds"]
+        else:  # a full matrix: take the neighbours' entries
+            m = case["matrix"]
+            table = {str(i): {str(j): m[i][j] for j in nb} for i, nb in enumerate(nbrs)}
+        for node in sim.environment.nodes.values():
+            sim.schedule_event(
+                0.0, aggregate_program_runner, sim, 1.0, node, election_probe,
+                ds_row=table[str(node.id)], threshold=float(case["threshold"]),
+            )
+        history: list[list] = []
 
-    def observe(simulator) -> None:  # noqa: ANN001
-        nodes = sorted(simulator.environment.nodes.values(), key=lambda n: n.id)
-        history.append([list(n.data["result"]) for n in nodes])
-        simulator.schedule_event(1.0, observe, simulator)
+        def observe(simulator) -> None:  # noqa: ANN001
+            nodes = sorted(simulator.environment.nodes.values(), key=lambda n: n.id)
+            history.append([list(n.data["result"]) for n in nodes])  # noqa: B023
+            simulator.schedule_event(1.0, observe, simulator)
 
-    sim.schedule_event(0.5, observe, sim)
-    sim.run(rounds - 0.25)
-    nodes = sorted(sim.environment.nodes.values(), key=lambda n: n.id)
-    return {"positions": pos.tolist(), "neighbours": nbrs, "history": history,
-            "uuid": [uuid_of(n) for n in nodes]}
+        sim.schedule_event(0.5, observe, sim)
+        sim.run(int(SPEC["rounds"]) - 0.25)
+        nodes = sorted(sim.environment.nodes.values(), key=lambda n: n.id)
+        out.append({"history": history, "uuid": [uuid_of(n) for n in nodes], "ds": table})
+    return {"positions": pos.tolist(), "neighbours": nbrs, "cases": out}
 
 
 # --- job: run ---------------------------------------------------------------------------------
@@ -185,25 +193,25 @@ def job_run() -> dict:
         def observe(simulator) -> None:  # noqa: ANN001
             nodes = sorted(simulator.environment.nodes.values(), key=lambda n: n.id)
             outs = [n.data.get("outputs", {}) for n in nodes]
-            ticks.append({
+            ticks.append({  # noqa: B023 - one simulator per run, finished before the next
                 "leader": [bool(o.get("is_aggregator", False)) for o in outs],
                 "val_acc": [float(o.get("ValidationAccuracy", float("nan"))) for o in outs],
             })
             simulator.schedule_event(1.0, observe, simulator)
 
         def runner(simulator, time_delta, node, program, **kwargs):  # noqa: ANN001, ANN202
-            if not captured:
+            if not captured:  # noqa: B023 - one simulator per run
                 simulator.schedule_event(0.97, observe, simulator)
             train, val, test = kwargs["data"]
-            captured[node.id] = {
+            captured[node.id] = {  # noqa: B023
                 "train": [int(i) for i in train.indices],
                 "val": [int(i) for i in val.indices],
                 "test": [int(i) for i in test.indices],
                 "position": list(node.position),
                 "neighbours": sorted(m.id for m in simulator.environment.get_neighbors(node)),
             }
-            if "init" not in captured.setdefault(-1, {}):
-                captured[-1]["init"] = {
+            if "init" not in captured.setdefault(-1, {}):  # noqa: B023
+                captured[-1]["init"] = {  # noqa: B023
                     k: v.detach().numpy().copy() for k, v in kwargs["initial_model_params"].items()
                 }
             return aggregate_program_runner(simulator, time_delta, node, program, **kwargs)
@@ -231,7 +239,7 @@ def job_run() -> dict:
             "nodes": {str(k): v for k, v in sorted(captured.items())},
             "init": str(work / "init.npz"),
             "federations_csv": [float(v) for v in fed],
-            "val_acc_mean_csv": [float(v) for v in exp.get("ValidationAccuracy@mean", [])],
+            "val_acc_mean_csv": [float(v) for v in exp.get("ValidationAccuracy_mean", [])],
             "test_acc_mean": float(test.iloc[0]),
             "ticks": ticks,
         })
@@ -240,6 +248,9 @@ def job_run() -> dict:
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(int(SPEC.get("threads", 1)))
-    result = {"ds": job_ds, "elect": job_elect, "run": job_run}[SPEC["job"]]()
-    (OUT / "result.json").write_text(json.dumps(result))
+    torch.set_num_threads(1)
+    for spec in SPECS["jobs"]:
+        SPEC.clear()
+        SPEC.update(spec)
+        DONE.append({"ds": job_ds, "elect": job_elect, "run": job_run}[spec["job"]]())
+    (OUT / "result.json").write_text(json.dumps({"results": DONE}))
