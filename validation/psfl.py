@@ -45,7 +45,6 @@ from model.maths.psfl import (
     dissimilarity_edges,
     elect_leaders,
     eq3_loss,
-    federations,
     gradient_field,
     to_graph,
 )
@@ -286,9 +285,7 @@ def follow_lowest_potential(graph: Graph, potential: np.ndarray, leaders: np.nda
 
 
 def _elect_rows(seed: int, keys: list[tuple[str, float]], got: dict) -> list[Row]:
-    neighbours = got["neighbours"]
-    n = len(neighbours)
-    graph = to_graph(_graph(neighbours))
+    graph = to_graph(_graph(got["neighbours"]))
     rows = []
     for (name, sigma), case in zip(keys, got["cases"], strict=True):
         w = np.array([case["ds"][str(i)][str(j)] for i, j in zip(
