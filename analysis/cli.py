@@ -129,10 +129,14 @@ def clear_run_outputs(out: Path) -> list[Path]:
 
 
 def run_summary(config: Config) -> str:
-    """One line before step 1: what will run, which dataset stands in, what is not the preset's.
+    """One line before step 1: what will run, which dataset stands in, every setting not at
+    its default and where it came from (the preset, the user, a mobility model), and what is
+    not the preset's.
 
     WHY: a preset fills dozens of settings and may swap in an offline dataset; a researcher
     should see that (and the settings they changed) before waiting hours for the numbers.
+    Naming each changed setting's origin keeps a changed world from being silent (a policy
+    never changes it: :meth:`model.config.Config.setting_origins`).
     """
     from model.config import COUNT_SETTING, KINDS
     from model.presets import load_preset
@@ -155,8 +159,16 @@ def run_summary(config: Config) -> str:
             if name != "preset" and preset.settings.get(name, object()) != value
         ]
         text = f"preset {config.preset} ({preset.description}): {text}"
-        if changed:
-            text += "; not the preset's: " + ", ".join(changed)
+    by_origin: dict[str, list[str]] = {}
+    for name, origin in config.setting_origins().items():
+        if name != "preset":
+            by_origin.setdefault(origin, []).append(f"{name}={config.setting(name)}")
+    if by_origin:
+        text += "; not the defaults: " + "; ".join(
+            f"{origin} [{', '.join(names)}]" for origin, names in by_origin.items()
+        )
+    if config.preset and changed:
+        text += "; not the preset's: " + ", ".join(changed)
     return "mobidfl: " + text
 
 
@@ -253,7 +265,7 @@ def _resume_run(args: argparse.Namespace) -> int:
         ) from None
     import torch
 
-    from model.checkpoint import load
+    from model.checkpoint import config_unchanged, load
     from model.world import MobiDFLModel
 
     torch.set_num_threads(1)
@@ -266,7 +278,7 @@ def _resume_run(args: argparse.Namespace) -> int:
             "a checkpoint that records its config's config_sha256 (without it an edited "
             "checkpoint/config.toml cannot be told apart; start a new run with --force)",
         )
-    if saved_sha != _config_sha(config):
+    if not config_unchanged(saved_sha, config_path, config.to_toml()):  # text or settings
         raise ConfigError(
             "checkpoint config",
             str(config_path),
@@ -471,7 +483,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from analysis.sweep import SWEEP_FILE, Sweep, run_sweep
+    from analysis.sweep import SWEEP_FILE, Sweep, SweepStopped, run_sweep
 
     out = Path(args.out)
     if args.address and args.backend != "ray":
@@ -500,6 +512,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             address=args.address,
             cpus_per_run=args.cpus_per_run,
             gpus_per_run=args.gpus_per_run,
+            memory_per_run=args.memory_per_run,
             resume=args.resume,
             retry_errors=args.retry_errors,
             progress=not args.quiet,
@@ -507,6 +520,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:
         raise Interrupted(_sweep_interrupted(out)) from None
+    except SweepStopped as exc:  # a failed write, the Ray head gone, a second driver
+        raise OutputFailed(str(exc)) from None
     counts = manifest["status"].value_counts().to_dict()
     elapsed = time.perf_counter() - started
     parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "error", "lost", "pending"))
@@ -730,6 +745,8 @@ def make_parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray CPUs per run")
     sweep.add_argument("--gpus-per-run", type=float, default=0.0, help="Ray GPUs per run")
+    sweep.add_argument("--memory-per-run", type=float, default=0.0,
+                       help="Ray memory per run in bytes (0 = none reserved)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.add_argument("--batch-runs", action="store_true",
                        help="run all runs in this process, those sharing net, data and learning "
@@ -777,6 +794,9 @@ def make_parser() -> argparse.ArgumentParser:
     report.add_argument("dir", help="a `mobidfl run` or `mobidfl sweep` output folder")
     report.add_argument("--out", help="where to write (default: DIR/report)")
     report.set_defaults(func=cmd_report)
+    from analysis.bench import add_bench_parser
+
+    add_bench_parser(sub)  # `mobidfl bench` (analysis/bench.py)
     return parser
 
 
@@ -798,7 +818,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted before step 1: nothing was written", 130, prefix="mobidfl: ")
     except ValueError as exc:
-        if type(exc).__name__ != "DatasetUnavailable":
+        from model.errors import DatasetUnavailable
+
+        if not isinstance(exc, DatasetUnavailable):  # DatasetDamaged included
             raise
         return _fail(str(exc), 2)  # missing/corrupt dataset files: says what provides them
     except OSError as exc:  # outputs are caught as OutputFailed: this may be a read too

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import os
 import tomllib
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ConfigError
+from model.inert import warn_inert
 from model.plugins import DATASETS, LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
 from model.registry import Registry
 from model.settings import (
@@ -57,6 +59,7 @@ __all__ = [
     "check_setting",
     "PluginValues",
     "declared_settings",
+    "policy_requirements",
     "mobility_fit",
     "parse_value",
     "plugin_namespaces",
@@ -182,7 +185,7 @@ class Config:
 
     # --- learning ------------------------------------------------------------------
     learning: bool = _setting(True, "train and exchange models (false = mobility only)")
-    dataset: str = _setting("mnist5k", "dataset", _registered(DATASETS))
+    dataset: str = _setting("auto:fashion_mnist|mnist5k", "dataset", _registered(DATASETS))
     data_root: str | None = _setting(None, "folder with torchvision-layout datasets")
     partition: str = _setting("shards", "data partition", _registered(PARTITIONS))
     dirichlet_alpha: float = _setting(0.5, "Dirichlet concentration alpha", positive)
@@ -334,10 +337,11 @@ class Config:
 
         The settings given here and in earlier ``updated`` calls are *explicit*. Every other
         setting is filled, in this order, from the ``preset`` (:mod:`model.presets`), from an
-        ``auto:A|B`` dataset (the first one present), and from what the chosen policies and
-        mobility models declare (``requires`` / ``defaults`` class attributes). A requirement
-        that contradicts an explicit value fails with one line naming that setting.
-        ``explicit_settings()`` and ``derived_settings()`` tell which is which.
+        ``auto:A|B`` dataset (the first one present), and from what the chosen mobility models
+        declare (``requires`` / ``defaults`` class attributes). A policy fills nothing (it
+        never changes the world): what it ``requires`` is checked, and a world without it is
+        refused with one line naming the setting. ``explicit_settings()``,
+        ``derived_settings()`` and ``setting_origins()`` tell which is which.
         """
         given = [*_flatten(settings or {}), *_flatten(kw)]
         check_one_name_each(given)
@@ -349,15 +353,35 @@ class Config:
         reset = {n: _get_setting(defaults, n) for n in stale}
         config = self._replaced(reset)._replaced(flat)
         object.__setattr__(config, "_spelling", spelled)
-        return _resolve(config, explicit).validated()
+        return warn_inert(_resolve(config, explicit).validated())  # model/inert.py
 
     def explicit_settings(self) -> dict[str, Any]:
         """Settings given explicitly (``--set``, TOML, keyword arguments), by public name."""
         return dict(self.__dict__.get("_explicit", {}))
 
     def derived_settings(self) -> frozenset[str]:
-        """Settings filled by the preset or by a policy's / mobility model's declaration."""
+        """Settings filled by the preset or a mobility model's declaration."""
         return self.__dict__.get("_derived", frozenset())
+
+    def setting_origins(self) -> dict[str, str]:
+        """Every setting not at its default -> where its value came from: ``user`` (given
+        explicitly), ``preset NAME`` (an ``auto:`` dataset resolved to the first one present)
+        or the mobility model that declared it (``uav.mobility = NAME``), in the settings
+        reference's order. Never a policy: a policy never changes the world.
+
+        WHY: a run's first line names what differs from the defaults and who chose it, so a
+        changed world is never silent (a policy never changes it, see
+        :func:`policy_requirements`).
+        """
+        origin = dict(self.__dict__.get("_origin", {}))
+        explicit = self.explicit_settings()
+        defaults = Config()
+        out: dict[str, str] = {}
+        for name in public_names():
+            if _get_setting(self, name) == _get_setting(defaults, name):
+                continue
+            out[name] = SOURCE_USER if name in explicit else origin.get(name, SOURCE_USER)
+        return out
 
     def _spelled(self) -> dict[str, str]:
         """Public name -> the name the user wrote (an old flat name stays in messages)."""
@@ -404,7 +428,7 @@ class Config:
         if any(o not in KINDS for o in nested) or list(plugins) != list(self.plugins):
             top["plugins"] = PluginValues(tuple(plugins.items()))
         out = replace(self, **top)
-        for tracked in ("_explicit", "_derived", "_spelling"):
+        for tracked in ("_explicit", "_derived", "_origin", "_spelling"):
             if tracked in self.__dict__:
                 object.__setattr__(out, tracked, self.__dict__[tracked])
         return out
@@ -706,54 +730,89 @@ def _get_setting(config: Config, name: str) -> Any:
 
 
 def declared_settings(config: Config) -> list[tuple[str, Any, str, bool]]:
-    """``(setting, value, why, strict)`` declared by the policies and mobility models in use.
+    """``(setting, value, why, strict)`` declared by the mobility models in use, then the
+    requirements of the policies in use (``strict``, never applied).
 
-    Each policy class (``model.policies``) and mobility class (``agents.mobility``) may set
-    ``requires`` (strict: an explicit contrary value is an error) and ``defaults`` (applied
-    only where the user said nothing): dicts from a setting name (namespaced or its old flat
-    name), where ``{kind}`` stands for the agent kind using it, to a value or a function
-    ``f(config, kind)`` (``None`` = nothing to declare). Kinds with no agents declare nothing.
+    A mobility model (``agents.mobility``) is part of the world and may set ``requires``
+    (strict: an explicit contrary value is an error) and ``defaults`` (applied only where
+    the user said nothing). A policy (``model.policies``) may only set ``requires``: what it
+    cannot run without, which :func:`_resolve` checks but never applies, because a policy
+    never changes the world (swapping it leaves map, mobility, radius, data and model as they
+    were; what a paper pairs with its system lives in that paper's preset). Keys are setting
+    names (namespaced or old flat names), ``{kind}`` standing for the agent kind; values are a
+    value or a function ``f(config, kind)`` (``None`` = nothing to declare). Kinds with no
+    agents declare nothing.
     """
+    return [*_mobility_declarations(config), *(
+        (name, value, why, True) for name, value, why in policy_requirements(config)
+    )]
+
+
+def _mobility_declarations(config: Config) -> list[tuple[str, Any, str, bool]]:
     out: list[tuple[str, Any, str, bool]] = []
     for kind in KINDS:
         if config.count(kind) == 0:
             continue
-        policy = config.policy_of(kind)
         mobility = config.kind(kind).mobility
-        owners = [
-            (POLICIES.get(policy), f"{kind} policy {policy}"),
-            (MOBILITY_MODELS.get(mobility), f"{kind}.mobility = {mobility}"),
-        ]
-        for cls, why in owners:
-            for strict, attr in ((True, "requires"), (False, "defaults")):
-                for name, value in (getattr(cls, attr, None) or {}).items():
-                    resolved = value(config, kind) if callable(value) else value
-                    if resolved is not None:
-                        out.append((_canonical(name.format(kind=kind)), resolved, why, strict))
+        cls = MOBILITY_MODELS.get(mobility)
+        for strict, attr in ((True, "requires"), (False, "defaults")):
+            for name, value in (getattr(cls, attr, None) or {}).items():
+                resolved = value(config, kind) if callable(value) else value
+                if resolved is not None:
+                    why = f"{kind}.mobility = {mobility}"
+                    out.append((_canonical(name.format(kind=kind)), resolved, why, strict))
     return out
 
 
+def policy_requirements(config: Config) -> list[tuple[str, Any, str]]:
+    """``(setting, value, why)``: what the policies in use cannot run without (their
+    ``requires``). A policy class that declares ``defaults`` is refused: a policy never
+    changes the world, so the settings its paper pairs with it belong in that paper's
+    preset (``model/presets``)."""
+    out: list[tuple[str, Any, str]] = []
+    for kind in KINDS:
+        if config.count(kind) == 0:
+            continue
+        policy = config.policy_of(kind)
+        cls = POLICIES.get(policy)
+        if getattr(cls, "defaults", None):
+            raise ConfigError(
+                f"policy {policy}.defaults", dict(cls.defaults),  # type: ignore[union-attr]
+                "none: a policy never changes the world (put what its paper pairs with it "
+                "in that paper's preset; keep in `requires` only what it cannot run without)",
+            )
+        for name, value in (getattr(cls, "requires", None) or {}).items():
+            resolved = value(config, kind) if callable(value) else value
+            if resolved is not None:
+                why = f"the {kind} policy {policy}"
+                out.append((_canonical(name.format(kind=kind)), resolved, why))
+    return out
+
+
+SOURCE_USER = "user"
+"""Origin of an explicit setting (``--set``, a TOML file, a keyword argument)."""
+
+
 def _resolve(config: Config, explicit: Mapping[str, Any]) -> Config:
-    """Fill non-explicit settings from the preset, auto datasets and declarations."""
-    derived: set[str] = set()
+    """Fill non-explicit settings from the preset, auto datasets and mobility declarations;
+    then check what the policies require (never filled: a policy never changes the world)."""
+    origin: dict[str, str] = {}
     if config.preset:
         from model.presets import preset_settings
 
         preset = {_canonical(n): v for n, v in preset_settings(config.preset).items()}
         fill = {n: v for n, v in preset.items() if n not in explicit}
         config = config._replaced(fill)
-        derived.update(fill)
+        origin.update(dict.fromkeys(fill, f"preset {config.preset}"))
     if config.dataset.startswith("auto:"):
         from model.presets import resolve_auto_dataset
 
         config = config._replaced(
             {"dataset": resolve_auto_dataset(config.dataset, config.data_root)}
         )
-        if "dataset" not in explicit:
-            derived.add("dataset")
     for _ in range(8):  # a declaration may bring a mobility model that declares more
         changed = False
-        for name, value, why, strict in declared_settings(config):
+        for name, value, why, strict in _mobility_declarations(config):
             current = _get_setting(config, name)
             if current == value:
                 continue
@@ -764,12 +823,21 @@ def _resolve(config: Config, explicit: Mapping[str, Any]) -> Config:
                     )
                 continue
             config = config._replaced({name: value})
-            derived.add(name)
+            origin[name] = why
             changed = True
         if not changed:
             break
+    for name, value, why in policy_requirements(config):
+        current = _get_setting(config, name)
+        if current != value:
+            raise ConfigError(
+                config.display_name(name), current,
+                f"{value!r}, which {why} needs (a policy never changes the world: set it, "
+                "or use the preset that does)",
+            )
     object.__setattr__(config, "_explicit", dict(explicit))
-    object.__setattr__(config, "_derived", frozenset(derived))
+    object.__setattr__(config, "_derived", frozenset(origin))
+    object.__setattr__(config, "_origin", origin)
     return config
 
 
@@ -846,6 +914,7 @@ def _split_name(name: str) -> tuple[str | None, str]:
     raise UnknownSetting(name)  # built only here: its suggestions scan every name
 
 
+@functools.cache
 def _field_type(owner: type, attr: str) -> Any:
     return typing.get_type_hints(owner)[attr]
 

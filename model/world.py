@@ -132,6 +132,13 @@ def accuracy_min(model: MobiDFLModel) -> float:
     return float(np.nanmin(accuracy)) if np.isfinite(accuracy).any() else float("nan")
 
 
+def accuracy_p10(model: MobiDFLModel) -> float:
+    """The accuracy that 90 % of the agents reach or beat (who is left behind)."""
+    accuracy = model.evaluation.accuracy
+    finite = accuracy[np.isfinite(accuracy)]
+    return float(np.percentile(finite, 10.0)) if finite.size else float("nan")
+
+
 def loss_mean(model: MobiDFLModel) -> float:
     return _nanmean(model.evaluation.loss)
 
@@ -358,6 +365,7 @@ class MobiDFLModel(mesa.Model):
             "acc_mean": accuracy_mean,
             "acc_std": accuracy_std,
             "acc_min": accuracy_min,
+            "acc_p10": accuracy_p10,
             "loss_mean": loss_mean,
             "consensus": consensus_distance,
         }

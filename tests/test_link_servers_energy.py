@@ -253,7 +253,8 @@ def test_psfl_over_an_unlimited_link_is_psfl_without_one():
 
 def test_policies_that_still_ignore_the_link_are_refused():
     for policy in ("mofel", "mofel_a1", "mofel_a2", "psfl", "fedavg_weighted"):
-        Config.from_settings({"link": "fixed_rate", "vehicle.policy": policy})
+        routes = {"vehicle.mobility": "route"} if policy.startswith("mofel") else {}
+        Config.from_settings({"link": "fixed_rate", "vehicle.policy": policy} | routes)
     for policy in ("defedavg", "central_fedavg"):
         with pytest.raises(ConfigError, match=f"{policy} ignores the link"):
             Config.from_settings({"link": "fixed_rate", "vehicle.policy": policy})

@@ -250,9 +250,10 @@ def test_route_speeds_and_training_times_are_drawn_per_client():
 
 
 def test_mofel_needs_route_mobility():
-    # Execute / Assert: brought by the policy (issue 12), an explicit contrary value refused
-    model = MobiDFLModel(vehicles=4, steps=1, test_size=50, **{"vehicle.policy": "mofel"})
-    assert model.config.vehicle.mobility == "route"
+    # Execute / Assert: never brought by the policy (a policy never changes the world):
+    # left at its default or given contrary, refused in one line naming the setting
+    with pytest.raises(ConfigError, match="'vehicle.mobility' = 'manhattan' .*: 'route'"):
+        MobiDFLModel(vehicles=4, steps=1, test_size=50, **{"vehicle.policy": "mofel"})
     with pytest.raises(ConfigError, match="vehicle.mobility"):
         MobiDFLModel(**NO_AGENTS | {"vehicles": 4}, steps=1, test_size=50,
                      **{"vehicle.policy": "mofel", "vehicle.mobility": "manhattan"})

@@ -36,14 +36,19 @@ def test_fedavg_weighted_on_dirichlet_005_runs_with_the_default_batch():
     assert np.isfinite(model.model_table().acc_mean.iloc[-1])
 
 
-def test_mofel_brings_route_mobility_unless_told_otherwise():
-    # Prepare / Execute
-    config = Config.from_settings({"vehicle.policy": "mofel", "vehicles": 10})
-    # Assert: applied, recorded as derived, and undone when the policy is changed back
-    assert config.vehicle.mobility == "route"
-    assert "vehicle.mobility" in config.derived_settings()
-    assert config.updated({"vehicle.policy": "dpsgd"}).vehicle.mobility == "manhattan"
-    assert 'mobility = "route"' in config.to_toml()
+def test_mofel_without_route_mobility_is_refused_in_one_line_and_changes_nothing():
+    # Execute: a policy never changes the world, so MoFeL does not bring its mobility
+    with pytest.raises(ConfigError) as err:
+        Config.from_settings({"vehicle.policy": "mofel", "vehicles": 10})
+    config = Config.from_settings(
+        {"vehicle.policy": "mofel", "vehicles": 10, "vehicle.mobility": "route"}
+    )
+    # Assert: one line naming the setting and what MoFeL needs; given, it runs as given
+    message = str(err.value)
+    assert message.startswith("setting 'vehicle.mobility' = 'manhattan' is not allowed: 'route'")
+    assert "vehicle policy mofel" in message and "\n" not in message
+    assert config.vehicle.mobility == "route" and not config.derived_settings()
+    assert config.setting_origins()["vehicle.mobility"] == "user"
 
 
 def test_explicit_contrary_mobility_fails_naming_the_one_setting():
@@ -53,20 +58,25 @@ def test_explicit_contrary_mobility_fails_naming_the_one_setting():
     assert "'vehicle.mobility'" in message and "route" in message and "\n" not in message
 
 
-def test_psfl_on_30_sensors_gets_the_papers_world():
-    # Prepare: issue 12's third case
+def test_psfl_on_30_sensors_keeps_the_world_and_its_preset_writes_psfls():
+    # Prepare: issue 12's third case, then the same sensors under their default policy
     config = Config.from_settings({"sensor.policy": "psfl", "sensors": 30, "vehicles": 0})
-    # Assert: static grid sensors with area labels, 8-neighbourhood range
+    base = Config.from_settings({"sensors": 30, "vehicles": 0})
+    preset = Config.from_settings(preset="psfl_004")
+    # Assert: the policy changed nothing else (partition, radius); PSFL's world is the
+    # preset's, written there: area labels and the 8-neighbourhood, 1.5 cells
     assert config.sensor.mobility == "static"
-    assert config.partition_of("sensor") == "area"
-    assert config.radius_m == pytest.approx(1.5 * config.cell_m)
-    # an explicit radius wins over a default (not a requirement)
-    assert config.updated(radius_m=120.0).radius_m == 120.0
+    assert config.partition_of("sensor") == base.partition_of("sensor") == "shards"
+    assert config.radius_m == base.radius_m == 100.0
+    assert preset.partition_of("sensor") == "area"
+    assert preset.radius_m == pytest.approx(1.5 * preset.cell_m)
+    assert {"partition", "radius_m"} <= set(load_preset("psfl_004").settings)
 
 
-def test_mofel_run_without_extra_settings_starts():
-    # Prepare / Execute: the policy brings its route mobility
-    model = MobiDFLModel(**dict(TINY, vehicles=8), vehicle_policy="mofel", servers=2, areas=2)
+def test_mofel_run_with_route_mobility_and_no_other_settings_starts():
+    # Prepare / Execute: route mobility, which MoFeL needs, given; the rest defaults
+    model = MobiDFLModel(**dict(TINY, vehicles=8), vehicle_policy="mofel", servers=2, areas=2,
+                         vehicle_mobility="route")
     model.run()
     # Assert
     assert model.config.vehicle.mobility == "route"
@@ -201,7 +211,7 @@ def test_every_reproduction_spec_uses_a_shipped_preset_and_known_variants():
                                   **spec.variants[variant]})
 
 
-def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_mobility():
+def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_nothing():
     from analysis.app import AppModel, initial_settings, model_params
 
     # Prepare: the app's start inputs, as SolaraViz passes them on Reset
@@ -211,7 +221,8 @@ def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_mobility(
     with_mofel = AppModel.model_settings(**dict(start, vehicle_policy="mofel"))
     # Assert: only the touched inputs stay explicit
     assert with_preset == {"preset": "dam_001", "seed": 4}
-    assert Config.from_settings(with_mofel).vehicle.mobility == "route"
+    with pytest.raises(ConfigError, match="'vehicle.mobility' = 'manhattan'"):
+        Config.from_settings(with_mofel)  # MoFeL needs routes; the policy does not bring them
 
 
 def test_mofel_preset_keeps_the_papers_v_tau_over_d_ratios():

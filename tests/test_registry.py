@@ -94,14 +94,13 @@ def test_a_toy_policy_in_a_test_registers_and_runs_end_to_end(tmp_path):
     from model.world import MobiDFLModel
 
     # Prepare: a FedAvg over all members with its own settings and declared metrics,
-    # declaring a default by its namespaced name and a requirement by an old flat name
+    # declaring a requirement by an old flat name (checked, never applied)
     @register_policy
     class ToyMean(ExchangePolicy):
         name = "toy_mean"
         settings_class = ToySettings
         options: ToySettings
         metric_names: ClassVar[tuple[str, ...]] = ("toy_members", "toy_step", "toy_x")
-        defaults: ClassVar[dict[str, Any]] = {"toy.x": 3.0}
         requires: ClassVar[dict[str, Any]] = {"cache_size": 7}
 
         def exchange(self, ctx: ExchangeContext) -> Exchange:
@@ -114,22 +113,26 @@ def test_a_toy_policy_in_a_test_registers_and_runs_end_to_end(tmp_path):
 
     try:
         # Execute
-        declared = Config.from_settings(TOY_WORLD)
+        declared = Config.from_settings(TOY_WORLD, cache_size=7)
         from_set = Config().with_overrides([f"{k}={v}" for k, v in TOY_WORLD.items()]
-                                           + ["toy.x=2.5"])
-        from_alias = Config.from_settings(TOY_WORLD, toy_x=2.5)
+                                           + ["toy.x=2.5", "cache_size=7"])
+        from_alias = Config.from_settings(TOY_WORLD, toy_x=2.5, cache_size=7)
         with pytest.raises(ConfigError) as bad:
-            Config.from_settings(TOY_WORLD, **{"toy.x": -1})
+            Config.from_settings(TOY_WORLD, cache_size=7, **{"toy.x": -1})
         with pytest.raises(ConfigError) as contrary:
             Config.from_settings(TOY_WORLD, cache_size=5)
-        model = MobiDFLModel(**TOY_WORLD, **{"toy.x": 2.0}).run()
+        with pytest.raises(ConfigError) as missing:
+            Config.from_settings(TOY_WORLD)
+        model = MobiDFLModel(**TOY_WORLD, cache_size=7, **{"toy.x": 2.0}).run()
         model.model_table().to_csv(tmp_path / "model.csv", index=False)
         table = pd.read_csv(tmp_path / "model.csv")
         rows = {name: default for name, default, _ in settings_table()}
 
         # Assert: the settings are composed, documented, validated with one line
-        assert (declared.toy.x, declared.cached.size) == (3.0, 7)
-        assert {"toy.x", "cached.size"} <= declared.derived_settings()
+        assert (declared.toy.x, declared.cached.size) == (1.0, 7)
+        assert not declared.derived_settings()  # a policy fills nothing
+        assert str(missing.value).startswith("setting 'cached.size' = ")
+        assert "is not allowed: 7, which the vehicle policy toy_mean needs" in str(missing.value)
         assert from_set.toy.x == from_alias.toy.x == from_set.setting("toy_x") == 2.5
         assert rows["toy.x"] == "1.0"
         assert str(bad.value) == "setting 'toy.x' = -1.0 is not allowed: a number > 0"
@@ -156,6 +159,28 @@ def test_a_toy_policy_in_a_test_registers_and_runs_end_to_end(tmp_path):
         MobiDFLModel(**TOY_WORLD)
     with pytest.raises(ConfigError, match="unknown setting 'toy.x'"):
         Config.from_settings({"toy.x": 2.0})
+
+
+def test_a_policy_that_declares_defaults_is_refused_in_one_line():
+    # Prepare: a plug-in policy that would change the world when chosen
+    @register_policy
+    class Meddler(ExchangePolicy):
+        name = "toy_meddler"
+        defaults: ClassVar[dict[str, Any]] = {"radius_m": 150.0}
+
+        def exchange(self, ctx: ExchangeContext) -> Exchange:
+            return Exchange()
+
+    try:
+        # Execute
+        with pytest.raises(ConfigError) as err:
+            Config.from_settings(TOY_WORLD, policy="toy_meddler")
+        # Assert: one line naming the class attribute and why
+        message = str(err.value)
+        assert message.startswith("setting 'policy toy_meddler.defaults' = {'radius_m': 150.0}")
+        assert "a policy never changes the world" in message and "\n" not in message
+    finally:
+        POLICIES.unregister("toy_meddler")
 
 
 def test_plugin_modules_come_from_the_entry_points_of_the_project_file():

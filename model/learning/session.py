@@ -22,7 +22,7 @@ from model.maths.energy import compute_energy, flight_energy
 from model.maths.link import message_bytes, training_flops
 from model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step
 from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
-from model.policies.base import ExchangePolicy, check_metrics
+from model.policies.base import ExchangePolicy, check_metrics, metric_columns
 
 __all__ = ["Evaluation", "LearningSession", "StepResult"]
 
@@ -75,13 +75,14 @@ class LearningSession:
         self.needs_encounter_times = any(
             policy.needs_encounter_times for policy, _ in self.policies.values()
         )
-        self.metric_names: list[str] = []
         self.plateau = PlateauState(lr=config.lr)
         self.stopper = EarlyStopState()
-        for policy, _ in self.policies.values():
-            for metric in policy.metric_names:
-                if metric not in self.metric_names:
-                    self.metric_names.append(metric)
+        self.metric_columns = metric_columns(
+            {name: policy.metric_names for name, (policy, _) in self.policies.items()}
+        )
+        """``model.csv`` column -> (policy, metric): each policy's metric under its own
+        column, never overwritten by another policy's (:func:`metric_columns`)."""
+        self.metric_names: list[str] = list(self.metric_columns)
 
     def _partition(self) -> list[np.ndarray]:
         """Partition the training set; kinds with different partitions get disjoint pools."""
@@ -171,17 +172,22 @@ class LearningSession:
             self.engine.lr = self.plateau.lr
         plan = self.link_plan()
         exchanges: list[tuple[np.ndarray, Exchange]] = []
-        for policy, members in self.policies.values():
+        reported: dict[tuple[str, str], float] = {}
+        for name, (policy, members) in self.policies.items():
             exchange = policy.exchange(self.context(members, plan))
             check_metrics(policy, exchange.metrics)
             exchanges.append((members, exchange))
+            reported.update(((name, metric), v) for metric, v in exchange.metrics.items())
         if any(exchange.rows is not None for _, exchange in exchanges):
             self.engine.mix(combine_rows(exchanges, model.n_agents))  # identity otherwise
-        metrics: dict[str, float] = {}
         for _, exchange in exchanges:
             for agent, params in exchange.assign.items():
                 self.engine.set_agent(agent, params)
-            metrics.update(exchange.metrics)
+        metrics = {
+            column: reported[owner]
+            for column, owner in self.metric_columns.items()
+            if owner in reported
+        }
         evaluation, stop = None, False
         if model.steps % self.config.eval_every == 0 or model.steps == self.config.steps:
             evaluation = self.evaluate()

@@ -39,7 +39,7 @@ How the policies MobiDFL needs fit this interface:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -67,6 +67,8 @@ __all__ = [
     "check_metrics",
     "combine_rows",
     "make_policy",
+    "metric_columns",
+    "policy_metric_column",
     "register_policy",
 ]
 
@@ -131,11 +133,11 @@ class ExchangePolicy(ABC):
     """Every metric ``exchange`` may put in ``Exchange.metrics`` (columns of ``model.csv``);
     an undeclared one raises (:func:`check_metrics`) instead of being dropped."""
     requires: ClassVar[dict[str, Any]] = {}
-    """Settings this policy cannot run without (``{kind}`` = the kind using it); applied
-    unless given explicitly, and an explicit contrary value is refused (model.config)."""
-    defaults: ClassVar[dict[str, Any]] = {}
-    """Settings the paper uses with this policy, applied only where the user said nothing
-    (a value or a function of the config)."""
+    """Settings this policy cannot run without (``{kind}`` = the kind using it): checked,
+    never applied; a world without them is refused in one line naming the setting
+    (:func:`model.config.policy_requirements`). A policy never changes the world, so it has
+    no ``defaults``: what a paper pairs with its system (partition, radius, map) is written,
+    cited, in that paper's preset (``model/presets``)."""
     settings_class: ClassVar[type[PluginSettings] | None] = None
     """This policy's own settings (a frozen dataclass under a namespace, e.g. ``psfl``);
     :class:`model.config.Config` composes, documents and validates them."""
@@ -200,6 +202,38 @@ def check_metrics(policy: ExchangePolicy, metrics: dict[str, float]) -> None:
             undeclared,
             f"declared metrics only ({', '.join(policy.metric_names) or 'none'})",
         )
+
+
+def policy_metric_column(metric: str, policy: str) -> str:
+    """The ``model.csv`` column of ``policy``'s metric ``metric``: ``<metric>_policy_<policy>``,
+    named as the group's accuracy column ``acc_policy_<policy>``."""
+    return f"{metric}_policy_{policy}"
+
+
+def metric_columns(declared: Mapping[str, Iterable[str]]) -> dict[str, tuple[str, str]]:
+    """Columns of the policies' metrics: ``{column: (policy, metric)}``.
+
+    Args:
+        declared: every policy in the run -> its ``metric_names``.
+
+    Every metric gets its owner's column (:func:`policy_metric_column`), so two policies'
+    ``degree_mean`` (D-PSGD pedestrians, FedAvg-weighted sensors) never overwrite one another.
+    A metric declared by exactly one policy of the run also keeps its bare name
+    (``federations``, ``ntc``): that column is unambiguous, and single-policy readers (reports,
+    reproductions) need not know the policy. A bare name declared by two policies is left out.
+    """
+    owners: dict[str, list[str]] = {}
+    for policy, metrics in declared.items():
+        for metric in dict.fromkeys(metrics):
+            owners.setdefault(metric, []).append(policy)
+    columns: dict[str, tuple[str, str]] = {}
+    for metric, policies in owners.items():
+        if len(policies) == 1:
+            columns[metric] = (policies[0], metric)
+    for policy, metrics in declared.items():
+        for metric in dict.fromkeys(metrics):
+            columns[policy_metric_column(metric, policy)] = (policy, metric)
+    return columns
 
 
 def register_policy(cls: type[ExchangePolicy]) -> type[ExchangePolicy]:

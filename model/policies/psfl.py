@@ -148,14 +148,9 @@ class PsflPolicy(ExchangePolicy):
     (:meth:`_models_crossed`, :meth:`_federate_over_link`)."""
     settings_class = PsflSettings
     options: PsflSettings
-    defaults: ClassVar[dict[str, Any]] = {
-        "{kind}.partition": "area",  # PSFL §IV: area-specific label subsets
-        "radius_m": lambda config, kind: 1.5 * config.cell_m,  # code: ConnectWithinDistance 1.5
-    }
-    """PSFL's world: area label skew, and each sensor (static, one per grid cell by
-    default) hearing its 8 surrounding cells. The paper's rectangular areas are the
-    ``psfl_walker`` mobility, not imposed: DAM/DCM movers recognise static clients by their
-    ``static`` mobility (heterogeneous worlds)."""
+    # No ``defaults``: PSFL's world (area label skew, a sensor hearing its 8 surrounding
+    # cells, radius_m = 1.5 cell_m) is written, cited, in model/presets/psfl_004.toml; the
+    # paper's rectangular areas are the ``psfl_walker`` mobility, not imposed either.
     metric_names: ClassVar[tuple[str, ...]] = (
         "federations",
         "federation_errors",

@@ -1,0 +1,789 @@
+"""``mobidfl bench``: every exchange policy on the same standard worlds, one leaderboard.
+
+The worlds are the scenarios of :mod:`analysis.bench_scenarios` (``analysis/scenarios``),
+each at the ideal link and at the calibrated 802.11p link (and, for DAM/DCM's world, at
+each of the UAVs' mobility strategies). Every registered policy (entry-point plug-ins
+included) runs on every column where :class:`model.config.Config` accepts it; a refused
+pair keeps its one-line reason. Each cell runs over the same seeds, so the runs of two
+policies with one seed share mobility, data split and initial models.
+
+Runs go through the sweep machinery (:mod:`analysis.sweep`): one sweep folder per cell
+under ``OUT/cells/`` (``manifest.csv`` and one Parquet file per finished run), executed by
+its process pool, Ray, or ``--batch-runs``. Finished runs are kept, so the same command
+after a kill goes on where it stopped. The report (:func:`write_report`) then writes
+``leaderboard.md`` / ``leaderboard.csv``, ``heatmap.png`` (score per policy and column),
+``accuracy_<world>.png`` (mean accuracy over simulated time per policy) and
+``manifest.json`` (settings, versions, machine) so that two machines' tables can be
+compared. Statistics: :mod:`analysis.bench_stats`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.bench_scenarios import (
+    Cell,
+    Column,
+    build_cells,
+    columns,
+    link_axis,
+    load_scenario,
+    memo_setting_names,
+    policy_names,
+    policy_settings,
+    scenario_names,
+)
+from analysis.bench_stats import (
+    CONFIDENCE,
+    first_time_at,
+    normalised,
+    paired_difference,
+    run_numbers,
+    t_interval,
+)
+from model.atomic import write_text_atomic
+from model.errors import ConfigError
+
+__all__ = ["add_bench_parser", "cmd_bench", "plan_runs", "run_bench", "write_report"]
+
+CELLS = "cells"
+PLAN = "manifest.json"
+LOW, HIGH = "local", "central_fedavg"
+"""The normalised score's 0 and 1: no exchange at all, and FedAvg over every agent each step
+(an oracle server: the upper reference, never the column's best)."""
+TARGET_SHARE = 0.9
+"""Time to target: the first evaluation at ``TARGET_SHARE`` x central FedAvg's final
+accuracy of the same seed."""
+RUN_SETTINGS = {"workers": 1, "contacts_out": "none"}
+"""How each run is computed (not its world): one core per run, no contact files."""
+
+
+# --- planning -----------------------------------------------------------------------------
+def _run_id(settings: dict[str, Any], seed: int) -> str:
+    """As :meth:`analysis.sweep.Sweep.runs`: the hash of the run's settings and seed."""
+    digest = hashlib.sha1(
+        json.dumps({"settings": settings, "seed": seed}, sort_keys=True, default=str).encode()
+    ).hexdigest()
+    return f"p000-s{seed}-{digest[:8]}"
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.@=-]+", "_", text)
+
+
+def plan_runs(cells: Sequence[Cell], seeds: Sequence[int], *, extra: dict[str, Any]) -> dict[
+        str, list[Any]]:
+    """``cell key -> [RunSpec per seed]`` of every runnable cell (seed-major order is the
+    caller's). ``extra``: run settings (device, workers), the same for every cell."""
+    from analysis.sweep import RunSpec
+
+    plan: dict[str, list[Any]] = {}
+    for cell in cells:
+        if cell.refusal:
+            continue
+        settings = {**cell.settings, **RUN_SETTINGS, **extra}
+        steps = int(settings["steps"])
+        plan[cell.key] = [
+            RunSpec(run_id=_run_id(settings, seed), point=0, replicate=i, seed=seed,
+                    params={"policy": cell.policy}, settings=settings, steps=steps)
+            for i, seed in enumerate(seeds)
+        ]
+    return plan
+
+
+def run_bench(
+    *,
+    out: str | Path,
+    scenarios: Sequence[str] | None = None,
+    policies: str | Sequence[str] | None = None,
+    seeds: int = 5,
+    first_seed: int = 0,
+    scale: str = "small",
+    links: Sequence[str] | None = None,
+    backend: str = "local",
+    processes: int | None = None,
+    address: str | None = None,
+    cpus_per_run: float = 1.0,
+    gpus_per_run: float = 0.0,
+    batch_runs: bool = False,
+    device: str | None = None,
+    retry_errors: bool = False,
+    progress: bool = True,
+    command: str = "",
+) -> list[Path]:
+    """Run every cell not finished yet into ``out`` and write the report; return its files.
+
+    Raises ``KeyboardInterrupt`` on Ctrl-C (finished runs are kept: the same call resumes).
+    """
+    from analysis.sweep import BACKENDS, MAX_RUNS, Manifest
+
+    if backend not in BACKENDS:
+        raise ConfigError("--backend", backend, "one of " + ", ".join(BACKENDS))
+    if batch_runs and backend != "local":
+        raise ConfigError("--batch-runs", backend, "the local backend (one process runs all)")
+    if not 2 <= seeds <= MAX_RUNS:
+        raise ConfigError("--seeds", seeds, "an integer >= 2 (a confidence interval needs two)")
+    if processes is not None and processes < 0:
+        raise ConfigError("--processes", processes, "an integer >= 0 (0 = in this process)")
+    if first_seed < 0:
+        raise ConfigError("--first-seed", first_seed, "an integer >= 0")
+    names = list(scenarios) if scenarios else scenario_names()
+    chosen = policy_names(policies)
+    cols = columns(names, scale=scale, links=links)
+    cells = build_cells(cols, chosen)
+    extra: dict[str, Any] = {}
+    if device is not None:
+        extra = {"device": device, "backend": "batched" if device == "cuda" else "loop"}
+    seed_list = list(range(first_seed, first_seed + seeds))
+    plan = plan_runs(cells, seed_list, extra=extra)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC)
+    clock = time.perf_counter()
+    manifests: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    todo: list[Any] = []
+    for cell in cells:
+        if cell.key not in plan:
+            continue
+        folder = out / CELLS / _safe(cell.key)
+        (folder / "runs").mkdir(parents=True, exist_ok=True)
+        manifest = Manifest(folder, plan[cell.key], backend=backend)
+        manifest.save()
+        manifests[cell.key] = manifest
+        for spec in manifest.todo(retry_errors=retry_errors):
+            owner[spec.run_id] = cell.key
+            todo.append(spec)
+    todo.sort(key=lambda spec: spec.replicate)  # seed-major: a partial table has every cell
+    total = sum(len(specs) for specs in plan.values())
+    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
+                command=command, started=started, wall_s=None, plan=plan)
+    _execute(todo, manifests, owner, total=total, backend=backend, processes=processes,
+             address=address, cpus=cpus_per_run, gpus=gpus_per_run, batch_runs=batch_runs,
+             progress=progress)
+    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
+                command=command, started=started, wall_s=time.perf_counter() - clock,
+                plan=plan)
+    return write_report(out)
+
+
+def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], *, total: int,
+             backend: str, processes: int | None, address: str | None, cpus: float,
+             gpus: float, batch_runs: bool, progress: bool) -> None:
+    """Run ``todo`` on the sweep's executors, recording each result in its cell's manifest."""
+    from tqdm import tqdm
+
+    from analysis import sweep
+    from analysis.interrupts import CtrlC
+
+    with CtrlC() as ctrl_c, tqdm(total=total, initial=total - len(todo), desc="bench runs",
+                                 unit="run", disable=not progress) as bar:
+        failed = 0
+
+        def record(result: Any) -> None:
+            nonlocal failed
+            manifests[owner[result.run_id]].record(result)
+            failed += result.status != "ok"
+            ctrl_c.check()
+            bar.set_postfix(failed=failed)
+            bar.update(1)
+
+        if not todo:
+            return
+        if backend == "ray":
+            sweep._run_ray(todo, record, address=address, cpus=cpus, gpus=gpus)
+        elif batch_runs:
+            with memo_setting_names():
+                sweep.run_batched(todo, lambda _, result: record(result),
+                                  say=tqdm.write if progress else None)
+        elif processes == 0:
+            with memo_setting_names():
+                for spec in todo:
+                    record(sweep.execute_run(spec))
+        else:
+            workers = min(processes or sweep.free_cores(), len(todo))
+            sweep._run_local(todo, record, workers=workers)
+
+
+# --- the manifest ---------------------------------------------------------------------------
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for package in ("mobidfl", "torch", "numpy", "scipy", "pandas", "mesa", "mesa-geo"):
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            out[package] = "not installed"
+    root = Path(__file__).resolve().parent.parent
+    head = root / ".git"
+    try:
+        import subprocess
+
+        out["git"] = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+            timeout=10, check=False,
+        ).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        out["git"] = "unknown" if not head.exists() else "git not runnable"
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = []
+    gpu = ""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_name(0)
+    except Exception:  # torch without CUDA, or a broken driver: no GPU to name
+        gpu = ""
+    return {"platform": platform.platform(), "cpu": cpu, "cores": cores,
+            "load_at_write": load, "gpu": gpu}
+
+
+def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
+                policies: Sequence[str], seeds: Sequence[int], scale: str, command: str,
+                started: datetime, wall_s: float | None, plan: dict[str, list[Any]]) -> None:
+    from analysis.scenarios import SET_VERSION
+
+    previous: dict[str, Any] = {}
+    if (out / PLAN).exists():
+        try:
+            previous = json.loads((out / PLAN).read_text())
+        except (OSError, ValueError):
+            previous = {}
+    scenarios = sorted({c.scenario for c in cols})
+    walls = list(previous.get("wall_s_sessions", []))
+    if wall_s is not None:
+        walls.append(round(wall_s, 1))
+    data = {
+        "command": command,
+        "scale": scale,
+        "seeds": list(seeds),
+        "confidence": CONFIDENCE,
+        "scenario_set": SET_VERSION,
+        "scenarios": {
+            name: {
+                "version": (s := load_scenario(name)).version, "title": s.title,
+                "regime": s.regime, "provenance": s.provenance, "why": s.why,
+                "scale_note": s.notes.get(scale, ""), "sha256": s.sha256,
+            }
+            for name in scenarios
+        },
+        "links": {k: {"label": label, "about": about, "settings": settings}
+                  for k, (label, about, settings) in link_axis().items()},
+        "policies": {p: {"source": policy_settings(p)[0], "settings": policy_settings(p)[1]}
+                     for p in policies},
+        "columns": [
+            {"key": c.key, "scenario": c.scenario, "variant": c.variant, "link": c.link,
+             "label": c.label, "world": c.settings}
+            for c in cols
+        ],
+        "cells": [
+            {"key": cell.key, "column": cell.column.key, "policy": cell.policy,
+             "refusal": cell.refusal, "folder": f"{CELLS}/{_safe(cell.key)}",
+             "agents": _agents(cell.settings),
+             "runs": [s.run_id for s in plan.get(cell.key, [])]}
+            for cell in cells
+        ],
+        "versions": _versions(),
+        "machine": _machine(),
+        "started": previous.get("started", started.isoformat(timespec="seconds")),
+        "last_session_started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds") if wall_s is not None
+        else previous.get("finished", ""),
+        "wall_s_sessions": walls,
+    }
+    write_text_atomic(out / PLAN, json.dumps(data, indent=1, default=str) + "\n")
+
+
+def _agents(settings: dict[str, Any]) -> int:
+    return sum(int(settings.get(k, 0)) for k in ("vehicles", "pedestrians", "sensors", "uavs"))
+
+
+# --- the report -----------------------------------------------------------------------------
+def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    """``(plan, per-run numbers, accuracy curves)`` of a bench folder (finished runs only)."""
+    from analysis.sweep import read_manifest, run_path
+
+    plan = json.loads((out / PLAN).read_text())
+    rows, curves = [], []
+    for cell in plan["cells"]:
+        folder = out / cell["folder"]
+        if cell["refusal"] or not (folder / "manifest.csv").exists():
+            continue
+        manifest = read_manifest(folder)
+        wanted = set(cell["runs"])
+        for record in manifest.to_dict("records"):
+            if record["run_id"] not in wanted:
+                continue
+            base = {"cell": cell["key"], "column": cell["column"], "policy": cell["policy"],
+                    "seed": int(record["seed"]), "status": record["status"],
+                    "error": record.get("error", "")}
+            path = run_path(folder, record["run_id"])
+            if record["status"] != "ok" or not path.exists():
+                rows.append(base)
+                continue
+            table = pd.read_parquet(path)
+            rows.append({**base, **run_numbers(table, agents=cell["agents"]),
+                         "_table": table[[c for c in ("time_s", "acc_mean") if c in table]]})
+            if "acc_mean" in table:
+                evaluated = table[np.isfinite(pd.to_numeric(table["acc_mean"],
+                                                            errors="coerce"))]
+                curves.append(pd.DataFrame({
+                    "column": cell["column"], "policy": cell["policy"], "seed": base["seed"],
+                    "time_s": evaluated["time_s"].to_numpy(float),
+                    "acc_mean": evaluated["acc_mean"].to_numpy(float),
+                }))
+    runs = pd.DataFrame(rows)
+    curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(
+        columns=["column", "policy", "seed", "time_s", "acc_mean"])
+    return plan, runs, curve
+
+
+def _twin(column: dict[str, Any], plan: dict[str, Any]) -> str:
+    """The column's ideal-link twin (same scenario and axis value), for the references
+    (central FedAvg ignores the link, so it runs only at the ideal link)."""
+    for other in plan["columns"]:
+        if (other["scenario"], other["variant"], other["link"]) == (
+                column["scenario"], column["variant"], "ideal"):
+            return other["key"]
+    return column["key"]
+
+
+def _by_seed(runs: pd.DataFrame, column: str, policy: str, metric: str) -> pd.Series:
+    if runs.empty or metric not in runs:
+        return pd.Series(dtype=float)
+    chosen = runs[(runs["column"] == column) & (runs["policy"] == policy)
+                  & (runs["status"] == "ok")]
+    return chosen.set_index("seed")[metric].astype(float)
+
+
+def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: status or reason, and every metric's mean and CI half-width."""
+    rows = []
+    for column in plan["columns"]:
+        key = column["key"]
+        ref = key if not _by_seed(runs, key, HIGH, "final_acc").empty else _twin(column, plan)
+        high = _by_seed(runs, ref, HIGH, "final_acc")
+        low_ref = key if not _by_seed(runs, key, LOW, "final_acc").empty else ref
+        low = _by_seed(runs, low_ref, LOW, "final_acc")
+        target = high * TARGET_SHARE
+        cells = [c for c in plan["cells"] if c["column"] == key]
+        finals = {c["policy"]: _by_seed(runs, key, c["policy"], "final_acc") for c in cells}
+        candidates = {p: s.mean() for p, s in finals.items() if p != HIGH and len(s)}
+        best = max(candidates, key=lambda p: candidates[p]) if candidates else ""
+        for cell in cells:
+            policy = cell["policy"]
+            row: dict[str, Any] = {
+                "scenario": column["scenario"], "variant": column["variant"],
+                "link": column["link"], "column": key, "label": column["label"],
+                "policy": policy, "reference_column": ref, "best_policy": best,
+            }
+            if cell["refusal"]:
+                rows.append({**row, "status": "refused", "reason": cell["refusal"]})
+                continue
+            mine = runs[(runs["cell"] == cell["key"])] if not runs.empty else runs
+            ok = mine[mine["status"] == "ok"] if not mine.empty else mine
+            errors = mine[mine["status"] == "error"] if not mine.empty else mine
+            row["seeds_ok"] = len(ok)
+            row["seeds_planned"] = len(cell["runs"])
+            if ok.empty:
+                reason = (str(errors["error"].iloc[0]) if not errors.empty else "not run yet")
+                rows.append({**row, "status": "error" if not errors.empty else "pending",
+                             "reason": reason})
+                continue
+            row["status"] = "ok" if len(ok) == len(cell["runs"]) else "partial"
+            row["reason"] = str(errors["error"].iloc[0]) if not errors.empty else ""
+            series = ok.set_index("seed")
+            for metric in ("final_acc", "p10_acc", "bytes_per_agent", "energy_per_agent"):
+                interval = t_interval(series[metric])
+                row[metric], row[f"{metric}_ci"] = interval.mean, interval.half
+            times = pd.Series({
+                seed: first_time_at(series.loc[seed, "_table"], float(target.get(seed, math.nan)))
+                for seed in series.index
+            }, dtype=float)
+            interval = t_interval(times)
+            row["time_to_target_s"], row["time_to_target_ci"] = interval.mean, interval.half
+            row["target_reached"] = f"{int(np.isfinite(times).sum())}/{len(times)}"
+            score = normalised(series["final_acc"], low, high)
+            interval = t_interval(score)
+            row["score"], row["score_ci"] = interval.mean, interval.half
+            if best and policy != best:
+                test = paired_difference(series["final_acc"], finals[best])
+                row.update(diff_vs_best=test.mean, diff_vs_best_ci=test.half, p_value=test.p,
+                           distinguishable=test.distinguishable)
+            elif policy == best:
+                row.update(diff_vs_best=0.0, diff_vs_best_ci=0.0, p_value=float("nan"),
+                           distinguishable=False)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _fmt(value: Any, half: Any, digits: int = 3, factor: float = 1.0) -> str:
+    if value is None or not isinstance(value, int | float) or not math.isfinite(value):
+        return "n/a"
+    text = f"{value * factor:.{digits}f}"
+    if isinstance(half, int | float) and math.isfinite(half):
+        text += f" ± {half * factor:.{digits}f}"
+    return text
+
+
+def _mark(row: pd.Series) -> str:
+    if row.get("policy") == row.get("best_policy"):
+        return " ★"
+    if row.get("policy") == HIGH:
+        return ""
+    distinguishable = row.get("distinguishable")
+    return " ≈" if distinguishable is False or distinguishable == 0 else ""
+
+
+def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatmap.png",
+             plots: Sequence[str] = ()) -> str:
+    """The leaderboard page: summary tables (score, final accuracy), refusals, one detail
+    table per column, scenarios, links, policies' settings and the metrics' definitions."""
+    machine, versions = plan["machine"], plan["versions"]
+    wall = sum(plan.get("wall_s_sessions", []))
+    lines = [
+        "# MobiDFL benchmark: which exchange policy wins under which mobility", "",
+        f"* command: `{plan['command'] or 'mobidfl bench'}`",
+        f"* scale `{plan['scale']}`, seeds {plan['seeds']}, scenario set "
+        f"{plan['scenario_set']}",
+        f"* started {plan['started']}, finished {plan.get('finished') or 'not yet'}, wall time "
+        f"{wall / 60:.1f} min over {len(plan.get('wall_s_sessions', []))} session(s)",
+        f"* machine: {machine['cpu']} ({machine['cores']} cores"
+        + (f", GPU {machine['gpu']}" if machine.get("gpu") else "")
+        + f"), load {machine.get('load_at_write')}; {machine['platform']}",
+        "* versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        "",
+        "Each cell: mean ± half-width of the 95 % Student-t confidence interval over the "
+        "seeds. ★ = the column's best policy by final mean accuracy (central FedAvg, the "
+        "oracle reference, excluded); ≈ = not distinguishable from it (paired t-test over "
+        "seeds, p ≥ 0.05); no mark = distinguishable. Refused pairs show a code, their "
+        "one-line reason is listed under the table.",
+        "",
+    ]
+    labels = [c["label"] for c in plan["columns"]]
+    policies = list(plan["policies"])
+    refusals: dict[str, str] = {}
+
+    def table(metric: str, digits: int, title: str) -> list[str]:
+        out = [f"## {title}", "", "| policy | " + " | ".join(labels) + " |",
+               "|---|" + "---|" * len(labels)]
+        for policy in policies:
+            cells = []
+            for column in plan["columns"]:
+                hit = board[(board["column"] == column["key"]) & (board["policy"] == policy)]
+                if hit.empty:
+                    cells.append("")
+                    continue
+                row = hit.iloc[0]
+                if row["status"] in ("refused", "error", "pending"):
+                    reason = str(row["reason"])
+                    code = refusals.setdefault(reason, f"r{len(refusals) + 1}")
+                    cells.append(f"— ({code})" if row["status"] == "refused"
+                                 else f"{row['status']} ({code})")
+                    continue
+                text = _fmt(row.get(metric), row.get(f"{metric}_ci"), digits)
+                if row.get("policy") == row.get("best_policy"):
+                    text = f"**{text}**"
+                cells.append(text + _mark(row))
+            out.append(f"| {policy} | " + " | ".join(cells) + " |")
+        return out + [""]
+
+    lines += table("score", 2, "Score: 0 = local, 1 = central FedAvg (same seeds)")
+    lines += [f"![score per policy and world]({heatmap})", ""]
+    lines += table("final_acc", 3, "Final mean accuracy")
+    if refusals:
+        lines += ["Reasons (the configuration's one-line refusal, or a run's error):", ""]
+        lines += [f"* **{code}**: {reason}" for reason, code in refusals.items()]
+        lines += [""]
+    lines += ["## Per world", ""]
+    for column in plan["columns"]:
+        lines += [f"### {column['label']}", "",
+                  "| policy | final acc | 10th-pct agent acc | time to target (h) | reached "
+                  "| MB on air / agent | energy J / agent | score | vs best (pp) | p |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for _, row in board[board["column"] == column["key"]].iterrows():
+            if row["status"] in ("refused", "error", "pending"):
+                lines.append(f"| {row['policy']} | {row['status']}: {row['reason']} "
+                             "|  |  |  |  |  |  |  |  |")
+                continue
+            lines.append(
+                f"| {row['policy']}{_mark(row)} | {_fmt(row['final_acc'], row['final_acc_ci'])} "
+                f"| {_fmt(row['p10_acc'], row['p10_acc_ci'])} "
+                f"| {_fmt(row['time_to_target_s'], row['time_to_target_ci'], 2, 1 / 3600)} "
+                f"| {row['target_reached']} "
+                f"| {_fmt(row['bytes_per_agent'], row['bytes_per_agent_ci'], 2, 1e-6)} "
+                f"| {_fmt(row['energy_per_agent'], row['energy_per_agent_ci'], 2)} "
+                f"| {_fmt(row['score'], row['score_ci'], 2)} "
+                f"| {_fmt(row.get('diff_vs_best'), row.get('diff_vs_best_ci'), 1, 100)} "
+                f"| {_fmt(row.get('p_value'), None, 3)} |"
+            )
+        lines.append("")
+    for plot in plots:
+        lines += [f"![accuracy over time]({plot})", ""]
+    lines += ["## Scenarios", "", "| scenario | version | world | provenance | why in the set "
+              "| this scale |", "|---|---|---|---|---|---|"]
+    for name, about in plan["scenarios"].items():
+        lines.append(f"| `{name}` | {about['version']} | {about['title']} | "
+                     f"{about['provenance']} | {about['why']} | {about['scale_note']} |")
+    lines += ["", "## Links", "", "| link | what it is |", "|---|---|"]
+    lines += [f"| {v['label']} | {v['about']} |" for v in plan["links"].values()]
+    lines += ["", "## Policies' own settings (their papers' values, every world)", "",
+              "| policy | settings | source |", "|---|---|---|"]
+    for policy, about in plan["policies"].items():
+        settings = ", ".join(f"`{k} = {v}`" for k, v in about["settings"].items()) or "none"
+        lines.append(f"| {policy} | {settings} | {about['source'] or 'no own settings'} |")
+    lines += ["", METRICS, ""]
+    return "\n".join(lines)
+
+
+METRICS = """## Metrics
+
+* **final acc**: the agents' mean test accuracy (`acc_mean`) at the run's last evaluation.
+* **10th-pct agent acc**: the accuracy 90 % of the agents reach or beat at the last
+  evaluation (`acc_p10`): who is left behind.
+* **time to target**: simulated hours to the first evaluation where the mean accuracy reaches
+  90 % of central FedAvg's final accuracy on the same seed (at the ideal link: central FedAvg
+  ignores the link); *reached* counts the seeds that got there, the mean is over those.
+* **MB on air / agent**, **energy J / agent**: bytes put on the air (finished or not) and
+  radio + training + flight energy, summed over the run and divided by the agents; only a
+  link model accounts them, so they are n/a at the ideal link.
+* **score**: (final acc − local's) / (central FedAvg's − local's), seed by seed, then mean
+  and interval; local and central FedAvg of the column's ideal-link twin where they cannot
+  run (central FedAvg ignores the link and is refused with 802.11p).
+* **vs best**: the paired difference in final accuracy (percentage points) against the
+  column's best policy, seed by seed, with the two-sided paired t-test's p (Student t over
+  the seeds: with 5 seeds a Wilcoxon signed-rank test can never reach p < 0.05)."""
+
+
+def heatmap(plan: dict[str, Any], board: pd.DataFrame, path: Path) -> Path:
+    """Policy x world score heat-map; refused or missing cells grey."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    policies = list(plan["policies"])
+    cols = plan["columns"]
+    values = np.full((len(policies), len(cols)), np.nan)
+    for i, policy in enumerate(policies):
+        for j, column in enumerate(cols):
+            hit = board[(board["column"] == column["key"]) & (board["policy"] == policy)]
+            if not hit.empty and "score" in hit and hit.iloc[0]["status"] in ("ok", "partial"):
+                values[i, j] = float(hit.iloc[0]["score"])
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(cols), 1.2 + 0.42 * len(policies)))
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#d9d9d9")
+    finite = values[np.isfinite(values)]
+    low = min(0.0, float(finite.min())) if finite.size else 0.0
+    high = max(1.0, float(finite.max())) if finite.size else 1.0
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=low, vmax=high,
+                      aspect="auto")
+    for i in range(len(policies)):
+        for j in range(len(cols)):
+            text = "n/a" if not np.isfinite(values[i, j]) else f"{values[i, j]:.2f}"
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    color="black" if not np.isfinite(values[i, j]) or values[i, j] > 0.5
+                    else "white")
+    ax.set_xticks(range(len(cols)), [c["label"] for c in cols], rotation=60, ha="right",
+                  fontsize=7)
+    ax.set_yticks(range(len(policies)), policies, fontsize=8)
+    fig.colorbar(image, ax=ax, label="score (0 = local, 1 = central FedAvg)")
+    ax.set_title(f"MobiDFL benchmark ({plan['scale']}, {len(plan['seeds'])} seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> list[Path]:
+    """One figure per world (scenario and axis value): mean accuracy over simulated hours,
+    one line per policy, one panel per link."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    worlds: dict[str, list[dict[str, Any]]] = {}
+    for column in plan["columns"]:
+        name = column["scenario"] + (f"-{column['variant']}" if column["variant"] else "")
+        worlds.setdefault(name, []).append(column)
+    policies = list(plan["policies"])
+    colours = {p: plt.get_cmap("tab20")(i % 20) for i, p in enumerate(policies)}
+    paths = []
+    for name, cols in worlds.items():
+        fig, axes = plt.subplots(1, len(cols), figsize=(5.0 * len(cols), 3.6), sharey=True,
+                                 squeeze=False)
+        for ax, column in zip(axes[0], cols, strict=True):
+            mine = curves[curves["column"] == column["key"]] if not curves.empty else curves
+            for policy in policies:
+                lines = mine[mine["policy"] == policy] if not mine.empty else mine
+                if lines.empty:
+                    continue
+                mean = lines.groupby("time_s")["acc_mean"].mean()
+                ax.plot(mean.index / 3600.0, mean.to_numpy(), label=policy,
+                        color=colours[policy], lw=1.2)
+            ax.set_title(column["label"], fontsize=9)
+            ax.set_xlabel("simulated time (h)")
+            ax.grid(alpha=0.3)
+        axes[0][0].set_ylabel("mean accuracy (mean over seeds)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        for ax in axes[0][1:]:
+            more = ax.get_legend_handles_labels()
+            for h, lab in zip(*more, strict=True):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        if handles:
+            fig.legend(handles, labels, loc="center right", fontsize=7)
+        fig.tight_layout(rect=(0, 0, 0.85, 1))
+        path = out / f"accuracy_{_safe(name)}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def write_report(out: str | Path) -> list[Path]:
+    """Leaderboard (.md, .csv), heat-map and accuracy plots of a bench folder."""
+    out = Path(out)
+    plan, runs, curves = load_results(out)
+    board = leaderboard(plan, runs)
+    csv = out / "leaderboard.csv"
+    write_text_atomic(csv, board.to_csv(index=False))
+    heat = heatmap(plan, board, out / "heatmap.png")
+    plots = accuracy_plots(plan, curves, out)
+    md = out / "leaderboard.md"
+    write_text_atomic(md, markdown(plan, board, heatmap=heat.name,
+                                   plots=[p.name for p in plots]) + "\n")
+    return [md, csv, heat, *plots, out / PLAN]
+
+
+# --- the command ------------------------------------------------------------------------
+def add_bench_parser(sub: Any) -> None:
+    """Register ``mobidfl bench`` on the CLI's subparsers."""
+    bench = sub.add_parser(
+        "bench", help="every policy on the standard scenarios: leaderboard, heat-map, plots")
+    bench.add_argument("--out", required=True, help="output folder (resumable: run the same "
+                       "command again after a kill)")
+    bench.add_argument("--scenarios", metavar="A,B", help="scenarios (default: all; "
+                       + ", ".join(scenario_names()) + ")")
+    bench.add_argument("--policies", metavar="A,B", default="all", help="registered policies "
+                       "(default all: every built-in and entry-point plug-in)")
+    bench.add_argument("--links", metavar="A,B", help="links (default all: "
+                       + ", ".join(link_axis()) + ")")
+    bench.add_argument("--seeds", type=int, default=5, help="seeds per cell (default 5)")
+    bench.add_argument("--first-seed", type=int, default=0)
+    bench.add_argument("--scale", default="small", choices=["ci", "small", "full"],
+                       help="ci (tiny, for tests), small (the CPU table), full (the papers' "
+                       "models and sizes, for a GPU with --batch-runs --device cuda)")
+    bench.add_argument("--backend", default="local", help="local (processes) or ray")
+    bench.add_argument("--address", help="Ray cluster: auto or ray://HOST:PORT")
+    bench.add_argument("--processes", type=int,
+                       help="local worker processes (default: free cores; 0 = this process)")
+    bench.add_argument("--cpus-per-run", type=float, default=1.0)
+    bench.add_argument("--gpus-per-run", type=float, default=0.0)
+    bench.add_argument("--batch-runs", action="store_true", help="run all runs in this "
+                       "process, those sharing net, data and learning settings as one program")
+    bench.add_argument("--device", choices=["cpu", "cuda"], help="where the learning runs "
+                       "(cuda: the batched backend on the GPU)")
+    bench.add_argument("--retry-errors", action="store_true", help="re-run runs that raised")
+    bench.add_argument("--report-only", action="store_true",
+                       help="rewrite the report from the runs already in --out")
+    bench.add_argument("--quiet", action="store_true", help="no progress bar")
+    bench.set_defaults(func=cmd_bench)
+
+
+def _list(text: str | None) -> list[str] | None:
+    return [p.strip() for p in text.split(",") if p.strip()] if text else None
+
+
+def bench_command(args: argparse.Namespace) -> str:
+    """The command line of this bench (what resumes it), for the manifest and leaderboard."""
+    import shlex
+
+    parts = ["mobidfl", "bench", "--out", str(args.out), "--scale", args.scale,
+             "--seeds", str(args.seeds), "--policies", args.policies]
+    for flag, value in (("--scenarios", args.scenarios), ("--links", args.links),
+                        ("--first-seed", args.first_seed or None),
+                        ("--backend", None if args.backend == "local" else args.backend),
+                        ("--address", args.address), ("--processes", args.processes),
+                        ("--device", args.device)):
+        if value is not None:
+            parts += [flag, str(value)]
+    if args.batch_runs:
+        parts.append("--batch-runs")
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if args.report_only:
+        if not (out / PLAN).exists():
+            raise ConfigError("--out", str(out), f"a bench folder with {PLAN}")
+        paths = write_report(out)
+    else:
+        if args.address and args.backend != "ray":
+            raise ConfigError("--address", args.address, "only with --backend ray")
+        import torch
+
+        torch.set_num_threads(1)
+        command = bench_command(args)
+        started = time.perf_counter()
+        try:
+            paths = run_bench(
+                out=out, scenarios=_list(args.scenarios), policies=args.policies,
+                seeds=args.seeds, first_seed=args.first_seed, scale=args.scale,
+                links=_list(args.links), backend=args.backend, processes=args.processes,
+                address=args.address, cpus_per_run=args.cpus_per_run,
+                gpus_per_run=args.gpus_per_run, batch_runs=args.batch_runs,
+                device=args.device, retry_errors=args.retry_errors,
+                progress=not args.quiet, command=command,
+            )
+        except KeyboardInterrupt:
+            print(f"mobidfl: interrupted: finished runs are saved in {out}; run the same "
+                  "command again to go on", file=sys.stderr)
+            return 130
+        print(f"wrote {out} in {time.perf_counter() - started:.1f} s")
+    for path in paths:
+        print(path)
+    board = pd.read_csv(out / "leaderboard.csv")
+    bad = board[board["status"].isin(["error", "pending"])]
+    if not bad.empty:
+        print(f"mobidfl: warning: {len(bad)} cell(s) without a finished run: see "
+              f"{out / 'leaderboard.md'}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,364 @@
+"""The benchmark's worlds and cells: scenarios x links (x a second axis) x policies.
+
+A *scenario* (``analysis/scenarios/<name>.toml``) fixes one world: every world setting is
+written in its ``[world]`` table and passed explicitly to every run, so that no policy's
+declarations (``defaults``) can change the map, mobility, radius, contact rule, link, data,
+partition, net, local training or test set. A *column* is a scenario at one link
+(``_links.toml``) and, where the scenario has an ``[axes]`` table, one value of its second
+axis (the UAVs' mobility in DAM/DCM's world). A *cell* is a column and a policy: the
+column's world, the policy and its own settings at its paper's values (``_policies.toml``),
+or the one-line reason :class:`model.config.Config` refuses the pair (MoFeL without routes,
+a policy that ignores the link under 802.11p).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from model.config import KINDS, Config, canonical_name
+from model.errors import ConfigError
+from model.plugins import POLICIES
+
+__all__ = [
+    "Cell",
+    "Column",
+    "POLICY_SETTING_OWNERS",
+    "REQUIRED_WORLD",
+    "SCALES",
+    "Scenario",
+    "build_cells",
+    "columns",
+    "link_axis",
+    "load_scenario",
+    "policy_names",
+    "policy_settings",
+    "scenario_names",
+    "world_values",
+]
+
+PACKAGE = "analysis.scenarios"
+SCALES = ("ci", "small", "full")
+
+REQUIRED_WORLD: tuple[str, ...] = (
+    "map", "cell_m", "areas", "vehicles", "pedestrians", "sensors", "uavs", "steps", "step_s",
+    "radius_m", "contact",
+    *(f"{kind}.{attr}" for kind in KINDS for attr in ("mobility", "speed")),
+    "dataset", "partition", "area_labels", "area_within", "dirichlet_alpha",
+    "model", "optimizer", "optimizer_state", "lr", "momentum", "weight_decay", "prox_rho",
+    "batch_size", "local_steps", "lr_plateau_patience", "lr_plateau_factor",
+    "early_stop_patience", "test_size", "eval_every",
+)
+"""What every scenario file writes in ``[world]``: the world a policy must not change (the
+mobility models' own settings, e.g. ``random_walk.hm_fraction``, where they are used)."""
+
+RUN_SETTINGS = frozenset({
+    "seed", "preset", "map_cache", "data_root", "record_every", "contacts_out", "backend",
+    "device", "precision", "workers", "eval_chunk", "eval_initial", "worker_backend",
+    "ray_address",
+})
+"""Settings that say how a run is computed or written, not what the world is."""
+
+
+def policy_setting_owners() -> frozenset[str]:
+    """Namespaces owned by a registered policy (``cached``, ``psfl``, ...): not the world's.
+
+    A namespace shared with a mobility model (PSFL's walker) counts as the policy's."""
+    owners = {getattr(cls, "settings_class", None) for _, cls in POLICIES.items()}
+    return frozenset(own.namespace for own in owners if own is not None)
+
+
+POLICY_SETTING_OWNERS = policy_setting_owners
+"""Alias kept short for callers: the namespaces of the policies' own settings."""
+
+
+def is_world_setting(name: str, *, owners: frozenset[str]) -> bool:
+    """Whether public setting ``name`` describes the world (what a policy must not change)."""
+    if name in RUN_SETTINGS or name == "policy":
+        return False
+    owner, _, attr = name.rpartition(".")
+    if owner in KINDS:
+        return attr != "policy"
+    return owner not in owners
+
+
+def world_values(config: Config) -> dict[str, Any]:
+    """Every world setting of a resolved config, by public name (the identity checked across
+    the policies of a column)."""
+    owners = policy_setting_owners()
+    return {
+        name: value
+        for name, value in _flat(config.to_dict())
+        if is_world_setting(name, owners=owners)
+    }
+
+
+# --- files -------------------------------------------------------------------------------------
+def _read(name: str) -> dict[str, Any]:
+    text = resources.files(PACKAGE).joinpath(f"{name}.toml").read_text()
+    return tomllib.loads(text)
+
+
+def scenario_names() -> list[str]:
+    """The scenarios shipped with MobiDFL, in the set's order (by file name)."""
+    files = resources.files(PACKAGE).iterdir()
+    return sorted(
+        f.name[: -len(".toml")] for f in files
+        if f.name.endswith(".toml") and not f.name.startswith("_")
+    )
+
+
+def _flat(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            yield from _flat(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One standard world: its provenance, settings, second axis and scale departures."""
+
+    name: str
+    version: int
+    title: str
+    regime: str
+    provenance: str
+    why: str
+    world: dict[str, Any]
+    axes: dict[str, list[Any]] = field(default_factory=dict)
+    scales: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    sha256: str = ""
+
+    def settings(self, scale: str) -> dict[str, Any]:
+        """The world at ``scale``: ``[world]`` with the scale's departures on top."""
+        return {**self.world, **self.scales.get(scale, {})}
+
+
+@functools.cache
+def load_scenario(name: str) -> Scenario:
+    """Read and check one scenario file; a bad file is one :class:`ConfigError` naming it."""
+    if name not in scenario_names():
+        raise ConfigError("--scenarios", name, "one of " + ", ".join(scenario_names()))
+    raw_text = resources.files(PACKAGE).joinpath(f"{name}.toml").read_text()
+    data = tomllib.loads(raw_text)
+    where = f"scenario {name}"
+    about = data.get("about", {})
+    for key in ("name", "version", "title", "provenance", "why"):
+        if key not in about:
+            raise ConfigError(where, f"[about].{key}", "a scenario file with name, version, "
+                              "title, provenance and why in [about]")
+    world = {canonical_name(n): v for n, v in _flat(data.get("world", {}))}
+    missing = [n for n in REQUIRED_WORLD if n not in world]
+    if missing:
+        raise ConfigError(where, ", ".join(missing), "every world setting written in [world]")
+    owners = policy_setting_owners()
+    foreign = [n for n in world if not is_world_setting(n, owners=owners)]
+    if foreign:
+        raise ConfigError(where, ", ".join(foreign), "world settings only in [world] (policies "
+                          "and run settings are the benchmark's)")
+    axes = {canonical_name(n): list(v) for n, v in _flat(data.get("axes", {}))}
+    scales: dict[str, dict[str, Any]] = {}
+    notes: dict[str, str] = {}
+    for scale in SCALES:
+        table = dict(data.get("scales", {}).get(scale, {}))
+        notes[scale] = str(table.pop("note", ""))
+        scales[scale] = {canonical_name(n): v for n, v in _flat(table)}
+    return Scenario(
+        name=str(about["name"]), version=int(about["version"]), title=str(about["title"]),
+        regime=str(about.get("regime", "")), provenance=str(about["provenance"]),
+        why=str(about["why"]), world=world, axes=axes, scales=scales, notes=notes,
+        sha256=hashlib.sha256(raw_text.encode()).hexdigest(),
+    )
+
+
+@functools.cache
+def link_axis() -> dict[str, tuple[str, str, dict[str, Any]]]:
+    """``key -> (label, about, settings)`` of ``_links.toml``: the links every scenario runs at."""
+    out = {}
+    for key, table in _read("_links").items():
+        table = dict(table)
+        label, about = str(table.pop("label", key)), str(table.pop("about", ""))
+        out[key] = (label, about, {canonical_name(n): v for n, v in table.items()})
+    return out
+
+
+@functools.cache
+def _policy_table() -> dict[str, tuple[str, dict[str, Any]]]:
+    out = {}
+    for name, table in _read("_policies").items():
+        table = dict(table)
+        about = str(table.pop("about", ""))
+        out[name] = (about, dict(table))
+    return out
+
+
+def policy_settings(policy: str) -> tuple[str, dict[str, Any]]:
+    """``(source, settings)``: a policy's own settings at its paper's values (plug-ins and
+    policies without settings of their own: their defaults, ``({}, "")``)."""
+    about, settings = _policy_table().get(policy, ("", {}))
+    return about, dict(settings)
+
+
+def policy_names(spec: str | Sequence[str] | None = None) -> list[str]:
+    """Policies to benchmark: ``all`` (every registered one, entry-point plug-ins included)
+    or a comma list of registered names, in the order given."""
+    items = [spec] if isinstance(spec, str) else list(spec or ["all"])
+    names: list[str] = []
+    for item in items:
+        for part in (p.strip() for p in item.split(",")):
+            if not part:
+                continue
+            chosen = POLICIES.names() if part == "all" else [part]
+            for name in chosen:
+                if name not in POLICIES:
+                    raise ConfigError("--policies", name, "all, or registered policies: "
+                                      + ", ".join(POLICIES.names()))
+                if name not in names:
+                    names.append(name)
+    if not names:
+        raise ConfigError("--policies", spec, "at least one policy")
+    return names
+
+
+# --- columns and cells ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Column:
+    """A scenario at one link and one value of its second axis: one column of the table."""
+
+    scenario: str
+    variant: str  # the axis value ("" without an axis)
+    link: str  # key in _links.toml
+    link_label: str
+    settings: dict[str, Any]  # the world, explicit, at the bench's scale
+
+    @property
+    def world_name(self) -> str:
+        return f"{self.scenario}[{self.variant}]" if self.variant else self.scenario
+
+    @property
+    def key(self) -> str:
+        """Folder- and CSV-safe identifier."""
+        return f"{self.scenario}{'-' + self.variant if self.variant else ''}@{self.link}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.world_name} / {self.link_label}"
+
+
+def columns(scenarios: Sequence[str], *, scale: str,
+            links: Sequence[str] | None = None) -> list[Column]:
+    """Every column of ``scenarios`` at ``scale``: each link, each value of the axis."""
+    if scale not in SCALES:
+        raise ConfigError("--scale", scale, "one of " + ", ".join(SCALES))
+    axis = link_axis()
+    chosen = list(links) if links else list(axis)
+    for link in chosen:
+        if link not in axis:
+            raise ConfigError("--links", link, "one of " + ", ".join(axis))
+    out = []
+    for name in scenarios:
+        scenario = load_scenario(name)
+        world = scenario.settings(scale)
+        # every kind's partition and policy explicit: no kind inherits a policy's choice
+        for kind in KINDS:
+            world.setdefault(f"{kind}.partition", world["partition"])
+        variants = [("", {})]
+        if scenario.axes:
+            (setting, values), = scenario.axes.items()
+            variants = [(str(v), {setting: v}) for v in values]
+        for variant, extra in variants:
+            for link in chosen:
+                label, _, link_settings = axis[link]
+                out.append(Column(
+                    scenario=name, variant=variant, link=link, link_label=label,
+                    settings={**world, **extra, **link_settings},
+                ))
+    return out
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A column and a policy: the settings of its runs, or why the pair cannot run."""
+
+    column: Column
+    policy: str
+    settings: dict[str, Any]
+    refusal: str = ""
+    config: Config | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.column.key}__{self.policy}"
+
+
+def cell_settings(column: Column, policy: str) -> dict[str, Any]:
+    """The explicit settings of a cell's runs: the column's world, the policy for every kind
+    and its own settings at its paper's values."""
+    _, own = policy_settings(policy)
+    kinds = {f"{kind}.policy": None for kind in KINDS}
+    return {**column.settings, **kinds, "policy": policy, **own}
+
+
+@contextlib.contextmanager
+def memo_setting_names() -> Iterator[None]:
+    """Remember each setting name's split while resolving many configs.
+
+    WHY: ``model.config._split_name`` builds its "did you mean" error (``difflib`` over
+    every setting name) before it knows whether the name is unknown, about 3 ms per name on
+    an idle core; a cell passes ~60 names through it several times, so resolving the table
+    cost 1.6 s per cell on the loaded 2-core machine. Known names split the same way every
+    time, so their answers are kept for the duration (unknown names still raise as before).
+    ``model.config._field_type`` likewise runs ``typing.get_type_hints`` over a whole
+    settings class for each value it coerces (75 % of the remaining time); a field's type
+    does not change, so it is kept too.
+    """
+    import model.config as config_module
+
+    split_name, field_type = config_module._split_name, config_module._field_type
+    config_module._split_name = functools.cache(split_name)
+    config_module._field_type = functools.cache(field_type)
+    try:
+        yield
+    finally:
+        config_module._split_name, config_module._field_type = split_name, field_type
+
+
+def build_cells(cols: Sequence[Column], policies: Sequence[str]) -> list[Cell]:
+    """Resolve every column x policy pair (``Config`` only: fast); a refused pair keeps the
+    one-line reason. Raises when a policy changed the world of its column (it cannot: every
+    world setting is explicit, which this checks)."""
+    with memo_setting_names():
+        return _build_cells(cols, policies)
+
+
+def _build_cells(cols: Sequence[Column], policies: Sequence[str]) -> list[Cell]:
+    cells = []
+    for column in cols:
+        reference: dict[str, Any] | None = None
+        for policy in policies:
+            settings = cell_settings(column, policy)
+            try:
+                config = Config.from_settings(settings)
+            except ConfigError as exc:
+                cells.append(Cell(column, policy, settings, refusal=" ".join(str(exc).split())))
+                continue
+            world = world_values(config)
+            if reference is None:
+                reference = world
+            elif world != reference:
+                changed = sorted(n for n in world if world[n] != reference.get(n))
+                raise ConfigError(
+                    f"scenario {column.scenario}", ", ".join(changed),
+                    f"the same world for every policy (policy {policy} changed it)",
+                )
+            cells.append(Cell(column, policy, settings, config=config))
+    return cells
