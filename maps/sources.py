@@ -21,7 +21,6 @@ from pathlib import Path
 
 import networkx as nx
 import numpy as np
-import osmnx as ox
 import shapely
 
 from maps.edges import (
@@ -316,6 +315,7 @@ def _package_file(package: str, relative: str) -> Path:
 
 
 def _pyrosm_graph(path: Path, network_type: str) -> nx.MultiDiGraph:
+    import osmnx as ox  # here, not at the top: osmnx imports matplotlib's pyplot
     from pyrosm import OSM
 
     try:
@@ -376,6 +376,8 @@ def _from_file(path: Path) -> EdgeTable:
 
 
 def _read_file(path: Path) -> EdgeTable:
+    import osmnx as ox
+
     name = path.name.lower()
     if name.endswith(".graphml"):
         return _graphml(path)
@@ -642,6 +644,8 @@ def read_sumo_net(path: Path) -> EdgeTable:
 
 def _online(spec: str, cache_dir: Path) -> Path:
     """Download once with osmnx, then reuse the cached GraphML (written atomically)."""
+    import osmnx as ox
+
     cached = cache_dir / (hashlib.sha1(spec.encode()).hexdigest()[:16] + ".graphml")
     if cached.is_file():
         return cached
@@ -682,6 +686,8 @@ def _online(spec: str, cache_dir: Path) -> Path:
 def _online_now(timeout_s: float = 3.0) -> bool:
     """One quick connection to the Overpass host, so offline runs fail in seconds."""
     import socket
+
+    import osmnx as ox
 
     host = ox.settings.overpass_url.split("//")[-1].split("/")[0]
     try:

@@ -33,6 +33,9 @@ RECORD_BYTES = 160
 
 _INPUT_SHAPES = {"cifar10": ((3, 32, 32), 10), "digits": ((1, 8, 8), 10),
                  "emnist_letters": ((1, 28, 28), 26)}
+_TRAIN_SAMPLES = {"mnist5k": 4_000, "digits": 1_437, "fashion_mnist": 60_000, "mnist": 60_000,
+                  "cifar10": 50_000, "emnist_letters": 124_800}
+"""Training images per data set (float32 tensors held once per process)."""
 
 
 def available_memory_bytes() -> int | None:
@@ -61,7 +64,11 @@ def model_parameters(config: Config) -> int:
 
 
 def held_model_copies(config: Config) -> int:
-    """Model copies the exchange policies keep, over all agents (e.g. Cached-DFL's caches)."""
+    """Distinct model snapshots the exchange policies hold at their peak, over all agents.
+
+    Counted once however many caches share a snapshot (a Cached-DFL cache entry is a
+    reference: :meth:`ExchangePolicy.held_models` bounds the distinct snapshots per member).
+    """
     from model.plugins import POLICIES
 
     return sum(
@@ -71,19 +78,42 @@ def held_model_copies(config: Config) -> int:
     )
 
 
-def estimate_memory_bytes(config: Config, *, parameters: int | None = None) -> int:
-    """A rough estimate of a run's memory: agents, recorded rows, models, policy copies.
+def optimizer_copies(config: Config) -> int:
+    """Optimiser state per agent in model copies: SGD momentum 1, Adam 2 (two moments)."""
+    if config.optimizer == "adam":
+        return 2
+    return 1 if config.momentum else 0
 
-    Each agent keeps its parameters, a gradient/momentum buffer and a snapshot (about three
-    copies in float32); a policy may keep more (:meth:`ExchangePolicy.held_models`: a
-    Cached-DFL car holds C_max cached models); rows of ``agents.parquet`` stay in memory
-    until the end.
+
+def dataset_bytes(config: Config) -> int:
+    """The data set's float32 images, training set and test sample, held once per process."""
+    if not config.learning:
+        return 0
+    shape, _ = _INPUT_SHAPES.get(config.dataset, ((1, 28, 28), 10))
+    images = _TRAIN_SAMPLES.get(config.dataset, 60_000) + config.test_size
+    return 4 * math.prod(shape) * images
+
+
+def estimate_memory_bytes(config: Config, *, parameters: int | None = None) -> int:
+    """An estimate of a run's peak memory: what is really held, each thing once.
+
+    Per agent: its row of the parameter stacks (one float32 model copy; worker processes
+    map the same shared stacks) and its optimiser state (:func:`optimizer_copies`); the
+    distinct snapshots the policies hold (:func:`held_model_copies`: a cache entry is a
+    reference to a shared snapshot); :data:`AGENT_BASE_BYTES`; the ``agents.parquet`` rows
+    kept until the end. Once: the data set (:func:`dataset_bytes`). D-PSGD's mixing works
+    block by block in place (:func:`model.learning.params.mix_stacks`), so it adds no copy.
     """
     n = config.n_agents
     params = model_parameters(config) if parameters is None else parameters
     records = config.steps // config.record_every + 2
     held = held_model_copies(config) if params else 0
-    return n * (AGENT_BASE_BYTES + RECORD_BYTES * records + 12 * params) + 4 * params * held
+    models = n * (1 + optimizer_copies(config)) + held
+    return (
+        n * (AGENT_BASE_BYTES + RECORD_BYTES * records)
+        + 4 * params * models
+        + dataset_bytes(config)
+    )
 
 
 def check_memory(config: Config, *, available: int | None = None) -> None:

@@ -8,6 +8,7 @@ tensors (numbers) or lists (strings) on save and unwrapped on load. Files are wr
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,19 @@ def load(path: str | Path, *, required: tuple[str, ...] = ()) -> dict[str, Any]:
             "checkpoint file", str(path), f"{allowed} (this one is some other torch file)"
         )
     return decode(raw)
+
+
+def config_unchanged(saved_sha: str, path: str | Path, rendered: str) -> bool:
+    """Whether the config file at ``path`` is the one a checkpoint recorded as ``saved_sha``
+    (sha-256 of the text written next to it).
+
+    Either its bytes are those written (whatever MobiDFL version wrote them: a newer
+    version renders the same settings as a different text, which is no edit), or the
+    settings read from it, rendered by this version (``rendered``), are: a file re-saved
+    with the same settings is no edit either. Anything else was edited after.
+    """
+    on_disk = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return saved_sha in (on_disk, hashlib.sha256(rendered.encode()).hexdigest())
 
 
 def _plain(key: Any) -> Any:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ConfigError
+from model.inert import warn_inert
 from model.plugins import DATASETS, LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
 from model.registry import Registry
 from model.settings import (
@@ -184,7 +185,7 @@ class Config:
 
     # --- learning ------------------------------------------------------------------
     learning: bool = _setting(True, "train and exchange models (false = mobility only)")
-    dataset: str = _setting("mnist5k", "dataset", _registered(DATASETS))
+    dataset: str = _setting("auto:fashion_mnist|mnist5k", "dataset", _registered(DATASETS))
     data_root: str | None = _setting(None, "folder with torchvision-layout datasets")
     partition: str = _setting("shards", "data partition", _registered(PARTITIONS))
     dirichlet_alpha: float = _setting(0.5, "Dirichlet concentration alpha", positive)
@@ -352,7 +353,7 @@ class Config:
         reset = {n: _get_setting(defaults, n) for n in stale}
         config = self._replaced(reset)._replaced(flat)
         object.__setattr__(config, "_spelling", spelled)
-        return _resolve(config, explicit).validated()
+        return warn_inert(_resolve(config, explicit).validated())  # model/inert.py
 
     def explicit_settings(self) -> dict[str, Any]:
         """Settings given explicitly (``--set``, TOML, keyword arguments), by public name."""
@@ -896,11 +897,11 @@ def _split_name(name: str) -> tuple[str | None, str]:
         owner, _, attr = name.partition(".")
         if owner in KINDS:
             if attr not in _KIND_FIELD_NAMES:
-                raise UnknownSetting(name)
+                raise UnknownSetting(name)  # built only here: its suggestions scan every name
             return owner, attr
         own = plugin_namespaces().get(owner)
         if own is None or attr not in {f.name for f in fields(own)}:  # type: ignore[arg-type]
-            raise UnknownSetting(name)
+            raise UnknownSetting(name)  # built only here: its suggestions scan every name
         return owner, attr
     if name in _FIELD_NAMES and name not in KINDS and name != "plugins":
         return None, name
@@ -910,7 +911,7 @@ def _split_name(name: str) -> tuple[str | None, str]:
     alias = _aliases().get(name)
     if alias is not None:
         return alias
-    raise UnknownSetting(name)
+    raise UnknownSetting(name)  # built only here: its suggestions scan every name
 
 
 @functools.cache

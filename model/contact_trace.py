@@ -25,7 +25,6 @@ Python.
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from pathlib import Path
@@ -66,17 +65,47 @@ def _refuse(path: Path, why: str) -> ConfigError:
     return ConfigError(SETTING, str(path), f"a contact trace ({why})")
 
 
+MAX_INFLATED_BYTES = 1 << 30
+"""Largest text a gzip trace may inflate to (1 GiB): a few kB can otherwise claim many GB."""
+_CHUNK = 1 << 20
+
+
+def inflate(raw: bytes, *, cap: int = MAX_INFLATED_BYTES) -> bytes:
+    """Gzip ``raw`` (every member, as ``gzip.decompress``) in one streaming pass that stops
+    as soon as the output would pass ``cap`` bytes (:class:`ValueError`), so a small file
+    that claims gigabytes costs at most ``cap`` of memory and one read of its head."""
+    out = bytearray()
+    data = raw
+    while data:
+        engine = zlib.decompressobj(wbits=31)  # one gzip member
+        tail = data
+        while not engine.eof:
+            chunk = engine.decompress(tail, _CHUNK)
+            out += chunk
+            if len(out) > cap:
+                raise ValueError(f"it inflates to more than {cap / 2**20:g} MiB")
+            tail = engine.unconsumed_tail
+            if not chunk and not tail and not engine.eof:
+                raise EOFError("compressed file ended before the end-of-stream marker")
+        data = engine.unused_data.lstrip(b"\0")  # members follow; zero padding allowed
+    return bytes(out)
+
+
 def _open_text(path: Path) -> str:
-    """The file's text (``.gz`` decompressed); a truncated or broken gzip is one line."""
+    """The file's text (gzip inflated once, at most :data:`MAX_INFLATED_BYTES`); a
+    truncated, broken or bomb-sized gzip is one line."""
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+            raw = inflate(raw, cap=MAX_INFLATED_BYTES)
         return raw.decode("utf-8")
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except ValueError as exc:  # UnicodeDecodeError too: checked first below
+        if isinstance(exc, UnicodeDecodeError):
+            raise _refuse(path, "not UTF-8 text") from None
+        raise _refuse(path, f"refused unread: gzip {exc} (at most "
+                            f"{MAX_INFLATED_BYTES / 2**20:g} MiB of text)") from None
+    except (OSError, EOFError, zlib.error) as exc:
         raise _refuse(path, f"unreadable: {type(exc).__name__}: {exc}") from None
-    except UnicodeDecodeError:
-        raise _refuse(path, "not UTF-8 text") from None
 
 
 def _data_lines(text: str) -> list[tuple[int, str]]:
@@ -87,12 +116,14 @@ def _data_lines(text: str) -> list[tuple[int, str]]:
     ]
 
 
-def detect_format(path: Path) -> str:
+def detect_format(path: Path, *, text: str | None = None) -> str:
     """``one`` when the second field of the first data line is ``CONN`` or a message action,
-    ``mobidfl`` for Parquet or a file whose first line names columns, else ``crawdad``."""
+    ``mobidfl`` for Parquet or a file whose first line names columns, else ``crawdad``
+    (``text``: the file's text when already read)."""
     if path.suffix.lower() == ".parquet":
         return "mobidfl"
-    first = next((line for line in _open_text(path).splitlines()
+    text = _open_text(path) if text is None else text
+    first = next((line for line in text.splitlines()
                   if line.strip() and not line.lstrip().startswith("#")), None)
     if first is None:
         raise _refuse(path, "empty: no contacts")
@@ -139,7 +170,7 @@ def _ids(path: Path, values: np.ndarray, lines: np.ndarray, what: str) -> np.nda
     return out.astype(np.int64)
 
 
-def _read_mobidfl(path: Path) -> Contacts:
+def _read_mobidfl(path: Path, text: str | None) -> Contacts:
     import pandas as pd
 
     try:
@@ -147,7 +178,6 @@ def _read_mobidfl(path: Path) -> Contacts:
             frame = pd.read_parquet(path)
             lines = np.arange(len(frame)) + 1  # Parquet: row numbers
         else:
-            text = _open_text(path)
             from io import StringIO
 
             frame = pd.read_csv(StringIO(text), comment="#", dtype=str, skip_blank_lines=True)
@@ -190,8 +220,8 @@ def _split_fields(path: Path, lines: list[tuple[int, str]], width: int) -> np.nd
     return out
 
 
-def _read_crawdad(path: Path) -> Contacts:
-    lines = _data_lines(_open_text(path))
+def _read_crawdad(path: Path, text: str | None) -> Contacts:
+    lines = _data_lines(text or "")
     if not lines:
         raise _refuse(path, "empty: no contacts")
     fields = _split_fields(path, lines, 4)
@@ -218,14 +248,20 @@ def _host_ids(path: Path, values: np.ndarray, lines: np.ndarray) -> np.ndarray:
     return np.array([int(m.group(1)) for m in found], np.int64)  # type: ignore[union-attr]
 
 
-def _read_one(path: Path) -> Contacts:
-    lines = _data_lines(_open_text(path))
+def _read_one(path: Path, text: str | None) -> Contacts:
+    lines = _data_lines(text or "")
     if not lines:
         raise _refuse(path, "empty: no contacts")
     fields = _split_fields(path, lines, 5)
     numbers = np.array([n for n, _ in lines])
     action = fields[:, 1]
     conn = action == "CONN"
+    given = (fields != None).sum(axis=1)  # noqa: E711 - elementwise on an object array
+    cut = (given < 2) | (conn & (given < 5))
+    if cut.any():  # a cut line: say so, never "unknown action None"
+        i = int(np.argmax(cut))
+        raise _refuse(path, f"line {numbers[i]}: cut short ({given[i]} field(s); The ONE's "
+                            "contact line is <time> CONN <a> <b> up|down)")
     other = ~conn & ~np.isin(action.astype(str), list(ONE_MESSAGE_ACTIONS))
     if other.any():
         i = int(np.argmax(other))
@@ -331,12 +367,13 @@ def read_contacts(path: str | Path, *, fmt: str = "auto") -> Contacts:
     path = Path(path).expanduser()
     if not path.is_file():
         raise ConfigError(SETTING, str(path), "an existing contact trace file")
-    if fmt == "auto":
-        fmt = detect_format(path)
     readers = {"mobidfl": _read_mobidfl, "one": _read_one, "crawdad": _read_crawdad}
-    if fmt not in readers:
+    if fmt != "auto" and fmt not in readers:
         raise ConfigError("contact_trace.format", fmt, "one of " + ", ".join(FORMATS))
-    return readers[fmt](path)
+    text = None if path.suffix.lower() == ".parquet" else _open_text(path)  # read once
+    if fmt == "auto":
+        fmt = detect_format(path, text=text)
+    return readers[fmt](path, text)
 
 
 class ContactTrace:

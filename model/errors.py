@@ -40,3 +40,11 @@ class DatasetUnavailable(ValueError):
 
     Here, not in :mod:`model.learning.data`, so the presets (ground floor) can tell a
     missing dataset from a broken one without importing the loaders' module."""
+
+
+class DatasetDamaged(DatasetUnavailable):
+    """A dataset's files are there but damaged (bad header, cut short, labels out of range).
+
+    A subclass of :class:`DatasetUnavailable` (both stop a run in one line, exit 2), kept
+    apart so that an ``auto:`` dataset refuses a damaged file instead of silently falling
+    back to the next set."""

@@ -7,10 +7,23 @@ seed and touches no global RNG), so one copy per session is enough.
 
 from __future__ import annotations
 
-import pytest
-import torch
+import os
+from pathlib import Path
+
+# Tests run on small data so the suite stays fast and its numbers stay those it was written
+# with: the system's full Fashion-MNIST (the default dataset, `auto:fashion_mnist|mnist5k`)
+# is hidden, here and in every subprocess a test starts (the environment variable), so the
+# default resolves to mnist5k. A test that wants the real set points back at Debian's folder
+# (tests/test_idx_datasets.py); a data_root given by a test is still read.
+os.environ["MOBIDFL_FASHION_DIR"] = "/nonexistent/mobidfl-tests-use-small-data"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from model.learning import data as _data  # noqa: E402
 
 torch.set_num_threads(1)
+_data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
 
 
 @pytest.fixture(scope="session")

@@ -620,8 +620,9 @@ def test_local_ray_listens_on_loopback_only(monkeypatch):
         shutdown=lambda: None, remote=lambda f: types.SimpleNamespace(options=lambda **kw: f))
     monkeypatch.setitem(sys.modules, "ray", fake)
     # Execute: no runs to do, only start and stop
-    sweep_module._run_ray([], lambda r: None, address=None, cpus=1, gpus=0)
-    sweep_module._run_ray([], lambda r: None, address="ray://head:10001", cpus=1, gpus=0)
+    sweep_module._run_ray([], lambda r: None, address=None, resources={"num_cpus": 1})
+    sweep_module._run_ray([], lambda r: None, address="ray://head:10001",
+                          resources={"num_cpus": 1})
     # Assert
     assert calls[0]["_node_ip_address"] == "127.0.0.1"
     assert "_node_ip_address" not in calls[1] and calls[1]["address"] == "ray://head:10001"
@@ -802,16 +803,17 @@ def test_memory_check_counts_cached_dfl_caches_before_step_1():
     # Execute
     copies = held_model_copies(cached), held_model_copies(no_cache)
     need = estimate_memory_bytes(cached), estimate_memory_bytes(no_cache)
-    # Assert: ten extra float32 copies per car, i.e. ~0.4 MB each with this MLP
-    assert copies == (20_000, 0)
-    assert need[0] - need[1] == 4 * 101_770 * 20_000
-    # a machine with 8 GiB free runs the plain fleet but refuses the cached one, naming
+    # Assert: shared snapshots count once: per car its own and its assigned model plus the
+    # cached ones of the last tau_max - 1 = 4 epochs (not C_max = 10 copies), ~0.4 MB each
+    assert copies == (2000 * (2 + 4), 0)
+    assert need[0] - need[1] == 4 * 101_770 * 12_000
+    # a machine with 4 GiB free runs the plain fleet but refuses the cached one, naming
     # vehicles and how many would fit, before any agent exists
-    check_memory(no_cache, available=8 * 1024**3)
+    check_memory(no_cache, available=4 * 1024**3)
     with pytest.raises(ConfigError) as info:
-        check_memory(cached, available=8 * 1024**3)
+        check_memory(cached, available=4 * 1024**3)
     assert info.value.setting == "vehicles" and "fits in memory" in str(info.value)
-    assert f"at most about {8 * 1024**3 // (need[0] // 2000)} vehicles" in str(info.value)
+    assert f"at most about {4 * 1024**3 // (need[0] // 2000)} vehicles" in str(info.value)
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one

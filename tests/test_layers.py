@@ -17,7 +17,7 @@ PACKAGES = ("model", "agents", "maps", "analysis")
 FLOORS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (0, "ground: errors, settings, registries, config, presets, io", (
         "model.errors", "model.settings", "model.registry", "model.plugins", "model.config",
-        "model.presets", "model.atomic", "model.checkpoint", "model.ray_local",
+        "model.presets", "model.atomic", "model.checkpoint", "model.ray_local", "model.inert",
     )),
     (1, "maps, pure maths, the typed views plug-ins read", (
         "maps.*", "model.maths.*", "model.contacts", "model.contact_trace", "model.views",

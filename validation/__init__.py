@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CASES: tuple[str, ...] = ("cached_dfl", "heredia", "ns3_link")
+CASES: tuple[str, ...] = ("cached_dfl", "heredia", "ns3_link", "psfl")
 """Case modules, in the order the report prints them."""
 
 

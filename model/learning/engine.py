@@ -88,6 +88,8 @@ from model.learning.params import (
     mixing_operator,
     rng_restore,
     rng_state,
+    shared_zeros,
+    splits_mixing,
 )
 from model.learning.partition import label_histograms
 from model.learning.workers import (
@@ -206,7 +208,29 @@ class Engine:
         with torch.random.fork_rng(devices=[]):  # leave the global RNG untouched
             torch.manual_seed(self.seed)
             template = build_net(net, dataset.input_shape, dataset.num_classes)
-            self.params: list[torch.Tensor] = init_stacks(template, self.n_agents, same_init)
+            self.flops_per_sample = flops_per_sample(
+                template, self._input_shape, backward=False
+            )
+            self.workers = (
+                int(workers)
+                if workers
+                else auto_workers(
+                    flops_per_step=self.n_agents
+                    * self.flops_per_sample
+                    * (3 * self.local_steps * self.batch_size + int(dataset.y_test.shape[0])),
+                    n_agents=self.n_agents,
+                    pooled=self.backend == "loop" and self.device.type == "cpu",
+                )
+            )
+            # Worker processes map the stacks: allocate them in shared memory at once, so
+            # they are never held twice (a later share_memory_() copies them).
+            shared = (
+                self.workers > 1 and self.backend == "loop" and self.device.type == "cpu"
+                and worker_backend == "processes"
+            )  # fmt: skip
+            self.params: list[torch.Tensor] = init_stacks(
+                template, self.n_agents, same_init, shared=shared
+            )
         for p in template.parameters():
             p.requires_grad_(False)
         if list(template.buffers()):
@@ -222,12 +246,10 @@ class Engine:
         self._fn = Functional(
             template.to(self.device), channels_last=self.channels_last, precision=self.precision
         )
-        self.flops_per_sample = flops_per_sample(template, self._input_shape, backward=False)
         self.params = [p.to(self.device).contiguous() for p in self.params]
+        zeros = shared_zeros if shared else torch.zeros_like
         self.momentum_buffers: list[torch.Tensor] = (
-            [torch.zeros_like(p) for p in self.params]
-            if self.momentum and self.optimizer == "sgd"
-            else []
+            [zeros(p) for p in self.params] if self.momentum and self.optimizer == "sgd" else []
         )
         # Adam: first moments of every layer, then second moments; optimiser steps per agent.
         self.adam_buffers: list[torch.Tensor] = (
@@ -245,17 +267,6 @@ class Engine:
         self._y_test = dataset.y_test.to(self.device)
         seqs = np.random.SeedSequence([self.seed, 0xBA7C4]).spawn(self.n_agents)
         self._rngs = [np.random.Generator(np.random.PCG64(s)) for s in seqs]
-        self.workers = (
-            int(workers)
-            if workers
-            else auto_workers(
-                flops_per_step=self.n_agents
-                * self.flops_per_sample
-                * (3 * self.local_steps * self.batch_size + int(dataset.y_test.shape[0])),
-                n_agents=self.n_agents,
-                pooled=self.backend == "loop" and self.device.type == "cpu",
-            )
-        )
         eval_rng = np.random.default_rng([self.seed, 0x1055])
         self._loss_order = [p[eval_rng.permutation(p.size)] for p in self.parts]
         self._pool: ProcessPool | RayPool | None = None
@@ -353,6 +364,9 @@ class Engine:
         m = sp.csr_matrix(w)
         if m.shape != (self.n_agents, self.n_agents):
             raise ConfigError("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
+        self._mix(m)
+
+    def _mix(self, m: sp.csr_matrix) -> None:
         mix_stacks(self.params, m, device=self.device)
 
     def average(self, *, agents: np.ndarray, weights: np.ndarray | None = None) -> Params:
@@ -587,6 +601,17 @@ class LoopEngine(Engine):
                     self.adam_steps[agents],
                 )
         return self._get_pool().run("train", agents, batches, self._hyper)
+
+    def _mix(self, m: sp.csr_matrix) -> None:
+        """Worker processes share a sparse W's column blocks (bit-identical to one process)."""
+        if self.workers > 1 and self.worker_backend == "processes" and splits_mixing(
+            m, self.params
+        ):
+            pool = self._get_pool()
+            assert isinstance(pool, ProcessPool)
+            pool.mix(m)
+            return
+        super()._mix(m)
 
     def _evaluate(self, agents: np.ndarray, chunk: int) -> np.ndarray:
         if not self._pooled():

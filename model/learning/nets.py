@@ -9,17 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from math import prod
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from model.errors import ConfigError
 from model.plugins import NETS
+
+if TYPE_CHECKING:  # imported by each builder: registering the names (config checks) skips torch
+    import torch
+    from torch import nn
 
 __all__ = ["NETS", "build_net", "flops_per_sample", "num_params"]
 
 
 def _flat_size(body: nn.Module, input_shape: tuple[int, ...]) -> int:
+    import torch
+
     with torch.no_grad():
         return int(body(torch.zeros(1, *input_shape)).numel())
 
@@ -27,6 +31,8 @@ def _flat_size(body: nn.Module, input_shape: tuple[int, ...]) -> int:
 def mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """784-128-10 MLP with ReLU (PSFL: "a simple MLP with 128 neurons in the hidden
     layer"); flattens any input shape."""
+    from torch import nn
+
     return nn.Sequential(
         nn.Flatten(), nn.Linear(prod(input_shape), 128), nn.ReLU(), nn.Linear(128, num_classes)
     )
@@ -47,6 +53,8 @@ def cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     gradients to different elements and the two backends drift apart (~1e-5 after a few
     steps, data-dependent). Average pooling has no such switch, so they agree to ~1e-7.
     """
+    from torch import nn
+
     c = input_shape[0]
     body = nn.Sequential(
         nn.Conv2d(c, 10, 5),
@@ -69,6 +77,8 @@ def cached_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     Cached-DFL reproductions. It keeps Cached-DFL's max pooling, so its loop and batched
     backends agree only up to rare near-tie switches (see :func:`cnn`).
     """
+    from torch import nn
+
     c = input_shape[0]
     body = nn.Sequential(
         nn.Conv2d(c, 16, 5, padding=2),
@@ -90,6 +100,8 @@ def lenet5(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
     28x28 inputs get padding 2 on the first conv so both 28x28 and 3x32x32 reach 16x5x5.
     """
+    from torch import nn
+
     c, h = input_shape[0], input_shape[1]
     pad = 2 if h < 32 else 0
     body = nn.Sequential(
@@ -147,6 +159,9 @@ def flops_per_sample(
     ``backward=True`` returns forward + backward, estimated as 3x the forward (the backward
     computes gradients w.r.t. both inputs and weights); element-wise ops are ignored.
     """
+    import torch
+    from torch import nn
+
     macs = 0
 
     def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:

@@ -1,7 +1,11 @@
 """How the training set is split over agents: pure functions of (labels, rng).
 
 Each function returns ``list[np.ndarray]``: the training-sample indices of each agent, no
-sample given to two agents. The heterogeneity settings follow Cached-DFL (Experiments,
+sample given to two agents, except ``shards_resampled``, the one scheme that says it shares:
+it draws each agent's samples *with replacement* within its shards' labels, so a fleet larger
+than the data set (10,000 cars on ``mnist5k``'s 4,000 training images) keeps Cached-DFL's
+label skew. The others refuse such a fleet and name it. The heterogeneity settings follow
+Cached-DFL (Experiments,
 "Datasets"): *i.i.d.*, *extreme non-i.i.d.* shards (10/20/30/40 % of agents get 4/3/2/1 of
 2N label-sorted shards) and *Dirichlet* (pi = 0.5 there; also Reza et al.'s alpha = 0.05/0.1).
 ``area`` gives agents of each map area samples from that area's label subset only (Cached-DFL
@@ -25,9 +29,17 @@ __all__ = [
     "partition_dirichlet",
     "partition_iid",
     "partition_shards",
+    "partition_shards_resampled",
     "shard_counts",
 ]
 
+
+SHARED_HINT = "or partition = shards_resampled (samples drawn with replacement, shared)"
+"""Said by every refusal of a fleet larger than the data set: the explicit way to share."""
+
+MIN_SHARD_SIZE = 32
+"""Smallest virtual shard of ``shards_resampled``: two default batches (B = 16), so an agent
+with one shard still draws distinct batches."""
 
 SHARD_MIX: tuple[tuple[int, float], ...] = ((4, 0.1), (3, 0.2), (2, 0.3))
 """(shards per agent, fraction of agents); the rest (40 %) get 1 shard. Cached-DFL."""
@@ -39,7 +51,9 @@ def _check_agents(labels: np.ndarray, n_agents: int) -> np.ndarray:
         raise ConfigError("n_agents", n_agents, "an integer >= 1")
     if labels.size < n_agents:
         raise ConfigError(
-            "n_agents", n_agents, f"at most the number of training samples ({labels.size})"
+            "n_agents",
+            n_agents,
+            f"at most the number of training samples ({labels.size}), {SHARED_HINT}",
         )
     return labels
 
@@ -87,7 +101,8 @@ def partition_shards(
         raise ConfigError(
             "n_agents",
             n_agents,
-            f"shards need 2N <= training samples ({labels.size}); use fewer agents",
+            f"shards need 2N <= training samples ({labels.size}); use fewer agents, "
+            f"{SHARED_HINT}",
         )
     order = rng.permutation(labels.size)
     order = order[np.argsort(labels[order], kind="stable")]
@@ -99,6 +114,56 @@ def partition_shards(
         np.sort(np.concatenate([shards[s] for s in dealt[bounds[i] : bounds[i + 1]]]))
         for i in range(n_agents)
     ]
+
+
+def partition_shards_resampled(
+    labels: np.ndarray,
+    n_agents: int,
+    *,
+    rng: np.random.Generator,
+    shard_size: int | None = None,
+) -> list[np.ndarray]:
+    """Cached-DFL's shard mix for any fleet size: virtual shards filled by sampling with
+    replacement within one label.
+
+    The data set's labels sorted and cut into 2N equal *virtual* shards, as in
+    :func:`partition_shards`; virtual shard ``s`` takes the label found at the middle of its
+    cut, ``sorted_labels[floor((s + 1/2) |D| / 2N)]`` (so the labels' shares are the data
+    set's, and each shard has one label), and ``shard_size`` samples drawn uniformly *with
+    replacement* from that label's samples. Agents receive 4/3/2/1 shards as in Cached-DFL
+    (:func:`shard_counts`). A sample can then sit in several agents' data (and twice in
+    one): the run states this by naming the partition, never by falling back to it.
+    ``shard_size`` defaults to ``max(|D| // 2N, MIN_SHARD_SIZE)``, i.e. :func:`partition_shards`'s
+    shard size while the data set is large enough, and :data:`MIN_SHARD_SIZE` beyond.
+    Vectorised: one draw for all shards and one sort, whatever N.
+    """
+    labels = np.asarray(labels).reshape(-1)
+    if isinstance(n_agents, bool) or int(n_agents) < 1:
+        raise ConfigError("n_agents", n_agents, "an integer >= 1")
+    if labels.size < 1:
+        raise ConfigError("labels", 0, "at least one training sample")
+    n_agents = int(n_agents)
+    n_shards = 2 * n_agents
+    size = max(labels.size // n_shards, MIN_SHARD_SIZE) if shard_size is None else shard_size
+    if isinstance(size, bool) or int(size) < 1:
+        raise ConfigError("shard_size", shard_size, "an integer >= 1")
+    size = int(size)
+    order = np.argsort(labels, kind="stable")
+    sorted_labels = labels[order]
+    classes, first, count = np.unique(sorted_labels, return_index=True, return_counts=True)
+    middle = ((np.arange(n_shards) + 0.5) * labels.size / n_shards).astype(np.int64)
+    cls = np.searchsorted(classes, sorted_labels[middle])  # one label per virtual shard
+    draws = first[cls][:, None] + (rng.random((n_shards, size)) * count[cls][:, None]).astype(
+        np.int64
+    )  # [2N, size] positions in ``order``, uniform within the shard's label
+    per_agent = rng.permutation(shard_counts(n_agents))
+    dealt = rng.permutation(n_shards)
+    owner = np.repeat(np.arange(n_agents), per_agent)  # owner of dealt[k]
+    samples = order[draws[dealt]]  # [2N, size], row k belongs to owner[k]
+    keys = np.repeat(owner, size) * labels.size + samples.reshape(-1)
+    keys.sort()  # by agent, then sample index: one sort for the whole fleet
+    cuts = np.cumsum(per_agent * size)[:-1]
+    return np.split(keys % labels.size, cuts)
 
 
 def partition_dirichlet(
@@ -123,7 +188,7 @@ def partition_dirichlet(
         raise ConfigError(
             "n_agents",
             n_agents,
-            f"N * min_size ({min_size}) <= training samples ({labels.size})",
+            f"N * min_size ({min_size}) <= training samples ({labels.size}), {SHARED_HINT}",
         )
     by_class = [np.flatnonzero(labels == c) for c in np.unique(labels)]
     for _ in range(max_tries):
@@ -228,12 +293,16 @@ def label_histograms(
 ) -> np.ndarray:
     """``[N, C]`` sample count per agent and class (what DAM/DCM and PSFL read)."""
     labels = np.asarray(labels).reshape(-1)
-    out = np.zeros((len(parts), num_classes), dtype=np.int64)
-    for i, p in enumerate(parts):
-        out[i] = np.bincount(labels[np.asarray(p, dtype=np.int64)], minlength=num_classes)[
-            :num_classes
-        ]
-    return out
+    n = len(parts)
+    sizes = np.fromiter((np.size(p) for p in parts), dtype=np.int64, count=n)
+    if n == 0 or sizes.sum() == 0:
+        return np.zeros((n, num_classes), dtype=np.int64)
+    flat = np.concatenate([np.asarray(p, dtype=np.int64).reshape(-1) for p in parts])
+    lab = labels[flat].astype(np.int64)
+    keep = lab < num_classes
+    owner = np.repeat(np.arange(n), sizes)
+    counts = np.bincount(owner[keep] * num_classes + lab[keep], minlength=n * num_classes)
+    return counts.reshape(n, num_classes)
 
 
 for _name, _partition in (
@@ -241,6 +310,7 @@ for _name, _partition in (
     ("shards", partition_shards),
     ("dirichlet", partition_dirichlet),
     ("area", partition_area),
+    ("shards_resampled", partition_shards_resampled),
 ):
     PARTITIONS.register(_name)(_partition)  # names of setting ``partition``: model.plugins
 
@@ -263,6 +333,8 @@ def make_partition(
         return partition_iid(labels, n_agents, rng=rng)
     if name == "shards":
         return partition_shards(labels, n_agents, rng=rng)
+    if name == "shards_resampled":
+        return partition_shards_resampled(labels, n_agents, rng=rng)
     if name == "dirichlet":
         return partition_dirichlet(labels, n_agents, alpha=alpha, rng=rng, min_size=min_size)
     if name == "area":

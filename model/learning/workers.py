@@ -23,6 +23,7 @@ import torch
 from model.errors import ConfigError
 from model.learning.backends import Functional, Hyper, evaluate_agents, train_loop_agents
 from model.learning.nets import build_net
+from model.learning.params import mix_stacks
 
 __all__ = [
     "AUTO_WORKERS_MIN_FLOP",
@@ -108,6 +109,10 @@ def worker_main(
             if msg[0] == "train":
                 _, agents, batches, hp = msg
                 res = train_loop_agents(fn, params, bufs, x, y, agents, batches, hp)
+            elif msg[0] == "mix":  # this worker's share of the column blocks, in place
+                _, w, part, parts = msg
+                mix_stacks(params, w, device=torch.device("cpu"), part=part, parts=parts)
+                res = np.zeros(0)
             else:
                 _, agents, chunk = msg
                 res = evaluate_agents(fn, params, x_test, y_test, agents, chunk)
@@ -189,6 +194,10 @@ class ProcessPool:
                 args = [e[c] if isinstance(e, np.ndarray) else e for e in extra]
                 conn.send((kind, agents[c], *args))
                 used.append((conn, c))
+        return np.concatenate(self._gather(used), axis=-1)
+
+    def _gather(self, used: list[tuple[mpc.Connection, Any]]) -> list[np.ndarray]:
+        """The workers' replies, in order; raises the first worker's error."""
         parts: list[np.ndarray] = []
         errors = []
         self.timings = []
@@ -210,7 +219,15 @@ class ProcessPool:
                 self.timings.append(res[1:])
         if errors:
             raise RuntimeError(f"training worker failed: {errors[0]!r}") from errors[0]
-        return np.concatenate(parts, axis=-1)
+        return parts
+
+    def mix(self, w: Any) -> None:
+        """``x <- W x`` on the shared stacks, the column blocks dealt round-robin over the
+        workers (:func:`model.learning.params.mix_stacks` with ``part``/``parts``)."""
+        parts = len(self.conns)
+        for part, conn in enumerate(self.conns):
+            conn.send(("mix", w, part, parts))
+        self._gather([(conn, None) for conn in self.conns])
 
     def close(self) -> None:
         for conn in self.conns:

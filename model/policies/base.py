@@ -45,13 +45,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import scipy.sparse
-import torch
 
 from model.errors import ConfigError
 from model.plugins import POLICIES
 from model.settings import PluginSettings
 
 if TYPE_CHECKING:
+    import torch
+
     from model.learning.engine import Engine
     from model.links import LinkPlan
     from model.views import WorldView

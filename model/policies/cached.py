@@ -202,8 +202,13 @@ class CachedPolicy(ExchangePolicy):
 
     @classmethod
     def held_models(cls, settings: Any) -> int:
-        """C_max cached snapshots per car (Cached-DFL Alg. 2), each a full model copy."""
-        return CachedSettings.of(settings).size
+        """Distinct snapshots per car at the peak of an epoch: its own fresh one, the model it
+        is assigned (both until the aggregation is written), and cached ones of the last
+        ``tau_max - 1`` epochs, at most C_max (Cached-DFL Alg. 2: older ones are evicted).
+        A cache entry refers to a shared snapshot, so an epoch's snapshots count once, however
+        many caches hold them: at most one per car per epoch still in the caches."""
+        options = CachedSettings.of(settings)
+        return 2 + min(options.size, options.tau_max - 1)
 
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)

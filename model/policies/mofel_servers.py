@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 
 from maps.grid import area_of_points, split_areas
 from model.errors import ConfigError
@@ -58,6 +57,8 @@ from model.settings import (
 )
 
 if TYPE_CHECKING:
+    import torch
+
     from maps.network import StreetNetwork
     from model.learning.engine import Engine
     from model.links import LinkPlan

@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 
 from agents.mobility.walker import PsflSettings
 from model.errors import ConfigError
@@ -73,6 +72,8 @@ from model.policies.base import (
 )
 
 if TYPE_CHECKING:
+    import torch
+
     from model.learning.engine import Engine
     from model.links import LinkPlan
     from model.views import WorldView
@@ -393,6 +394,8 @@ class PsflPolicy(ExchangePolicy):
 
     # --- checkpoint ------------------------------------------------------------------------
     def state_dict(self) -> dict:
+        import torch  # here: a world without learning never imports torch
+
         if self.state is None:
             return {"format": STATE_FORMAT, "initialised": False}
         return {

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from model.errors import ConfigError, DatasetUnavailable
+from model.errors import ConfigError, DatasetDamaged, DatasetUnavailable
 from model.plugins import DATASETS
 
 __all__ = ["Preset", "preset_names", "load_preset", "preset_settings", "resolve_auto_dataset"]
@@ -84,10 +84,16 @@ def resolve_auto_dataset(spec: str, data_root: str | None) -> str:
 
 @functools.cache
 def dataset_present(name: str, data_root: str | None) -> bool:
-    """Whether ``name`` loads from ``data_root`` (or the system) on this machine."""
+    """Whether ``name`` loads from ``data_root`` (or the system) on this machine.
+
+    Files that are there but damaged raise :class:`DatasetDamaged` (one line): an ``auto:``
+    dataset never falls back silently past a broken copy of the set it asked for first.
+    """
     root = None if data_root is None else Path(data_root).expanduser()
     try:
         DATASETS.lookup(name)(root, 1, 0)  # the registered loader: (root, test_size, seed)
+    except DatasetDamaged:
+        raise
     except (DatasetUnavailable, ConfigError, OSError, RuntimeError):
         return False
     return True

@@ -1,0 +1,496 @@
+"""PSFL (Domini et al., ACSOS 2024) beside its first author's Python code, ``davidedomini/PSFL``.
+
+The reference (pinned in :mod:`validation.refcache`, no licence: read from the cache, never
+copied) runs unmodified in its own Python 3.13 environment (:mod:`validation.psfl_env`) through
+``validation/psfl_driver.py``; MobiDFL's side runs here on the inputs the reference used: its
+7 x 7 ``deformed_lattice`` positions and radius-1.15 neighbourhood, its per-node data (ProFed's
+"Hard" split of MobiDFL's images, handed to it by the data-only shim) and its initial model.
+
+Quantities, each with a verdict:
+
+1. neighbourhood: MobiDFL's ``pairs_within`` at radius 1.15 on the reference's positions;
+2. ds(i, j) = L_ij + L_ji (eq. 3) for the same models and data: the reference's
+   ``loss_based_distances`` against :func:`model.maths.psfl.eq3_loss` +
+   :func:`model.maths.psfl.dissimilarity_edges` (float tolerance), and against the policy's own
+   path (:meth:`PsflPolicy._loss`, which reads D_i in a seeded order: explained);
+3. leaders and federations for the same distances: phyelds' ``elect_leaders`` /
+   ``distance_to`` / ``broadcast`` against :func:`model.maths.psfl.elect_leaders` +
+   :func:`model.maths.psfl.gradient_field` with the reference's random priorities;
+4. federation count against areas and threshold over seeds, and 5. validation accuracy over
+   ticks: the reference's ``run_simulation`` against MobiDFL's ``psfl`` policy set to the code's
+   learning settings (docs/validation/psfl.md: MobiDFL's reading of record).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+
+from model.contacts import pairs_within
+from model.errors import ConfigError, DatasetUnavailable
+from model.learning.data import FASHION_SYSTEM_DIR, Dataset, load_dataset
+from model.learning.engine import make_engine
+from model.maths.psfl import (
+    Graph,
+    dissimilarity_edges,
+    elect_leaders,
+    eq3_loss,
+    gradient_field,
+    to_graph,
+)
+from model.policies import make_policy
+from model.policies.base import AgentTable, ExchangeContext
+from validation import Row, refcache
+from validation.psfl_env import ensure_venv, find_python313
+
+REFERENCE = "psfl"
+CASE = "psfl"
+DRIVER = Path(__file__).with_name("psfl_driver.py")
+CLASSES_OUT = 27  # the reference's MLP: Linear(784, 128), Linear(128, 27) (EMNIST letters)
+SIGMAS = (20.0, 40.0, 80.0)
+
+# train / test images handed to the reference; runs (seed, areas, threshold); seeds of the
+# fixed-input checks.
+SIZES: dict[str, dict] = {
+    "ci": {"train": 5000, "test": 1000, "areas": (3,), "thresholds": (40.0,), "seeds": 2},
+    "small": {"train": 5000, "test": 1000, "areas": (3,), "thresholds": (40.0,), "seeds": 3},
+    "full": {"train": 0, "test": 0, "areas": (3, 5, 9), "thresholds": SIGMAS, "seeds": 3},
+}
+
+
+# --- data -------------------------------------------------------------------------------------
+def _images(size: str) -> Dataset:
+    """MobiDFL's Fashion-MNIST (Cached-DFL's set; EMNIST-letters is not available offline),
+    or ``mnist5k`` where Debian's ``dataset-fashion-mnist`` is not installed; ``train`` /
+    ``test`` > 0 keep a stratified, seeded subset."""
+    cfg = SIZES[size]
+    try:
+        if not FASHION_SYSTEM_DIR.is_dir():
+            raise DatasetUnavailable("fashion_mnist")
+        ds = load_dataset("fashion_mnist", test_size=10_000, seed=0)
+    except DatasetUnavailable:
+        ds = load_dataset("mnist5k", test_size=1_000, seed=0)
+    rng = np.random.default_rng(0x95F1)
+
+    def keep(y: torch.Tensor, n: int) -> np.ndarray:
+        if n <= 0 or n >= y.shape[0]:
+            return np.arange(y.shape[0])
+        labels = y.numpy()
+        per = n // 10
+        idx = [rng.permutation(np.flatnonzero(labels == c))[:per] for c in np.unique(labels)]
+        return np.sort(np.concatenate(idx))
+
+    tr, te = keep(ds.y_train, cfg["train"]), keep(ds.y_test, cfg["test"])
+    return Dataset(
+        name=ds.name, x_train=ds.x_train[tr].contiguous(), y_train=ds.y_train[tr].clone(),
+        x_test=ds.x_test[te].contiguous(), y_test=ds.y_test[te].clone(),
+        num_classes=CLASSES_OUT, input_shape=ds.input_shape,
+    )
+
+
+def _export(ds: Dataset, path: Path) -> Path:
+    np.savez(
+        path, x_train=ds.x_train.numpy(), y_train=ds.y_train.numpy(), x_test=ds.x_test.numpy(),
+        y_test=ds.y_test.numpy(), classes=int(ds.y_train.max()) + 1,
+    )
+    return path
+
+
+# --- the reference ----------------------------------------------------------------------------
+def _reference(spec: dict, out: Path) -> dict:
+    ref = refcache.ensure(REFERENCE)
+    py = ensure_venv(ref)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = {"reference": str(ref), **spec}
+    (out / "spec.json").write_text(json.dumps(spec))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [str(py), str(DRIVER), str(out / "spec.json"), str(out)],
+        capture_output=True, text=True, env=env, timeout=6 * 3600,
+    )
+    (out / "driver.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["?"])[-1]
+        raise ConfigError("psfl reference", f"exit {done.returncode}", f"a clean run ({tail})")
+    return json.loads((out / "result.json").read_text())
+
+
+def _engine(ds: Dataset, parts: list[np.ndarray], *, seed: int, local_steps: int = 1):
+    return make_engine(
+        "loop", net="mlp", dataset=ds, parts=parts, lr=1e-3, batch_size=128,
+        local_steps=local_steps, weight_decay=1e-4, optimizer="adam",
+        optimizer_state="reset", seed=seed, workers=1,
+    )
+
+
+def _tensors(state: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
+    """The reference's ``fc1`` / ``fc2`` in MobiDFL's ``mlp`` parameter order."""
+    return tuple(
+        torch.from_numpy(np.asarray(state[k], dtype=np.float32))
+        for k in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+    )
+
+
+def _graph(neighbours: list[list[int]]) -> sp.csr_matrix:
+    rows = np.repeat(np.arange(len(neighbours)), [len(n) for n in neighbours])
+    cols = np.concatenate([np.asarray(n, np.int64) for n in neighbours])
+    n = len(neighbours)
+    return sp.csr_matrix((np.ones(rows.size, bool), (rows, cols)), shape=(n, n))
+
+
+# --- 1-2: neighbourhood and ds ----------------------------------------------------------------
+def _fixed_models(ds: Dataset, n: int, seed: int) -> tuple[dict, dict, np.ndarray]:
+    """Distinct per-node models and validation sets with area-like label blocks."""
+    rng = np.random.default_rng([seed, 0xD5])
+    labels = ds.y_train.numpy()
+    classes = np.unique(labels)
+    blocks = np.array_split(classes, 3)
+    models, val = {}, {}
+    area = np.arange(n) // math.ceil(n / 3)
+    for i in range(n):
+        b = 1 / math.sqrt(784)
+        w = {
+            "fc1.weight": rng.uniform(-b, b, (128, 784)),
+            "fc1.bias": rng.uniform(-b, b, 128),
+            "fc2.weight": rng.uniform(-1 / math.sqrt(128), 1 / math.sqrt(128), (27, 128)),
+            "fc2.bias": rng.uniform(-0.1, 0.1, 27),
+        }
+        w["fc2.bias"][blocks[area[i]]] += 3.0  # node i's model favours its block's labels
+        models.update({f"{k}.{i}": v.astype(np.float32) for k, v in w.items()})
+        pool = np.flatnonzero(np.isin(labels, blocks[(area[i] + i % 2) % 3]))
+        val[str(i)] = np.sort(rng.choice(pool, size=int(rng.integers(60, 300)), replace=False))
+    return models, {k: v.tolist() for k, v in val.items()}, area
+
+
+def _loss_job(ds: Dataset, work: Path, seed: int, data: Path) -> tuple[dict, dict]:
+    models, val, _ = _fixed_models(ds, 49, seed)
+    np.savez(work / f"models-{seed}.npz", **models)
+    (work / f"val-{seed}.json").write_text(json.dumps(val))
+    job = {"job": "ds", "seed": seed, "data": str(data), "models": str(work / f"models-{seed}.npz"),
+           "val": str(work / f"val-{seed}.json")}
+    return job, {"models": models, "val": val}
+
+
+def _loss_rows(ds: Dataset, seed: int, inputs: dict, got: dict) -> list[Row]:
+    models, val = inputs["models"], inputs["val"]
+    n = len(val)
+    pos = np.asarray(got["positions"])
+    ref_pairs = {(i, j) for i, nb in enumerate(got["neighbours"]) for j in nb if i < j}
+    ours = {tuple(map(int, p)) for p in pairs_within(pos, 1.15)}
+    rows = [Row(
+        CASE, f"neighbour pairs, 7 x 7 deformed lattice, radius 1.15 (seed {seed})",
+        f"{len(ref_pairs)} pairs", f"{len(ours)} pairs ({len(ours ^ ref_pairs)} differ)",
+        "identical sets", "agree" if ours == ref_pairs else "differs",
+    )]
+    graph = to_graph(_graph(got["neighbours"]))
+    parts = [np.asarray(val[str(i)], np.int64) for i in range(n)]
+    engine = _engine(ds, parts, seed=seed)
+    keys = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+    params = {i: _tensors({k: models[f"{k}.{i}"] for k in keys}) for i in range(n)}
+    x, y = ds.x_train, ds.y_train
+
+    def loss(j: int, i: int) -> float:  # L(D_i, nn_j), D_i in the reference's order
+        idx = torch.from_numpy(parts[i])
+        with torch.no_grad():
+            per = F.cross_entropy(engine.logits(params[j], x[idx]), y[idx], reduction="none")
+        return eq3_loss(per.double().numpy(), scale="batch_sum", batch=128)
+
+    rc = list(zip(graph.rows.tolist(), graph.indices.tolist(), strict=True))
+    ds_ours = dissimilarity_edges(graph, np.array([loss(j, i) for i, j in rc]))
+    ds_ref = np.array([got["ds"][str(i)][str(j)] for i, j in rc])
+    rel = float(np.max(np.abs(ds_ours - ds_ref) / ds_ref))
+    rows.append(Row(
+        CASE, f"ds(i, j) = L_ij + L_ji, {len(rc)} directed pairs, same models and data "
+        f"(seed {seed})",
+        f"{ds_ref.min():.3f} - {ds_ref.max():.3f}", f"max rel. diff {rel:.1e}",
+        "max rel. diff <= 1e-5", "agree" if rel <= 1e-5 else "differs",
+    ))
+    for i in range(n):  # the policy's own path reads D_i in its seeded order
+        engine.set_agent(i, params[i])
+    policy = make_policy("psfl", settings=_settings(40.0, seed, batches=0.0))
+    own = dissimilarity_edges(graph, np.array([policy._loss(engine, j, i) for i, j in rc]))
+    rel_own = float(np.max(np.abs(own - ds_ref) / ds_ref))
+    partial = sum(len(p) % 128 != 0 for p in parts)
+    rows.append(Row(
+        CASE, f"ds through the psfl policy's own loss (seed {seed})",
+        f"{ds_ref.mean():.3f} (mean)", f"{own.mean():.3f} (mean), max rel. diff {rel_own:.1e}",
+        "max rel. diff <= 1e-5, or explained",
+        "agree" if rel_own <= 1e-5 else ("explained" if rel_own <= 0.25 else "differs"),
+        "" if rel_own <= 1e-5 else (
+            "the policy reads D_i in a seeded random order (engine.loss_order), the reference "
+            "in its Subset order: with a partial last batch of 128 "
+            f"({partial} of {n} nodes) the sum of batch means groups the samples differently"
+        ),
+    ))
+    return rows
+
+
+# --- 3: leaders and federations for the same distances ----------------------------------------
+ROUNDS = 60
+
+
+def _synthetic(blocks: int, seed: int) -> np.ndarray:
+    """Symmetric 49 x 49 distances: cheap inside a block of the 7 x 7 lattice, dear across."""
+    rng = np.random.default_rng([seed, 0xE1, blocks])
+    cells = np.array([(i // 7, i % 7) for i in range(49)])
+    side = int(math.sqrt(blocks))
+    block = (cells[:, 0] * side // 7) * side + cells[:, 1] * side // 7
+    same = block[:, None] == block[None, :]
+    m = np.where(same, rng.uniform(2, 8, (49, 49)), rng.uniform(30, 60, (49, 49)))
+    return np.triu(m, 1) + np.triu(m, 1).T
+
+
+def _elect_job(seed: int, ds_job: int) -> tuple[dict, list[tuple[str, float]]]:
+    cases, keys = [], []
+    for sigma in SIGMAS:
+        cases.append({"from_job": ds_job, "threshold": sigma})
+        keys.append(("loss-based distances of the ds check", sigma))
+    for blocks in (4, 9):
+        m = _synthetic(blocks, seed).tolist()
+        for sigma in SIGMAS:
+            cases.append({"matrix": m, "threshold": sigma})
+            keys.append((f"synthetic, {blocks} blocks", sigma))
+    return {"job": "elect", "seed": seed, "rounds": ROUNDS, "cases": cases}, keys
+
+
+def follow_lowest_potential(graph: Graph, potential: np.ndarray, leaders: np.ndarray,
+                            *, rounds: int = 200) -> np.ndarray:
+    """Federation of every node under phyelds' ``broadcast``: each non-leader takes the value of
+    the neighbour (itself included) with the lowest potential G(j), the first in id order on
+    a tie -- not the neighbour on the shortest path (lowest G(j) + ds(i, j)) that
+    :func:`model.maths.psfl.gradient_field` follows. Iterated to its fixed point."""
+    n = graph.n
+    fed = np.where(leaders, np.arange(n), -1)
+    choice = np.arange(n)
+    for i in range(n):
+        cand = np.sort(np.append(graph.indices[graph.indptr[i]:graph.indptr[i + 1]], i))
+        choice[i] = cand[int(np.argmin(potential[cand]))]
+    for _ in range(rounds):
+        nxt = np.where(leaders, np.arange(n), fed[choice])
+        if np.array_equal(nxt, fed):
+            break
+        fed = nxt
+    return fed
+
+
+def _elect_rows(seed: int, keys: list[tuple[str, float]], got: dict) -> list[Row]:
+    graph = to_graph(_graph(got["neighbours"]))
+    rows = []
+    for (name, sigma), case in zip(keys, got["cases"], strict=True):
+        w = np.array([case["ds"][str(i)][str(j)] for i, j in zip(
+            graph.rows.tolist(), graph.indices.tolist(), strict=True)])
+        hist = case["history"]
+        last = hist[-1]
+        settled = all(h == last for h in hist[-10:])
+        ref_lead = np.array([r[0] for r in last], bool)
+        ref_pot = np.array([r[1] for r in last], float)
+        ref_fed = np.array([r[2] for r in last])
+        el = elect_leaders(graph, w, sigma, priority=np.asarray(case["uuid"]))
+        ours = gradient_field(graph, w, el.is_leader)
+        # Same leaders (the reference's): MobiDFL's field, and phyelds' broadcast rule.
+        field = gradient_field(graph, w, ref_lead)
+        pot_diff = float(np.max(np.abs(field.G - ref_pot)))
+        shortest = int((field.leader_of != ref_fed).sum())
+        lowest = follow_lowest_potential(graph, field.G, ref_lead)
+        rule = int((lowest != ref_fed).sum())
+        covered = bool((ours.G <= sigma).all() and (ref_pot <= sigma).all())
+        rows.append(Row(
+            CASE, f"leaders, {name}, sigma {sigma:g} (seed {seed})",
+            f"{int(ref_lead.sum())} leaders" + ("" if settled else " (not settled)"),
+            f"{int(el.is_leader.sum())} leaders ({int((ref_lead != el.is_leader).sum())} "
+            "flags differ)",
+            "identical leader set",
+            "agree" if np.array_equal(ref_lead, el.is_leader) else "differs",
+            "" if np.array_equal(ref_lead, el.is_leader) else (
+                "phyelds' elect_leaders is not ScaFi's S: a node is no candidate of its own "
+                "competition (the distance field has no self entry; own uid only when no "
+                "neighbour qualifies) and nodes update one after another within a tick with a "
+                "one-hop-per-tick gradient; both sides leave every node within sigma of a "
+                f"leader: {covered}"
+            ),
+        ))
+        rows.append(Row(
+            CASE, f"federations for the reference's leaders, {name}, sigma {sigma:g} "
+            f"(seed {seed})",
+            f"{len(set(ref_fed.tolist()))} federations; potential = G",
+            f"G max diff {pot_diff:.1e}; shortest path: {shortest} members differ; "
+            f"lowest-G neighbour: {rule}",
+            "G <= 1e-9; memberships identical (under the named rule)",
+            "agree" if pot_diff <= 1e-9 and shortest == 0 else (
+                "explained" if pot_diff <= 1e-9 and rule == 0 else "differs"),
+            "" if shortest == 0 else (
+                "phyelds' broadcast takes the value of the neighbour with the lowest potential "
+                "G(j), MobiDFL's gradient_field follows the shortest path (lowest G(j) + "
+                "ds(i, j)); with the lowest-G rule the memberships are "
+                + ("identical" if rule == 0 else f"still {rule} apart")
+            ),
+        ))
+    return rows
+
+
+# --- 4-5: whole runs --------------------------------------------------------------------------
+def _settings(sigma: float, seed: int, *, batches: float) -> SimpleNamespace:
+    return SimpleNamespace(
+        psfl_sigma=sigma, seed=seed, psfl_loss="batch_sum", psfl_loss_batch=128,
+        psfl_loss_batches=batches, psfl_walker=False, eval_every=10**9, steps=None,
+    )
+
+
+def _accuracy(engine, params, x: torch.Tensor, y: torch.Tensor) -> float:  # noqa: ANN001
+    with torch.no_grad():
+        return float((engine.logits(params, x).argmax(1) == y).double().mean())
+
+
+def _mobidfl_run(ds: Dataset, run: dict) -> dict:
+    """MobiDFL's ``psfl`` policy on the reference run's lattice, data and initial model."""
+    n = len(run["nodes"])
+    nodes = [run["nodes"][str(i)] for i in range(n)]
+    train = [np.asarray(d["train"], np.int64) for d in nodes]
+    val = [np.asarray(d["val"], np.int64) for d in nodes]
+    test = [np.asarray(d["test"], np.int64) for d in nodes]
+    steps = 2 * int(np.median([math.ceil(t.size / 128) for t in train]))
+    engine = _engine(ds, train, seed=int(run["seed"]), local_steps=steps)
+    init = _tensors(dict(np.load(run["init"])))
+    for i in range(n):
+        engine.set_agent(i, init)
+    batches = float(np.mean([math.ceil(v.size / 128) for v in val]))
+    policy = make_policy("psfl", settings=_settings(run["threshold"], run["seed"], batches=batches))
+    adjacency = _graph([d["neighbours"] for d in nodes])
+    blocks = np.array_split(np.arange(int(ds.y_train.max()) + 1), int(run["areas"]))
+    major = [np.bincount(ds.y_train.numpy()[t], minlength=10).argmax() for t in train]
+    area = np.array([next(b for b, blk in enumerate(blocks) if m in blk) for m in major])
+    table = AgentTable(
+        kind=np.array(["sensor"] * n), speed=np.zeros(n), data_size=engine.data_sizes,
+        area=area, label_hist=engine.label_hist, hm=np.zeros(n, bool),
+        pos=np.asarray([d["position"] for d in nodes]),
+    )
+    rng = np.random.default_rng(int(run["seed"]))
+    leaders, acc = [], []
+    for t in range(len(run["federations_csv"])):
+        engine.train()
+        acc.append([_accuracy(engine, engine.snapshot(i), ds.x_train[val[i]], ds.y_train[val[i]])
+                    for i in range(n)])
+        if t == len(run["federations_csv"]) - 1:
+            test_acc = float(np.mean([
+                _accuracy(engine, engine.snapshot(i), ds.x_test[test[i]], ds.y_test[test[i]])
+                for i in range(n)]))
+        ctx = ExchangeContext(step=t + 1, members=np.arange(n), adjacency=adjacency,
+                              engine=engine, agents=table, rng=rng)
+        out = policy.exchange(ctx)
+        for i, p in out.assign.items():
+            engine.set_agent(i, p)
+        leaders.append(int(policy.state.is_leader.sum()))
+    return {"leaders": leaders, "val_acc": np.nanmean(np.asarray(acc), 1).tolist(),
+            "test_acc": test_acc, "local_steps": steps, "loss_batches": batches}
+
+
+def _spread(values: list[float]) -> tuple[float, float]:
+    a = np.asarray(values, float)
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+
+
+def _run_job(size: str, seeds: int, data: Path) -> dict:
+    cfg = SIZES[size]
+    runs = [[s, a, th] for a in cfg["areas"] for th in cfg["thresholds"] for s in range(seeds)]
+    return {"job": "run", "data": str(data), "runs": runs}
+
+
+def _run_rows(ds: Dataset, size: str, got: dict) -> tuple[list[Row], dict]:
+    cfg = SIZES[size]
+    rows, raw = [], []
+    for a in cfg["areas"]:
+        for th in cfg["thresholds"]:
+            these = [r for r in got["runs"] if r["areas"] == a and r["threshold"] == th]
+            ours = [_mobidfl_run(ds, r) for r in these]
+            tail = max(1, len(these[0]["federations_csv"]) // 4)
+            ref_f = [float(np.mean(r["federations_csv"][-tail:])) for r in these]
+            our_f = [float(np.mean(o["leaders"][-tail:])) for o in ours]
+            (rm, rs), (om, osd) = _spread(ref_f), _spread(our_f)
+            tol = max(1.0, 2 * math.hypot(rs, osd))
+            rows.append(Row(
+                CASE, f"federations (leaders), last {tail} ticks, {a} areas, sigma {th:g}",
+                f"{rm:.2f} ± {rs:.2f}", f"{om:.2f} ± {osd:.2f}",
+                "within max(1, 2 x seed spread)",
+                "agree" if abs(rm - om) <= tol else "differs",
+                f"{len(these)} seeds",
+            ))
+            ref_acc = np.array([[np.nanmean(t["val_acc"]) for t in r["ticks"]] for r in these])
+            our_acc = np.array([o["val_acc"] for o in ours])
+            m = min(ref_acc.shape[1], our_acc.shape[1])
+            gap = np.abs(ref_acc[:, :m].mean(0) - our_acc[:, :m].mean(0))
+            band = 2 * np.hypot(ref_acc[:, :m].std(0, ddof=1), our_acc[:, :m].std(0, ddof=1))
+            inside = float(np.mean(gap <= np.maximum(band, 0.02)))
+            (ra, rsd) = _spread(ref_acc[:, m - tail:m].mean(1).tolist())
+            (oa, osd2) = _spread(our_acc[:, m - tail:m].mean(1).tolist())
+            rows.append(Row(
+                CASE, f"validation accuracy over {m} ticks, {a} areas, sigma {th:g}",
+                f"last {tail}: {ra:.3f} ± {rsd:.3f}", f"last {tail}: {oa:.3f} ± {osd2:.3f}",
+                ">= 90 % of ticks within 2 x seed spread (or 0.02)",
+                "agree" if inside >= 0.9 else "differs",
+                f"{inside:.0%} of ticks inside; {len(these)} seeds",
+            ))
+            raw.append({"areas": a, "threshold": th,
+                        "reference": [{k: r[k] for k in ("seed", "federations_csv",
+                                                          "test_acc_mean", "val_acc_mean_csv")}
+                                      for r in these],
+                        "mobidfl": ours})
+    return rows, {"runs": raw}
+
+
+def run(*, size: str, seeds: int, out: Path, parts: tuple[str, ...] = ("fixed", "runs")
+        ) -> list[Row]:
+    """Every PSFL quantity at ``size`` (``ci``, ``small``, ``full``), one row each.
+
+    ``seeds`` (>= 2; at least 3 for ``small`` and ``full``) seeds run every check; ``parts``
+    picks the fixed-input checks (neighbourhood, ds, elections) and / or the whole runs.
+    """
+    if size not in SIZES:
+        raise ConfigError("--size", size, "one of " + ", ".join(SIZES))
+    if find_python313() is None:
+        return [Row(CASE, "all quantities", "-", "-", "-", "skipped",
+                    "no Python 3.13 here (the reference needs ^3.13): install one under pyenv "
+                    "or set MOBIDFL_PYTHON313")]
+    n_seeds = max(seeds, SIZES[size]["seeds"])
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+    ds = _images(size)
+    data = _export(ds, out / "data.npz")
+    jobs, plan = [], []
+    if "fixed" in parts:
+        for s in range(n_seeds):
+            job, inputs = _loss_job(ds, out, s, data)
+            jobs.append(job)
+            plan.append(("ds", s, inputs))
+            job, keys = _elect_job(s, len(jobs) - 1)
+            jobs.append(job)
+            plan.append(("elect", s, keys))
+    if "runs" in parts:
+        jobs.append(_run_job(size, n_seeds, data))
+        plan.append(("run", None, None))
+    got = _reference({"jobs": jobs}, out / "reference")["results"]
+    rows: list[Row] = []
+    raw: dict = {}
+    for (kind, s, extra), res in zip(plan, got, strict=True):
+        if kind == "ds":
+            rows += _loss_rows(ds, s, extra, res)
+        elif kind == "elect":
+            rows += _elect_rows(s, extra, res)
+        else:
+            got_rows, raw = _run_rows(ds, size, res)
+            rows += got_rows
+    (out / "psfl.json").write_text(json.dumps(
+        {"dataset": ds.name, "size": size, "rows": [r.__dict__ for r in rows], **raw}, indent=1))
+    print(f"psfl: data set {ds.name} ({ds.n_train} train / {int(ds.y_test.shape[0])} test "
+          "images)", file=sys.stderr)
+    return rows
