@@ -385,7 +385,10 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
             "",
         ]
     else:
-        lines += [f"Single run (seed {int(data['seed'].iloc[0])}).", ""]
+        settings = _settings_of(folder / "config.toml")
+        data_set = (f"; data set `{settings['dataset']}`" if settings.get("learning", True)
+                    and "dataset" in settings else "")
+        lines += [f"Single run (seed {int(data['seed'].iloc[0])}{data_set}).", ""]
     table = summary_table(data, swept) if not data.empty else pd.DataFrame()
     if not table.empty:
         lines += [

@@ -146,7 +146,7 @@ def test_single_run_report_with_mixed_policies_plots_one_curve_per_policy(tmp_pa
     local = curves[curves["policy"] == "local"].sort_values("step")["mean"].to_numpy()
     np.testing.assert_allclose(local, data["acc_policy_local"].dropna().to_numpy())
     text = (out / "report" / "report.md").read_text()
-    assert "Single run (seed 4)" in text
+    assert "Single run (seed 4; data set `mnist5k`)" in text  # the default, tests hide Fashion
     table = _table(text)
     assert table["acc_mean"].iloc[0] == f"{data['acc_mean'].iloc[-1]:.3f}"
 
