@@ -142,19 +142,27 @@ class MofelSettings(PluginSettings):
 
     namespace: ClassVar[str] = "mofel"
     servers: int = setting(
-        3, "mofel: number of edge servers (one territory each)", at_least_one, alias="servers"
+        3,
+        "mofel/mofel_a1/mofel_a2: number of edge servers (one territory each)",
+        at_least_one,
+        alias="servers",
     )
     train_time_s: float = setting(
-        60.0, "mofel: longest local training time tau_max of a client in seconds", positive,
+        60.0,
+        "mofel/mofel_a1/mofel_a2: longest local training time tau_max of a client in seconds",
+        positive,
         alias="train_time_s",
     )
     required_accuracy: float = setting(
-        0.9, "mofel: a server requests training while below this accuracy", unit_interval,
+        0.9,
+        "mofel/mofel_a1/mofel_a2: a server requests training while below this accuracy",
+        unit_interval,
         alias="required_accuracy",
     )
     train_time_min_fraction: float = setting(
         0.05,
-        "mofel: client training times drawn U(f train_time_s, train_time_s) per client "
+        "mofel/mofel_a1/mofel_a2: client training times drawn U(f train_time_s, train_time_s) "
+        "per client "
         "(paper Sec. 5.3: U(1, 20) min, f = 0.05; 1 = one time for all)",
         _half_open_unit,
         alias="train_time_min_fraction",
