@@ -197,7 +197,11 @@ def main() -> None:
                 r = json.loads(line[7:])
                 r["load"] = os.getloadavg()[0]
                 rows.append(r)
-                print(f"  done: {net} {n} {policy}: {r['epoch_wall']:.2f} s/epoch", flush=True)
+                print(f"  done: {net} {n} {policy}: {r['epoch_wall']:.2f} s/epoch, "
+                      f"{r['epoch_cpu']:.2f} CPU s; " + ", ".join(
+                          f"{p} {r['cpu'][p]:.2f}" for p in PHASES) + " CPU s; "
+                      f"{r['peak_per_agent'] / 1e6:.3f} MB/agent (estimate "
+                      f"{r['estimate_per_agent'] / 1e6:.3f})", flush=True)  # fmt: skip
     print("seconds per epoch (wall; evaluation amortised over --eval-every epochs)")
     print(head)
     for r in rows:

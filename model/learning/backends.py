@@ -42,6 +42,8 @@ __all__ = [
     "Hyper",
     "adam_update",
     "evaluate_agents",
+    "evaluate_chunk_sums",
+    "sum_chunks",
     "sgd_update",
     "threads",
     "hyper_stretches",
@@ -490,6 +492,44 @@ def evaluate_agents(
                 total += float(F.cross_entropy(logits, y[s : s + chunk], reduction="sum"))
                 correct += int((logits.argmax(1) == y[s : s + chunk]).sum())
             out[0, a], out[1, a] = correct / n, total / n
+    return out
+
+
+def evaluate_chunk_sums(
+    fn: Functional,
+    params: list[torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    agents: np.ndarray,
+    chunk: int,
+    starts: Sequence[int],
+) -> np.ndarray:
+    """``[2, A, len(starts)]``: correct count and CE sum of each agent on each test chunk
+    ``[s, s + chunk)``: the terms :func:`evaluate_agents` adds up, so a worker can take a
+    share of the test set and :func:`sum_chunks` adds the shares in the same order
+    (bit-identical to one process)."""
+    out = np.empty((2, len(agents), len(starts)), dtype=np.float64)
+    x = fn.prep(x)
+    with torch.inference_mode():
+        for a, i in enumerate(agents):
+            ps = [fn.layout(p[int(i)]) for p in params]
+            for k, s in enumerate(starts):
+                logits = fn.eval_logits(ps, x[s : s + chunk])
+                out[1, a, k] = float(F.cross_entropy(logits, y[s : s + chunk], reduction="sum"))
+                out[0, a, k] = int((logits.argmax(1) == y[s : s + chunk]).sum())
+    return out
+
+
+def sum_chunks(sums: np.ndarray, n: int) -> np.ndarray:
+    """``[2, A]`` accuracy and mean CE from :func:`evaluate_chunk_sums`' ``[2, A, chunks]``,
+    added chunk after chunk as :func:`evaluate_agents` does."""
+    out = np.empty(sums.shape[:2], dtype=np.float64)
+    for a in range(sums.shape[1]):
+        correct, total = 0, 0.0
+        for k in range(sums.shape[2]):
+            total += float(sums[1, a, k])
+            correct += int(sums[0, a, k])
+        out[0, a], out[1, a] = correct / n, total / n
     return out
 
 

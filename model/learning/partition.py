@@ -5,9 +5,9 @@ sample given to two agents, except ``shards_resampled``, the one scheme that say
 it draws each agent's samples *with replacement* within its shards' labels, so a fleet larger
 than the data set (10,000 cars on ``mnist5k``'s 4,000 training images) keeps Cached-DFL's
 label skew. The others refuse such a fleet and name it. The heterogeneity settings follow
-Cached-DFL (Experiments,
-"Datasets"): *i.i.d.*, *extreme non-i.i.d.* shards (10/20/30/40 % of agents get 4/3/2/1 of
-2N label-sorted shards) and *Dirichlet* (pi = 0.5 there; also Reza et al.'s alpha = 0.05/0.1).
+Cached-DFL (Experiments, "Datasets"): *i.i.d.*, *extreme non-i.i.d.* shards (10/20/30/40 %
+of agents get 4/3/2/1 of 2N label-sorted shards) and *Dirichlet* (pi = 0.5 there; also
+Reza et al.'s alpha = 0.05/0.1).
 ``area`` gives agents of each map area samples from that area's label subset only (Cached-DFL
 group experiment, PSFL area skew).
 """

@@ -21,7 +21,14 @@ import numpy as np
 import torch
 
 from model.errors import ConfigError
-from model.learning.backends import Functional, Hyper, evaluate_agents, train_loop_agents
+from model.learning.backends import (
+    Functional,
+    Hyper,
+    evaluate_agents,
+    evaluate_chunk_sums,
+    sum_chunks,
+    train_loop_agents,
+)
 from model.learning.nets import build_net
 from model.learning.params import mix_stacks
 
@@ -109,6 +116,9 @@ def worker_main(
             if msg[0] == "train":
                 _, agents, batches, hp = msg
                 res = train_loop_agents(fn, params, bufs, x, y, agents, batches, hp)
+            elif msg[0] == "eval_chunks":  # all agents on this worker's share of the test set
+                _, agents, chunk, starts = msg
+                res = evaluate_chunk_sums(fn, params, x_test, y_test, agents, chunk, starts)
             elif msg[0] == "mix":  # this worker's share of the column blocks, in place
                 _, w, part, parts = msg
                 mix_stacks(params, w, device=torch.device("cpu"), part=part, parts=parts)
@@ -220,6 +230,19 @@ class ProcessPool:
         if errors:
             raise RuntimeError(f"training worker failed: {errors[0]!r}") from errors[0]
         return parts
+
+    def evaluate_split(self, agents: np.ndarray, chunk: int, n_test: int) -> np.ndarray:
+        """``[2, A]`` like ``run("eval", ...)``, but every worker evaluates all ``agents`` on a
+        contiguous share of the test chunks: balanced when there are few agents (5 cars on
+        2 workers would split 3 / 2 by agents). Bit-identical (:func:`sum_chunks`)."""
+        starts = np.array_split(np.arange(0, n_test, chunk), len(self.conns))
+        used = []
+        for conn, share in zip(self.conns, starts, strict=True):
+            if share.size:
+                conn.send(("eval_chunks", agents, chunk, share.tolist()))
+                used.append((conn, share))
+        sums = np.concatenate(self._gather(used), axis=-1)
+        return sum_chunks(sums, n_test)
 
     def mix(self, w: Any) -> None:
         """``x <- W x`` on the shared stacks, the column blocks dealt round-robin over the
