@@ -214,8 +214,11 @@ _WORKERS = textwrap.dedent(
 
 
 def test_a_runs_training_workers_spread_over_nodes_with_the_same_numbers(cluster):
-    # Prepare
+    # Prepare: two worker nodes again (one was lost above)
     cl, _ = cluster
+    if sum(n.get("Alive", False) for n in cl.global_state.node_table()) < 3:
+        cl.add_node(num_cpus=1, **NODE)
+        cl.wait_for_nodes()
     world = {**{k: v for k, v in WORLD.items() if k != "vehicle"},
              "vehicle.mobility": "random_walk", "policy": "dpsgd", "seed": 3,
              "eval_every": 1}
