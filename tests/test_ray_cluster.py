@@ -32,6 +32,9 @@ NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 80 * 2**20,
 FAST_FAILURE = {  # the GCS declares a silent node dead in ~1.5 s, not 30 s (Ray defaults)
     "RAY_health_check_initial_delay_ms": "500", "RAY_health_check_period_ms": "500",
     "RAY_health_check_timeout_ms": "500", "RAY_health_check_failure_threshold": "2",
+    # the machine's memory is other processes' too: Ray's OOM killer (95 % of the machine
+    # in use) must not kill this test's tiny workers for them
+    "RAY_memory_monitor_refresh_ms": "0",
 }
 WORLD = {"map": "grid:4x4:100", "vehicles": 4, "pedestrians": 0, "sensors": 0, "uavs": 0,
          "dataset": "digits", "model": "mlp", "steps": 2, "local_steps": 1, "batch_size": 8,
