@@ -36,11 +36,12 @@ temporary name, then renamed; its Parquet metadata repeats the manifest row) and
 status, wall time, error, attempts). A run's file is written before its manifest row; a
 write that fails (full disk, read-only folder) stops the sweep with one line
 (:class:`SweepStopped`) and leaves every finished run readable. ``DIR/sweep.lock`` is held
-(``flock``) by the one driver writing ``DIR``. Statuses: ``ok``; ``error`` (the run raised: its message is kept and
-the other runs go on); ``lost`` (its worker process died); ``pending``. ``resume=True`` skips
-runs whose Parquet file exists and, unless ``retry_errors``, runs that raised; it re-runs the
-rest. Run ids hash the run's settings and seed, so a changed sweep file never reuses a stale
-result. The same seed gives the same table on every backend (tests/test_sweep.py).
+(``flock``) by the one driver writing ``DIR``. Statuses: ``ok``; ``error`` (the run
+raised: its message is kept and the other runs go on); ``lost`` (its worker process
+died); ``pending``. ``resume=True`` skips runs whose Parquet file exists and, unless
+``retry_errors``, runs that raised; it re-runs the rest. Run ids hash the run's settings
+and seed, so a changed sweep file never reuses a stale result. The same seed gives the
+same table on every backend (tests/test_sweep.py).
 """
 
 from __future__ import annotations
