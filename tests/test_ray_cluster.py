@@ -61,6 +61,20 @@ def _toml(data: dict, prefix: str = "") -> str:
     return "\n".join(head + lines + [""] + tables)
 
 
+def _forget(address: str) -> None:
+    """Remove this cluster from Ray's "current cluster" file: ``Cluster`` writes it, and a
+    plain ``ray.init()`` anywhere on the machine (another test, another job) would then
+    join this test's cluster instead of starting its own. Every driver here names the
+    address."""
+    try:
+        from ray._common.utils import get_ray_address_file  # Ray's own, no public API
+    except ImportError:
+        return
+    path = Path(get_ray_address_file(None))
+    if path.is_file() and path.read_text().strip() == address:
+        path.unlink()
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """Head (no CPU: runs go to the workers) + two one-CPU worker nodes, loopback only."""
@@ -76,9 +90,11 @@ def cluster():
         workers = [cluster.add_node(num_cpus=1, **NODE),
                    cluster.add_node(num_cpus=1, **NODE)]
         cluster.wait_for_nodes()
+        _forget(cluster.address)
         yield cluster, workers
     finally:
         cluster.shutdown()
+        _forget(cluster.address)
         os.environ.clear()
         os.environ.update(saved)
 
