@@ -90,11 +90,12 @@ def cluster():
         workers = [cluster.add_node(num_cpus=1, **NODE),
                    cluster.add_node(num_cpus=1, **NODE)]
         cluster.wait_for_nodes()
-        _forget(cluster.address)
+        address = cluster.address  # None once the head is removed
+        _forget(address)
         yield cluster, workers
-    finally:
         cluster.shutdown()
-        _forget(cluster.address)
+        _forget(address)
+    finally:
         os.environ.clear()
         os.environ.update(saved)
 
