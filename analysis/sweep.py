@@ -27,15 +27,21 @@ collects its DataCollector rows, while the parallelism is ours:
 * ``ray``: the same function as a Ray task with per-run ``num_cpus``/``num_gpus`` hints, on a
   local Ray instance or the cluster at ``address`` (``auto`` or ``ray://HOST:PORT``; every
   node needs MobiDFL installed). Tasks return their table, so workers need no shared disk.
+  A run whose node or worker process dies is sent again (``RAY_RETRIES``; the manifest's
+  ``attempts`` and ``retried`` say so); the head going away stops the sweep in one line.
 
 Only the driver writes: each finished run becomes ``DIR/runs/<run_id>.parquet`` (written to a
 temporary name, then renamed; its Parquet metadata repeats the manifest row) and
 ``DIR/manifest.csv`` is rewritten atomically (run id, point, replicate, seed, grid values,
-status, wall time, error). Statuses: ``ok``; ``error`` (the run raised: its message is kept and
-the other runs go on); ``lost`` (its worker process died); ``pending``. ``resume=True`` skips
-runs whose Parquet file exists and, unless ``retry_errors``, runs that raised; it re-runs the
-rest. Run ids hash the run's settings and seed, so a changed sweep file never reuses a stale
-result. The same seed gives the same table on every backend (tests/test_sweep.py).
+status, wall time, error, attempts). A run's file is written before its manifest row; a
+write that fails (full disk, read-only folder) stops the sweep with one line
+(:class:`SweepStopped`) and leaves every finished run readable. ``DIR/sweep.lock`` is held
+(``flock``) by the one driver writing ``DIR``. Statuses: ``ok``; ``error`` (the run
+raised: its message is kept and the other runs go on); ``lost`` (its worker process
+died); ``pending``. ``resume=True`` skips runs whose Parquet file exists and, unless
+``retry_errors``, runs that raised; it re-runs the rest. Run ids hash the run's settings
+and seed, so a changed sweep file never reuses a stale result. The same seed gives the
+same table on every backend (tests/test_sweep.py).
 """
 
 from __future__ import annotations

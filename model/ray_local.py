@@ -31,10 +31,14 @@ def local_ray_env() -> None:
 
 def init_ray(ray: Any, *, address: str | None, **options: Any) -> None:
     """``ray.init``: a new local Ray on 127.0.0.1 only (no dashboard), or join ``address``
-    (a cluster on 127.0.0.1 is joined on the loopback, as it was started)."""
+    (a cluster on 127.0.0.1 is joined on the loopback, as it was started).
+
+    A local Ray is asked for with ``address="local"``: ``None`` would join whatever
+    cluster ``ray start`` (or a test's ``ray.cluster_utils.Cluster``) last recorded on this
+    machine, with other jobs' runs and its own resources."""
     if address is None:
         local_ray_env()
-        ray.init(address=None, _node_ip_address=LOOPBACK, include_dashboard=False,
+        ray.init(address="local", _node_ip_address=LOOPBACK, include_dashboard=False,
                  dashboard_host=LOOPBACK, **options)
     elif address.rpartition(":")[0] in (LOOPBACK, "localhost"):  # a cluster on this machine
         local_ray_env()  # the driver's own servers stay on the loopback too

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
+import re
 import warnings
 import zlib
 
@@ -113,15 +114,17 @@ def _warned(settings: dict) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, InertSettingWarning)]
 
 
-def _other_values(default):
-    """Values other than ``default`` to try (the first one the setting's check accepts)."""
+def _other_values(default, help_text: str):
+    """Values other than ``default`` to try (the first one the setting's check accepts);
+    for text, also every word of its help (the choices of an enumeration are listed there)."""
     if isinstance(default, bool):
         return [not default]
     if isinstance(default, int):
         return [default + 1, default + 2]
     if isinstance(default, float):
-        return [default * 2 if default else 0.5, default + 1.0, 0.25]
-    return [__file__, "vehicle:1e-11", "0:27e6,50:12e6", "x", "1"]
+        return [default * 2 if default else 0.5, default + 1.0, 0.25, default / 2, 0.1]
+    words = re.findall(r"[a-z][a-z0-9_]*", help_text)
+    return [__file__, "vehicle:1e-11", "0:27e6,50:12e6", "vehicle-vehicle:6e6", *words]
 
 
 def test_every_plugin_setting_changed_in_a_world_without_its_plugin_is_warned_in_one_line():
@@ -134,7 +137,8 @@ def test_every_plugin_setting_changed_in_a_world_without_its_plugin_is_warned_in
             if name == "link.model":
                 continue
             default = getattr(own(), f.name)
-            for value in [v for v in _other_values(default) if v != default]:
+            tries = _other_values(default, str(f.metadata.get("help", "")))
+            for value in [v for v in tries if v != default]:
                 # Execute
                 try:
                     messages = _warned({**BARE, name: value})
