@@ -113,6 +113,18 @@ def _registered(registry: Registry[Any], *, allow_auto: bool = False) -> Check:
     return check
 
 
+def _dataset_check(value: str | None) -> str | None:
+    """A registered data set, or ``auto:A|B|...`` naming registered ones (the first present
+    is taken when the config is resolved)."""
+    plain = _registered(DATASETS)
+    if value is not None and value.startswith("auto:"):
+        bad = [name for name in value[len("auto:") :].split("|") if plain(name) is not None]
+        if not value[len("auto:") :] or bad:
+            return "auto:A|B with each of " + ", ".join(DATASETS.names())
+        return None
+    return plain(value)
+
+
 @dataclass(frozen=True, kw_only=True)
 class KindSettings:
     """Settings of one agent kind (public names ``<kind>.<field>``)."""
@@ -185,7 +197,7 @@ class Config:
 
     # --- learning ------------------------------------------------------------------
     learning: bool = _setting(True, "train and exchange models (false = mobility only)")
-    dataset: str = _setting("auto:fashion_mnist|mnist5k", "dataset", _registered(DATASETS))
+    dataset: str = _setting("auto:fashion_mnist|mnist5k", "dataset", _dataset_check)
     data_root: str | None = _setting(None, "folder with torchvision-layout datasets")
     partition: str = _setting("shards", "data partition", _registered(PARTITIONS))
     dirichlet_alpha: float = _setting(0.5, "Dirichlet concentration alpha", positive)
