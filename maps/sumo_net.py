@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from maps.network import StreetNetwork
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 INSTALL = "the PyPI packages eclipse-sumo, libsumo and sumolib (pip install -e . or make setup)"
 

@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from maps.world import WorldMap
-from model.plugins import MOBILITY_MODELS
-from model.settings import PluginSettings
-from model.views import WorldView
+from mobidfl.plugins import MOBILITY_MODELS
+from mobidfl.settings import PluginSettings
+from agents.views import WorldView
 
 
 @dataclass

@@ -20,7 +20,7 @@ import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from model.contact_trace import FORMATS, ContactTrace, read_contacts
-from model.settings import PluginSettings, non_negative, one_of, setting
+from mobidfl.settings import PluginSettings, non_negative, one_of, setting
 
 
 def _existing_file(value: str) -> str | None:
@@ -93,7 +93,7 @@ class ContactTraceMobility(MobilityModel):
 
     def contact_trace(self) -> ContactTrace:
         """The run's trace, read and checked once per file and mapping."""
-        from model.errors import ConfigError
+        from mobidfl.errors import ConfigError
 
         o, s = self.options, self.settings
         if not o.file:
