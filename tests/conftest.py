@@ -3,6 +3,11 @@
 Fixtures used by several test files live here; a file keeps its own only when it is
 specific to it. The datasets are read-only inputs (load_dataset is deterministic from its
 seed and touches no global RNG), so one copy per session is enough.
+
+``make test`` runs the suite on every core (pytest-xdist, ``--dist loadgroup``). Each test
+writes under its own ``tmp_path`` and servers take free ports, so tests may run side by side;
+the ones that must not overlap each other get one ``xdist_group`` (one worker runs the group
+in order): the browser tests (a Solara server and a Chromium each) and the local Ray clusters.
 """
 
 from __future__ import annotations
@@ -11,6 +16,18 @@ import pytest
 import torch
 
 torch.set_num_threads(1)
+
+SERIAL_GROUPS = ("browser", "ray")
+"""Markers whose tests run one at a time on one xdist worker (marker name = group name)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for group in SERIAL_GROUPS:
+            if item.get_closest_marker(group) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
 
 
 @pytest.fixture(scope="session")
