@@ -30,10 +30,14 @@ def local_ray_env() -> None:
 
 
 def init_ray(ray: Any, *, address: str | None, **options: Any) -> None:
-    """``ray.init``: a new local Ray on 127.0.0.1 only (no dashboard), or join ``address``."""
+    """``ray.init``: a new local Ray on 127.0.0.1 only (no dashboard), or join ``address``.
+
+    ``address="local"`` for the new one: with ``None``, Ray joins a cluster another process
+    on this machine started (``/tmp/ray``), e.g. a second test or sweep running beside it.
+    """
     if address is None:
         local_ray_env()
-        ray.init(address=None, _node_ip_address=LOOPBACK, include_dashboard=False,
+        ray.init(address="local", _node_ip_address=LOOPBACK, include_dashboard=False,
                  dashboard_host=LOOPBACK, **options)
     else:
         ray.init(address=address, include_dashboard=False, **options)

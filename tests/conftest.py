@@ -8,6 +8,8 @@ seed and touches no global RNG), so one copy per session is enough.
 writes under its own ``tmp_path`` and servers take free ports, so tests may run side by side;
 the ones that must not overlap each other get one ``xdist_group`` (one worker runs the group
 in order): the browser tests (a Solara server and a Chromium each) and the local Ray clusters.
+Every other test is grouped with its file, as in a one-core run: a file's module fixtures (a
+simulated run that several tests read) are then built once, not once per worker.
 """
 
 from __future__ import annotations
@@ -24,10 +26,8 @@ SERIAL_GROUPS = ("browser", "ray")
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        for group in SERIAL_GROUPS:
-            if item.get_closest_marker(group) is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        group = next((g for g in SERIAL_GROUPS if item.get_closest_marker(g)), item.path.name)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ import numpy as np
 
 from agents.mobility.base import MobilityContext, register_mobility
 from agents.mobility.random_grid import GridMobility
+from agents.views import WorldView
 from mobidfl.errors import ConfigError
 from model.maths.distribution import (
     DistributionDistance,
@@ -32,7 +33,6 @@ from model.maths.distribution import (
     next_destination,
     step_toward,
 )
-from agents.views import WorldView
 
 NO_DESTINATION = -1
 """Destination entry before the first draw (eq. 8's first round draws at once)."""
