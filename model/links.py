@@ -170,7 +170,7 @@ class LinkSettings(PluginSettings):
         "share of the rate that carries model bytes (MAC overhead: preamble, DIFS, back-off, "
         "ACK, headers, collisions); 0.59 = ns-3 802.11p with both cars of a contact sending "
         "at 27 Mbit/s, fitted on 200 real Manhattan contacts (python -m validation --cases "
-        "ns3_link); one car alone at 6 Mbit/s measures 0.84 (benchmarks/ns3_link_check.py); "
+        "ns3_link); one car alone at 6 Mbit/s measures 0.84 (analysis/studies/ns3_link_check.py); "
         "TCP transfers fit 0.48",
         _efficiency_check,
     )

@@ -309,3 +309,24 @@ def test_an_import_up_or_across_packages_is_found(module, source, culprit):
     # Assert
     assert problems == [f"{module} (package floor {floor_of(module, PACKAGE_FLOORS)}) imports "
                         f"{culprit} (package floor {floor_of(culprit, PACKAGE_FLOORS)})"]
+
+
+def test_tests_never_import_a_benchmark():
+    # Prepare: every module name benchmarks/ offers, and every import of every test file
+    offered = {"benchmarks", *(p.stem for p in (ROOT / "benchmarks").glob("*.py"))}
+    found = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            # Execute: imports, and a benchmarks/ folder put on sys.path
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and node.value == "benchmarks":
+                names = ["benchmarks"]
+            else:
+                continue
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in offered]
+    # Assert: test oracles live under tests/ (benchmarks may import them), studies in analysis/
+    assert found == []
