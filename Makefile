@@ -8,6 +8,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= results/default
 RUN_ARGS ?=
+# Test processes (pytest-xdist): one per core, at most 4 (each holds torch and a dataset).
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 
 .PHONY: setup run test lint bench app docs docs-reference readme fashion-mnist clean validate
@@ -33,8 +35,9 @@ setup: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(VENV)/bin/mobidfl run --out $(OUT) --force $(RUN_ARGS)
 
+# Tests that must not overlap (the browser, a local Ray) share an xdist_group: one worker each.
 test: $(VENV)/.browser
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

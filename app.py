@@ -1,4 +1,4 @@
-"""MobiDFL interactive exploration (issue #6): ``solara run app.py --host 127.0.0.1``.
+"""MobiDFL interactive exploration: ``solara run app.py --host 127.0.0.1``.
 
 The page is Mesa's ``SolaraViz`` sidebar (parameter inputs) with our own Step / Play / Reset
 (``AppPage``, ``QueuedController``: a click during a step is queued, never lost); the map fills
@@ -37,7 +37,7 @@ from analysis.app import (
     model_params,
 )
 
-torch.set_num_threads(1)  # measured: 2 threads on the 2 shared cores can be 10x slower
+torch.set_num_threads(1)  # one thread per process (docs/performance/measurements.md)
 
 params = model_params(env_settings(os.environ.get("MOBIDFL_APP_SETTINGS", "")))
 start = initial_settings(params)

@@ -404,7 +404,7 @@ def _run_to_end(
         table = model.model_table()
         table.to_csv(staging / "model.csv", index=False)
         model.agent_table().to_parquet(staging / "agents.parquet", index=False)
-        if model.contact_outputs:  # the contact table of every step (issue 26, contacts_out)
+        if model.contact_outputs:  # the contact table of every step (contacts_out)
             contacts = model.contacts_table()
             if "csv" in model.contact_outputs:
                 contacts.to_csv(staging / "contacts.csv", index=False)

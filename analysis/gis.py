@@ -4,7 +4,7 @@ Layers (all WGS84, EPSG:4326):
 
 * ``points``: one Point per agent per recorded step (agent_id, kind, step, time, ...);
   ``movingpandas.TrajectoryCollection(points, traj_id_col="agent_id", t="time")`` works.
-* ``tracks``: one LineString per agent; with a link model (issue 26) also its totals at
+* ``tracks``: one LineString per agent; with a link model also its totals at
   the last recorded step (bytes sent and received, aborted transfers, airtime, energy and
   its radio / compute / flight parts; the points carry the running totals per step).
 * ``streets``: the street graph's edges.

@@ -12,7 +12,7 @@ Maps measured:
 Paths:
 
 * ``v0.1``: ``osmnx.load_graphml`` + the per-edge ``StreetNetwork.from_graph`` and
-  ``turn_table`` of v0.1 (kept verbatim in ``benchmarks/legacy_network.py``);
+  ``turn_table`` of v0.1 (kept verbatim in ``tests/legacy_network.py``);
 * ``cold``: MobiDFL's streaming GraphML reader + the vectorised build (empty cache);
 * ``warm``: the same call again (arrays read from the ``map_cache``).
 
@@ -35,11 +35,10 @@ import osmnx as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from legacy_network import StreetNetwork as LegacyNetwork  # noqa: E402
-
 from maps.edges import EdgeTable  # noqa: E402
 from maps.sources import graph_from_table, grid_table  # noqa: E402
 from maps.world import street_networks  # noqa: E402
+from tests.legacy_network import StreetNetwork as LegacyNetwork  # noqa: E402
 
 PROBS = (0.5, 0.25, 0.25)
 

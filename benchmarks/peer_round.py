@@ -50,8 +50,8 @@ from model.learning.data import Dataset, load_dataset
 from model.learning.nets import build_net, flops_per_sample
 from model.world import MobiDFLModel
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _peer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests import _peer  # noqa: E402
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 CACHE_SIZE, TAU_MAX, BATCH, LR = 10, 5, 64, 0.1

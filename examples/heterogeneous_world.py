@@ -9,7 +9,7 @@ only with members of its own group; contacts across kinds are recorded but not u
 
 It is an example, not a paper's claim: no paper runs these systems side by side, so there is
 nothing to reproduce (``mobidfl reproduce`` is for the papers). What it shows: one
-:class:`model.world.MobiDFLModel` carries several exchange policies at once, each with its
+:class:`mobidfl.MobiDFLModel` carries several exchange policies at once, each with its
 own metric columns (``cache_size_mean``, ``federations``, ...) and its own
 ``acc_policy_<name>`` accuracy column.
 
@@ -30,8 +30,7 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from analysis.stats import mean_std
-from model.world import MobiDFLModel
+import mobidfl
 
 WORLD = {
     "map": "nyc_uws",
@@ -60,7 +59,7 @@ def run(*, size: str = "small", seeds: Sequence[int] = (0, 1, 2)) -> pd.DataFram
     torch.set_num_threads(1)
     rows = []
     for seed in seeds:
-        model = MobiDFLModel(seed=int(seed), **SIZES[size], **WORLD).run()
+        model = mobidfl.MobiDFLModel(seed=int(seed), **SIZES[size], **WORLD).run()
         last = model.model_table().iloc[-1]
         columns = (*POLICY_COLUMNS, "area_acc_mean", "federations", "cache_size_mean",
                    "acc_mean")
@@ -79,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         frame.to_csv(args.out, index=False)
     print(f"heterogeneous world, size {args.size}, seeds {args.seeds} (mean ± std)")
     for name in frame.columns.drop("seed"):
-        print(f"  {name:30s} {mean_std(frame[name], digits=3, width=8)}")
+        print(f"  {name:30s} {mobidfl.mean_std(frame[name], digits=3, width=8)}")
 
 
 if __name__ == "__main__":

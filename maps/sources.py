@@ -35,7 +35,7 @@ from maps.edges import (
 )
 from maps.graphml import read_graphml
 from maps.network import table_from_graph
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 ATTRIBUTION = "© OpenStreetMap contributors, ODbL"
 

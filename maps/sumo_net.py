@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from maps.network import StreetNetwork
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 INSTALL = "the PyPI packages eclipse-sumo, libsumo and sumolib (pip install -e . or make setup)"
 
@@ -340,8 +340,8 @@ def connections(net_file: Path) -> tuple[np.ndarray, np.ndarray]:
 class EdgeRouter:
     """Shortest routes (by length) over SUMO's lane connections, edge to edge.
 
-    SUMO's own per-trip routing costs milliseconds per vehicle (measured 4-100 ms per
-    ``findRoute`` on a 40 x 40 grid under load), paid at every re-insertion; here one
+    SUMO's own per-trip routing costs milliseconds per vehicle (``findRoute``;
+    docs/performance/measurements.md), paid at every re-insertion; here one
     Dijkstra per origin edge over the connection graph (scipy, cached per origin) gives
     routes SUMO accepts as they are (only connections netconvert built are used, so no
     forbidden U-turn).

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from pyproj import CRS, Transformer
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 CSV_COLUMNS = ({"id", "time", "lon", "lat"}, {"id", "time", "x", "y"})
 

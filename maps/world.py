@@ -16,7 +16,7 @@ from pyproj import Transformer
 from maps.grid import Grid, area_of_points, split_areas
 from maps.network import StreetNetwork
 from maps.sources import graph_from_table, load_edges, source_digest
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 NETWORK_FORMAT = 2
 """Bumped whenever the street arrays change meaning, so old cache files are rebuilt."""

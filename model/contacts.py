@@ -11,8 +11,8 @@ Two rules (setting ``contact``):
   differ from the true street path only where an agent turns a corner inside a
   sub-interval of at most R/2 metres.
 
-How ``during`` is searched (issue 15, item 3; benchmarks/city_scale.py prints it beside the
-code it replaced, kept verbatim as tests/contacts_oracle.py, which the tests compare against):
+How ``during`` is searched (benchmarks/city_scale.py prints it beside the code it replaced,
+kept verbatim as tests/contacts_oracle.py, which the tests compare against):
 candidate pairs of a sub-interval come from a uniform grid over the chord midpoints
 (:func:`_grid_candidates`: ranges of cell-sorted agents, no search tree; a cKDTree only for
 few agents on a large map), are streamed in blocks of :data:`CHUNK` through the exact
@@ -43,14 +43,11 @@ bounded on crowded maps (benchmarks/city_scale.py --dense: nyc_uws with 10k agen
 
 SKIP_KNOWN = False
 """Crowded (bitmap) steps may skip the exact test for pairs already found this step (the same
-contacts). Off: the bitmap look-up (random access to an N x N array) now costs more than the
-chunked exact test it saves: nyc_uws with 10k agents, one trajectory, load 7.4: 23.2 s and
-24.3 s without, 29.1 s with."""
+contacts). Off: the bitmap look-up (random access to an N x N array) costs more than the
+chunked exact test it saves (docs/performance/measurements.md)."""
 CONTACT_THREADS = 1
 """Threads over sub-intervals for steps of at least :data:`THREADED_FROM` agents. Off by
-default: at 100k agents 2 threads measured 0.80x at load 5 (the cKDTree search), and with
-the grid search 0.90x at load 8 (one 100k trajectory, 1 / 2 threads alternating, best of
-2): no win on 2 shared cores."""
+default: no win on 2 shared cores (docs/performance/measurements.md)."""
 THREADED_FROM = 20_000
 
 
@@ -169,9 +166,8 @@ first whose cell table fits :data:`CELLS_PER_AGENT` is used, else the cKDTree (e
 the cKDTree)."""
 CELLS_PER_AGENT = 16
 """A grid may have up to this many cells per agent (fewer agents: a coarser grid, then the
-cKDTree), and never more than :data:`CELL_LIMIT`. On grid:134x134, one trajectory, best of 3
-at load 7.2: 10k agents 0.088 s with (3, 3) against 0.148 s with (3, 12); 1k agents 0.018 s
-with (1, 1) against 0.069 s with the cKDTree; 100k agents keep (3, 12)."""
+cKDTree), and never more than :data:`CELL_LIMIT` (the sizes were chosen by measurement:
+docs/performance/measurements.md)."""
 CELL_LIMIT = 8_000_000
 """Largest candidate grid (64 MB of cell starts); sparser maps use the cKDTree."""
 
@@ -435,8 +431,7 @@ def _symmetric_from_sorted(i: np.ndarray, j: np.ndarray, n: int) -> sp.csr_matri
 
     The pairs are already the upper triangle in CSR order (row ``i``, sorted columns
     ``j``); scipy's O(nnz) transpose gives the lower one, sorted too, and the sum of the
-    two canonical halves is canonical: no index sort (0.26 s against 0.6-0.7 s for the
-    former COO -> CSR of both halves on 6M pairs, one side-by-side run at load 6).
+    two canonical halves is canonical: no index sort.
     """
     index = np.int32 if max(n, 2 * len(i)) < 2**31 else np.int64
     indptr = np.zeros(n + 1, index)
@@ -558,7 +553,7 @@ def contact_times(
     return np.stack([key // n, key % n], axis=1), time
 
 
-# --- contact intervals (issue 26: contacts carry bytes) ----------------------------------------
+# --- contact intervals (contacts carry bytes) ----------------------------------------
 def chord_intervals(
     start: np.ndarray, end: np.ndarray, radius: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -596,7 +591,7 @@ CONTACT_COLUMNS = ("step", "a", "b", "t_start", "t_end", "d_min")
 
 
 class ContactTable:
-    """Every stay in range of every pair during one step (issue 26, item 1).
+    """Every stay in range of every pair during one step.
 
     ``a < b`` agent ids; ``t_start`` / ``t_end``: seconds since the step's start when the pair
     came into and left range (a pair that parts and meets again has several rows);
@@ -746,7 +741,7 @@ def one_connection_events(frame, *, step_s: float):  # noqa: ANN001, ANN201
 
 def contact_outputs(value: str, *, link_ideal: bool) -> tuple[str, ...]:
     """The contact files a run writes for ``contacts_out = value``: ``auto`` = csv and one
-    when a link model is set (what issue 26's link runs always wrote), none under ``ideal``;
+    when a link model is set (what link runs always wrote), none under ``ideal``;
     ``none``; or a comma list of :data:`model.config.CONTACT_OUTPUTS` (csv, parquet, one)."""
     value = value.strip()
     if value == "auto":

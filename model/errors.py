@@ -1,50 +1,20 @@
-"""Errors shared by every layer of MobiDFL."""
+"""Kept for existing imports: the implementation is :mod:`mobidfl.errors` (the ground floor).
 
-from __future__ import annotations
+``maps/`` and ``agents/`` import ``mobidfl.errors``; this name stays for code written against it.
+"""
 
+from mobidfl.errors import (
+    MAX_ECHO,
+    ConfigError,
+    DatasetDamaged,
+    DatasetUnavailable,
+    shortened,
+)
 
-class ConfigError(ValueError):
-    """A setting has a value that is not allowed.
-
-    Raised before a run starts so that nothing is half-written; the message names the
-    setting, the value and what is allowed, on one line.
-    """
-
-    def __init__(self, setting: str, value: object, allowed: str) -> None:
-        message = f"setting '{setting}' = {shortened(value)} is not allowed: {allowed}"
-        super().__init__(message)
-        self.setting = setting
-        self.value = value
-        self.allowed = allowed
-
-
-MAX_ECHO = 200
-"""Characters of a refused value echoed in a message (a 100,000-seed list stays one short line)."""
-
-
-def shortened(value: object, limit: int = MAX_ECHO) -> str:
-    """``repr(value)``, cut to about ``limit`` characters with how long it was.
-
-    WHY: an error echoes the value it refuses; a huge one (``--seeds 100001`` as a list, a
-    pasted file) would otherwise print a line of hundreds of kilobytes.
-    """
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]} ... {text[-half // 2:]} ({len(text):,} characters)"
-
-
-class DatasetUnavailable(ValueError):
-    """The requested dataset's files are not on this machine (message says how to get them).
-
-    Here, not in :mod:`model.learning.data`, so the presets (ground floor) can tell a
-    missing dataset from a broken one without importing the loaders' module."""
-
-
-class DatasetDamaged(DatasetUnavailable):
-    """A dataset's files are there but damaged (bad header, cut short, labels out of range).
-
-    A subclass of :class:`DatasetUnavailable` (both stop a run in one line, exit 2), kept
-    apart so that an ``auto:`` dataset refuses a damaged file instead of silently falling
-    back to the next set."""
+__all__ = [
+    "ConfigError",
+    "DatasetDamaged",
+    "DatasetUnavailable",
+    "MAX_ECHO",
+    "shortened",
+]

@@ -1,4 +1,4 @@
-"""Link models: what a contact can carry (issue 26, "Contacts carry bytes").
+"""Link models: what a contact can carry.
 
 Every system MobiDFL implements assumes two devices in range swap whole models at once.
 A link model (setting ``link.model``, alias ``link``) replaces that with a radio: each stay
@@ -10,7 +10,7 @@ contact ends; the others refuse a non-ideal link (:meth:`model.config.Config._ch
 
 Plug-ins, registered by name in :data:`model.plugins.LINKS`:
 
-* ``ideal`` (default): no link model; every result is what it was before issue 26.
+* ``ideal`` (default): no link model; every result is what it was without link models.
 * ``fixed_rate``: one rate (``link.rate_bps``), or one per pair of kinds
   (``link.kind_rates``), whatever the distance.
 * ``distance_rate``: the rate at the pair's distance, from a step table
@@ -170,7 +170,7 @@ class LinkSettings(PluginSettings):
         "share of the rate that carries model bytes (MAC overhead: preamble, DIFS, back-off, "
         "ACK, headers, collisions); 0.59 = ns-3 802.11p with both cars of a contact sending "
         "at 27 Mbit/s, fitted on 200 real Manhattan contacts (python -m validation --cases "
-        "ns3_link); one car alone at 6 Mbit/s measures 0.84 (benchmarks/ns3_link_check.py); "
+        "ns3_link); one car alone at 6 Mbit/s measures 0.84 (analysis/studies/ns3_link_check.py); "
         "TCP transfers fit 0.48",
         _efficiency_check,
     )
@@ -569,7 +569,7 @@ def _kind_pair_rates(options: LinkSettings, kind_a: np.ndarray, kind_b: np.ndarr
 @LINKS.register
 class IdealLink(LinkModel):
     """No link model: every contact carries every message at once (every system's
-    assumption, and MobiDFL's before issue 26)."""
+    assumption, and MobiDFL's without a link model)."""
 
     name = "ideal"
     ideal = True

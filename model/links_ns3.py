@@ -1,4 +1,4 @@
-"""``link = "ns3"``: each contact's bytes from ns-3's packet-level 802.11p (issue 26, item 5).
+"""``link = "ns3"``: each contact's bytes from ns-3's packet-level 802.11p.
 
 A link plug-in like ``distance_rate`` (:mod:`model.links`), but the bytes a stay in range
 carries are not computed from a rate: the pair's motion during the stay is replayed in ns-3

@@ -3,6 +3,13 @@
 Fixtures used by several test files live here; a file keeps its own only when it is
 specific to it. The datasets are read-only inputs (load_dataset is deterministic from its
 seed and touches no global RNG), so one copy per session is enough.
+
+``make test`` runs the suite on every core (pytest-xdist, ``--dist loadgroup``). Each test
+writes under its own ``tmp_path`` and servers take free ports, so tests may run side by side;
+the ones that must not overlap each other get one ``xdist_group`` (one worker runs the group
+in order): the browser tests (a Solara server and a Chromium each) and the local Ray clusters.
+Every other test is grouped with its file, as in a one-core run: a file's module fixtures (a
+simulated run that several tests read) are then built once, not once per worker.
 """
 
 from __future__ import annotations
@@ -24,6 +31,16 @@ from model.learning import data as _data  # noqa: E402
 
 torch.set_num_threads(1)
 _data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
+
+SERIAL_GROUPS = ("browser", "ray")
+"""Markers whose tests run one at a time on one xdist worker (marker name = group name)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = next((g for g in SERIAL_GROUPS if item.get_closest_marker(g)), item.path.name)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -650,6 +650,7 @@ _RAY_SOCKETS = textwrap.dedent(
 )
 
 
+@pytest.mark.ray
 def test_a_local_ray_start_opens_no_socket_outside_loopback():
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
     pytest.importorskip("psutil", reason="psutil lists the sockets (installed with Ray)")

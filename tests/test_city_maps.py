@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +11,6 @@ from maps.network import StreetNetwork
 from maps.sources import grid_table, load_edges, load_graph, manhattan_grid
 from maps.world import WorldMap, street_networks
 from model.errors import ConfigError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 PROBS = (0.5, 0.25, 0.25)
 

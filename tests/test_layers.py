@@ -2,6 +2,11 @@
 
 Every import counts: top-level, inside functions, under ``if TYPE_CHECKING:``, and
 ``importlib.import_module("literal")``. The floors are in docs/reference/layout.md.
+
+Two grains: modules (:data:`FLOORS`, an import goes to the same or a lower floor, no cycles)
+and top-level packages (:data:`PACKAGE_FLOORS`, an import between two packages goes strictly
+down, so packages never import each other in a circle). ``tests/`` and ``benchmarks/`` are
+checked the same way: benchmarks may use the tests' oracles, tests never import a benchmark.
 """
 
 from __future__ import annotations
@@ -12,32 +17,39 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("model", "agents", "maps", "analysis")
+PACKAGES = ("mobidfl", "model", "agents", "maps", "analysis")
 
-FLOORS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+type Floors = tuple[tuple[int, str, tuple[str, ...]], ...]
+
+FLOORS: Floors = (
     (0, "ground: errors, settings, registries, config, presets, io", (
-        "model.errors", "model.settings", "model.registry", "model.plugins", "model.config",
-        "model.presets", "model.atomic", "model.checkpoint", "model.ray_local", "model.inert",
+        "mobidfl.*", "model.errors", "model.settings", "model.registry", "model.plugins",
+        "model.config", "model.presets", "model.atomic", "model.checkpoint", "model.ray_local",
+        "model.inert",
     )),
     (1, "maps, pure maths, the typed views plug-ins read", (
         "maps.*", "model.maths.*", "model.contacts", "model.contact_trace", "model.views",
+        "agents.views",
     )),
     (2, "learning, policies, mobility", (
         "model.learning.*", "model.policies.*", "agents.mobility.*", "model.bounds",
         "model.links", "model.links_ns3",
     )),
-    (3, "the Mesa model", ("model", "model.world", "model.world_view",
+    (3, "the Mesa model", ("model", "model.world", "model.world_view", "model.reporters",
+                           "model.regime", "model.outputs", "model.world_state",
                            "model.learning.session", "agents", "agents.kinds")),
     (4, "analysis and the app", ("analysis.*", "app")),
+    (5, "the public front door", ("mobidfl",)),
 )
 """(floor, role, modules): ``pkg.*`` is the package and everything in it; the most specific
 entry wins (``model.learning.session`` over ``model.learning.*``)."""
 
 
-def floor_of(module: str) -> int | None:
-    """The floor of ``module`` by the most specific matching entry of :data:`FLOORS`."""
+def floor_of(module: str, floors: Floors | None = None) -> int | None:
+    """The floor of ``module`` by the most specific matching entry of ``floors``
+    (:data:`FLOORS` by default)."""
     best: tuple[int, int] | None = None  # (specificity, floor)
-    for floor, _, patterns in FLOORS:
+    for floor, _, patterns in FLOORS if floors is None else floors:
         for pattern in patterns:
             if pattern.endswith(".*"):
                 package = pattern[:-2]
@@ -48,6 +60,52 @@ def floor_of(module: str) -> int | None:
             if hit and (best is None or score > best[0]):
                 best = (score, floor)
     return None if best is None else best[1]
+
+
+PACKAGE_FLOORS: Floors = (
+    (0, "ground: errors, settings, registries", ("mobidfl.*",)),
+    (1, "street maps", ("maps.*",)),
+    (2, "agents, their mobility models and the views plug-ins read", ("agents.*",)),
+    (3, "the Mesa model, learning, policies, links", ("model.*",)),
+    (4, "CLI, sweeps, reports, the app's parts", ("analysis.*",)),
+    (5, "the app page and the public front door", ("app", "mobidfl")),
+)
+"""Top-level packages from the bottom up (``mobidfl`` is two: its modules are the ground, its
+``__init__`` the lazy front door). An import from one package into another goes strictly
+down; inside a package, :data:`FLOORS` orders the modules."""
+
+PENDING_PACKAGE_IMPORTS: frozenset[tuple[str, str]] = frozenset({
+    # the agent kinds' names live in model.config (its owner moves them to the ground floor)
+    ("agents.mobility.trace", "model.config"),
+    ("agents.mobility.contact_trace", "model.config"),
+    # the contact-trace reader joins the other trace readers (one home for traces)
+    ("agents.mobility.contact_trace", "model.contact_trace"),
+    # pure maths shared by mobility and learning: model/maths/ moves to the ground floor
+    ("agents.mobility.dam", "model.maths.distribution"),
+    ("agents.mobility.random_grid", "model.maths.distribution"),
+})
+"""Upward package imports still to remove, each named: the list only shrinks (a test fails
+when one is gone, so its line goes too), and any other upward import fails."""
+
+
+def package_problems(sources: dict[str, str]) -> list[str]:
+    """Every import from one top-level package into another that is not strictly down."""
+    known = set(sources)
+    problems = []
+    for module, source in sorted(sources.items()):
+        for target in sorted(imports_of(module, source, known)):
+            here, there = floor_of(module, PACKAGE_FLOORS), floor_of(target, PACKAGE_FLOORS)
+            if here is None or there is None or _package(module) == _package(target):
+                continue
+            if there >= here and (module, target) not in PENDING_PACKAGE_IMPORTS:
+                problems.append(f"{module} (package floor {here}) imports {target} "
+                                f"(package floor {there})")
+    return problems
+
+
+def _package(module: str) -> str:
+    """The unit of :data:`PACKAGE_FLOORS` that ``module`` belongs to."""
+    return "mobidfl (front door)" if module == "mobidfl" else module.split(".")[0]
 
 
 def project_sources() -> dict[str, str]:
@@ -212,3 +270,66 @@ def test_the_front_door_does_not_import_the_mesa_model_for_lower_floors():
     ).stdout.split()
     # Assert
     assert out == ["False", "False", "model.world", "model.config"]
+
+
+def test_packages_import_each_other_only_downwards():
+    # Prepare
+    sources = project_sources()
+    # Execute
+    problems = package_problems(sources)
+    # Assert
+    assert problems == []
+
+
+def test_every_pending_upward_package_import_still_exists():
+    # Prepare: the import graph of the project as it is
+    sources = project_sources()
+    known = set(sources)
+    # Execute
+    present = {(m, t) for m, src in sources.items() for t in imports_of(m, src, known)}
+    # Assert: a removed one leaves the list too
+    assert sorted(PENDING_PACKAGE_IMPORTS - present) == []
+
+
+@pytest.mark.parametrize(
+    "module, source, culprit",
+    [
+        ("maps.sources", "from model.errors import ConfigError\n", "model.errors"),
+        ("maps.world", "def f():\n    from agents.kinds import Vehicle\n", "agents.kinds"),
+        ("agents.mobility.base", "from model.settings import setting\n", "model.settings"),
+        ("mobidfl.errors", "from maps.network import StreetNetwork\n", "maps.network"),
+        ("model.world", "from analysis.cli import main\n", "analysis.cli"),
+        ("app", "import mobidfl\n", "mobidfl"),
+    ],
+)
+def test_an_import_up_or_across_packages_is_found(module, source, culprit):
+    # Prepare: the real project with one module importing up (or across) the packages
+    sources = {**project_sources(), module: source}
+    # Execute
+    problems = package_problems(sources)
+    # Assert
+    assert problems == [f"{module} (package floor {floor_of(module, PACKAGE_FLOORS)}) imports "
+                        f"{culprit} (package floor {floor_of(culprit, PACKAGE_FLOORS)})"]
+
+
+def test_tests_never_import_a_benchmark():
+    # Prepare: every module name benchmarks/ offers, and every import of every test file
+    offered = {"benchmarks", *(p.stem for p in (ROOT / "benchmarks").glob("*.py"))}
+    found = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        if path.name == Path(__file__).name:
+            continue  # this file names the folder to look for it
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            # Execute: imports, and a benchmarks/ folder put on sys.path
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and node.value == "benchmarks":
+                names = ["benchmarks"]
+            else:
+                continue
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in offered]
+    # Assert: test oracles live under tests/ (benchmarks may import them), studies in analysis/
+    assert found == []

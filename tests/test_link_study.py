@@ -1,17 +1,14 @@
-"""The link study's bookkeeping (benchmarks/link_study.py, docs/studies/links.md): numbers per
+"""The link study's bookkeeping (analysis/studies/link_study.py, docs/studies/links.md): numbers per
 run from model tables, the seed table, the plot, and resuming without re-running."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import link_study  # noqa: E402
+from analysis.studies import link_study
 
 
 def _run_table(*, seed: int, received: list[float], acc: list[float]) -> pd.DataFrame:

@@ -2,14 +2,12 @@
 
 Runs when the optional extra is installed (``pip install 'mobidfl[ns3]'``); importing ns-3
 takes over a minute on a busy 2-core machine, hence ``slow``. The full check is
-``benchmarks/ns3_link_check.py`` (docs/concepts/links.md has its numbers).
+``analysis/studies/ns3_link_check.py`` (docs/concepts/links.md has its numbers).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,11 +19,9 @@ pytestmark = [
     ),
 ]
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
 
 def test_a_6_mbit_pass_in_ns3_carries_what_the_calibrated_fixed_rate_says():
-    from ns3_link_check import mobidfl_pass, ns3_pass
+    from analysis.studies.ns3_link_check import mobidfl_pass, ns3_pass
 
     # Execute: two cars head-on at 13.89 m/s, R = 100 m (a 7.2 s window), 6 Mbit/s
     ns3 = ns3_pass(speed=13.89, offset=0.0, gap=400.0, mode="OfdmRate6MbpsBW10MHz",

@@ -4,16 +4,13 @@ file checked by SHA-256, seeded from a local copy; drift or absence is one line,
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
+import _peer
 import pytest
 
 from model.errors import ConfigError
 from validation import refcache
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import _peer  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 needs_seed = pytest.mark.skipif(

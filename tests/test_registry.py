@@ -206,9 +206,9 @@ def test_a_registry_with_a_group_loads_its_plugins_once_on_first_lookup(tmp_path
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(sys.modules, "toy_gadget_target", target)
     monkeypatch.delitem(sys.modules, "toy_gadgets", raising=False)
-    monkeypatch.setattr("model.registry._LOADED", {})
+    monkeypatch.setattr("mobidfl.registry._LOADED", {})
     monkeypatch.setattr(
-        "model.registry.plugin_modules",
+        "mobidfl.registry.plugin_modules",
         lambda group: ["toy_gadgets"] if group == "toy.group" else [],
     )
     # Execute

@@ -189,6 +189,7 @@ def test_resume_reruns_only_unfinished_runs(local_sweep, tmp_path, capfd):
     assert multiprocessing.get_start_method(allow_none=True) == method  # Mesa forces spawn
 
 
+@pytest.mark.ray
 def test_ray_backend_gives_the_same_tables_as_local_processes(local_sweep, tmp_path):
     ray = pytest.importorskip("ray")
     # Prepare

@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from agents.views import WorldView
 from maps.world import WorldMap
-from model.plugins import MOBILITY_MODELS
-from model.settings import PluginSettings
-from model.views import WorldView
+from mobidfl.plugins import MOBILITY_MODELS
+from mobidfl.settings import PluginSettings
 
 
 @dataclass

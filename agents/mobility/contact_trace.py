@@ -1,4 +1,4 @@
-"""Contacts from a trace, not from positions (issue 26, item 6): ``contact_trace``.
+"""Contacts from a trace, not from positions ``contact_trace``.
 
 For published contact data (CRAWDAD's Haggle iMote traces, The ONE's connection events,
 MobiDFL's own ``contacts.csv``) there are no positions to move: who meets whom, and when,
@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from mobidfl.settings import PluginSettings, non_negative, one_of, setting
 from model.contact_trace import FORMATS, ContactTrace, read_contacts
-from model.settings import PluginSettings, non_negative, one_of, setting
 
 
 def _existing_file(value: str) -> str | None:
@@ -93,7 +93,7 @@ class ContactTraceMobility(MobilityModel):
 
     def contact_trace(self) -> ContactTrace:
         """The run's trace, read and checked once per file and mapping."""
-        from model.errors import ConfigError
+        from mobidfl.errors import ConfigError
 
         o, s = self.options, self.settings
         if not o.file:

@@ -22,7 +22,8 @@ import numpy as np
 
 from agents.mobility.base import MobilityContext, register_mobility
 from agents.mobility.random_grid import GridMobility
-from model.errors import ConfigError
+from agents.views import WorldView
+from mobidfl.errors import ConfigError
 from model.maths.distribution import (
     DistributionDistance,
     dam_probabilities,
@@ -32,7 +33,6 @@ from model.maths.distribution import (
     next_destination,
     step_toward,
 )
-from model.views import WorldView
 
 NO_DESTINATION = -1
 """Destination entry before the first draw (eq. 8's first round draws at once)."""

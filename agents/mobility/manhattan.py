@@ -12,7 +12,7 @@ from scipy.sparse.csgraph import connected_components
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from maps.network import StreetNetwork
-from model.settings import PluginSettings, non_negative, setting, unit_interval
+from mobidfl.settings import PluginSettings, non_negative, setting, unit_interval
 
 
 @dataclass(frozen=True, kw_only=True)

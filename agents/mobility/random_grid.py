@@ -9,8 +9,8 @@ import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from agents.mobility.static import distinct_cells
+from mobidfl.settings import PluginSettings, one_of, positive, setting
 from model.maths.distribution import random_grid_destination
-from model.settings import PluginSettings, one_of, positive, setting
 
 
 @dataclass(frozen=True, kw_only=True)

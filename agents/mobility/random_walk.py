@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from model.settings import PluginSettings, positive, setting, unit_interval
+from mobidfl.settings import PluginSettings, positive, setting, unit_interval
 
 
 @dataclass(frozen=True, kw_only=True)

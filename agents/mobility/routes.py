@@ -33,7 +33,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from maps.network import StreetNetwork
-from model.settings import PluginSettings, non_negative, setting
+from mobidfl.settings import PluginSettings, non_negative, setting
 
 _CACHE_SOURCES = 4096  # predecessor rows kept per network (one Dijkstra per source node)
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 GRID_KINDS = ("sensor", "uav")
 

@@ -58,8 +58,8 @@ from maps.sumo_net import (
     random_trips,
     sumo_tools,
 )
-from model.errors import ConfigError
-from model.settings import PluginSettings, non_negative, positive, setting
+from mobidfl.errors import ConfigError
+from mobidfl.settings import PluginSettings, non_negative, positive, setting
 
 SPEED_FACTOR = "normc(1,0.1,0.8,1.2)"
 SPEED_FACTOR_MAX = 1.2

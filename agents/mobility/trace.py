@@ -31,9 +31,9 @@ from maps.traces import (
     read_trace,
     resolution,
 )
+from mobidfl.errors import ConfigError
+from mobidfl.settings import PluginSettings, one_of, setting
 from model.config import KINDS
-from model.errors import ConfigError
-from model.settings import PluginSettings, one_of, setting
 
 MAX_RECORDS_PER_STEP = 1000
 """Cap on the sub-times forced by a very fine trace (a 0.1 s trace with 120 s steps)."""

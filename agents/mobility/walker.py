@@ -34,8 +34,8 @@ import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from agents.mobility.static import GRID_KINDS, distinct_cells
-from model.errors import ConfigError
-from model.settings import PluginSettings, at_least_one, one_of, positive, setting
+from mobidfl.errors import ConfigError
+from mobidfl.settings import PluginSettings, at_least_one, one_of, positive, setting
 
 __all__ = ["PsflSettings", "PsflWalker", "area_layout", "rectangle_areas", "snake_order"]
 

@@ -22,7 +22,7 @@ from model.world import MobiDFLModel
 class StepQueue:
     """Steps asked for and not yet run, and whether a worker thread is running them.
 
-    WHY (issue 13 item 9): Mesa's ``ModelController`` runs the whole step inside the click
+    WHY: Mesa's ``ModelController`` runs the whole step inside the click
     handler, so the browser session's kernel is busy for seconds and a click that arrives then
     was lost on a loaded machine (three clicks gave step 2). Here a click only adds one to
     ``pending`` and returns at once; one worker thread per page runs the steps one after another

@@ -1,5 +1,5 @@
 """The app's plots as matplotlib figures: accuracy, contacts, distinct neighbours, and with
-a link model (issue 26) energy and bytes/aborted transfers.
+a link model energy and bytes/aborted transfers.
 
 Why our own plots instead of ``mesa.visualization.make_plot_component``: its column list is
 fixed when the page is built, but the accuracy columns (``acc_<kind>``,
@@ -153,7 +153,7 @@ def _no_link(ax: Any, model: MobiDFLModel) -> None:
 
 def energy_figure(model: MobiDFLModel) -> Figure:
     """Energy per step (``energy_j`` and any ``energy_<part>_j`` split, e.g. radio/compute),
-    and the cumulative energy per agent, mean per kind (issue 26: radio tx/rx power x
+    and the cumulative energy per agent, mean per kind (radio tx/rx power x
     airtime plus training FLOPs x J/FLOP, docs/concepts/links.md).
 
     SVG ids: ``energy-total``, ``energy-<part>``, ``energy-kind-<kind>``.
@@ -189,7 +189,7 @@ def energy_figure(model: MobiDFLModel) -> Figure:
 
 def link_figure(model: MobiDFLModel) -> Figure:
     """Bytes sent and received per step (MB, left axis) and transfers aborted per step
-    (bars, right axis): what the contacts carried (issue 26).
+    (bars, right axis): what the contacts carried.
 
     SVG ids: ``link-sent``, ``link-received``, one bar ``link-aborted-<step>`` per step.
     """

@@ -29,7 +29,7 @@ def _choices(registry: str) -> list[str]:
 
 
 def _link_choices() -> tuple[list[str], list[str]]:
-    """Link model names and ``distance_rate`` radio profiles (issue 26)."""
+    """Link model names and ``distance_rate`` radio profiles."""
     from model.links import PROFILES
     from model.plugins import LINKS
 
@@ -48,7 +48,7 @@ def _preset_names() -> list[str]:
 
 
 def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """SolaraViz inputs (issue #6 controls), defaults from :class:`Config` and ``overrides``.
+    """SolaraViz inputs (the app's controls), defaults from :class:`Config` and ``overrides``.
 
     Settings in ``overrides`` that have no input become fixed parameters, so e.g.
     ``test_size`` or ``batch_size`` can be set from the environment (see :func:`env_settings`).
@@ -82,7 +82,7 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
                      "min": 10.0, "max": 500.0, "step": 10.0},
         "contact": {"type": "Select", "value": defaults.contact, "values": ["during", "end"],
                     "label": "Contact mode"},
-        # a link model (issue 26): ideal = none; the others draw transfer progress and add
+        # a link model: ideal = none; the others draw transfer progress and add
         # the energy and bytes plots
         "link": {"type": "Select", "value": link.model, "values": link_names,
                  "label": "Link model (ideal = no radio)"},

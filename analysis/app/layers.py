@@ -155,7 +155,7 @@ def link_progress(model: MobiDFLModel, pairs: np.ndarray) -> dict[str, np.ndarra
 def contacts_geojson(model: MobiDFLModel, *, max_lines: int = MAX_CONTACT_LINES) -> dict:
     """This step's exchanges as lines between the agents' current positions.
 
-    Without link accounting, one MultiLineString. With a link model (issue 26), one
+    Without link accounting, one MultiLineString. With a link model, one
     MultiLineString per progress class of :func:`link_progress` and per aborted or not:
     colour and width by the share of the bytes sent that arrived (red to green, thicker
     when more arrived), dashed when a transfer was aborted or lost, grey when nothing was
@@ -228,8 +228,8 @@ def streets_geojson(model: MobiDFLModel) -> dict[str, Any]:
     WHY this shape: a city-scale map (``manhattan_grid``: 9,176 walk edges) drawn as one
     feature per street class is two SVG paths in the browser, each street once (the two
     directions of a street share a line); the points go through one CRS transform and the
-    per-street lists are slices of one list (no per-edge geometry objects): about 10x faster
-    than a GeoDataFrame built street by street.
+    per-street lists are slices of one list (no per-edge geometry objects, unlike a
+    GeoDataFrame built street by street).
     """
     world = model.world_map
     walk, drive = world.walk, world.drive

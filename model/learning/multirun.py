@@ -1,4 +1,4 @@
-"""Several runs' learning as one program: the engine side of ``--batch-runs`` (issue 22).
+"""Several runs' learning as one program: the engine side of ``--batch-runs`` .
 
 A sweep's runs that share the net, the dataset and the learning settings (e.g. two variants x
 two seeds of a ``mobidfl reproduce`` spec) each keep their own world, RNG streams, policy,

@@ -37,11 +37,8 @@ Params = tuple[torch.Tensor, ...]
 """One model's parameters, one tensor per layer (an agent's snapshot, an average)."""
 
 DENSE_MIX_DENSITY = 0.05
-"""Above this fraction of non-zeros a dense W matmul beats torch's CSR kernel.
-
-Measured here (benchmarks/aggregation.py, 1 thread, MLP stacks): N=200 with 60 % non-zeros,
-dense 0.53 s vs CSR 5.6 s; N=1000 with 1 %, CSR 1.5 s vs dense 8.9 s; break-even near 5 %.
-"""
+"""Above this fraction of non-zeros a dense W matmul beats torch's CSR kernel (break-even
+measured with benchmarks/aggregation.py: docs/performance/measurements.md)."""
 
 
 def shared_zeros(like: torch.Tensor) -> torch.Tensor:

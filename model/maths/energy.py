@@ -1,4 +1,4 @@
-"""Energy of a device per step: compute per kind and a rotary-wing UAV's flight (issue 26).
+"""Energy of a device per step: compute per kind and a rotary-wing UAV's flight.
 
 Pure functions, vectorised over agents. Radio energy (transmit/receive power x airtime)
 is in :class:`model.links.LinkPlan`; this module adds

@@ -1,4 +1,4 @@
-"""What a radio contact can carry: pure functions of the link models (issue 26).
+"""What a radio contact can carry: pure functions of the link models.
 
 Every function here is vectorised over contacts (numpy arrays in, arrays out) and has no
 state; the link plug-ins (:mod:`model.links`) compose them. Units: metres, seconds, bits

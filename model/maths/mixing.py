@@ -59,7 +59,7 @@ def _member_graph(
     """Validate the contact graph; keep only member-member edges. Returns (A, mask).
 
     ``directed``: row ``i`` lists the models ``i`` received (a link model may deliver one
-    way only, issue 26), so the graph need not be symmetric."""
+    way only), so the graph need not be symmetric."""
     a = sp.csr_matrix(adjacency, dtype=bool)
     n = a.shape[0]
     if a.shape != (n, n):

@@ -467,9 +467,8 @@ def select(
 ) -> Selection:
     """MoFeL selection; ``method='auto'`` solves exactly when the MILP is small enough.
 
-    Why a switch: the exact problem grows fast (MoFeL, Sec. 6 says so too). Measured here
-    (2 shared cores, 100 clients, 4 servers, max 10 per server): ~200 variables 0.3 s, ~500
-    about 1-3 s, ~900 about 3-8 s. Above ``exact_max_variables`` (binary variables: slots +
+    Why a switch: the exact problem grows fast (MoFeL, Sec. 6 says so too; solve times in
+    docs/performance/measurements.md). Above ``exact_max_variables`` (binary variables: slots +
     eligible client-server pairs), or if HiGHS hits ``node_limit`` with a worse answer than
     the greedy one, the greedy selection is returned. ``Selection.method`` says which was
     used (``"milp"``, ``"milp_node_limit"`` or ``"greedy"``); ``notes["variables"]`` gives the

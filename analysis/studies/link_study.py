@@ -1,7 +1,7 @@
 """What crosses a contact, and what it does to learning: Cached-DFL vs DFL on the authors'
 Manhattan, unlimited vs 802.11p links, the paper's CNN and a ResNet-18-size model.
 
-Issue 26, item 7. The world is the ``cached_dfl_003`` preset (Wang et al., AAAI 2025,
+The world is the ``cached_dfl_003`` preset (Wang et al., AAAI 2025,
 "Decentralized Federated Learning with Model Caching on Mobile Agents", Fig. 2): 100 cars
 on the authors' own Manhattan roads (``manhattan_cdfl``), R = 138 m and 19.23 m/s as their
 code drove them, 120 s epochs, cache 10, tau_max 5, shards, the paper's CNN. Policies:
@@ -28,8 +28,8 @@ only the run under way); ``report`` reads them, prints the table (mean over seed
 min-max in brackets), writes the per-epoch data as one CSV and plots accuracy over
 epochs per policy and link (mean with a min-max band)::
 
-    python benchmarks/link_study.py run --out results/link_study --seeds 0,1,2 --steps 20
-    python benchmarks/link_study.py report --out results/link_study \\
+    python -m analysis.studies.link_study run --out results/link_study --seeds 0,1,2 --steps 20
+    python -m analysis.studies.link_study report --out results/link_study \\
         --csv docs/studies/links_study.csv --plot docs/studies/links_accuracy.png
 """
 

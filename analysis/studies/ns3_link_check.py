@@ -1,6 +1,6 @@
 """ns-3 check of the link model: two cars passing each other, replayed in ns-3 802.11p.
 
-Issue 26, item 5 (a first, small version). Two cars drive at each other (ns-3
+A first, small check. Two cars drive at each other (ns-3
 ``ConstantVelocityMobilityModel``, the same straight lines as ``tests/test_links.py``), one
 sends saturating UDP to the other over ad-hoc 802.11p (10 MHz, 5.9 GHz; ARP caches filled
 beforehand, so no ARP timer eats the contact), and the bytes the receiver got are compared
@@ -16,7 +16,7 @@ with what MobiDFL's link model says the same contact carries (its whole capacity
   ``dsrc`` profile (efficiency 1) and a radius far beyond the radio's reach.
 
 Needs the optional extra: ``pip install 'mobidfl[ns3]'`` (the ``ns3`` package, ns-3 3.44).
-Run: ``python benchmarks/ns3_link_check.py`` (``--offsets 0,20,60 --speeds 13.89,8``).
+Run: ``python -m analysis.studies.ns3_link_check`` (``--offsets 0,20,60 --speeds 13.89,8``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,128 @@
+"""Building blocks of every setting: one field declaration, the checks, and the base class of
+a plug-in's own settings.
+
+Ground floor (imports only :mod:`mobidfl.errors`): :class:`model.config.Config` declares its
+core settings with :func:`setting`, and each policy or mobility model declares a small
+frozen :class:`PluginSettings` dataclass with the same helpers, under a ``namespace``
+(``psfl.sigma``). The config composes them and stays the only validator; a plug-in reads
+its own typed instance (:meth:`PluginSettings.of`), never flat config fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import field, fields
+from typing import Any, ClassVar, Self
+
+from mobidfl.errors import ConfigError
+
+__all__ = [
+    "Check",
+    "PluginSettings",
+    "at_least_one",
+    "check_value",
+    "non_negative",
+    "one_of",
+    "positive",
+    "setting",
+    "unit_interval",
+]
+
+Check = Callable[[Any], str | None]
+"""A check returns ``None`` when the value is fine, else the text saying what is allowed."""
+
+
+def setting(
+    default: Any, help: str, check: Check | None = None, *, alias: str | None = None,
+    inf: bool = False,
+) -> Any:
+    """A dataclass field with its help text and check.
+
+    Args:
+        alias: the setting's old flat name (``psfl_sigma`` for ``psfl.sigma``), still
+            accepted everywhere a name is (TOML, ``--set``, keywords, presets, sweeps).
+        inf: ``inf`` means something here (no limit); other floats must be finite.
+    """
+    return field(
+        default=default, metadata={"help": help, "check": check, "alias": alias, "inf": inf}
+    )
+
+
+def positive(value: float) -> str | None:
+    return None if value > 0 else "a number > 0"
+
+
+def non_negative(value: float) -> str | None:
+    return None if value >= 0 else "a number >= 0"
+
+
+def at_least_one(value: int) -> str | None:
+    return None if value >= 1 else "an integer >= 1"
+
+
+def unit_interval(value: float) -> str | None:
+    return None if 0.0 <= value <= 1.0 else "a number in [0, 1]"
+
+
+def one_of(*choices: str) -> Check:
+    def check(value: str) -> str | None:
+        return None if value in choices else "one of " + ", ".join(choices)
+
+    return check
+
+
+def check_value(
+    name: str, f: dataclasses.Field, value: Any, *, extra: Check | None = None
+) -> None:
+    """Raise one :class:`ConfigError` naming ``name`` when ``value`` breaks ``f``'s check
+    (NaN never passes; ``inf`` only where the field says so)."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise ConfigError(name, value, "a number (not NaN)")
+        if math.isinf(value) and not f.metadata.get("inf", False):
+            raise ConfigError(name, value, "a finite number")
+    check = f.metadata.get("check") or extra
+    if check is None:
+        return
+    allowed = check(value)
+    if allowed is not None:
+        raise ConfigError(name, value, allowed)
+
+
+class PluginSettings:
+    """Base of a plug-in's own settings: subclass as ``@dataclass(frozen=True, kw_only=True)``
+    with :func:`setting` fields and a ``namespace`` (public names ``<namespace>.<field>``).
+
+    Several plug-ins may share one namespace by naming the same class as their
+    ``settings_class`` (``mofel``, ``mofel_a1`` and ``mofel_a2`` -> ``mofel``).
+    """
+
+    namespace: ClassVar[str]
+
+    def joint_check(self) -> tuple[tuple[str, ...], Any, str] | None:
+        """A check across fields: ``(fields, value, allowed)`` of a problem, else ``None``."""
+        return None
+
+    @classmethod
+    def of(cls, config: Any) -> Self:
+        """This namespace's settings in ``config``.
+
+        A :class:`~model.config.Config` hands out its validated instance. Anything else
+        (a plain namespace in a unit test) is read by the old flat names, or the
+        namespaced ones, with defaults for the rest, and checked by the same field checks.
+        """
+        compose = getattr(config, "plugin_settings", None)
+        if callable(compose):
+            return compose(cls.namespace)
+        values: dict[str, Any] = {}
+        names: dict[str, str] = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            for name in (f.metadata.get("alias"), f"{cls.namespace}.{f.name}"):
+                if name and hasattr(config, name):
+                    values[f.name], names[f.name] = getattr(config, name), name
+        own = cls(**values)
+        for f in fields(cls):  # type: ignore[arg-type]
+            check_value(names.get(f.name, f"{cls.namespace}.{f.name}"), f, getattr(own, f.name))
+        return own

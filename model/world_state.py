@@ -1,0 +1,117 @@
+"""A run's whole state as plain data, and putting it back: what checkpoints hold.
+
+:func:`state_dict` gathers everything needed to continue a run exactly (random generators,
+positions, mobility, contacts so far, learning, link totals, the collected tables);
+:func:`load_state_dict` puts it into a model built with the same config.
+:mod:`model.checkpoint` writes and reads the files.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from mesa.time import EventGenerator, Priority, Schedule
+
+from model.learning.results import Evaluation
+
+World = Any
+"""The running :class:`model.world.MobiDFLModel` (not imported: that module imports this one)."""
+
+
+def state_dict(model: World) -> dict[str, Any]:
+    """Everything needed to continue ``model``'s run exactly."""
+    return {
+        "steps": model.steps,
+        "running": bool(model.running),  # False after an early stop: a resume stays stopped
+        "rng": model.rng.bit_generator.state,
+        "random": model.random.getstate(),
+        "position": model.position.copy(),
+        "speed": model.speed.copy(),
+        "mobility": [mobility.state_dict() for *_, mobility in model.groups],
+        "met": {"indptr": model.met.indptr.copy(), "indices": model.met.indices.copy()},
+        "adjacency": {
+            "indptr": model.adjacency.indptr.copy(),
+            "indices": model.adjacency.indices.copy(),
+        },
+        "accuracy": model.accuracy.copy(),
+        "loss": model.loss.copy(),
+        "consensus": model.consensus,
+        "policy_metrics": dict(model.policy_metrics),
+        "model_vars": {k: list(v) for k, v in model.datacollector.model_vars.items()},
+        "records": model.records,
+        "learner": None if model.learner is None else model.learner.state_dict(),
+        "link": None if model.link.ideal else {
+            "model": model.link.state_dict(),
+            "totals": model.link_totals,
+        },
+        "contacts": None if not model.record_contacts else {
+            c: np.array(v) for c, v in model.contacts_table().items()
+        },
+    }
+
+
+def load_state_dict(model: World, state: dict[str, Any]) -> None:
+    """Continue ``model`` from :func:`state_dict` of a run built with the same config."""
+    n = model.n_agents
+    model.rng.bit_generator.state = state["rng"]
+    model.running = bool(state.get("running", True))
+    model.random.setstate(_as_random_state(state["random"]))
+    model.position = np.asarray(state["position"], float).copy()
+    model.speed = np.asarray(state["speed"], float).copy()
+    for (*_, mobility), mobility_state in zip(model.groups, state["mobility"], strict=True):
+        mobility.load_state_dict(mobility_state)
+    model.met = _bool_csr(state["met"], n)
+    model.adjacency = _bool_csr(state["adjacency"], n)
+    model.neighbours_now = np.diff(model.adjacency.indptr)
+    model.distinct_neighbours = np.diff(model.met.indptr)
+    model.evaluation = Evaluation(
+        accuracy=state["accuracy"], loss=state["loss"], consensus=state["consensus"]
+    )
+    model.policy_metrics = MappingProxyType(dict(state["policy_metrics"]))
+    for key, values in state["model_vars"].items():
+        model.datacollector.model_vars[key] = list(values)
+    model.records = list(state["records"])
+    if model.learner is not None:
+        model.learner.load_state_dict(state["learner"])
+    if state.get("link") is not None and not model.link.ideal:
+        model.link.load_state_dict(state["link"]["model"])
+        model.link_totals = {c: np.asarray(v, float) for c, v in state["link"]["totals"].items()}
+    contacts = state.get("contacts")
+    if contacts is None and state.get("link") is not None:  # checkpoints before contacts_out
+        contacts = state["link"].get("contacts")
+    if contacts is not None and model.record_contacts:
+        import pandas as pd
+
+        model.contact_frames = [pd.DataFrame(dict(contacts))]
+    restart_clock(model, int(state["steps"]))
+
+
+def restart_clock(model: World, steps: int) -> None:
+    """Set Mesa's step counter and re-arm its step schedule after ``steps`` steps.
+
+    Mesa 3.5 drives ``step`` from a recurring event it keeps privately
+    (``Model._default_schedule``, calling ``Model._do_step``) and has no public call to move
+    it; a resumed model must continue at step ``steps + 1``, so the event is replaced (with
+    :meth:`model.world.MobiDFLModel.sync_geometries`, the only use of Mesa's private members).
+    """
+    model.steps = steps
+    model.time = float(steps)
+    model._default_schedule.stop()
+    model._default_schedule = EventGenerator(
+        model, model._do_step, Schedule(interval=1.0, start=steps + 1.0), priority=Priority.HIGH
+    ).start()
+
+
+def _bool_csr(parts: dict[str, np.ndarray], n: int) -> sp.csr_matrix:
+    indices = np.asarray(parts["indices"])
+    return sp.csr_matrix(
+        (np.ones(len(indices), bool), indices, np.asarray(parts["indptr"])), shape=(n, n)
+    )
+
+
+def _as_random_state(state: Any) -> tuple:
+    version, internal, gauss = state
+    return (int(version), tuple(int(v) for v in internal), gauss)
