@@ -819,9 +819,10 @@ def _resolve(config: Config, explicit: Mapping[str, Any]) -> Config:
     if config.dataset.startswith("auto:"):
         from model.presets import resolve_auto_dataset
 
-        config = config._replaced(
-            {"dataset": resolve_auto_dataset(config.dataset, config.data_root)}
-        )
+        choice = config.dataset
+        config = config._replaced({"dataset": resolve_auto_dataset(choice, config.data_root)})
+        if "dataset" not in explicit:
+            origin["dataset"] = f"default {choice} (the first one installed)"
     for _ in range(8):  # a declaration may bring a mobility model that declares more
         changed = False
         for name, value, why, strict in _mobility_declarations(config):
