@@ -130,7 +130,8 @@ def test_a_toy_policy_in_a_test_registers_and_runs_end_to_end(tmp_path):
 
         # Assert: the settings are composed, documented, validated with one line
         assert (declared.toy.x, declared.cached.size) == (1.0, 7)
-        assert not declared.derived_settings()  # a policy fills nothing
+        # a policy fills nothing (the default data set's auto choice is no policy's)
+        assert declared.derived_settings() <= {"dataset"}
         assert str(missing.value).startswith("setting 'cached.size' = ")
         assert "is not allowed: 7, which the vehicle policy toy_mean needs" in str(missing.value)
         assert from_set.toy.x == from_alias.toy.x == from_set.setting("toy_x") == 2.5
