@@ -39,7 +39,9 @@ FAST_FAILURE = {  # the GCS declares a silent node dead in ~1.5 s, not 30 s (Ray
 WORLD = {"map": "grid:4x4:100", "vehicles": 4, "pedestrians": 0, "sensors": 0, "uavs": 0,
          "dataset": "digits", "model": "mlp", "steps": 2, "local_steps": 1, "batch_size": 8,
          "test_size": 40, "vehicle": {"mobility": "random_walk"}}
-SWEEP = {"replicates": 2, "base": WORLD, "grid": {"policy": ["dpsgd", "local"]}}
+# runs of ~3 s (300 cheap steps): a node killed, or the head removed, after the first
+# finished run must find runs still running or waiting, also on an idle machine
+SWEEP = {"replicates": 2, "base": {**WORLD, "steps": 300}, "grid": {"policy": ["dpsgd", "local"]}}
 KEY = ["run_id", "step"]
 
 
