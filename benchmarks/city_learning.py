@@ -73,7 +73,7 @@ def settings(net: str, n: int, policy: str, args: argparse.Namespace) -> dict:
         "dataset": "fashion_mnist" if FASHION.exists() else "mnist5k",
         "test_size": args.test_size, "eval_every": args.eval_every, "eval_initial": False,
         "steps": 10_000, "record_every": 10_000, "contact": "during", "radius_m": 100.0,
-        "workers": args.workers, "backend": "loop", "seed": 0,
+        "workers": args.workers, "backend": args.backend, "seed": 0,
     }  # fmt: skip
 
 
@@ -164,6 +164,8 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--test-size", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--backend", default="loop", choices=("loop", "batched"),
+                        help="training backend (batched: every agent's step in one grouped kernel)")
     parser.add_argument("--one", default=None, help="NET,N,POLICY: one row in this process")
     args = parser.parse_args()
     if args.one:
@@ -175,7 +177,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs ({cpu}); load before "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}; {time.strftime('%Y-%m-%d %H:%M')} "
           f"UTC; {args.epochs} epochs, evaluation every {args.eval_every} on "
-          f"{args.test_size} images, workers={args.workers}", flush=True)
+          f"{args.test_size} images, workers={args.workers}, backend={args.backend}", flush=True)
     head = (f"{'net':11s}{'N':>8s}{'policy':>11s}" + "".join(f"{p:>9s}" for p in PHASES)
             + f"{'epoch s':>9s}{'CPU s':>8s}{'MB/agent':>9s}{'est.':>7s}{'snap':>6s}"
             f"{'deg':>6s}{'load':>6s}")  # fmt: skip
@@ -186,7 +188,7 @@ def main() -> None:
                 cmd = [sys.executable, __file__, "--one", f"{net},{n},{policy}",
                        "--epochs", str(args.epochs), "--eval-every", str(args.eval_every),
                        "--test-size", str(args.test_size),
-                       "--workers", str(args.workers)]  # fmt: skip
+                       "--workers", str(args.workers), "--backend", args.backend]  # fmt: skip
                 proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
                 line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")),
                             None)  # fmt: skip

@@ -624,17 +624,19 @@ class ContactTable:
     def duration(self) -> np.ndarray:
         return self.t_end - self.t_start
 
+    def columns(self, step: int) -> dict[str, np.ndarray]:
+        """The table as :data:`CONTACT_COLUMNS` arrays, stamped with ``step`` (export)."""
+        return {
+            "step": np.full(len(self), int(step), np.int64),
+            "a": self.a, "b": self.b,
+            "t_start": self.t_start, "t_end": self.t_end, "d_min": self.d_min,
+        }
+
     def frame(self, step: int):
         """The table as a DataFrame with :data:`CONTACT_COLUMNS` (export)."""
         import pandas as pd
 
-        return pd.DataFrame(
-            {
-                "step": np.full(len(self), int(step), np.int64),
-                "a": self.a, "b": self.b,
-                "t_start": self.t_start, "t_end": self.t_end, "d_min": self.d_min,
-            }
-        )
+        return pd.DataFrame(self.columns(step))
 
     def first_rows(self) -> np.ndarray:
         """Row of each pair's first stay in range (rows are sorted by pair, then time)."""

@@ -37,6 +37,7 @@ from model import bounds, outputs, regime, world_state
 from model.config import KINDS, Config
 from model.contact_trace import ContactTrace
 from model.contacts import (
+    CONTACT_COLUMNS,
     ContactTable,
     contact_intervals,
     contact_matrix,
@@ -163,7 +164,7 @@ class MobiDFLModel(mesa.Model):
         """The link model; ``ideal`` = none, every contact carries everything."""
         self.contact_table: ContactTable | None = None
         """This step's stays in range (only when a link model is set)."""
-        self.contact_frames: list[Any] = []
+        self.contact_log = outputs.ColumnLog(CONTACT_COLUMNS)
         """Every step's contact table as a DataFrame (exported as ``contacts.csv``)."""
         self.contact_outputs = contact_outputs(config.contacts_out, link_ideal=self.link.ideal)
         """Contact table formats written with the run's outputs (``contacts_out``)."""
@@ -210,7 +211,7 @@ class MobiDFLModel(mesa.Model):
             )
         self.space.add_agents(self.device_agents)
 
-        self.records: list[dict[str, np.ndarray]] = []
+        self.records = outputs.ColumnLog()
         self.datacollector = mesa.DataCollector(model_reporters=model_reporters(self))
         if self.learner is not None and config.eval_initial:
             self.evaluation = self.learner.evaluate()  # an extra evaluation: only when asked
@@ -260,7 +261,7 @@ class MobiDFLModel(mesa.Model):
         if not self.link.ideal:
             self.contact_table = table
         if self.record_contacts:
-            self.contact_frames.append(table.frame(self.steps))
+            self.contact_log.append(table.columns(self.steps))
         self.neighbours_now = np.diff(self.adjacency.indptr)
         self.met = (self.met + self.adjacency).astype(bool)
         self.distinct_neighbours = np.diff(self.met.indptr)
@@ -344,7 +345,7 @@ class MobiDFLModel(mesa.Model):
     def contacts_table(self):
         """Every step's stays in range (``contacts.csv``: step, a, b, t_start, t_end, d_min),
         recorded when a link model is set or ``contacts_out`` asks for them."""
-        return outputs.contacts_table(self.contact_frames)
+        return outputs.contacts_table(self.contact_log)
 
     def agent_table(self):
         """One row per agent per recorded step (the ``agents.parquet`` schema)."""

@@ -15,7 +15,9 @@ import numpy as np
 import scipy.sparse as sp
 from mesa.time import EventGenerator, Priority, Schedule
 
+from model.contacts import CONTACT_COLUMNS
 from model.learning.results import Evaluation
+from model.outputs import ColumnLog
 
 World = Any
 """The running :class:`model.world.MobiDFLModel` (not imported: that module imports this one)."""
@@ -41,7 +43,7 @@ def state_dict(model: World) -> dict[str, Any]:
         "consensus": model.consensus,
         "policy_metrics": dict(model.policy_metrics),
         "model_vars": {k: list(v) for k, v in model.datacollector.model_vars.items()},
-        "records": model.records,
+        "records": model.records.blocks(),
         "learner": None if model.learner is None else model.learner.state_dict(),
         "link": None if model.link.ideal else {
             "model": model.link.state_dict(),
@@ -73,7 +75,9 @@ def load_state_dict(model: World, state: dict[str, Any]) -> None:
     model.policy_metrics = MappingProxyType(dict(state["policy_metrics"]))
     for key, values in state["model_vars"].items():
         model.datacollector.model_vars[key] = list(values)
-    model.records = list(state["records"])
+    model.records = ColumnLog()
+    for block in state["records"]:
+        model.records.append(block)
     if model.learner is not None:
         model.learner.load_state_dict(state["learner"])
     if state.get("link") is not None and not model.link.ideal:
@@ -83,9 +87,10 @@ def load_state_dict(model: World, state: dict[str, Any]) -> None:
     if contacts is None and state.get("link") is not None:  # checkpoints before contacts_out
         contacts = state["link"].get("contacts")
     if contacts is not None and model.record_contacts:
-        import pandas as pd
-
-        model.contact_frames = [pd.DataFrame(dict(contacts))]
+        model.contact_log = ColumnLog(CONTACT_COLUMNS)
+        columns = {c: np.asarray(v) for c, v in dict(contacts).items()}
+        if len(columns[CONTACT_COLUMNS[0]]):
+            model.contact_log.append(columns)
     restart_clock(model, int(state["steps"]))
 
 
