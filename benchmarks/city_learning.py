@@ -65,6 +65,16 @@ def _hwm_bytes(pid: int) -> int:
     return 0
 
 
+def _pss_bytes(pid: int | str) -> int:
+    """Proportional set size: shared pages (the workers' shared-memory stacks) divided
+    among the processes that map them, so the sum over processes is what the run holds."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def settings(net: str, n: int, policy: str, args: argparse.Namespace) -> dict:
     """The world of one row (every setting it depends on given explicitly)."""
     return {
@@ -135,6 +145,7 @@ def run_one(net: str, n: int, policy: str, args: argparse.Namespace) -> dict:
         cpu["evaluate"] *= args.epochs / args.eval_every
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
     workers_peak = sum(_hwm_bytes(pid) for pid in pids)
+    held_now = _pss_bytes("self") + sum(_pss_bytes(pid) for pid in pids)
     snapshots = float("nan")
     policy_obj = learner.policies[policy][0]
     caches = getattr(policy_obj, "caches", None)
@@ -148,6 +159,7 @@ def run_one(net: str, n: int, policy: str, args: argparse.Namespace) -> dict:
         "wall": {p: wall[p] / epochs for p in PHASES}, "cpu": {p: cpu[p] / epochs for p in PHASES},
         "epoch_wall": total_wall / epochs, "epoch_cpu": total_cpu / epochs,
         "peak_per_agent": peak / n, "peak_bytes": peak, "workers_peak_bytes": workers_peak,
+        "pss_end_bytes": held_now,
         "estimate_per_agent": estimate / n, "snapshots_per_car": snapshots,
         "degree": float(model.adjacency.nnz / n), "acc": float(np.nanmean(model.accuracy)),
     }  # fmt: skip
@@ -203,7 +215,10 @@ def main() -> None:
                       f"{r['epoch_cpu']:.2f} CPU s; " + ", ".join(
                           f"{p} {r['cpu'][p]:.2f}" for p in PHASES) + " CPU s; "
                       f"{r['peak_per_agent'] / 1e6:.3f} MB/agent (estimate "
-                      f"{r['estimate_per_agent'] / 1e6:.3f})", flush=True)  # fmt: skip
+                      f"{r['estimate_per_agent'] / 1e6:.3f}); held at the end (PSS, main + "
+                      f"workers) {r['pss_end_bytes'] / 2**30:.2f} GiB, workers' peak RSS "
+                      f"{r['workers_peak_bytes'] / 2**30:.2f} GiB (shared stacks counted in "
+                      "each)", flush=True)  # fmt: skip
     print("seconds per epoch (wall; evaluation amortised over --eval-every epochs)")
     print(head)
     for r in rows:
