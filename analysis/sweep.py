@@ -347,7 +347,7 @@ def run_batched(
     *,
     say: Callable[[str], None] | None = None,
 ) -> None:
-    """Runs together as one program (``--batch-runs``, issue 22): build every run of
+    """Runs together as one program (``--batch-runs``): build every run of
     ``specs`` (seeded and partitioned as alone), step those whose engines share
     :func:`model.learning.multirun.group_key` in lockstep with their stacks concatenated
     (training and evaluation one call over runs x agents), the rest one after the other,
@@ -458,8 +458,8 @@ def _worker_context() -> Any:
 
     Both start workers from a clean interpreter (no inherited torch threads, as Mesa's own
     ``spawn``); the fork server imports torch, Mesa and the model once for every worker and
-    every later pool of this process (measured here: 2 workers ready in 0.3 s instead of
-    10-30 s, and exit in 0.2 s instead of 9 s).
+    every later pool of this process, so workers start and exit in a fraction of the time
+    a fresh import takes (docs/performance/measurements.md).
     """
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")

@@ -124,8 +124,9 @@ class ExchangePolicy(ABC):
     needs_encounter_times: ClassVar[bool] = False
     """True: the model computes ``ExchangeContext.encounters`` (time order of contacts)."""
     honours_link: ClassVar[bool] = False
-    """True: :meth:`exchange` sends over ``ctx.link`` when a link model is set (issue 26);
-    a non-ideal link with a policy that ignores it is refused (model.config)."""
+    """True: :meth:`exchange` sends over ``ctx.link`` when a link model is set; a non-ideal
+    link with a policy that ignores it is refused (model.config), since the link would
+    otherwise change nothing and the run would silently be an ideal-link run."""
     resumes_transfers: ClassVar[bool] = False
     """True: a message cut at a contact's end continues at the pair's next contact when
     ``link.resume`` is set (:meth:`model.links.LinkPlan.send`); other policies refuse it."""
