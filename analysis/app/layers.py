@@ -65,8 +65,8 @@ def lonlat(model: MobiDFLModel, xy: np.ndarray) -> np.ndarray:
 def shape_size_m(model: MobiDFLModel) -> float:
     """Agent symbol radius in metres: about 1/70 of the map's larger side, 4..400 m.
 
-    About 4 px at the zoom that fits the map; the old 60 m cap left 2-pixel dots on a
-    city-scale map (``manhattan_grid`` is 15 km tall).
+    About 4 px at the zoom that fits the map; a fixed size of tens of metres would leave
+    2-pixel dots on a city-scale map (``manhattan_grid`` is 15 km tall).
     """
     west, south, east, north = model.world_map.bounds
     return float(np.clip(max(east - west, north - south) / 70.0, 4.0, 400.0))
