@@ -4,7 +4,8 @@ The physics runs on the model's arrays (positions in metres, parameters stacked 
 layer); an agent is a thin, named view onto its row, so moving ten thousand agents
 costs no per-agent Python. ``geometry`` (WGS84) is refreshed only when something is
 displayed or exported (:meth:`model.world.MobiDFLModel.sync_geometries`), because
-mesa-geo rebuilds its r-tree on every move (mesa-geo issues #23, #104).
+mesa-geo rebuilds its r-tree on every move
+(https://github.com/projectmesa/mesa-geo/issues/23, .../issues/104).
 """
 
 from __future__ import annotations

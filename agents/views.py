@@ -81,7 +81,20 @@ class WalkerView(Protocol):
 class GroupView:
     """One mobility group: all agents of one kind, moved by one mobility model.
 
-    ``route`` and ``walker`` are set only when the group's mobility offers them.
+    Attributes
+    ----------
+    kind
+        The agent kind of the group.
+    members
+        Global agent ids of the group (contiguous).
+    mobility
+        Registry name of the group's mobility model.
+    static
+        Its agents never move.
+    route
+        Routes of a route-following group (MoFeL), else ``None``.
+    walker
+        PSFL's moving sensors, else ``None``.
     """
 
     kind: str

@@ -319,12 +319,12 @@ def memo_setting_names() -> Iterator[None]:
     """Remember each setting name's split while resolving many configs.
 
     WHY: ``model.config._split_name`` builds its "did you mean" error (``difflib`` over
-    every setting name) before it knows whether the name is unknown, about 3 ms per name on
-    an idle core; a cell passes ~60 names through it several times, so resolving the table
-    cost 1.6 s per cell on the loaded 2-core machine. Known names split the same way every
+    every setting name) before it knows whether the name is unknown, and a cell passes ~60
+    names through it several times, so resolving the table was dominated by it (seconds per
+    cell, docs/performance/measurements.md). Known names split the same way every
     time, so their answers are kept for the duration (unknown names still raise as before).
     ``model.config._field_type`` likewise runs ``typing.get_type_hints`` over a whole
-    settings class for each value it coerces (75 % of the remaining time); a field's type
+    settings class for each value it coerces (most of the remaining time); a field's type
     does not change, so it is kept too.
     """
     import model.config as config_module

@@ -64,7 +64,25 @@ STYLE = {
 
 # --- data -------------------------------------------------------------------------------------
 def load_results(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
-    """One row per run per step, and the swept parameter names (empty for a single run)."""
+    """One row per run per step, and the swept parameter names (empty for a single run).
+
+    Parameters
+    ----------
+    folder
+        The output folder of ``mobidfl run`` (``model.csv``) or ``mobidfl sweep``
+        (``manifest.csv``).
+
+    Returns
+    -------
+    tuple[pandas.DataFrame, list[str]]
+        The rows (``run_id``, ``point``, ``replicate``, ``seed``, ``policy``, then the
+        ``model.csv`` columns) and the swept setting names.
+
+    Raises
+    ------
+    ConfigError
+        ``folder`` is neither kind of output folder.
+    """
     folder = Path(folder)
     if (folder / MANIFEST).exists():
         manifest = read_manifest(folder)
@@ -356,7 +374,25 @@ def _cell(value: Any) -> str:
 
 # --- the report -------------------------------------------------------------------------------
 def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Path]:
-    """Write every applicable figure and ``report.md`` to ``out`` (default ``folder/report``)."""
+    """Write every applicable figure and ``report.md`` to ``out`` (default ``folder/report``).
+
+    Parameters
+    ----------
+    folder
+        The output folder of ``mobidfl run`` or ``mobidfl sweep``.
+    out
+        Where to write; created if missing.
+
+    Returns
+    -------
+    list[pathlib.Path]
+        The files written (figures, then ``report.md``).
+
+    Raises
+    ------
+    ConfigError
+        ``folder`` is neither kind of output folder.
+    """
     folder = Path(folder)
     out = Path(out) if out is not None else folder / "report"
     data, swept = load_results(folder)

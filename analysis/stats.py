@@ -50,7 +50,24 @@ def mean_std(
     """``"mean ± std"`` of ``values`` times ``factor`` (e.g. 100 for percent), sample std.
 
     Non-finite values are dropped; none left gives ``"n/a"``, one gives the mean alone.
-    ``digits``, ``signed`` and ``width`` as in :func:`format_mean_std`.
+
+    Parameters
+    ----------
+    values
+        The numbers (one per seed, say).
+    digits
+        Decimals of the mean and the std.
+    factor
+        Multiplies every value first (100 for percent).
+    signed
+        Write a ``+`` before a positive mean (effects, gaps).
+    width
+        Minimum width of the mean, so that plain-text columns line up.
+
+    Returns
+    -------
+    str
+        ``"mean ± std"`` (sample std), the mean alone, or ``"n/a"``.
     """
     v = _finite(values) * factor
     if v.size == 0:

@@ -123,7 +123,20 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Sweep:
-    """A validated sweep: base settings, grid values and seeds (public setting names)."""
+    """A validated sweep: base settings, grid values and seeds (public setting names).
+
+    Build it with :meth:`from_toml` or :meth:`from_dict`, which check everything before any
+    run starts (a :class:`~mobidfl.errors.ConfigError` names the setting).
+
+    Parameters
+    ----------
+    base
+        Settings shared by every run.
+    grid
+        Each swept setting with its values; every combination is a point.
+    seeds
+        The seeds each point runs with (the replicates).
+    """
 
     base: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
@@ -347,7 +360,7 @@ def run_batched(
     *,
     say: Callable[[str], None] | None = None,
 ) -> None:
-    """Runs together as one program (``--batch-runs``, issue 22): build every run of
+    """Runs together as one program (``--batch-runs``): build every run of
     ``specs`` (seeded and partitioned as alone), step those whose engines share
     :func:`model.learning.multirun.group_key` in lockstep with their stacks concatenated
     (training and evaluation one call over runs x agents), the rest one after the other,
@@ -458,8 +471,8 @@ def _worker_context() -> Any:
 
     Both start workers from a clean interpreter (no inherited torch threads, as Mesa's own
     ``spawn``); the fork server imports torch, Mesa and the model once for every worker and
-    every later pool of this process (measured here: 2 workers ready in 0.3 s instead of
-    10-30 s, and exit in 0.2 s instead of 9 s).
+    every later pool of this process, so workers start and exit in a fraction of the time
+    a fresh import takes (docs/performance/measurements.md).
     """
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
@@ -530,19 +543,46 @@ def run_sweep(
 ) -> pd.DataFrame:
     """Run every run of ``sweep`` not finished yet into ``out``; return the manifest.
 
-    Args:
-        backend: ``local`` (process pool) or ``ray``.
-        processes: local workers (default :func:`free_cores`); ``0`` runs in this process.
-        address: Ray cluster (``auto``, ``ray://HOST:PORT``); ``None`` starts a local Ray
-            (or uses the one already initialised by the caller).
-        cpus_per_run, gpus_per_run, memory_per_run: Ray resources per run (memory in
-            bytes, 0 = none reserved); Ray places a run only on a node with them free, and
-            a request no node of the cluster can meet is refused before any run starts.
-        resume: continue a sweep in ``out`` (otherwise ``out`` must be new or empty).
-        retry_errors: with ``resume``, also re-run runs that raised.
-        batch_runs: run the runs together in this process, one program for the runs that
-            share net, data and learning settings (:func:`run_batched`);
-            ``processes`` is then unused.
+    Parameters
+    ----------
+    sweep
+        The validated sweep.
+    out
+        Output folder: new or empty, or the sweep's own folder with ``resume``.
+    backend
+        ``local`` (process pool) or ``ray``.
+    processes
+        Local workers (default :func:`free_cores`); ``0`` runs in this process.
+    address
+        Ray cluster (``auto``, ``ray://HOST:PORT``); ``None`` starts a local Ray (or uses
+        the one already initialised by the caller).
+    cpus_per_run, gpus_per_run, memory_per_run
+        Ray resources per run (memory in bytes, 0 = none reserved); Ray places a run only
+        on a node with them free, and a request no node of the cluster can meet is refused
+        before any run starts.
+    resume
+        Continue a sweep in ``out`` (otherwise ``out`` must be new or empty).
+    retry_errors
+        With ``resume``, also re-run runs that raised.
+    progress
+        Print one line per finished run.
+    batch_runs
+        Run the runs together in this process, one program for the runs that share net,
+        data and learning settings (:func:`run_batched`); ``processes`` is then unused.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The manifest: one row per run with its settings, seed, status and timings.
+
+    Raises
+    ------
+    ConfigError
+        A bad option (backend, processes, resources), or ``out`` is not empty without
+        ``resume``; nothing has run.
+    SweepStopped
+        The sweep cannot go on (another driver holds ``out``, a write failed, the Ray head
+        went away); the message says what is saved and how to resume.
     """
     if backend not in BACKENDS:
         raise ConfigError("--backend", backend, "one of " + ", ".join(BACKENDS))
@@ -631,7 +671,31 @@ def open_sweep(
     sweep: Sweep, out: str | Path, *, resume: bool, retry_errors: bool = False,
     backend: str = "local",
 ) -> tuple[Manifest, list[RunSpec]]:
-    """Prepare ``out`` (sweep file, runs folder, manifest) and list the runs still to do."""
+    """Prepare ``out`` (sweep file, runs folder, manifest) and list the runs still to do.
+
+    Parameters
+    ----------
+    sweep
+        The validated sweep.
+    out
+        Output folder: new or empty, or the sweep's own folder with ``resume``.
+    resume
+        Keep the finished runs of ``out`` and list only the others.
+    retry_errors
+        With ``resume``, also list runs that raised.
+    backend
+        Recorded in the manifest (``local`` or ``ray``).
+
+    Returns
+    -------
+    tuple[Manifest, list[RunSpec]]
+        The manifest (already saved) and the runs still to do.
+
+    Raises
+    ------
+    ConfigError
+        ``out`` holds files and ``resume`` is off.
+    """
     out = Path(out)
     _check_new_folder(out, resume=resume)
     specs = sweep.runs()
@@ -969,6 +1033,23 @@ def run_path(out: str | Path, run_id: str) -> Path:
 
 
 def read_manifest(out: str | Path) -> pd.DataFrame:
+    """The ``manifest.csv`` of a sweep folder, text columns as strings (empty, not NaN).
+
+    Parameters
+    ----------
+    out
+        The sweep's output folder.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per run: id, point, replicate, seed, swept settings, status, timings.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``out`` has no ``manifest.csv`` (not a sweep folder).
+    """
     frame = pd.read_csv(Path(out) / MANIFEST, keep_default_na=False, na_values=[""])
     frame["error"] = frame["error"].fillna("").astype(str)
     for column in ("worker", "backend", "finished_at", "retried"):
@@ -978,7 +1059,25 @@ def read_manifest(out: str | Path) -> pd.DataFrame:
 
 
 def load_runs(out: str | Path, *, status: str = "ok") -> pd.DataFrame:
-    """All per-step rows of a sweep's finished runs, one frame (empty when none)."""
+    """All per-step rows of a sweep's finished runs, one frame (empty when none).
+
+    Parameters
+    ----------
+    out
+        The sweep's output folder.
+    status
+        Which runs to read, by their manifest status (``ok``: the finished ones).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per run per recorded step, with the run's id and settings.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``out`` has no ``manifest.csv`` (not a sweep folder).
+    """
     out = Path(out)
     manifest = read_manifest(out)
     ids = manifest.loc[manifest["status"] == status, "run_id"]

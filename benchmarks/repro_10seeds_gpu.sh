@@ -17,8 +17,8 @@
 # OUT/<name>/reproduction.md per reproduction (verdicts with 95 % confidence intervals, the
 # sensitivity table of the readings, the data set named), OUT/timings.txt (wall seconds per
 # reproduction), OUT/machine.txt (GPU, CPU, commit). Resumable: re-running skips finished runs.
-# Then copy OUT/<name>/{reproduction.md,per_run.csv,verdicts*.csv,*.png} under
-# docs/reproduction/ as the pages say.
+# Then copy OUT/<name>/{reproduction.md,*.png} (what the pages show) under docs/reproduction/
+# and OUT/<name>/{per_run.csv,verdicts*.csv} (run outputs) under published/reproduction/.
 set -euo pipefail
 
 OUT=${1:-results/repro10}

@@ -1,10 +1,10 @@
 """A fast reader for osmnx-style GraphML street maps, straight into an :class:`EdgeTable`.
 
 ``osmnx.load_graphml`` converts every attribute of every edge through Python and builds
-networkx dicts (≈ 26 s for an 18k-node borough here); a street network needs only node
+networkx dicts (slow for a borough of many thousand nodes); a street network needs only node
 positions, edge ends, geometries and one-way flags. This reader streams the XML once,
 keeps those columns as strings and converts them in bulk (WKT through shapely's
-vectorised parser), so the same borough reads in about a second.
+vectorised parser), an order of magnitude faster (docs/performance/measurements.md).
 """
 
 from __future__ import annotations

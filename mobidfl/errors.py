@@ -8,6 +8,16 @@ class ConfigError(ValueError):
 
     Raised before a run starts so that nothing is half-written; the message names the
     setting, the value and what is allowed, on one line.
+
+    Parameters
+    ----------
+    setting
+        The setting's public name (``vehicle.speed``), or the option or file refused
+        (``--out``, ``contact_trace.file``).
+    value
+        The refused value; the message echoes it cut to :data:`MAX_ECHO` characters.
+    allowed
+        What would be accepted, in words (``"a number > 0"``).
     """
 
     def __init__(self, setting: str, value: object, allowed: str) -> None:

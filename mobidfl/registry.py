@@ -71,12 +71,19 @@ def load_plugins(group: str = PLUGIN_GROUP) -> tuple[str, ...]:
 
 
 class Registry[T](Mapping[str, T]):
-    """Plug-ins (classes or builder functions) by name for one ``kind`` (also the setting
-    named in errors).
+    """Plug-ins (classes or builder functions) by name for one ``kind``.
 
     Iteration follows registration order (what menus show); :meth:`names` is sorted (what
     error messages list). With ``group``, the first lookup imports that entry-point group's
     modules (:func:`load_plugins`); registering never does.
+
+    Parameters
+    ----------
+    kind
+        What the registry holds, also the setting named in errors (``policy``).
+    group
+        The entry-point group whose modules register plug-ins here (``mobidfl.plugins``);
+        ``None``: only what is registered in code.
     """
 
     def __init__(self, kind: str, *, group: str | None = None) -> None:

@@ -40,10 +40,25 @@ def setting(
 ) -> Any:
     """A dataclass field with its help text and check.
 
-    Args:
-        alias: the setting's old flat name (``psfl_sigma`` for ``psfl.sigma``), still
-            accepted everywhere a name is (TOML, ``--set``, keywords, presets, sweeps).
-        inf: ``inf`` means something here (no limit); other floats must be finite.
+    Parameters
+    ----------
+    default
+        The value when the user sets nothing.
+    help
+        One line for ``mobidfl settings`` and the settings reference page.
+    check
+        Returns ``None`` for an allowed value, else what is allowed (:data:`Check`);
+        ``None``: any value of the field's type.
+    alias
+        The setting's old flat name (``psfl_sigma`` for ``psfl.sigma``), still accepted
+        everywhere a name is (TOML, ``--set``, keywords, presets, sweeps).
+    inf
+        ``inf`` means something here (no limit); other floats must be finite.
+
+    Returns
+    -------
+    dataclasses.Field
+        The field, with ``help``, ``check``, ``alias`` and ``inf`` in its metadata.
     """
     return field(
         default=default, metadata={"help": help, "check": check, "alias": alias, "inf": inf}
@@ -51,22 +66,83 @@ def setting(
 
 
 def positive(value: float) -> str | None:
+    """Check for :func:`setting`: allows numbers > 0.
+
+    Parameters
+    ----------
+    value
+        The value to check.
+
+    Returns
+    -------
+    str or None
+        ``None`` when allowed, else ``"a number > 0"``.
+    """
     return None if value > 0 else "a number > 0"
 
 
 def non_negative(value: float) -> str | None:
+    """Check for :func:`setting`: allows numbers >= 0.
+
+    Parameters
+    ----------
+    value
+        The value to check.
+
+    Returns
+    -------
+    str or None
+        ``None`` when allowed, else ``"a number >= 0"``.
+    """
     return None if value >= 0 else "a number >= 0"
 
 
 def at_least_one(value: int) -> str | None:
+    """Check for :func:`setting`: allows integers >= 1 (counts, steps).
+
+    Parameters
+    ----------
+    value
+        The value to check.
+
+    Returns
+    -------
+    str or None
+        ``None`` when allowed, else ``"an integer >= 1"``.
+    """
     return None if value >= 1 else "an integer >= 1"
 
 
 def unit_interval(value: float) -> str | None:
+    """Check for :func:`setting`: allows numbers in [0, 1] (fractions, probabilities).
+
+    Parameters
+    ----------
+    value
+        The value to check.
+
+    Returns
+    -------
+    str or None
+        ``None`` when allowed, else ``"a number in [0, 1]"``.
+    """
     return None if 0.0 <= value <= 1.0 else "a number in [0, 1]"
 
 
 def one_of(*choices: str) -> Check:
+    """Check for :func:`setting`: allows only the given strings.
+
+    Parameters
+    ----------
+    *choices
+        The allowed values.
+
+    Returns
+    -------
+    Check
+        A check whose message lists the choices (``"one of a, b"``).
+    """
+
     def check(value: str) -> str | None:
         return None if value in choices else "one of " + ", ".join(choices)
 

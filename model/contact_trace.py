@@ -1,4 +1,4 @@
-"""Contact traces in (issue 26, item 6): published contact data drive exchanges without a map.
+"""Contact traces in: published contact data drive exchanges without a map.
 
 Three formats, each read whole and checked whole (a bad file is one
 :class:`~model.errors.ConfigError` naming ``contact_trace.file``, never a traceback):

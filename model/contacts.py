@@ -375,7 +375,7 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
     # and de-duplicated by one sort at the end (compacted whenever more than KEY_BUDGET are
     # held, which bounds memory by the distinct pairs). Many (a crowded map, at most
     # DENSE_DEDUP_LIMIT agents): a dense bitmap removes them in O(pairs), where the sort
-    # would take ~1e9 entries (benchmarks/mobility.py: 120 s -> 40 s a step).
+    # would take ~1e9 entries (benchmarks/mobility.py times both).
     mask = (1 << shift) - 1
     collected: list[np.ndarray] = []
     total, seen, limit = 0, None, KEY_BUDGET
@@ -445,8 +445,8 @@ def _symmetric_from_sorted(i: np.ndarray, j: np.ndarray, n: int) -> sp.csr_matri
 def _unique_keys(keys: np.ndarray) -> np.ndarray:
     """Distinct int64 keys, sorted (in place on ``keys``).
 
-    Sort + neighbour compare: in a profile of a synthetic 100k-agent step ``np.unique``
-    (hash-based in numpy 2.5) took 25 s of 46, the sort-based version 1.4 s.
+    Sort + neighbour compare: ``np.unique`` (hash-based in numpy 2.5) was most of a
+    100k-agent step, the sort a small part of it (docs/performance/measurements.md).
     """
     keys.sort()
     keep = np.empty(len(keys), bool)

@@ -74,14 +74,29 @@ def shared_world_map(config: Config) -> WorldMap:
 class MobiDFLModel(mesa.Model):
     """Mobility-aware decentralized federated learning in a real street network.
 
-    Args:
-        config: a validated :class:`model.config.Config`; ``settings`` override it.
-        seed: overrides ``config.seed`` (Mesa convention).
-        rng: accepted for ``mesa.batch_run`` replicates; an integer is used as the seed.
-        world: a prebuilt :class:`maps.world.WorldMap` to share between runs.
-        scenario: passed to Mesa (SolaraViz's Reset always passes one); unused here.
-        **settings: any public setting by name (``vehicles=50``, ``vehicle_policy=...``,
-            or dotted names through a dict: ``**{"vehicle.policy": "dpsgd"}``).
+    Parameters
+    ----------
+    config
+        A validated :class:`model.config.Config`; ``settings`` override it.
+    seed
+        Overrides ``config.seed`` (Mesa convention).
+    rng
+        Accepted for ``mesa.batch_run`` replicates; an integer is used as the seed.
+    world
+        A prebuilt :class:`maps.world.WorldMap` to share between runs.
+    scenario
+        Passed to Mesa (SolaraViz's Reset always passes one); unused here.
+    **settings
+        Any public setting by name (``vehicles=50``, ``vehicle_policy=...``, or dotted
+        names through a dict: ``**{"vehicle.policy": "dpsgd"}``).
+
+    Raises
+    ------
+    ConfigError
+        A setting is not allowed, or the world it asks for cannot be built (an area
+        without road nodes, a grid or a memory need beyond the limits); one line naming it.
+    TypeError
+        ``config`` is not a :class:`model.config.Config`.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Fit the link's efficiency and set-up latency to ns-3 (issue 26, item 5).
+"""Fit the link's efficiency and set-up latency to ns-3.
 
 ``python -m validation.ns3_calibrate [results/validation/ns3_link/ns3_link.json]`` reads the
 per-contact numbers of the ``ns3_link`` validation case and fits, for ``distance_rate`` with

@@ -1,4 +1,4 @@
-"""MobiDFL's link model beside ns-3 802.11p on real contacts (issue 26, item 5).
+"""MobiDFL's link model beside ns-3 802.11p on real contacts.
 
 Contacts are sampled from a MobiDFL run of the Cached-DFL preset ``cached_dfl_003`` (Wang et
 al., AAAI 2025: 100 cars on the authors' Manhattan ``manhattan_cdfl``, 120 s epochs, R = 138 m,

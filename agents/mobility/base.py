@@ -26,13 +26,18 @@ from mobidfl.settings import PluginSettings
 class MobilityContext:
     """What a mobility model may read while advancing one step.
 
-    Attributes:
-        world: a read-only view of the running world (:class:`model.views.WorldView`);
-            destination-seeking models (Reza et al.'s DAM/DCM) read static agents'
-            positions and label histograms from it. ``None`` outside a model (tests).
-        step_s: seconds in this step.
-        fractions: increasing fractions of the step in (0, 1], the last one 1.0.
-        rng: the model's generator.
+    Attributes
+    ----------
+    world
+        A read-only view of the running world (:class:`agents.views.WorldView`);
+        destination-seeking models (Reza et al.'s DAM/DCM) read static agents' positions
+        and label histograms from it. ``None`` outside a model (tests).
+    step_s
+        Seconds in this step.
+    fractions
+        Increasing fractions of the step in (0, 1], the last one 1.0.
+    rng
+        The model's generator.
     """
 
     world: WorldView | None
@@ -42,7 +47,22 @@ class MobilityContext:
 
 
 class MobilityModel(ABC):
-    """Moves a group of agents; positions in metres of the map CRS."""
+    """Moves a group of agents; positions in metres of the map CRS.
+
+    Parameters
+    ----------
+    world
+        The map the group moves on (street network, grid, areas).
+    kind
+        The group's agent kind (``vehicle``, ``pedestrian``, ``sensor``, ``uav``).
+    count
+        Number of agents in the group.
+    settings
+        The run's config; ``self.kind_settings`` is the kind's own part, ``self.options``
+        this model's typed settings (``None`` without a ``settings_class``).
+    rng
+        The model's generator (the only source of randomness).
+    """
 
     name: ClassVar[str]
     kinds: ClassVar[frozenset[str]] = frozenset({"vehicle", "pedestrian", "sensor", "uav"})
@@ -101,7 +121,25 @@ class MobilityModel(ABC):
 
 
 def register_mobility(cls: type[MobilityModel]) -> type[MobilityModel]:
-    """Class decorator: register ``cls`` under ``cls.name`` (a taken name is refused)."""
+    """Class decorator: register ``cls`` in :data:`mobidfl.plugins.MOBILITY_MODELS`.
+
+    Parameters
+    ----------
+    cls
+        The mobility model class; its ``name`` is the value of ``<kind>.mobility``.
+
+    Returns
+    -------
+    type[MobilityModel]
+        ``cls`` itself, so the decorator leaves the class as it was.
+
+    Raises
+    ------
+    ValueError
+        The name is not a Python identifier, or another class already holds it.
+    TypeError
+        ``cls`` has no string ``name`` attribute.
+    """
     return MOBILITY_MODELS.register(cls)
 
 

@@ -196,7 +196,7 @@ def _plot(make, css_class: str, *, shown=None):
         done = getattr(model, "completed_steps", model.steps)
         figure = solara.use_memo(lambda: make(model), [model, done])
         with solara.Div(classes=[css_class], style={"width": "100%"}):
-            with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text: ~2x smaller
+            with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text: a smaller SVG
                 solara.FigureMatplotlib(figure, dependencies=[model, done], format="svg")
 
     Plot.__name__ = make.__name__.replace("_figure", "_plot")

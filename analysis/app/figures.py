@@ -25,7 +25,7 @@ from model.world import MobiDFLModel
 
 
 def _figure() -> tuple[Figure, Any]:
-    """A small figure with fixed margins (a layout engine costs ~2x the drawing time here)."""
+    """A small figure with fixed margins (a layout engine would cost more than the drawing)."""
     figure = Figure(figsize=(4.6, 3.3), dpi=72)
     figure.subplots_adjust(left=0.17, right=0.97, bottom=0.14, top=0.9)
     return figure, figure.subplots()

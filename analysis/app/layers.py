@@ -5,11 +5,12 @@ own layers instead of mesa-geo's ``make_geospace_component``: mesa-geo 0.9.3 (a)
 GeoDataFrame layers with ``ipyleaflet.GeoJSON(element=...)``, which renders nothing; (b)
 creates one new ipyleaflet marker *widget* per agent on every render (200 widget creations
 and removals per step, slow and leaky); (c) reads positions from the GeoAgents' geometries,
-which means rebuilding mesa-geo's r-tree each step (``sync_geometries``, mesa-geo issues
-#23, #104); (d) has no hover/click callback to show an agent's details; and (e) always adds
-a web tile layer, which breaks the offline default. Here every layer is one
-``ipyleaflet.GeoJSON`` widget (:class:`MapLayer`) whose ``data`` is replaced per step,
-built straight from the model's position arrays.
+which means rebuilding mesa-geo's r-tree each step (``sync_geometries``; mesa-geo's
+tracker: https://github.com/projectmesa/mesa-geo/issues/23 and .../issues/104); (d) has no
+hover/click callback to show an agent's details; and (e) always adds a web tile layer,
+which breaks the offline default. Here every layer is one ``ipyleaflet.GeoJSON`` widget
+(:class:`MapLayer`) whose ``data`` is replaced per step, built straight from the model's
+position arrays.
 
 Map data © OpenStreetMap contributors (ODbL).
 """
@@ -64,8 +65,8 @@ def lonlat(model: MobiDFLModel, xy: np.ndarray) -> np.ndarray:
 def shape_size_m(model: MobiDFLModel) -> float:
     """Agent symbol radius in metres: about 1/70 of the map's larger side, 4..400 m.
 
-    About 4 px at the zoom that fits the map; the old 60 m cap left 2-pixel dots on a
-    city-scale map (``manhattan_grid`` is 15 km tall).
+    About 4 px at the zoom that fits the map; a fixed size of tens of metres would leave
+    2-pixel dots on a city-scale map (``manhattan_grid`` is 15 km tall).
     """
     west, south, east, north = model.world_map.bounds
     return float(np.clip(max(east - west, north - south) / 70.0, 4.0, 400.0))
@@ -272,8 +273,8 @@ def areas_geojson(model: MobiDFLModel) -> dict[str, Any]:
     """Map areas (k-means clusters of road nodes) as faint polygons: grid cells merged by area.
 
     Cells are made as one array of boxes and merged per area with
-    ``shapely.coverage_union_all`` (0.03 s on ``manhattan_grid``, where a GeoDataFrame
-    ``dissolve`` took 1.8 s).
+    ``shapely.coverage_union_all``, which merges edge-sharing boxes without the general
+    overlay a GeoDataFrame ``dissolve`` runs (far slower: docs/performance/measurements.md).
     """
     world = model.world_map
     grid = world.grid

@@ -30,7 +30,7 @@ epochs per policy and link (mean with a min-max band)::
 
     python -m analysis.studies.link_study run --out results/link_study --seeds 0,1,2 --steps 20
     python -m analysis.studies.link_study report --out results/link_study \\
-        --csv docs/studies/links_study.csv --plot docs/studies/links_accuracy.png
+        --csv published/studies/links_study.csv --plot docs/studies/links_accuracy.png
 """
 
 from __future__ import annotations

@@ -52,11 +52,11 @@ __all__ = [
 ]
 
 EVAL_CHUNK_CONV = 128
-"""Test samples per forward for conv nets. Measured (1 thread, channels-last, Cached-DFL's
-CNN): 128 -> 13.1k samples/s, 256 -> 9.4k, 512 -> 5.9k, 2048 -> 5.8k (the old default);
-the small CNN and LeNet-5 are flat between 128 and 512. ``benchmarks/peer_round.py`` re-measures."""
+"""Test samples per forward for conv nets: small chunks keep a conv's activations in cache,
+and throughput falls with the chunk size beyond this (``benchmarks/peer_round.py``
+re-measures; the numbers: docs/performance/measurements.md)."""
 EVAL_CHUNK_DENSE = 512
-"""Test samples per forward for nets without convs (MLP: 128 -> 0.29M/s, 512 -> 0.39M/s)."""
+"""Test samples per forward for nets without convs: larger matmuls run nearer the peak."""
 
 
 @contextmanager
@@ -160,16 +160,15 @@ def sgd_update(
 class Functional:
     """The template net called with given parameters: CE loss and its gradient.
 
-    ``channels_last``: evaluation runs with NHWC inputs and conv weights (CPU loop backend).
-    Measured here (benchmarks/peer_round.py, 1 thread) oneDNN then evaluates Cached-DFL's CNN
-    1.6-2.4x faster; it only helps when *both* the input and the weight are channels-last,
-    so :meth:`layout` converts an agent's weights. Training batches of 64 measured
-    0.94-1.15x, so training stays NCHW (and bit-identical to before).
+    ``channels_last``: evaluation runs with NHWC inputs and conv weights (CPU loop backend),
+    where oneDNN's convs are faster (``benchmarks/peer_round.py``). It only helps when
+    *both* the input and the weight are channels-last, so :meth:`layout` converts an agent's
+    weights. Training stays NCHW: channels-last gave no clear gain for batches of 64, and
+    NCHW keeps training bit-identical to the plain template.
 
-    ``plan`` (:func:`nhwc_plan`, issue 22): for plain conv stacks, evaluation keeps
-    activations NHWC end to end and both training and evaluation take the ReLU after the
-    max-pool (same values, same gradients); evaluation of Cached-DFL's CNN went from 45 % to
-    77 % of the 1-thread matmul peak (``benchmarks/peer_round.py --scale 0.01``).
+    ``plan`` (:func:`nhwc_plan`): for plain conv stacks, evaluation keeps activations NHWC
+    end to end and both training and evaluation take the ReLU after the max-pool (same
+    values, same gradients), so no layout conversion sits between layers.
     ``precision``: ``"bf16"`` runs every forward (and so its backward) under
     :meth:`autocast`.
     """
@@ -237,8 +236,8 @@ class Functional:
     def autograd_step(
         self, leaves: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
     ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        """Gradient by plain autograd: ~2-3x faster than ``torch.func.grad`` per call for a
-        small MLP on one CPU thread (benchmarks/training.py), so the loop backend uses it."""
+        """Gradient by plain autograd: cheaper per call than ``torch.func.grad`` for small
+        nets on one CPU thread (``benchmarks/training.py``), so the loop backend uses it."""
         if self.plan is not None:  # bit-identical gradients, ReLU after the pool (see plan)
             with self.autocast():
                 out = nchw_forward(self.plan, leaves, x)
@@ -257,9 +256,9 @@ def nhwc_plan(template: nn.Module, names: Sequence[str]) -> list[PlanStep] | Non
 
     Each step is ``(kind, parameter indices, module)``. "ReLU then 2x2 max-pool" becomes one
     ``pool_relu`` step (pool first: ReLU is monotone, so the result is identical and the
-    ReLU touches 4x fewer values). Measured (1 thread, Cached-DFL's CNN, issue 22): oneDNN
-    returns a 1-channel-input conv in NCHW and its max-pool on that layout cost 45 % of the
-    evaluation; the plan keeps activations NHWC and pools with two ``torch.maximum``.
+    ReLU touches 4x fewer values). oneDNN returns a 1-channel-input conv in NCHW, and a
+    max-pool on that layout dominated the evaluation of Cached-DFL's CNN; the plan keeps
+    activations NHWC and pools with two ``torch.maximum``.
     """
     if not isinstance(template, nn.Sequential):
         return None
@@ -302,8 +301,8 @@ def _is_pool2(m: nn.Module | None) -> bool:
 
 def max_pool2_nhwc(h: torch.Tensor) -> torch.Tensor:
     """2x2 max-pool, stride 2, floor mode, of a contiguous NHWC ``[B, H, W, C]`` tensor:
-    the same values as ``F.max_pool2d(., 2)`` (a max is exact); ~5x faster than torch's
-    channels-last max-pool in one 1-thread micro-benchmark (128 x 16 x 28 x 28)."""
+    the same values as ``F.max_pool2d(., 2)`` (a max is exact), and faster than torch's
+    channels-last max-pool on one thread because both maxima are contiguous vector ops."""
     b, hh, ww, c = h.shape
     v = h[:, : hh // 2 * 2, : ww // 2 * 2].reshape(b, hh // 2, 2, ww // 2, 2, c)
     m = torch.maximum(v[:, :, 0], v[:, :, 1])
@@ -315,9 +314,9 @@ class _MaxPool2(torch.autograd.Function):
     kernels, with the forward on a channels-last copy.
 
     Why: torch's NCHW ``max_pool2d_with_indices`` forward is not vectorised across the
-    window pairs; measured (1 thread, CPU seconds, issue 22) it took 4.3 ms for Cached-DFL's
-    first pool at batch 64 (64x16x28x28) and 2.2 ms for the second, ~40 % of a training step,
-    while the channels-last kernel plus the copy take 0.8 and 0.3 ms. Both kernels scan a
+    window pairs, so on one thread it is a large share of a training step of Cached-DFL's
+    CNN; the channels-last kernel plus the copy cost a fraction of it
+    (docs/performance/measurements.md). Both kernels scan a
     window in row-major order and keep the first maximum, so values and indices (plane
     offsets ``h * W + w``, layout-independent) are identical, ties included; the backward is
     torch's NCHW ``max_pool2d_with_indices_backward`` with those indices, so the gradient is
@@ -352,9 +351,9 @@ def max_pool2_nchw(h: torch.Tensor) -> torch.Tensor:
 def max_pool2_nchw_to_nhwc(h: torch.Tensor) -> torch.Tensor:
     """``F.max_pool2d(h, 2)`` of an NCHW ``h``, returned NHWC-contiguous: the max over row
     pairs on contiguous rows, the transpose on that half-size tensor, then the max over
-    column pairs in NHWC. Same values (a max is exact); measured (1 thread, CPU seconds,
-    issue 22) 1.99 ms against 3.05 ms for transpose-then-pool on Cached-DFL's first conv
-    output (128 x 16 x 28 x 28), where oneDNN returns NCHW for the 1-channel input."""
+    column pairs in NHWC. Same values (a max is exact); the transpose runs on half the
+    values that transpose-then-pool would move. Used where oneDNN returns NCHW (a conv of a
+    1-channel input, Cached-DFL's first layer)."""
     b, c, hh, ww = h.shape
     v = h[:, :, : hh // 2 * 2, : ww // 2 * 2].unflatten(2, (hh // 2, 2))
     rows = torch.maximum(v[:, :, :, 0], v[:, :, :, 1])  # [B, C, H/2, W']
@@ -366,9 +365,8 @@ def nchw_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tens
     """Run ``plan`` in torch's default layout (training, under autograd): the template's ops
     with "ReLU, max-pool" as "max-pool, ReLU". Same values and the same gradients: where a
     window's max is > 0 both route it to the same (first) maximal element, else both give 0.
-    The 2x2 max-pools run as :func:`max_pool2_nchw` (same values, indices and gradients):
-    1.42x per training step of Cached-DFL's CNN (1 thread, batch 64, CPU seconds, issue 22;
-    ``benchmarks/peer_profile.py`` prints where the rest of a step goes)."""
+    The 2x2 max-pools run as :func:`max_pool2_nchw` (same values, indices and gradients,
+    faster forward; ``benchmarks/peer_profile.py`` prints where a step's time goes)."""
     h = x
     for kind, ids, m in plan:
         if kind == "conv":
@@ -452,7 +450,7 @@ def train_loop_agents(
     widths = (batches[:, 0, :] >= 0).sum(axis=1)
     for a, i in enumerate(agents):
         # Leaf views of the stacks: autograd differentiates them, updates land in the stacks.
-        # (Training stays NCHW: channels-last measured 0.94-1.15x for batches of 64.)
+        # (Training stays NCHW: channels-last gave no clear gain for batches of 64.)
         ps = [p[i].detach().requires_grad_() for p in params]
         bs = [b[i] for b in bufs]
         anchor = [p.detach().clone() for p in ps] if hp.prox_rho else None

@@ -6,15 +6,14 @@ functionally with an agent's slices. This makes a D-PSGD / FedAvg averaging step
 matmul per layer (:meth:`Engine.mix`) and lets the same state be trained by two backends:
 
 * ``loop``: agent after agent, one thread each (``torch.set_num_threads(1)``), optionally
-  spread over ``workers`` processes that update shared-memory stacks in place. On these
-  CPUs (benchmarks/training.py, B=64) it reaches ~58 % of the 1-thread fp32 matmul peak
-  for the MLP (vmap: 49-62 %) and ~24 % for the small CNN (vmap: 13-18 %), needs no
-  N-fold activation memory, and uses plain autograd, which is 2-3x cheaper per call than
+  spread over ``workers`` processes that update shared-memory stacks in place. On a CPU it
+  is at least as fast as ``batched`` (``benchmarks/training.py``), needs no N-fold
+  activation memory, and uses plain autograd, which is cheaper per call than
   ``torch.func.grad`` for small batches; so it is the CPU default.
 * ``batched``: one ``vmap(grad(loss))`` over the stacked parameters per local step, updates
   with ``torch._foreach`` ops; runs on ``device`` (``cuda`` when available): the GPU path.
 
-Loop-backend performance paths (issue 15, ``benchmarks/peer_round.py``): conv nets run
+Loop-backend performance paths (``benchmarks/peer_round.py`` measures them): conv nets run
 channels-last (NHWC) on the CPU, evaluation goes :data:`EVAL_CHUNK_CONV` samples per forward,
 ``workers = 0`` picks the free cores for big steps (:func:`auto_workers`), and
 ``worker_backend = "ray"`` makes the workers Ray actors (a local Ray or a cluster).
@@ -501,9 +500,9 @@ class Engine:
         """Accuracy and mean CE of each agent's model on the shared test sample.
 
         A loop over agents, each with the whole test sample as one batch (``chunk`` samples
-        at most): on CPU such big-batch matmuls/convs already run near peak, and measured
-        here vmap over agents was no faster for the MLP and 1.5-2x slower for a CNN, while
-        needing N times the activation memory. The loop backend spreads agents over its
+        at most): on CPU such big-batch matmuls/convs already run near peak, so a vmap over
+        agents gains nothing (it is slower for a CNN) while needing N times the activation
+        memory. The loop backend spreads agents over its
         workers. Cached-DFL evaluates every agent on one shared test set. ``chunk``: samples
         per forward (default ``eval_chunk``, chosen by measurement: :data:`EVAL_CHUNK_CONV`).
         """

@@ -95,9 +95,8 @@ MIX_BLOCK_BYTES = 2 << 20
 """Sparse mixing works on column blocks of about this many bytes (``N x b`` floats, at
 least :data:`MIX_MIN_COLUMNS` wide): the block stays in cache while every row gathers its
 neighbours from it, and the extra memory is one block, not a second copy of the stacks.
-Bit-identical to one matmul over all columns (same kernel, same per-row order).
-Measured (1 thread, CPU seconds, loaded 2-core EPYC, N = 10,000 with 54 neighbours a
-row): 2.97 s blocked against 4.28 s for the whole 16k-column stack at once."""
+Bit-identical to one matmul over all columns (same kernel, same per-row order), and
+faster on large stacks (docs/performance/measurements.md)."""
 MIX_MIN_COLUMNS = 16
 
 

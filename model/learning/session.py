@@ -210,7 +210,7 @@ class LearningSession:
         )
 
     def link_plan(self) -> LinkPlan | None:
-        """This step's link plan (issue 26), ``None`` under ``link = "ideal"``."""
+        """This step's link plan (what each contact can carry); ``None`` under the ideal link."""
         model = self.model
         if model.contact_table is None:
             return None

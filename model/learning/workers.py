@@ -57,14 +57,14 @@ HEAP_TRIM_THRESHOLD = 256 << 20
 def keep_heap() -> bool:
     """Make glibc keep freed activation buffers instead of returning them to the OS.
 
-    Why (issue 22, measured with benchmarks/peer_profile.py): in a fresh worker process
-    glibc's adaptive thresholds stay low, so each forward's activations (~12 MB per
-    128-image chunk of Cached-DFL's CNN) were mapped anew and trimmed away again:
-    ~240k minor page faults and 0.46 s of system time per car evaluated on 10k images,
-    twice the CPU seconds of the same evaluation in the main process (0 faults there, where
-    an earlier free of a ~30 MB tensor had raised the thresholds by chance). Fixed
-    thresholds (:data:`HEAP_MMAP_THRESHOLD`, :data:`HEAP_TRIM_THRESHOLD`) remove the
-    faults. Returns whether they were set (glibc Linux only; elsewhere a no-op).
+    Why: in a fresh worker process glibc's adaptive thresholds stay low, so each forward's
+    activations (megabytes per evaluation chunk of a conv net) are mapped anew and trimmed
+    away again, and the minor page faults cost the worker as much CPU time as the
+    evaluation itself (the main process escapes it only when an earlier large free happened
+    to raise the thresholds). Fixed thresholds (:data:`HEAP_MMAP_THRESHOLD`,
+    :data:`HEAP_TRIM_THRESHOLD`) remove the faults (``benchmarks/peer_profile.py`` counts
+    them; the numbers: docs/performance/measurements.md). Returns whether they were set
+    (glibc Linux only; elsewhere a no-op).
     """
     if not sys.platform.startswith("linux"):
         return False
@@ -135,8 +135,8 @@ def worker_main(
 
 AUTO_WORKERS_MIN_FLOP = 1e11
 """``workers = 0`` (auto) starts worker processes only when a step's training + evaluation
-is at least this much work (~2 s on one core here): spawning a worker re-imports torch
-(seconds), which small runs and tests would never earn back."""
+is at least this much work (seconds of one core): spawning a worker re-imports torch
+(seconds too), which small runs and tests would never earn back."""
 
 
 def free_cores(*, window_s: float = 0.1) -> float:

@@ -102,8 +102,30 @@ def dpsgd_weights(
     """Plain D-PSGD averaging: ``W_ij = 1 / |M_i|`` over ``M_i`` = neighbours of i and i.
 
     de Heredia 2024, Sec. 5.3 (the weights of the original D-PSGD paper [12]) and Alg. 1 line 6.
-    An isolated member keeps its model (``W_ii = 1``). ``directed``: ``adjacency`` row i
-    holds the models i received (:func:`_member_graph`).
+    An isolated member keeps its model (``W_ii = 1``).
+
+    Parameters
+    ----------
+    adjacency
+        ``N x N`` contact graph of this step (symmetric unless ``directed``, no self
+        loops).
+    members
+        Global ids of the agents this policy mixes; ``None``: all. Other rows are
+        identity rows (those agents keep their models).
+    directed
+        Row ``i`` of ``adjacency`` holds the models ``i`` received (a link model may
+        deliver one way only), so it need not be symmetric.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        The row-stochastic ``N x N`` mixing matrix ``W``.
+
+    Raises
+    ------
+    ConfigError
+        ``adjacency`` is not square, has self loops, or is asymmetric without
+        ``directed``.
     """
     a, mask = _member_graph(adjacency, members, directed=directed)
     return _rows_from_scores(a, mask, np.ones(a.shape[0]))
@@ -119,6 +141,32 @@ def fedavg_weights(
     """FedAvg-weighted neighbourhood averaging, Reza et al. eq. (2).
 
     ``W_ij = |D_j| / (|D_i| + sum_{k in N_i} |D_k|)`` for ``j`` in ``N_i + {i}``.
+
+    Parameters
+    ----------
+    adjacency
+        ``N x N`` contact graph of this step (symmetric unless ``directed``, no self
+        loops).
+    data_sizes
+        Training samples ``|D_i|`` per agent (``N`` values, positive for members).
+    members
+        Global ids of the agents this policy mixes; ``None``: all. Other rows are
+        identity rows (those agents keep their models).
+    directed
+        Row ``i`` of ``adjacency`` holds the models ``i`` received (a link model may
+        deliver one way only), so it need not be symmetric.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        The row-stochastic ``N x N`` mixing matrix ``W``.
+
+    Raises
+    ------
+    ConfigError
+        ``adjacency`` is not square, has self loops, or is asymmetric without
+        ``directed``; or ``data_sizes`` has the wrong length or a
+        non-positive size for a member.
     """
     a, mask = _member_graph(adjacency, members, directed=directed)
     sizes = np.asarray(data_sizes, dtype=np.float64).reshape(-1)
@@ -145,6 +193,34 @@ def mobility_aware_weights(
     speeds are all zero fall back to plain averaging (X is undefined there). ``alpha`` is
     limited to [0, 1] so that every weight stays non-negative (de Heredia's released code
     defaults to 2, which can produce negative weights).
+
+    Parameters
+    ----------
+    adjacency
+        ``N x N`` contact graph of this step (symmetric unless ``directed``, no self
+        loops).
+    speeds
+        Speed ``s_j`` of every agent in m/s (``N`` values, finite, >= 0).
+    alpha
+        The lean towards faster neighbours, in [0, 1].
+    members
+        Global ids of the agents this policy mixes; ``None``: all. Other rows are
+        identity rows (those agents keep their models).
+    directed
+        Row ``i`` of ``adjacency`` holds the models ``i`` received (a link model may
+        deliver one way only), so it need not be symmetric.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        The row-stochastic ``N x N`` mixing matrix ``W``.
+
+    Raises
+    ------
+    ConfigError
+        ``adjacency`` is not square, has self loops, or is asymmetric without
+        ``directed``; ``alpha`` is outside [0, 1]; or ``speeds``
+        has the wrong length or a negative or non-finite value.
     """
     if not 0.0 <= float(alpha) <= 1.0:  # also rejects NaN
         raise ConfigError("mobility_alpha", alpha, "a number in [0, 1]")
@@ -207,6 +283,20 @@ def check_row_stochastic(
 
     Checks: square, finite, non-negative, rows summing to 1, and (when ``adjacency`` is
     given) ``W_ij = 0`` unless ``j`` is a neighbour of ``i`` or ``j == i``.
+
+    Parameters
+    ----------
+    w
+        The mixing matrix (any scipy sparse format).
+    adjacency
+        The contact graph ``W`` must respect; ``None``: no neighbourhood check.
+    atol
+        Tolerance of the row sums and of what counts as a non-zero weight.
+
+    Raises
+    ------
+    ValueError
+        The first check ``W`` fails, in one line naming the row or entry.
     """
     m = sp.csr_matrix(w, dtype=np.float64)
     n = m.shape[0]

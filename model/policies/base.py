@@ -88,7 +88,30 @@ class AgentTable:  # read-only view of agent attributes for this step
 
 @dataclass
 class ExchangeContext:
-    """Everything a policy sees in one step."""
+    """Everything a policy sees in one step (built by the model, read by the policy).
+
+    Attributes
+    ----------
+    step
+        Epoch index t, 1-based: the step being completed.
+    members
+        Global indices of the agents that use this policy.
+    adjacency
+        ``N x N`` symmetric boolean contacts of this step, no self loops.
+    engine
+        The learning engine: parameters, snapshots, ``loss_of(...)``.
+    agents
+        Per-agent attributes of this step (:class:`AgentTable`).
+    rng
+        The model's generator (the policy's only source of randomness).
+    world
+        Read-only view of the world, or ``None`` outside a model.
+    encounters
+        Contact pairs and first-contact times, for policies with
+        ``needs_encounter_times``; else ``None``.
+    link
+        This step's link plan; ``None`` under the ideal link.
+    """
 
     step: int  # epoch index t (1-based: step being completed)
     members: np.ndarray  # global indices of agents that use this policy
@@ -110,7 +133,18 @@ class ExchangeContext:
 
 @dataclass
 class Exchange:
-    """What a policy returns: linear mixing rows and/or explicit new parameters."""
+    """What a policy returns: linear mixing rows and/or explicit new parameters.
+
+    Parameters
+    ----------
+    rows
+        ``N x N`` mixing matrix; only the rows of members are used (each row sums to 1,
+        :func:`model.maths.mixing.check_row_stochastic`). ``None``: no mixing this step.
+    assign
+        New parameters per global agent id (one tensor per layer), set after mixing.
+    metrics
+        This step's metrics, each declared in the policy's ``metric_names``.
+    """
 
     rows: scipy.sparse.csr_matrix | None = None  # N x N; only rows of members are used
     assign: dict[int, tuple[torch.Tensor, ...]] = field(default_factory=dict)  # new params
@@ -118,14 +152,22 @@ class Exchange:
 
 
 class ExchangePolicy(ABC):
-    """Base class of exchange policies; subclasses set ``name`` and implement ``exchange``."""
+    """Base class of exchange policies; subclasses set ``name`` and implement ``exchange``.
+
+    Parameters
+    ----------
+    settings
+        The run's config (world settings such as ``seed`` or ``areas``); the policy's own
+        typed settings are ``self.options`` (``None`` without a ``settings_class``).
+    """
 
     name: ClassVar[str]
     needs_encounter_times: ClassVar[bool] = False
     """True: the model computes ``ExchangeContext.encounters`` (time order of contacts)."""
     honours_link: ClassVar[bool] = False
-    """True: :meth:`exchange` sends over ``ctx.link`` when a link model is set (issue 26);
-    a non-ideal link with a policy that ignores it is refused (model.config)."""
+    """True: :meth:`exchange` sends over ``ctx.link`` when a link model is set; a non-ideal
+    link with a policy that ignores it is refused (model.config), since the link would
+    otherwise change nothing and the run would silently be an ideal-link run."""
     resumes_transfers: ClassVar[bool] = False
     """True: a message cut at a contact's end continues at the pair's next contact when
     ``link.resume`` is set (:meth:`model.links.LinkPlan.send`); other policies refuse it."""
@@ -237,7 +279,25 @@ def metric_columns(declared: Mapping[str, Iterable[str]]) -> dict[str, tuple[str
 
 
 def register_policy(cls: type[ExchangePolicy]) -> type[ExchangePolicy]:
-    """Class decorator: register ``cls`` under ``cls.name``."""
+    """Class decorator: register ``cls`` in :data:`mobidfl.plugins.POLICIES` under ``cls.name``.
+
+    Parameters
+    ----------
+    cls
+        The policy class; its ``name`` is the value of the ``policy`` setting.
+
+    Returns
+    -------
+    type[ExchangePolicy]
+        ``cls`` itself, so the decorator leaves the class as it was.
+
+    Raises
+    ------
+    ValueError
+        The name is not a Python identifier, or another class already holds it.
+    TypeError
+        ``cls`` has no string ``name`` attribute.
+    """
     return POLICIES.register(cls)
 
 

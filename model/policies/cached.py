@@ -32,9 +32,8 @@ policy" (Cached-DFL, "Grouped Mobility Patterns").
 
 Timestamp ties (common when contacts are dense: all cached models carry the current
 epoch) keep arrival order, as the authors' stable sort does; breaking them by origin id
-made every agent keep the same lowest-numbered origins (measured with the former
-analysis/experiments/caching_003.py at 30 cars on nyc_uws: LRU 85.0 ± 5.9 % instead of
-90.2 ± 1.7 % in Fig. 2).
+makes every agent keep the same lowest-numbered origins, so the other agents' models spread
+less and LRU's accuracy in Fig. 2's setting falls (docs/performance/measurements.md).
 """
 
 from __future__ import annotations
@@ -296,9 +295,10 @@ class CachedPolicy(ExchangePolicy):
         freshest first (ties in cache order), as ``((origin, timestamp), bytes)``.
 
         Cached-DFL: "When two agents meet, they not only exchange their own local models,
-        but also share their cached models with each other"; the order is issue 26's
-        reading (the own model is the newest, and fresher cached models weigh more for
-        the receiver's LRU cache, Alg. 2 lines 17-18).
+        but also share their cached models with each other". The paper gives no order;
+        MobiDFL sends the own model first because it is the newest, then fresher cached
+        models before staler ones because they weigh more for the receiver's LRU cache
+        (Alg. 2 lines 17-18), so a contact cut short loses the least useful models.
         """
         entries = sorted(cache.values(), key=lambda e: -int(e.timestamp))
         return [((e.origin, e.timestamp), size) for e in (own, *entries)]

@@ -28,7 +28,7 @@ def received_graph(ctx: ExchangeContext) -> tuple[sp.csr_matrix, bool]:
 
     ``link = "ideal"``: this step's contacts (symmetric). Otherwise every member-member
     contact sends one model each way over ``ctx.link`` and row ``i`` holds the models ``i``
-    received whole before the contact ended (issue 26: "average only models received").
+    received whole before the contact ended: an agent averages only the models it received.
     """
     if ctx.link is None:
         return ctx.adjacency, False

@@ -292,7 +292,7 @@ class MofelBase(ExchangePolicy):
         self.counts = {"ntc": 0, "ntc_partial": 0, "nfc": 0, "participants": 0}
         self.synced = 0
         self.now = 0.0
-        # the server link (issue 26; used only when a link model is set)
+        # the server link (used only when a link model is set)
         self.up_bytes = np.zeros(n_clients)  # bytes of this cycle's upload sent so far
         self.uploaded = np.zeros(n_clients, bool)  # this cycle's trained model is at the server
         self.down_bytes = np.zeros(n_clients)  # bytes of a server model received so far
@@ -393,7 +393,7 @@ class MofelBase(ExchangePolicy):
         self._hand_out(assign, link)
         return Exchange(assign=assign, metrics=self.metrics())
 
-    # --- the server link (issue 26) ---------------------------------------------------
+    # --- the server link (a link model is set) ----------------------------------------
     def _window(self, clients: np.ndarray, servers: np.ndarray, after: np.ndarray) -> np.ndarray:
         """Seconds of this step each client is in its server's range (its territory) after
         ``after``, less what its earlier transfers of the step took."""

@@ -330,7 +330,7 @@ class PsflPolicy(ExchangePolicy):
         metrics["area_acc_mean"], metrics["federation_acc_mean"] = self._acc
         return Exchange(assign=assign, metrics=metrics)
 
-    # --- over a link (issue 26) --------------------------------------------------------
+    # --- over a link (a link model is set) -----------------------------------------------
     def _models_crossed(self, link: LinkPlan, adjacency: sp.csr_matrix) -> sp.csr_matrix:
         """Alg. 1 line 4, "Broadcast nn_i^t to neighbours N_i", over the link: each contact
         pair sends its models both ways; ds(i, j) = L_ij + L_ji (eq. 3) needs both, so only

@@ -36,7 +36,13 @@ class Preset:
 
 
 def preset_names() -> list[str]:
-    """Names of the presets shipped in this package, sorted."""
+    """Names of the presets shipped in this package, sorted.
+
+    Returns
+    -------
+    list[str]
+        The names ``load_preset`` and ``--preset`` accept.
+    """
     files = resources.files(__package__).iterdir()
     return sorted(f.name[: -len(".toml")] for f in files if f.name.endswith(".toml"))
 
@@ -44,7 +50,23 @@ def preset_names() -> list[str]:
 @functools.cache
 def load_preset(name: str) -> Preset:
     """Read one preset; its names are checked, as every setting's, when a config applies it
-    (:class:`model.config.Config`, which imports this module, not the reverse)."""
+    (:class:`model.config.Config`, which imports this module, not the reverse).
+
+    Parameters
+    ----------
+    name
+        One of :func:`preset_names` (``cached_dfl_003``).
+
+    Returns
+    -------
+    Preset
+        Its description, paper, stand-ins and flat settings (public names).
+
+    Raises
+    ------
+    ConfigError
+        ``name`` is not a shipped preset, or the file sets ``preset`` itself.
+    """
     if name not in preset_names():
         raise ConfigError("preset", name, "one of " + ", ".join(preset_names()))
     text = resources.files(__package__).joinpath(f"{name}.toml").read_text()
