@@ -15,7 +15,9 @@ and the *live* RSS is sampled too: RSS that grows without ``--trim`` but not wit
 freed heap that glibc keeps (fragmentation), not memory the run holds.
 
 Run (cheaply, under nice): ``nice -n 10 python benchmarks/soak.py --steps 1200``;
-``--family psfl`` for one family, ``--json FILE`` to keep the samples, ``--trim``.
+``--family psfl`` for one family, ``--json FILE`` to keep the samples, ``--trim``,
+``--set contacts_out=none`` (repeatable) to change one setting of the worlds when
+bisecting a growth.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def live_mib() -> float:
     return rss_mib()
 
 
-def soak(family: str, steps: int, every: int, seed: int, trim: bool = False) -> dict[str, Any]:
+def soak(family: str, steps: int, every: int, seed: int, trim: bool = False,
+         overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Step one family's world ``steps`` times; sample RSS and time per step every ``every``
     (with ``trim``, also the live RSS after ``malloc_trim``, which then resets the heap)."""
     import torch
@@ -80,7 +83,7 @@ def soak(family: str, steps: int, every: int, seed: int, trim: bool = False) -> 
     from model.world import MobiDFLModel
 
     torch.set_num_threads(1)
-    settings = {**WORLD, **FAMILIES[family], "steps": steps}
+    settings = {**WORLD, **FAMILIES[family], **(overrides or {}), "steps": steps}
     model = MobiDFLModel(**settings, seed=seed)
     samples = []
     start = time.perf_counter()
@@ -110,8 +113,9 @@ def growth_per_100(samples: list[dict[str, Any]], key: str, warmup: int) -> floa
     return float(np.polyfit(x, y, 1)[0] * 100)
 
 
-def _child(family: str, steps: int, every: int, seed: int, trim: bool, queue: Any) -> None:
-    queue.put(soak(family, steps, every, seed, trim))
+def _child(family: str, steps: int, every: int, seed: int, trim: bool,
+           overrides: dict[str, Any], queue: Any) -> None:
+    queue.put(soak(family, steps, every, seed, trim, overrides))
 
 
 def main() -> None:
@@ -124,13 +128,19 @@ def main() -> None:
     parser.add_argument("--json", help="write every sample to this file")
     parser.add_argument("--trim", action="store_true",
                         help="also sample the live RSS after gc + malloc_trim at each interval")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="override one setting of every family's world (bisecting growth)")
     args = parser.parse_args()
+    from model.config import parse_assignments
+
+    overrides = parse_assignments(args.set)
     context = multiprocessing.get_context("spawn")
     results = []
     for family in args.family or list(FAMILIES):
         queue = context.Queue()
         proc = context.Process(target=_child,
-                               args=(family, args.steps, args.every, args.seed, args.trim, queue))
+                               args=(family, args.steps, args.every, args.seed, args.trim,
+                                     overrides, queue))
         proc.start()
         results.append(queue.get())
         proc.join()
