@@ -56,6 +56,7 @@ from analysis.bench_stats import (
     run_numbers,
     t_interval,
 )
+from mobidfl.cores import unloaded_cores
 from model.atomic import write_text_atomic
 from model.errors import ConfigError
 
@@ -216,7 +217,7 @@ def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], 
                 for spec in todo:
                     record(sweep.execute_run(spec))
         else:
-            workers = min(processes or sweep.free_cores(), len(todo))
+            workers = min(processes or unloaded_cores(), len(todo))
             sweep._run_local(todo, record, workers=workers)
 
 

@@ -69,6 +69,8 @@ from typing import Any
 import pandas as pd
 
 from analysis.interrupts import CtrlC
+from mobidfl.cores import unloaded_cores
+from mobidfl.toml_text import toml_value
 from model.atomic import open_atomic
 from model.atomic import write_text_atomic as _write_text
 from model.config import (
@@ -222,9 +224,11 @@ class Sweep:
     def to_toml(self) -> str:
         """The sweep with resolved values (copied into the output folder)."""
         lines = [f"seeds = {json.dumps(list(self.seeds))}", "", "[base]"]
-        lines += [f'"{k}" = {_toml(v)}' for k, v in self.base.items() if v is not None]
+        lines += [f'"{k}" = {toml_value(v)}' for k, v in self.base.items() if v is not None]
         lines += ["", "[grid]"]
-        lines += [f'"{k}" = [{", ".join(_toml(v) for v in vs)}]' for k, vs in self.grid.items()]
+        lines += [
+            f'"{k}" = [{", ".join(toml_value(v) for v in vs)}]' for k, vs in self.grid.items()
+        ]
         return "\n".join(lines) + "\n"
 
 
@@ -278,16 +282,6 @@ def _public_name(name: str) -> str:
 
 def _value_of(config: Config, name: str) -> Any:
     return config.setting(name)
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if isinstance(value, int | float):
-        return repr(value)
-    return json.dumps(str(value))
 
 
 _PUBLIC = frozenset(public_names())
@@ -453,19 +447,6 @@ def tidy_rows(rows: list[dict[str, Any]], spec: RunSpec) -> pd.DataFrame:
 
 
 # --- the driver ---------------------------------------------------------------------------------
-def free_cores() -> int:
-    """Cores this process may use minus the 1-minute load average (at least 1)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    try:
-        busy = int(round(os.getloadavg()[0]))
-    except OSError:
-        busy = 0
-    return max(1, cores - busy)
-
-
 def _worker_context() -> Any:
     """``forkserver`` with torch and the model preloaded, else ``spawn``.
 
@@ -552,7 +533,7 @@ def run_sweep(
     backend
         ``local`` (process pool) or ``ray``.
     processes
-        Local workers (default :func:`free_cores`); ``0`` runs in this process.
+        Local workers (default :func:`mobidfl.cores.unloaded_cores`); ``0`` runs in this process.
     address
         Ray cluster (``auto``, ``ray://HOST:PORT``); ``None`` starts a local Ray (or uses
         the one already initialised by the caller).
@@ -662,7 +643,7 @@ def _run_opened(
             for spec in todo:
                 record(execute_run(spec))
         else:
-            workers = min(processes or free_cores(), len(todo))
+            workers = min(processes or unloaded_cores(), len(todo))
             _run_local(todo, record, workers=workers)
     return manifest.frame()
 

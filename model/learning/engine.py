@@ -97,7 +97,6 @@ from model.learning.workers import (
     ProcessPool,
     RayPool,
     auto_workers,
-    free_cores,
     keep_heap,
 )
 
@@ -117,7 +116,6 @@ __all__ = [
     "adam_update",
     "agent_batch_sizes",
     "auto_workers",
-    "free_cores",
     "make_engine",
     "mixing_operator",
 ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import multiprocessing.connection as mpc
-import os
 import sys
 import time
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mobidfl.cores import idle_cores
 from model.errors import ConfigError
 from model.learning.backends import (
     Functional,
@@ -39,7 +39,6 @@ __all__ = [
     "RayPool",
     "RayWorker",
     "auto_workers",
-    "free_cores",
     "keep_heap",
     "minor_faults",
     "worker_main",
@@ -139,28 +138,6 @@ is at least this much work (seconds of one core): spawning a worker re-imports t
 (seconds too), which small runs and tests would never earn back."""
 
 
-def free_cores(*, window_s: float = 0.1) -> float:
-    """Cores idle right now: the idle share of /proc/stat over ``window_s`` (this process
-    sleeps meanwhile) times the cores it may use; the load average where /proc is missing."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = cores or 1
-
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
-
-    try:
-        idle0, total0 = sample()
-        time.sleep(window_s)
-        idle1, total1 = sample()
-        all_cores = os.cpu_count() or cores
-        idle = all_cores * (idle1 - idle0) / max(total1 - total0, 1)
-    except (OSError, ValueError, IndexError):
-        idle = cores - os.getloadavg()[0]
-    return float(min(cores, max(idle, 0.0)))
-
-
 def auto_workers(*, flops_per_step: float, n_agents: int, pooled: bool = True) -> int:
     """Worker processes for ``workers = 0``: the free cores (at least 1, at most one per
     agent) when the step is big enough to pay for spawning them (:data:`AUTO_WORKERS_MIN_FLOP`),
@@ -170,7 +147,7 @@ def auto_workers(*, flops_per_step: float, n_agents: int, pooled: bool = True) -
         return 1
     if multiprocessing.current_process().daemon or multiprocessing.parent_process() is not None:
         return 1
-    return int(max(1, min(n_agents, round(free_cores()))))
+    return int(max(1, min(n_agents, round(idle_cores()))))
 
 
 class ProcessPool:

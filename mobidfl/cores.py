@@ -1,0 +1,78 @@
+"""How many CPU cores a run may use: one home for the three questions the code asks.
+
+* :func:`usable_cores`: the cores this process may run on (its affinity), the ceiling for
+  any setting that counts workers;
+* :func:`unloaded_cores`: usable cores minus the 1-minute load average, for sizing a sweep's
+  pool of whole runs (slow to change, so the load average is the right clock);
+* :func:`idle_cores`: the idle share of the machine measured over a short window, for
+  deciding at a run's start whether training workers would find a free core.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+__all__ = ["idle_cores", "unloaded_cores", "usable_cores"]
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, e.g. under taskset or a container).
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def unloaded_cores() -> int:
+    """Usable cores minus the rounded 1-minute load average (at least 1).
+
+    Returns
+    -------
+    int
+        Cores a new pool of processes would not take from running work.
+    """
+    try:
+        busy = int(round(os.getloadavg()[0]))
+    except OSError:
+        busy = 0
+    return max(1, usable_cores() - busy)
+
+
+def idle_cores(*, window_s: float = 0.1) -> float:
+    """Cores idle right now: the idle share of ``/proc/stat`` over ``window_s`` (this process
+    sleeps meanwhile) times the machine's cores, at most the usable ones; the load average
+    where ``/proc`` is missing.
+
+    Parameters
+    ----------
+    window_s
+        How long to watch the counters, in seconds.
+
+    Returns
+    -------
+    float
+        Between 0 and :func:`usable_cores`.
+    """
+    cores = usable_cores()
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, total
+
+    try:
+        idle0, total0 = sample()
+        time.sleep(window_s)
+        idle1, total1 = sample()
+        all_cores = os.cpu_count() or cores
+        idle = all_cores * (idle1 - idle0) / max(total1 - total0, 1)
+    except (OSError, ValueError, IndexError):
+        idle = cores - os.getloadavg()[0]
+    return float(min(cores, max(idle, 0.0)))
