@@ -25,13 +25,14 @@ __all__ = [
     "CODECS",
     "MAX_INFLATED_BYTES",
     "InflateCutShort",
+    "InflateDamaged",
+    "InflateError",
     "InflateTooLarge",
     "codec_of",
     "inflate",
-    "inflate_errors",
     "inflated_reader",
     "read_inflated",
-    "why_refused",
+    "size_text",
 ]
 
 MAX_INFLATED_BYTES = 1 << 30
@@ -40,12 +41,20 @@ MAX_INFLATED_BYTES = 1 << 30
 _CHUNK = 1 << 20
 
 
-class InflateTooLarge(ValueError):
+class InflateError(ValueError):
+    """A compressed input refused; the message says why in one line."""
+
+
+class InflateTooLarge(InflateError):
     """The stream inflates to more than the cap: refused before it is inflated further."""
 
 
-class InflateCutShort(EOFError):
+class InflateCutShort(InflateError, EOFError):
     """The compressed stream ends before its end-of-stream marker (a file cut short)."""
+
+
+class InflateDamaged(InflateError):
+    """Bytes that are not the codec's (not compressed at all, damaged, trailing junk)."""
 
 
 class _Engine(Protocol):
@@ -85,8 +94,8 @@ class _GzipEngine:
 
 CODECS: dict[str, Callable[[], _Engine]] = {
     "gzip": _GzipEngine,
-    "bz2": bz2.BZ2Decompressor,
-    "xz": lzma.LZMADecompressor,
+    "bz2": lambda: bz2.BZ2Decompressor(),
+    "xz": lambda: lzma.LZMADecompressor(),
 }
 """Codec name -> a fresh decompressor of one member/stream."""
 
@@ -111,15 +120,14 @@ def _inflated(read: Callable[[int], bytes], codec: str, cap: int) -> Iterator[by
                 if not data:
                     data = read(_CHUNK)
                     if not data:
-                        raise InflateCutShort(
-                            f"the {codec} stream ends before its end-of-stream marker "
-                            "(cut short?)")
-                chunk, data = engine.decompress(data, min(_CHUNK, cap - total + 1)), b""
+                        raise InflateCutShort(f"cut short: the {codec} stream ends before "
+                                              "its end-of-stream marker")
+                chunk, data = _decompress(engine, data, min(_CHUNK, cap - total + 1), codec), b""
             else:
-                chunk = engine.decompress(b"", min(_CHUNK, cap - total + 1))
+                chunk = _decompress(engine, b"", min(_CHUNK, cap - total + 1), codec)
             total += len(chunk)
             if total > cap:
-                raise InflateTooLarge(f"it inflates to more than {cap / 2**20:g} MiB")
+                raise InflateTooLarge(f"it inflates to more than {size_text(cap)}")
             if chunk:
                 yield chunk
         data = engine.unused_data + data
@@ -129,14 +137,27 @@ def _inflated(read: Callable[[int], bytes], codec: str, cap: int) -> Iterator[by
             data = data.lstrip(b"\0")
 
 
+def size_text(n: int) -> str:
+    """``n`` bytes as people read it: MiB from 1 MiB up, bytes below."""
+    return f"{n / 2**20:g} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+def _decompress(engine: _Engine, data: bytes, limit: int, codec: str) -> bytes:
+    try:
+        return engine.decompress(data, limit)
+    except (zlib.error, OSError, lzma.LZMAError, EOFError) as exc:
+        text = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise InflateDamaged(f"bad {codec} data: {text}") from None
+
+
 def inflate(raw: bytes, *, cap: int = MAX_INFLATED_BYTES, codec: str = "gzip") -> bytes:
     """``raw`` inflated (every member, as ``gzip.decompress`` / ``bz2.decompress``) in one
     streaming pass that stops as soon as the output would pass ``cap`` bytes.
 
     Raises:
-        InflateTooLarge: more than ``cap`` bytes (a :class:`ValueError`).
-        InflateCutShort: the stream is cut short (an :class:`EOFError`).
-        zlib.error, OSError, lzma.LZMAError: bytes that are not ``codec`` data.
+        InflateTooLarge: more than ``cap`` bytes.
+        InflateCutShort: the stream is cut short (also an :class:`EOFError`).
+        InflateDamaged: bytes that are not ``codec`` data.
     """
     return b"".join(_inflated(io.BytesIO(raw).read, codec, cap))
 
@@ -179,17 +200,3 @@ def read_inflated(path: str | Path, *, cap: int = MAX_INFLATED_BYTES,
         if codec is None:
             return fh.read()
         return b"".join(_inflated(fh.read, codec, cap))
-
-
-def inflate_errors() -> tuple[type[BaseException], ...]:
-    """What :func:`inflate`, :func:`read_inflated` and :func:`inflated_reader` raise for a
-    refused stream (catch these, then :func:`why_refused` says why in one line)."""
-    return (InflateTooLarge, InflateCutShort, zlib.error, OSError, lzma.LZMAError, EOFError)
-
-
-def why_refused(exc: BaseException, codec: str) -> str:
-    """One line saying why a compressed input was refused."""
-    if isinstance(exc, InflateTooLarge | InflateCutShort):
-        return str(exc)
-    text = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-    return f"not a whole {codec} stream ({text})"

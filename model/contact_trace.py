@@ -26,13 +26,12 @@ Python.
 from __future__ import annotations
 
 import re
-import zlib
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from mobidfl.inflate import MAX_INFLATED_BYTES, InflateTooLarge, inflate
+from mobidfl.inflate import MAX_INFLATED_BYTES, InflateError, InflateTooLarge, inflate
 from model.contacts import ContactTable
 from model.errors import ConfigError
 
@@ -79,7 +78,7 @@ def _open_text(path: Path) -> str:
                             f"{MAX_INFLATED_BYTES / 2**20:g} MiB of text)") from None
     except UnicodeDecodeError:
         raise _refuse(path, "not UTF-8 text") from None
-    except (OSError, EOFError, zlib.error) as exc:
+    except (OSError, InflateError) as exc:
         raise _refuse(path, f"unreadable: {type(exc).__name__}: {exc}") from None
 
 
