@@ -223,6 +223,9 @@ def test_every_compressed_map_format_reads_once_or_refuses_in_one_line(name, cas
     assert len(counted) == 1
     if case == "bomb":
         assert counted[0][0] <= BOMB_CAP + 1
+    # the format's own check refuses it too, for the same reason
+    with pytest.raises((MapDataError, ConfigError), match=why.strip()):
+        format_for(path).check(path, max_inflated=BOMB_CAP)
 
 
 @pytest.mark.parametrize("name", sorted(PLAIN))
