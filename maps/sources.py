@@ -1,5 +1,8 @@
 """Where street graphs come from: the bundled real maps, user files, or osmnx online.
 
+A file is read by the map format registered for its suffix (:mod:`maps.formats`: one reader
+class per format); this module resolves the ``map`` setting and keys the street cache.
+
 Every loader returns a *projected* (metres) osmnx ``MultiDiGraph`` whose edges keep their
 ``length`` and a ``geometry`` oriented from ``u`` to ``v``. One-way streets keep their
 direction; :func:`maps.network.StreetNetwork.from_graph` later builds the drive network
