@@ -58,7 +58,7 @@ def main() -> None:
         name, _, value = text.partition("=")
         extra[name] = float(value) if value.replace(".", "").replace("e", "").isdigit() else value
     _timed(world, "contact_intervals", "contact intervals")
-    _timed(links.LinkModel, "plan", "link plan")
+    _timed(links.RateLink, "plan", "link plan")
     _timed(links.LinkPlan, "send", "transfers (send)")
     _timed(links.LinkPlan, "swap_models", "transfers (swap)")
     ideal = MobiDFLModel(**base)

@@ -10,11 +10,13 @@ vectorised parser), an order of magnitude faster (docs/performance/measurements.
 from __future__ import annotations
 
 import html
+import io
 import re
 import xml.etree.ElementTree as ET
 import xml.parsers.expat
 from collections import Counter
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import shapely
@@ -26,21 +28,23 @@ _NS = "{http://graphml.graphdrawing.org/xmlns}"
 _TRUE = ("true", "1", "yes", "-1")
 
 
-def read_graphml(path: str | Path) -> EdgeTable:
+def read_graphml(path: str | Path, *, raw: bytes | None = None) -> EdgeTable:
     """Read an osmnx GraphML file (directed, or undirected as momepy writes it).
 
     Undirected files become two directed edges per street unless the edge carries
     ``oneway`` plus ``from``/``to`` (momepy keeps OSM's one-way direction that way).
+    ``raw``: the file's bytes when the caller already has them (e.g. inflated from a
+    ``.graphml.gz``); the file is then not read again.
 
     Raises:
         ValueError: not a GraphML street graph (no x/y node data, malformed XML, a file cut
             short, an element or data key GraphML does not declare).
     """
-    raw = Path(path).read_bytes()
+    raw = Path(path).read_bytes() if raw is None else raw
     tags = check_whole(raw)
     parsed = _scan(raw) if b"<graphml" in raw[:4096] else None
     if parsed is None:
-        parsed = _parse_tree(path)
+        parsed = _parse_tree(io.BytesIO(raw))
     node_ids, node_x, node_y, edge_cols, directed, crs = parsed
     if not node_ids:
         raise ValueError("no nodes")
@@ -182,7 +186,7 @@ def _scan(raw: bytes):
         directed, crs
 
 
-def _parse_tree(path: str | Path):
+def _parse_tree(source: BinaryIO):
     """The general (slower) path: a streaming XML parse of any GraphML layout."""
     keys: dict[str, str] = {}
     graph_data: dict[str, str] = {}
@@ -191,7 +195,7 @@ def _parse_tree(path: str | Path):
     node_y: list[str] = []
     edge_cols: dict[str, list[str | None]] = {name: [] for name in ("u", "v", *_EDGE_COLUMNS)}
     directed = True
-    for _, elem in ET.iterparse(str(path), events=("end",)):
+    for _, elem in ET.iterparse(source, events=("end",)):
         tag = elem.tag.removeprefix(_NS)
         if tag == "key":
             keys[elem.get("id", "")] = elem.get("attr.name", "")

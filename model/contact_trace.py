@@ -26,12 +26,12 @@ Python.
 from __future__ import annotations
 
 import re
-import zlib
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from mobidfl.inflate import MAX_INFLATED_BYTES, InflateError, InflateTooLarge, inflate
 from model.contacts import ContactTable
 from model.errors import ConfigError
 
@@ -65,32 +65,6 @@ def _refuse(path: Path, why: str) -> ConfigError:
     return ConfigError(SETTING, str(path), f"a contact trace ({why})")
 
 
-MAX_INFLATED_BYTES = 1 << 30
-"""Largest text a gzip trace may inflate to (1 GiB): a few kB can otherwise claim many GB."""
-_CHUNK = 1 << 20
-
-
-def inflate(raw: bytes, *, cap: int = MAX_INFLATED_BYTES) -> bytes:
-    """Gzip ``raw`` (every member, as ``gzip.decompress``) in one streaming pass that stops
-    as soon as the output would pass ``cap`` bytes (:class:`ValueError`), so a small file
-    that claims gigabytes costs at most ``cap`` of memory and one read of its head."""
-    out = bytearray()
-    data = raw
-    while data:
-        engine = zlib.decompressobj(wbits=31)  # one gzip member
-        tail = data
-        while not engine.eof:
-            chunk = engine.decompress(tail, _CHUNK)
-            out += chunk
-            if len(out) > cap:
-                raise ValueError(f"it inflates to more than {cap / 2**20:g} MiB")
-            tail = engine.unconsumed_tail
-            if not chunk and not tail and not engine.eof:
-                raise EOFError("compressed file ended before the end-of-stream marker")
-        data = engine.unused_data.lstrip(b"\0")  # members follow; zero padding allowed
-    return bytes(out)
-
-
 def _open_text(path: Path) -> str:
     """The file's text (gzip inflated once, at most :data:`MAX_INFLATED_BYTES`); a
     truncated, broken or bomb-sized gzip is one line."""
@@ -99,12 +73,12 @@ def _open_text(path: Path) -> str:
         if raw[:2] == b"\x1f\x8b":
             raw = inflate(raw, cap=MAX_INFLATED_BYTES)
         return raw.decode("utf-8")
-    except ValueError as exc:  # UnicodeDecodeError too: checked first below
-        if isinstance(exc, UnicodeDecodeError):
-            raise _refuse(path, "not UTF-8 text") from None
+    except InflateTooLarge as exc:
         raise _refuse(path, f"refused unread: gzip {exc} (at most "
                             f"{MAX_INFLATED_BYTES / 2**20:g} MiB of text)") from None
-    except (OSError, EOFError, zlib.error) as exc:
+    except UnicodeDecodeError:
+        raise _refuse(path, "not UTF-8 text") from None
+    except (OSError, InflateError) as exc:
         raise _refuse(path, f"unreadable: {type(exc).__name__}: {exc}") from None
 
 

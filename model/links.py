@@ -17,12 +17,15 @@ Plug-ins, registered by name in :data:`model.plugins.LINKS`:
   (``link.table``, The ONE's ``DistanceCapacityInterface``) or from log-distance path loss
   and Shannon's capacity with a radio profile (``link.profile``: :data:`PROFILES`).
 
-The maths are pure functions in :mod:`model.maths.link`.
+A link model's contract is :meth:`LinkModel.plan` (what each stay of a step can carry);
+the rate-based ones derive it from :meth:`RateLink.rate`. The maths are pure functions in
+:mod:`model.maths.link`.
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -51,7 +54,7 @@ from model.settings import (
     setting,
 )
 
-__all__ = ["PROFILES", "LinkModel", "LinkPlan", "LinkSettings", "make_link"]
+__all__ = ["PROFILES", "LinkModel", "LinkPlan", "LinkSettings", "RateLink", "make_link"]
 
 KINDS = ("vehicle", "pedestrian", "sensor", "uav")  # model.config.KINDS (no import upwards)
 RNG_TAG = 0x11A4
@@ -255,16 +258,19 @@ class LinkSettings(PluginSettings):
     )
 
 
-class LinkModel:
-    """Base of the link plug-ins: the rate between two agents at a distance, and the plan
-    of one step (what each contact can carry)."""
+class LinkModel(ABC):
+    """Base of the link plug-ins. The contract is :meth:`plan`: what each stay in range of
+    one step can carry (a :class:`LinkPlan`, which then sends the policies' messages over
+    it). How a model gets there is its own: a rate over the pair's distance
+    (:class:`RateLink`) or a packet-level replay (``ns3``)."""
 
     name: ClassVar[str]
     settings_class: ClassVar[type[PluginSettings]] = LinkSettings
     ideal: ClassVar[bool] = False
     """True: no link model at all (``ideal``); :meth:`plan` is never called."""
     needs_distance: ClassVar[bool] = False
-    """True: :meth:`rate` depends on distance (a contact trace without distances refuses it)."""
+    """True: :meth:`plan` depends on the pair's distance (a contact trace without distances
+    refuses it)."""
 
     def __init__(self, *, settings: Any) -> None:
         self.options: LinkSettings = LinkSettings.of(settings)
@@ -272,14 +278,55 @@ class LinkModel:
         self.partial: dict[tuple[int, int], tuple[Any, float]] = {}
         """``link.resume``: per (sender, receiver) the unfinished message and bytes done."""
 
-    def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
-        """Bit/s between agents of ``kind_a`` and ``kind_b`` at ``distance`` metres."""
-        raise NotImplementedError
-
     def j_per_flop(self) -> dict[str, float]:
         """Joules per training FLOP per kind: ``link.kind_j_per_flop`` over the defaults
         (:data:`model.maths.energy.J_PER_FLOP`)."""
         return J_PER_FLOP | parse_kind_values(self.options.kind_j_per_flop, KINDS)
+
+    @abstractmethod
+    def plan(
+        self, table: ContactTable, *, kinds: np.ndarray, message_bytes: int, n: int
+    ) -> LinkPlan:
+        """What each stay in range of this step can carry.
+
+        Parameters
+        ----------
+        table
+            The step's stays in range (one row per pair and stay, with its chord pieces).
+        kinds
+            Every agent's kind name, indexed by agent id.
+        message_bytes
+            Bytes of one model message on the air.
+        n
+            Number of agents (pair keys are ``a * n + b``).
+
+        Returns
+        -------
+        LinkPlan
+            Per stay its capacity (bytes) and the radio's byte rate while it serves the
+            stay; the plan then carries the policies' messages in their own order.
+        """
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "rng": self.rng.bit_generator.state,
+            "partial": [[a, b, list(key), done] for (a, b), (key, done) in self.partial.items()],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.partial = {
+            (int(a), int(b)): (tuple(key), float(done)) for a, b, key, done in state["partial"]
+        }
+
+
+class RateLink(LinkModel):
+    """A link model whose stays carry what a rate gives: :meth:`rate` between two agents at a
+    distance, turned into each stay's bytes by :meth:`plan`."""
+
+    @abstractmethod
+    def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
+        """Bit/s between agents of ``kind_a`` and ``kind_b`` at ``distance`` metres."""
 
     def plan(
         self, table: ContactTable, *, kinds: np.ndarray, message_bytes: int, n: int
@@ -315,18 +362,6 @@ class LinkModel:
             table=table, capacity=capacity, byte_rate=byte_rate, n=n,
             message_bytes=message_bytes, link=self,
         )
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "rng": self.rng.bit_generator.state,
-            "partial": [[a, b, list(key), done] for (a, b), (key, done) in self.partial.items()],
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rng.bit_generator.state = state["rng"]
-        self.partial = {
-            (int(a), int(b)): (tuple(key), float(done)) for a, b, key, done in state["partial"]
-        }
 
 
 def radio_share(table: ContactTable) -> np.ndarray:
@@ -567,7 +602,7 @@ def _kind_pair_rates(options: LinkSettings, kind_a: np.ndarray, kind_b: np.ndarr
 
 
 @LINKS.register
-class IdealLink(LinkModel):
+class IdealLink(RateLink):
     """No link model: every contact carries every message at once (every system's
     assumption, and MobiDFL's without a link model)."""
 
@@ -579,7 +614,7 @@ class IdealLink(LinkModel):
 
 
 @LINKS.register
-class FixedRateLink(LinkModel):
+class FixedRateLink(RateLink):
     """A constant rate per pair of kinds (``link.kind_rates``, else ``link.rate_bps``),
     whatever the distance within range (The ONE's ``SimpleBroadcastInterface``)."""
 
@@ -591,7 +626,7 @@ class FixedRateLink(LinkModel):
 
 
 @LINKS.register
-class DistanceRateLink(LinkModel):
+class DistanceRateLink(RateLink):
     """Rate by distance: the step table ``link.table`` (The ONE's
     ``DistanceCapacityInterface``) or the profile's path loss + Shannon capacity."""
 

@@ -166,15 +166,11 @@ class Ns3Link(LinkModel):
         self.replayed_s = 0.0
         """Seconds of contact replayed in ns-3 so far (cost accounting)."""
 
-    def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
-        """Not used: the capacity comes from ns-3 (0 so no rate-based path counts bytes)."""
-        return np.zeros(np.shape(distance))
-
     def plan(
         self, table: ContactTable, *, kinds: np.ndarray, message_bytes: int, n: int
     ) -> LinkPlan:
         """Replay each pair's longest stay in ns-3; its TCP bytes both ways, after
-        ``link.setup_s`` and shared as in :meth:`LinkModel.plan`, are its capacity."""
+        ``link.setup_s`` and shared as in :meth:`model.links.RateLink.plan`, are its capacity."""
         o = self.options
         duration = table.duration
         order = np.lexsort((-duration, table.a * n + table.b))

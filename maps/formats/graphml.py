@@ -1,0 +1,48 @@
+"""GraphML street maps (osmnx's own format, momepy's bundled map), optionally gzipped."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import shapely
+
+from maps.edges import EdgeTable, MapDataError, check_edge_ends
+from maps.formats.base import MapFormat, inflated_bytes, register_map_format
+from maps.graphml import check_whole, read_graphml
+from mobidfl.errors import ConfigError
+
+
+@register_map_format
+class GraphmlFormat(MapFormat):
+    """osmnx-style GraphML (directed, or undirected as momepy writes it): see
+    :func:`maps.graphml.read_graphml`."""
+
+    name = "graphml"
+    suffixes = (".graphml", ".graphml.gz")
+
+    def read(self, path: Path, *, max_inflated: int | None = None) -> EdgeTable:
+        return read_graphml_map(path, max_inflated=max_inflated)
+
+    def check(self, path: Path, *, max_inflated: int | None = None) -> None:
+        raw = inflated_bytes(path, max_inflated=max_inflated)
+        try:
+            check_whole(raw)
+        except ValueError as exc:
+            raise MapDataError(str(exc)) from None
+
+
+def read_graphml_map(path: Path, *, max_inflated: int | None = None) -> EdgeTable:
+    """A GraphML street map, projected, every edge's geometry between its two nodes."""
+    raw = None
+    try:
+        if path.name.lower().endswith(".gz"):  # inflated once, capped; then parsed from memory
+            raw = inflated_bytes(path, max_inflated=max_inflated)
+    except OSError as exc:
+        raise ConfigError("map", str(path), f"a readable GraphML street map ({exc})") from None
+    try:
+        table = read_graphml(path, raw=raw).projected()
+        check_edge_ends(table)
+        return table
+    except (ET.ParseError, ValueError, shapely.errors.GEOSException, OSError) as exc:
+        raise ConfigError("map", str(path), f"a readable GraphML street map ({exc})") from None
