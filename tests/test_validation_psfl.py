@@ -2,8 +2,9 @@
 
 Runs the pinned reference, unmodified, in its own Python 3.13 environment (built once under
 ``~/.cache/mobidfl``) on 2 seeds and fails when MobiDFL's eq. 3 distances, neighbourhood,
-gradient field or federation membership drift from it. The whole 80-tick runs (federation
-count, accuracy) take minutes per seed: set ``MOBIDFL_PSFL_RUNS=1`` to include them.
+gradient field, federation membership or leaders (the psfl policy's, else phyelds' named rule,
+tick by tick) drift from it. The whole 80-tick runs (federation count, accuracy) take minutes
+per seed: set ``MOBIDFL_PSFL_RUNS=1`` to include them.
 """
 
 from __future__ import annotations
@@ -64,6 +65,16 @@ def test_phyelds_rule_no_self_candidacy_and_the_order_decide_the_leader():
     assert paper.is_leader.tolist() == [False, True, False]
 
 
+def test_simulator_order_is_the_heaps_order_of_equal_time_events():
+    # three events at t = 0 pushed in id order, the observer at 0.5: heapq pops 0, then (the
+    # observer sifted to the root) 2, then 1 -- not id order
+    assert [o.tolist() for o in psfl.simulator_order(3, 1)] == [[0, 2, 1]]
+    order = psfl.simulator_order(49, 4)
+    assert all(sorted(o.tolist()) == list(range(49)) for o in order)
+    assert order[0][:6].tolist() == [0, 2, 6, 14, 30, 29]
+    assert len({tuple(o.tolist()) for o in order}) == 4  # a new order every tick
+
+
 def test_phyelds_rule_beyond_half_sigma_no_lead_but_the_broadcast_federation():
     # chain 0-1-2-3, ds 2, sigma 10: node 3 ends at G = 6 >= sigma / 2, so its lead is "none"
     # (no leader of its own), yet the broadcast puts it in node 0's federation.
@@ -115,8 +126,15 @@ def test_gradient_and_federations_equal_the_reference_under_its_broadcast_rule(r
     for r in fed_rows:
         assert "G max diff 0.0e+00" in r.mobidfl, r
         assert r.verdict in ("agree", "explained"), r
-    for r in _pick(rows, "leaders,"):
-        # the competition rules differ (named); both leave every node within sigma of a leader
+    lead_rows = _pick(rows, "leaders,")
+    assert len(lead_rows) == SEEDS * 9
+    for r in lead_rows:
+        # the paper's reading (psfl policy) or, exactly and at every tick, phyelds' named rule
+        # run in its simulator's heap order; both leave every node within sigma of a leader
+        assert r.verdict in ("agree", "explained"), r
+        assert f"{psfl.ROUNDS}/{psfl.ROUNDS} ticks identical" in r.mobidfl, r
+        assert "(0 flags differ)" in r.mobidfl.split("phyelds rule:")[1], r
+        assert r.mobidfl.endswith("heap order: True"), r
         assert r.verdict == "agree" or r.note.endswith("leader: True"), r
 
 

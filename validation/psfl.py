@@ -23,6 +23,7 @@ Quantities, each with a verdict:
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import os
@@ -285,6 +286,44 @@ def follow_lowest_potential(graph: Graph, potential: np.ndarray, leaders: np.nda
     return fed
 
 
+class _Event:
+    """An event of phyelds' simulator heap: ordered by its time only (equal times tie)."""
+
+    __slots__ = ("node", "time")
+
+    def __init__(self, time: float, node: int) -> None:
+        self.time, self.node = time, node
+
+    def __lt__(self, other: _Event) -> bool:
+        return self.time < other.time
+
+
+def simulator_order(n: int, ticks: int, *, observer: float = 0.5) -> list[np.ndarray]:
+    """Order in which phyelds' ``Simulator`` runs n programs per tick (rule 1 of
+    :func:`phyelds_election`): written from reading its event queue, a ``heapq`` of events
+    compared by time only, so equal-time events leave in the heap's own order, not by id.
+
+    Node events are pushed at time 0 in id order, then one observer event at ``observer``
+    (the validation driver's, once per tick); every event, when run, pushes itself 1.0 later.
+    Returns the node ids run in each of the first ``ticks`` ticks.
+    """
+    queue: list[_Event] = []
+    for i in range(n):
+        heapq.heappush(queue, _Event(0.0, i))
+    heapq.heappush(queue, _Event(observer, -1))
+    out: list[np.ndarray] = []
+    tick: list[int] = []
+    while len(out) < ticks:
+        e = heapq.heappop(queue)
+        if e.node < 0:
+            out.append(np.asarray(tick, np.int64))
+            tick = []
+        else:
+            tick.append(e.node)
+        heapq.heappush(queue, _Event(e.time + 1.0, e.node))
+    return out
+
+
 @dataclass(frozen=True)
 class PhyeldsElection:
     """Per tick (rows) and node (columns): what the election probe returns after each tick."""
@@ -295,7 +334,7 @@ class PhyeldsElection:
 
 
 def phyelds_election(graph: Graph, weights: np.ndarray, sigma: float, *, priority: np.ndarray,
-                     order: list[np.ndarray]) -> PhyeldsElection:
+                     order: list[np.ndarray] | int) -> PhyeldsElection:
     """The election rule of phyelds' ``elect_leaders`` (as ``psfl_client`` calls it), followed by
     ``distance_to(leader)`` and ``broadcast(leader, id)``: written from reading that library.
 
@@ -305,7 +344,8 @@ def phyelds_election(graph: Graph, weights: np.ndarray, sigma: float, *, priorit
 
     1. **asynchronous, in the simulator's order**: node ``order[t][k]`` runs k-th in tick t and
        reads each neighbour's latest export (this tick's if it already ran, none before its
-       first run), not the previous round's;
+       first run), not the previous round's; an int ``order`` = that many ticks in
+       :func:`simulator_order` (the heap's order of equal-time events);
     2. **a node is no candidate of its own competition**: node i keeps lead = the smallest
        (priority, id) lead of the neighbours j with G(j) + ds(i, j) < sigma / 2; its own
        (priority, id) only when none qualifies (or a neighbour hands its lead back);
@@ -322,6 +362,8 @@ def phyelds_election(graph: Graph, weights: np.ndarray, sigma: float, *, priorit
     (validation only, 49 nodes).
     """
     n = graph.n
+    if isinstance(order, int):
+        order = simulator_order(n, order)
     prio = np.asarray(priority, float)
     w = np.asarray(weights, float)
     ran = np.zeros(n, bool)
@@ -395,9 +437,12 @@ def _elect_rows(seed: int, keys: list[tuple[str, float]], got: dict) -> list[Row
         lowest = follow_lowest_potential(graph, field.G, ref_lead)
         rule = int((lowest != ref_fed).sum())
         covered = bool((ours.G <= sigma).all() and (ref_pot <= sigma).all())
-        # The same distances under phyelds' own rule, in the order the simulator ran the nodes.
-        emu = phyelds_election(graph, w, sigma, priority=uuid,
-                               order=[np.asarray(o, np.int64) for o in case["order"]])
+        # The same distances under phyelds' own rule, in its simulator's heap order (and is
+        # that the order the simulator ran the nodes in?).
+        emu = phyelds_election(graph, w, sigma, priority=uuid, order=len(hist))
+        heap = simulator_order(graph.n, len(hist))
+        order_same = len(heap) == len(case["order"]) and all(
+            np.array_equal(a, b) for a, b in zip(heap, case["order"], strict=False))
         ticks = _same_ticks(emu, hist)
         policy_same = np.array_equal(ref_lead, el.is_leader)
         rule_same = np.array_equal(ref_lead, emu.leader[-1])
@@ -407,17 +452,18 @@ def _elect_rows(seed: int, keys: list[tuple[str, float]], got: dict) -> list[Row
             f"psfl policy: {int(el.is_leader.sum())} leaders "
             f"({int((ref_lead != el.is_leader).sum())} flags differ); phyelds rule: "
             f"{int(emu.leader[-1].sum())} leaders ({int((ref_lead != emu.leader[-1]).sum())} "
-            f"flags differ), {ticks}/{len(hist)} ticks identical",
+            f"flags differ), {ticks}/{len(hist)} ticks identical; run order = heap order: "
+            f"{order_same}",
             "identical leader set (psfl policy; else under the named rule)",
-            "agree" if policy_same else ("explained" if rule_same else "differs"),
+            "agree" if policy_same else ("explained" if rule_same and order_same else "differs"),
             "" if policy_same else (
                 "phyelds' elect_leaders (validation.psfl.phyelds_election) departs from the "
                 "paper's 'each node proclaims its candidacy' and its competition on 'the "
                 "accumulated error metric and the node identifier' (Sec. III-B), which the "
                 "psfl policy follows with ScaFi's S: a node is no candidate of its own "
                 "competition (own lead only when no neighbour qualifies), priorities are "
-                "random, and nodes run one after another in the simulator's order reading "
-                "this tick's exports; "
+                "random, and nodes run one after another in the simulator's heap order, "
+                "reading this tick's exports; "
                 + ("under that rule the leaders are identical" if rule_same else
                    "under that rule still "
                    f"{int((ref_lead != emu.leader[-1]).sum())} flags apart")
