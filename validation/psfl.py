@@ -15,7 +15,9 @@ Quantities, each with a verdict:
    path (:meth:`PsflPolicy._loss`, which reads D_i in a seeded order: explained);
 3. leaders and federations for the same distances: phyelds' ``elect_leaders`` /
    ``distance_to`` / ``broadcast`` against :func:`model.maths.psfl.elect_leaders` +
-   :func:`model.maths.psfl.gradient_field` with the reference's random priorities;
+   :func:`model.maths.psfl.gradient_field` with the reference's random priorities (the paper's
+   reading), and against phyelds' own rule written out here (:func:`phyelds_election` in
+   :func:`simulator_order`, :func:`follow_lowest_potential`) to name the difference;
 4. federation count against areas and threshold over seeds, and 5. validation accuracy over
    ticks: the reference's ``run_simulation`` against MobiDFL's ``psfl`` policy set to the code's
    learning settings (docs/validation/psfl.md: MobiDFL's reading of record).
