@@ -15,7 +15,9 @@ Quantities, each with a verdict:
    path (:meth:`PsflPolicy._loss`, which reads D_i in a seeded order: explained);
 3. leaders and federations for the same distances: phyelds' ``elect_leaders`` /
    ``distance_to`` / ``broadcast`` against :func:`model.maths.psfl.elect_leaders` +
-   :func:`model.maths.psfl.gradient_field` with the reference's random priorities;
+   :func:`model.maths.psfl.gradient_field` with the reference's random priorities (the paper's
+   reading), and against phyelds' own rule written out here (:func:`phyelds_election` in
+   :func:`simulator_order`, :func:`follow_lowest_potential`) to name the difference;
 4. federation count against areas and threshold over seeds, and 5. validation accuracy over
    ticks: the reference's ``run_simulation`` against MobiDFL's ``psfl`` policy set to the code's
    learning settings (docs/validation/psfl.md: MobiDFL's reading of record).
@@ -23,11 +25,13 @@ Quantities, each with a verdict:
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -284,6 +288,135 @@ def follow_lowest_potential(graph: Graph, potential: np.ndarray, leaders: np.nda
     return fed
 
 
+class _Event:
+    """An event of phyelds' simulator heap: ordered by its time only (equal times tie)."""
+
+    __slots__ = ("node", "time")
+
+    def __init__(self, time: float, node: int) -> None:
+        self.time, self.node = time, node
+
+    def __lt__(self, other: _Event) -> bool:
+        return self.time < other.time
+
+
+def simulator_order(n: int, ticks: int, *, observer: float = 0.5) -> list[np.ndarray]:
+    """Order in which phyelds' ``Simulator`` runs n programs per tick (rule 1 of
+    :func:`phyelds_election`): written from reading its event queue, a ``heapq`` of events
+    compared by time only, so equal-time events leave in the heap's own order, not by id.
+
+    Node events are pushed at time 0 in id order, then one observer event at ``observer``
+    (the validation driver's, once per tick); every event, when run, pushes itself 1.0 later.
+    Returns the node ids run in each of the first ``ticks`` ticks.
+    """
+    queue: list[_Event] = []
+    for i in range(n):
+        heapq.heappush(queue, _Event(0.0, i))
+    heapq.heappush(queue, _Event(observer, -1))
+    out: list[np.ndarray] = []
+    tick: list[int] = []
+    while len(out) < ticks:
+        e = heapq.heappop(queue)
+        if e.node < 0:
+            out.append(np.asarray(tick, np.int64))
+            tick = []
+        else:
+            tick.append(e.node)
+        heapq.heappush(queue, _Event(e.time + 1.0, e.node))
+    return out
+
+
+@dataclass(frozen=True)
+class PhyeldsElection:
+    """Per tick (rows) and node (columns): what the election probe returns after each tick."""
+
+    leader: np.ndarray  # bool: elect_leaders(threshold, distances)
+    potential: np.ndarray  # float: distance_to(leader, distances)
+    federation: np.ndarray  # int: broadcast(leader, local_id(), distances)
+
+
+def phyelds_election(graph: Graph, weights: np.ndarray, sigma: float, *, priority: np.ndarray,
+                     order: list[np.ndarray] | int) -> PhyeldsElection:
+    """The election rule of phyelds' ``elect_leaders`` (as ``psfl_client`` calls it), followed by
+    ``distance_to(leader)`` and ``broadcast(leader, id)``: written from reading that library.
+
+    It departs from the paper's reading (PSFL Sec. III-B: "each node proclaims its candidacy",
+    a competition on "the accumulated error metric and the node identifier"; ScaFi's ``S``,
+    :func:`model.maths.psfl.elect_leaders`) in three named points:
+
+    1. **asynchronous, in the simulator's order**: node ``order[t][k]`` runs k-th in tick t and
+       reads each neighbour's latest export (this tick's if it already ran, none before its
+       first run), not the previous round's; an int ``order`` = that many ticks in
+       :func:`simulator_order` (the heap's order of equal-time events);
+    2. **a node is no candidate of its own competition**: node i keeps lead = the smallest
+       (priority, id) lead of the neighbours j with G(j) + ds(i, j) < sigma / 2; its own
+       (priority, id) only when none qualifies (or a neighbour hands its lead back);
+    3. **random priorities** (``random_uuid``: ``random.random()`` drawn once), id only on ties.
+
+    Per node i in turn: source = (lead == own (priority, id)), G(i) = 0 at a source, else the
+    minimum of G(j) + ds(i, j) over the neighbours that ran (inf without any); lead = own if
+    G(i) > sigma, "none" (inf, i) if G(i) >= sigma / 2, else the competition of point 2; leader
+    = lead is its own, finite. Then the probe's potential P(i) (the same gradient from the
+    leaders) and its federation: the value of the neighbour (itself included, P(i) just
+    computed, its federation of the last tick) with the lowest P, first in id order, or its own
+    id at a leader (:func:`follow_lowest_potential` at the fixed point). ``weights`` are aligned
+    with ``graph.rows`` / ``graph.indices`` (ds(i, j) as node i holds it). Sequential by nature
+    (validation only, 49 nodes).
+    """
+    n = graph.n
+    if isinstance(order, int):
+        order = simulator_order(n, order)
+    prio = np.asarray(priority, float)
+    w = np.asarray(weights, float)
+    ran = np.zeros(n, bool)
+    lead_p, lead_id = prio.copy(), np.arange(n)
+    g = np.full(n, np.inf)
+    pot = np.full(n, np.inf)
+    fed = np.arange(n)
+    leader = np.zeros(n, bool)
+    out_l, out_p, out_f = [], [], []
+    half = 0.5 * sigma
+    for tick in order:
+        for i in (int(v) for v in tick):
+            lo, hi = graph.indptr[i], graph.indptr[i + 1]
+            nb, d = graph.indices[lo:hi], w[lo:hi]
+            nb, d = nb[ran[nb]], d[ran[nb]]
+            source = lead_id[i] == i and lead_p[i] == prio[i]
+            g[i] = 0.0 if source else (float(np.min(g[nb] + d)) if nb.size else np.inf)
+            ok = nb[g[nb] + d < half]
+            if g[i] > sigma:
+                lead = (prio[i], i)
+            elif g[i] >= half:
+                lead = (np.inf, i)
+            elif ok.size:
+                lead = min(zip(lead_p[ok].tolist(), lead_id[ok].tolist(), strict=True))
+            else:
+                lead = (prio[i], i)
+            lead_p[i], lead_id[i] = lead
+            leader[i] = lead_id[i] == i and np.isfinite(lead_p[i])
+            pot[i] = 0.0 if leader[i] else (float(np.min(pot[nb] + d)) if nb.size else np.inf)
+            cand = np.sort(np.append(nb, i))
+            fed[i] = i if leader[i] else fed[cand[int(np.argmin(pot[cand]))]]
+            ran[i] = True
+        out_l.append(leader.copy())
+        out_p.append(pot.copy())
+        out_f.append(fed.copy())
+    return PhyeldsElection(np.array(out_l), np.array(out_p), np.array(out_f))
+
+
+def _same_ticks(emu: PhyeldsElection, hist: list) -> int:
+    """Ticks at which the emulation returns exactly the reference probe's (leader, potential,
+    federation) on every node."""
+    lead = np.array([[r[0] for r in h] for h in hist], bool)
+    pot = np.array([[r[1] for r in h] for h in hist], float)
+    fed = np.array([[r[2] for r in h] for h in hist], np.int64)
+    m = min(len(hist), emu.leader.shape[0])
+    same = ((emu.leader[:m] == lead[:m]).all(1) & (emu.federation[:m] == fed[:m]).all(1)
+            & ((emu.potential[:m] == pot[:m]) | (np.abs(emu.potential[:m] - pot[:m]) <= 1e-9))
+            .all(1))
+    return int(same.sum())
+
+
 def _elect_rows(seed: int, keys: list[tuple[str, float]], got: dict) -> list[Row]:
     graph = to_graph(_graph(got["neighbours"]))
     rows = []
@@ -296,7 +429,8 @@ def _elect_rows(seed: int, keys: list[tuple[str, float]], got: dict) -> list[Row
         ref_lead = np.array([r[0] for r in last], bool)
         ref_pot = np.array([r[1] for r in last], float)
         ref_fed = np.array([r[2] for r in last])
-        el = elect_leaders(graph, w, sigma, priority=np.asarray(case["uuid"]))
+        uuid = np.asarray(case["uuid"], float)
+        el = elect_leaders(graph, w, sigma, priority=uuid)
         ours = gradient_field(graph, w, el.is_leader)
         # Same leaders (the reference's): MobiDFL's field, and phyelds' broadcast rule.
         field = gradient_field(graph, w, ref_lead)
@@ -305,19 +439,37 @@ def _elect_rows(seed: int, keys: list[tuple[str, float]], got: dict) -> list[Row
         lowest = follow_lowest_potential(graph, field.G, ref_lead)
         rule = int((lowest != ref_fed).sum())
         covered = bool((ours.G <= sigma).all() and (ref_pot <= sigma).all())
+        # The same distances under phyelds' own rule, in its simulator's heap order (and is
+        # that the order the simulator ran the nodes in?).
+        emu = phyelds_election(graph, w, sigma, priority=uuid, order=len(hist))
+        heap = simulator_order(graph.n, len(hist))
+        order_same = len(heap) == len(case["order"]) and all(
+            np.array_equal(a, b) for a, b in zip(heap, case["order"], strict=False))
+        ticks = _same_ticks(emu, hist)
+        policy_same = np.array_equal(ref_lead, el.is_leader)
+        rule_same = np.array_equal(ref_lead, emu.leader[-1])
         rows.append(Row(
             CASE, f"leaders, {name}, sigma {sigma:g} (seed {seed})",
             f"{int(ref_lead.sum())} leaders" + ("" if settled else " (not settled)"),
-            f"{int(el.is_leader.sum())} leaders ({int((ref_lead != el.is_leader).sum())} "
-            "flags differ)",
-            "identical leader set",
-            "agree" if np.array_equal(ref_lead, el.is_leader) else "differs",
-            "" if np.array_equal(ref_lead, el.is_leader) else (
-                "phyelds' elect_leaders is not ScaFi's S: a node is no candidate of its own "
-                "competition (the distance field has no self entry; own uid only when no "
-                "neighbour qualifies) and nodes update one after another within a tick with a "
-                "one-hop-per-tick gradient; both sides leave every node within sigma of a "
-                f"leader: {covered}"
+            f"psfl policy: {int(el.is_leader.sum())} leaders "
+            f"({int((ref_lead != el.is_leader).sum())} flags differ); phyelds rule: "
+            f"{int(emu.leader[-1].sum())} leaders ({int((ref_lead != emu.leader[-1]).sum())} "
+            f"flags differ), {ticks}/{len(hist)} ticks identical; run order = heap order: "
+            f"{order_same}",
+            "identical leader set (psfl policy; else under the named rule)",
+            "agree" if policy_same else ("explained" if rule_same and order_same else "differs"),
+            "" if policy_same else (
+                "phyelds' elect_leaders (validation.psfl.phyelds_election) departs from the "
+                "paper's 'each node proclaims its candidacy' and its competition on 'the "
+                "accumulated error metric and the node identifier' (Sec. III-B), which the "
+                "psfl policy follows with ScaFi's S: a node is no candidate of its own "
+                "competition (own lead only when no neighbour qualifies), priorities are "
+                "random, and nodes run one after another in the simulator's heap order, "
+                "reading this tick's exports; "
+                + ("under that rule the leaders are identical" if rule_same else
+                   "under that rule still "
+                   f"{int((ref_lead != emu.leader[-1]).sum())} flags apart")
+                + f"; both sides leave every node within sigma of a leader: {covered}"
             ),
         ))
         rows.append(Row(

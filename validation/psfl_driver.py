@@ -11,7 +11,8 @@ JSON. Three jobs (``"job"`` of each entry of ``SPEC["jobs"]``):
            (1.15)``, run for three rounds (``neighbors`` reads the previous round's exports);
 ``elect``  phyelds' ``elect_leaders(threshold, distances)``, ``distance_to(leader, distances)``
            and ``broadcast(leader, local_id(), distances)`` (the calls ``psfl_client`` makes,
-           broadcasting the leader's id instead of its model) on a fixed distance field;
+           broadcasting the leader's id instead of its model) on a fixed distance field; the
+           probe also notes the order in which the simulator ran the nodes in each tick;
 ``run``    the reference's ``simulation.run_simulation(threshold, areas, seed)`` end to end.
 
 The only change to what the reference's code sees: ``ProFed.partitioner.download_dataset``
@@ -44,6 +45,7 @@ OUT = Path(sys.argv[2])
 SRC = Path(SPECS["reference"]) / "src"
 SPEC: dict = {}
 DONE: list[dict] = []
+ORDER: list[int] = []  # node ids in the order the simulator ran the election probe
 sys.path.insert(0, str(SRC))
 
 import ProFed.partitioner as partitioner  # noqa: E402
@@ -146,6 +148,7 @@ def job_ds() -> dict:
 # --- job: elect -------------------------------------------------------------------------------
 @aggregate
 def election_probe(ds_row: dict, threshold: float):  # noqa: ANN201
+    ORDER.append(int(local_id()))
     distances = Field({int(k): float(v) for k, v in ds_row.items()}, local_id())
     leader = elect_leaders(threshold, distances)
     potential = distance_to(leader, distances)
@@ -168,16 +171,21 @@ def job_elect() -> dict:
                 ds_row=table[str(node.id)], threshold=float(case["threshold"]),
             )
         history: list[list] = []
+        order: list[list[int]] = []
+        ORDER.clear()
 
         def observe(simulator) -> None:  # noqa: ANN001
             nodes = sorted(simulator.environment.nodes.values(), key=lambda n: n.id)
             history.append([list(n.data["result"]) for n in nodes])  # noqa: B023
+            order.append(list(ORDER))  # noqa: B023
+            ORDER.clear()
             simulator.schedule_event(1.0, observe, simulator)
 
         sim.schedule_event(0.5, observe, sim)
         sim.run(int(SPEC["rounds"]) - 0.25)
         nodes = sorted(sim.environment.nodes.values(), key=lambda n: n.id)
-        out.append({"history": history, "uuid": [uuid_of(n) for n in nodes], "ds": table})
+        out.append({"history": history, "order": order, "uuid": [uuid_of(n) for n in nodes],
+                    "ds": table})
     return {"positions": pos.tolist(), "neighbours": nbrs, "cases": out}
 
 
