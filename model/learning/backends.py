@@ -184,6 +184,9 @@ class Functional:
         self.precision = precision
         self._device_type = next((p.device.type for p in template.parameters()), "cpu")
         self.plan = nhwc_plan(template, self.names)
+        self.dense = self.plan if is_dense_plan(self.plan) and precision == "fp32" else None
+        """The plan when the net is Linear (with bias) and ReLU layers only, in fp32: its
+        gradient is written out (:func:`dense_step`) instead of recorded by autograd."""
         self.grad_and_loss = grad_and_value(self.ce)  # for vmap (batched backend)
         self.grad_and_loss_masked = grad_and_value(self.ce_masked)
 
@@ -237,7 +240,10 @@ class Functional:
         self, leaves: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
     ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         """Gradient by plain autograd: cheaper per call than ``torch.func.grad`` for small
-        nets on one CPU thread (``benchmarks/training.py``), so the loop backend uses it."""
+        nets on one CPU thread (``benchmarks/training.py``), so the loop backend uses it.
+        An MLP (:attr:`dense`) takes :func:`dense_step`: the same kernels, no graph."""
+        if self.dense is not None:
+            return dense_step(self.dense, leaves, x, y)
         if self.plan is not None:  # bit-identical gradients, ReLU after the pool (see plan)
             with self.autocast():
                 out = nchw_forward(self.plan, leaves, x)
@@ -387,6 +393,54 @@ def nchw_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tens
         elif kind == "linear":
             h = F.linear(h, ps[ids[0]], ps[ids[1]] if len(ids) > 1 else None)
     return h
+
+
+def is_dense_plan(plan: list[PlanStep] | None) -> bool:
+    """True for a plan of flatten, Linear-with-bias and ReLU steps only (the MLPs)."""
+    return bool(plan) and all(
+        kind in ("flatten", "relu") or (kind == "linear" and len(ids) == 2)
+        for kind, ids, _ in plan
+    )
+
+
+def dense_step(
+    plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """Mean cross-entropy and its gradient for a dense plan (:func:`is_dense_plan`), by the
+    chain rule written out: the kernels autograd runs for ``F.linear`` / ``F.relu`` /
+    ``F.cross_entropy`` (``addmm``; ``log_softmax`` and ``nll_loss``; weight gradients as
+    ``mm(grad.T, input)``, bias gradients as column sums, ``threshold_backward``), in the
+    same order, so the results are bit-identical (``tests/test_dense_step.py``), without
+    recording and walking a graph, which dominates a small MLP's step on a CPU
+    (``benchmarks/dense_step.py``)."""
+    with torch.no_grad():
+        h = x
+        saved: list[tuple[str, tuple[int, ...], torch.Tensor]] = []
+        for kind, ids, _ in plan:
+            if kind == "flatten":
+                h = h.flatten(1)
+            elif kind == "linear":
+                saved.append((kind, ids, h))
+                h = torch.addmm(ps[ids[1]], h, ps[ids[0]].t())
+            else:  # relu: its backward reads the output
+                h = torch.relu(h)
+                saved.append((kind, ids, h))
+        logp = torch.log_softmax(h, 1)
+        loss = F.nll_loss(logp, y)
+        g = torch.zeros_like(logp)
+        g.scatter_(1, y[:, None], -1.0 / y.shape[0])
+        g = torch._log_softmax_backward_data(g, logp, 1, logp.dtype)
+        grads: list[torch.Tensor | None] = [None] * len(ps)
+        for i in range(len(saved) - 1, -1, -1):
+            kind, ids, t = saved[i]
+            if kind == "relu":
+                g = torch.ops.aten.threshold_backward(g, t, 0)
+                continue
+            grads[ids[0]] = torch.mm(g.t(), t)
+            grads[ids[1]] = g.sum(0)
+            if i > 0:  # the first layer's input needs no gradient
+                g = torch.mm(g, ps[ids[0]])
+    return tuple(grads), loss  # type: ignore[return-value]
 
 
 def nhwc_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
