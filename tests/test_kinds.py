@@ -41,6 +41,16 @@ def test_every_kind_has_its_agent_class_and_every_reader_uses_the_one_table():
     assert MobilityModel.kinds == frozenset(KINDS)
 
 
+def test_every_per_kind_table_outside_the_settings_covers_every_kind():
+    # Prepare: the tables a new kind needs a row in (cited energy, the app's look)
+    from analysis.app.look import KIND_COLOURS, KIND_SHAPES
+    from model.maths.energy import J_PER_FLOP
+
+    # Execute / Assert
+    for table in (J_PER_FLOP, KIND_COLOURS, KIND_SHAPES):
+        assert set(table) == set(KINDS)
+
+
 def test_kinds_sharing_a_policy_are_named_together_in_the_policy_help():
     # Execute / Assert: the help of `policy` as the settings reference shows it
     assert auto_policies() == (
