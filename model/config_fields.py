@@ -95,15 +95,18 @@ class Provenance:
     set's choice, or the mobility model that declared it."""
 
 
+_ROWS = {row.name: row for row in AGENT_KINDS}
+
+
 def _count(kind: str) -> Any:
     """The count setting of ``kind`` (``vehicles``), from its row of the kinds table."""
-    row = next(k for k in AGENT_KINDS if k.name == kind)
+    row = _ROWS[kind]
     return _setting(row.count, row.count_help, non_negative)
 
 
 def _kind(kind: str) -> Any:
     """The per-kind settings of ``kind`` with its default mobility and speed."""
-    row = next(k for k in AGENT_KINDS if k.name == kind)
+    row = _ROWS[kind]
     return field(
         default_factory=lambda: KindSettings(mobility=row.mobility, speed=row.speed),
         metadata={"help": "per-kind settings", "check": None},
