@@ -1,5 +1,24 @@
-"""Agent kinds and their mobility models."""
+"""Agent kinds and their mobility models.
 
-from agents.kinds import AGENT_CLASSES, UAV, DeviceAgent, Pedestrian, Sensor, Vehicle
+``from agents import Vehicle`` works as before; the names are resolved on first use (PEP
+562), so loading the mobility models (``agents.mobility``, what building a
+:class:`model.config.Config` does through the plug-in registry) does not import Mesa and
+mesa-geo for the agent classes.
+"""
 
-__all__ = ["AGENT_CLASSES", "UAV", "DeviceAgent", "Pedestrian", "Sensor", "Vehicle"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = dict.fromkeys(
+    ("AGENT_CLASSES", "UAV", "DeviceAgent", "Pedestrian", "Sensor", "Vehicle"), "agents.kinds"
+)
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'agents' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

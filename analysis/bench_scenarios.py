@@ -318,24 +318,24 @@ def cell_settings(column: Column, policy: str) -> dict[str, Any]:
 def memo_setting_names() -> Iterator[None]:
     """Remember each setting name's split while resolving many configs.
 
-    WHY: ``model.config._split_name`` builds its "did you mean" error (``difflib`` over
+    WHY: ``model.config_names.split_name`` builds its "did you mean" error (``difflib`` over
     every setting name) before it knows whether the name is unknown, and a cell passes ~60
     names through it several times, so resolving the table was dominated by it (seconds per
     cell, docs/performance/measurements.md). Known names split the same way every
     time, so their answers are kept for the duration (unknown names still raise as before).
-    ``model.config._field_type`` likewise runs ``typing.get_type_hints`` over a whole
+    ``model.config_names.field_type`` likewise runs ``typing.get_type_hints`` over a whole
     settings class for each value it coerces (most of the remaining time); a field's type
     does not change, so it is kept too.
     """
-    import model.config as config_module
+    import model.config_names as names
 
-    split_name, field_type = config_module._split_name, config_module._field_type
-    config_module._split_name = functools.cache(split_name)
-    config_module._field_type = functools.cache(field_type)
+    split_name, field_type = names.split_name, names.field_type
+    names.split_name = functools.cache(split_name)  # type: ignore[assignment]
+    names.field_type = functools.cache(field_type)  # type: ignore[assignment]
     try:
         yield
     finally:
-        config_module._split_name, config_module._field_type = split_name, field_type
+        names.split_name, names.field_type = split_name, field_type  # type: ignore[assignment]
 
 
 def build_cells(cols: Sequence[Column], policies: Sequence[str]) -> list[Cell]:

@@ -22,9 +22,8 @@ import warnings
 from dataclasses import fields
 from typing import Any
 
+from mobidfl.kinds import KINDS
 from model.plugins import LINKS, MOBILITY_MODELS, POLICIES
-
-KINDS = ("vehicle", "pedestrian", "sensor", "uav")
 
 
 class InertSettingWarning(UserWarning):

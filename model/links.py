@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mobidfl.kinds import KINDS
 from model.contacts import ContactTable
 from model.maths.energy import J_PER_FLOP, parse_kind_values
 from model.maths.link import (
@@ -56,7 +57,6 @@ from model.settings import (
 
 __all__ = ["PROFILES", "LinkModel", "LinkPlan", "LinkSettings", "RateLink", "make_link"]
 
-KINDS = ("vehicle", "pedestrian", "sensor", "uav")  # model.config.KINDS (no import upwards)
 RNG_TAG = 0x11A4
 """Second word of the link's own generator seed ``[seed, RNG_TAG]`` (frame loss draws)."""
 

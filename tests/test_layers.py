@@ -24,8 +24,9 @@ type Floors = tuple[tuple[int, str, tuple[str, ...]], ...]
 FLOORS: Floors = (
     (0, "ground: errors, settings, registries, config, presets, io", (
         "mobidfl.*", "model.errors", "model.settings", "model.registry", "model.plugins",
-        "model.config", "model.presets", "model.atomic", "model.checkpoint", "model.ray_local",
-        "model.inert",
+        "model.config", "model.config_values", "model.config_fields", "model.config_names",
+        "model.config_checks", "model.config_resolve", "model.config_io", "model.presets",
+        "model.atomic", "model.checkpoint", "model.ray_local", "model.inert",
     )),
     (1, "maps, pure maths, the typed views plug-ins read", (
         "maps.*", "model.maths.*", "model.contacts", "model.contact_trace", "model.views",
@@ -75,9 +76,6 @@ PACKAGE_FLOORS: Floors = (
 down; inside a package, :data:`FLOORS` orders the modules."""
 
 PENDING_PACKAGE_IMPORTS: frozenset[tuple[str, str]] = frozenset({
-    # the agent kinds' names live in model.config (its owner moves them to the ground floor)
-    ("agents.mobility.trace", "model.config"),
-    ("agents.mobility.contact_trace", "model.config"),
     # the contact-trace reader joins the other trace readers (one home for traces)
     ("agents.mobility.contact_trace", "model.contact_trace"),
     # pure maths shared by mobility and learning: model/maths/ moves to the ground floor

@@ -18,6 +18,7 @@ import numpy as np
 
 from agents.views import WorldView
 from maps.world import WorldMap
+from mobidfl.kinds import KINDS
 from mobidfl.plugins import MOBILITY_MODELS
 from mobidfl.settings import PluginSettings
 
@@ -65,7 +66,7 @@ class MobilityModel(ABC):
     """
 
     name: ClassVar[str]
-    kinds: ClassVar[frozenset[str]] = frozenset({"vehicle", "pedestrian", "sensor", "uav"})
+    kinds: ClassVar[frozenset[str]] = frozenset(KINDS)
     """The agent kinds this model fits; ``Config`` refuses ``<kind>.mobility`` for others."""
     requires: ClassVar[dict[str, Any]] = {}
     """Settings this model cannot run without (``{kind}`` = its agent kind), see

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from mobidfl.kinds import KINDS
 from mobidfl.settings import PluginSettings, non_negative, one_of, setting
 from model.contact_trace import FORMATS, ContactTrace, read_contacts
 
@@ -81,8 +82,6 @@ class ContactTraceMobility(MobilityModel):
 
     def _first_index(self) -> int:
         """This kind's first global agent id (kinds in the order vehicle, pedestrian, ...)."""
-        from model.config import KINDS
-
         return sum(self.settings.count(k) for k in KINDS[: KINDS.index(self.kind)])
 
     def speeds(self) -> np.ndarray:

@@ -32,8 +32,8 @@ from maps.traces import (
     resolution,
 )
 from mobidfl.errors import ConfigError
+from mobidfl.kinds import KINDS
 from mobidfl.settings import PluginSettings, one_of, setting
-from model.config import KINDS
 
 MAX_RECORDS_PER_STEP = 1000
 """Cap on the sub-times forced by a very fine trace (a 0.1 s trace with 120 s steps)."""

@@ -1,0 +1,244 @@
+"""The names of the settings: public names, the one table of old names, and parsing by name.
+
+A setting has one public name: a core field (``lr``), a kind's field (``vehicle.mobility``)
+or a plug-in's field under its namespace (``psfl.sigma``). Older names stay accepted
+everywhere a name is (TOML, ``--set``, keywords, presets, sweeps) through one table,
+:func:`old_names`: the underscored per-kind names (``vehicle_mobility``) and each plug-in
+field's declared ``alias`` (``psfl_sigma``). An unknown name is refused with the closest
+known ones (:class:`UnknownSetting`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import Any
+
+from mobidfl.kinds import COUNT_SETTING, KINDS
+from model.config_fields import (
+    FIELD_NAMES,
+    ConfigFields,
+    KindSettings,
+    PluginValues,
+    plugin_namespaces,
+    setting_fields,
+)
+from model.config_values import coerce, is_optional
+from model.errors import ConfigError
+from model.settings import PluginSettings
+
+__all__ = [
+    "PAPER_WORDS",
+    "UnknownSetting",
+    "canonical",
+    "check_one_name_each",
+    "display_name",
+    "field_type",
+    "flatten",
+    "old_names",
+    "owner_type",
+    "parse_assignments",
+    "parse_value",
+    "public_names",
+    "settings_table",
+    "split_name",
+]
+
+KIND_FIELD_NAMES = frozenset(f.name for f in fields(KindSettings))
+
+PAPER_WORDS: dict[str, list[str]] = {
+    "clients": list(COUNT_SETTING.values()),
+    "nodes": list(COUNT_SETTING.values()),
+    "agents": list(COUNT_SETTING.values()),
+    "cars": ["vehicles"],
+    "rounds": ["steps"],
+    "epochs": ["steps"],
+    "learning_rate": ["lr"],
+    "radius": ["radius_m"],
+    "range": ["radius_m"],
+    "batch": ["batch_size"],
+    "alpha": ["dirichlet_alpha", "mobility_aware.alpha"],
+}
+"""The papers' words for MobiDFL settings (one count per kind: agents are of several kinds)."""
+
+
+def old_names() -> dict[str, str]:
+    """Old flat name -> public name: ``<kind>_<field>`` for each kind's fields, then the
+    ``alias`` each registered plug-in field declares (``psfl_sigma`` -> ``psfl.sigma``).
+
+    An alias that is already a name (a core setting or another old name) is refused.
+    """
+    out = {f"{kind}_{f}": f"{kind}.{f}" for kind in KINDS for f in sorted(KIND_FIELD_NAMES)}
+    for namespace, own in plugin_namespaces().items():
+        for f in fields(own):  # type: ignore[arg-type]
+            alias = f.metadata.get("alias")
+            if alias:
+                if alias in out or alias in FIELD_NAMES:
+                    raise ConfigError(f"{namespace}.{f.name}", alias, "an alias no other uses")
+                out[alias] = f"{namespace}.{f.name}"
+    return out
+
+
+class UnknownSetting(ConfigError):
+    """A setting name nobody declares; the message offers the closest known names.
+
+    WHY: a newcomer types the paper's word (``clients``, ``rounds``); "did you mean" turns
+    a dead end into the one name to use.
+    """
+
+    def __init__(self, name: str) -> None:
+        aliases = [old for old, new in old_names().items() if new.partition(".")[0] not in KINDS]
+        known = [*public_names(), *aliases]
+        close = PAPER_WORDS.get(name.lower()) or difflib.get_close_matches(
+            name, known, n=3, cutoff=0.6
+        )
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        super().__init__(name, "?", f"a known setting (see `mobidfl settings`{hint})")
+        self.args = (
+            f"unknown setting '{name}': the allowed names are listed by `mobidfl settings`"
+            + hint,
+        )
+
+
+def split_name(name: str) -> tuple[str | None, str]:
+    """``(owner, field)`` of any name of a setting: owner ``None`` (a core setting), a kind
+    (``vehicle.mobility``) or a plug-in namespace (``psfl.sigma``); old names through
+    :func:`old_names`. Unknown names raise :class:`UnknownSetting`."""
+    if "." not in name:
+        if name in FIELD_NAMES and name not in KINDS and name != "plugins":
+            return None, name
+        public = old_names().get(name)
+        if public is None:
+            raise UnknownSetting(name)  # built only here: its suggestions scan every name
+        name = public
+    owner, _, attr = name.partition(".")
+    if owner in KINDS:
+        known = KIND_FIELD_NAMES
+    else:
+        own = plugin_namespaces().get(owner)
+        known = frozenset() if own is None else {f.name for f in fields(own)}  # type: ignore[arg-type]
+    if attr not in known:
+        raise UnknownSetting(name)  # built only here: its suggestions scan every name
+    return owner, attr
+
+
+def canonical(name: str) -> str:
+    """The public name of setting ``name`` (``psfl_sigma`` -> ``psfl.sigma``)."""
+    owner, attr = split_name(name)
+    return attr if owner is None else f"{owner}.{attr}"
+
+
+def owner_type(owner: str | None) -> type:
+    """The settings class a (split) setting name belongs to: the config, a kind, or a
+    plug-in's."""
+    if owner is None:
+        return ConfigFields
+    if owner in KINDS:
+        return KindSettings
+    return plugin_namespaces()[owner]
+
+
+@functools.cache
+def field_type(owner: type, attr: str) -> Any:
+    return typing.get_type_hints(owner)[attr]
+
+
+def display_name(config: ConfigFields, name: str) -> str:
+    """How messages name setting ``name``: as the user wrote it, or, when the user wrote
+    any setting of its namespace by its old flat name, that old name too."""
+    spelled = config.provenance.spelling
+    if name in spelled:
+        return spelled[name]
+    owner = name.rpartition(".")[0]
+    if owner in config.plugins and any(
+        n.startswith(owner + ".") and s != n for n, s in spelled.items()
+    ):
+        old = {new: old for old, new in old_names().items()}
+        return old.get(name, name)
+    return name
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    """``(name, value)`` of nested tables (TOML) and settings instances, dotted."""
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from flatten(value, prefix=f"{name}.")
+        elif isinstance(value, KindSettings | PluginSettings):
+            yield from flatten(dataclasses.asdict(value), prefix=f"{name}.")
+        else:
+            yield name, value
+
+
+def settings_table() -> list[tuple[str, str, str]]:
+    """Rows (name, default, help) of every public setting, for ``--help`` and the settings
+    reference (docs/reference/settings.md)."""
+    rows: list[tuple[str, str, str]] = []
+    defaults = ConfigFields()
+    for f in setting_fields():
+        value = getattr(defaults, f.name)
+        if isinstance(value, PluginValues):
+            for namespace, own in value.items():
+                for pf in fields(own):
+                    alias = pf.metadata.get("alias")
+                    note = f" (old name `{alias}`)" if alias else ""
+                    rows.append(
+                        (f"{namespace}.{pf.name}", repr(getattr(own, pf.name)),
+                         pf.metadata["help"] + note)
+                    )
+        elif isinstance(value, KindSettings):
+            for kf in fields(KindSettings):
+                rows.append(
+                    (f"{f.name}.{kf.name}", repr(getattr(value, kf.name)), kf.metadata["help"])
+                )
+        else:
+            rows.append((f.name, repr(value), f.metadata["help"]))
+    return rows
+
+
+def public_names() -> list[str]:
+    return [row[0] for row in settings_table()]
+
+
+def check_one_name_each(given: Iterable[tuple[str, Any]]) -> None:
+    """Refuse one setting given under two names at once (``cache_size`` and ``cached.size``).
+
+    WHY: an old flat name and its new dotted name (or ``vehicle_speed`` and
+    ``vehicle.speed``) in the same file or command line would silently keep one of them.
+    """
+    seen: dict[str, tuple[str, Any]] = {}
+    for name, value in given:
+        public = canonical(name)
+        first = seen.setdefault(public, (name, value))
+        if first[0] != name:
+            raise ConfigError(
+                f"{first[0]}+{name}",
+                (first[1], value),
+                f"one name per setting: '{first[0]}' and '{name}' are the same setting "
+                f"'{public}'; keep one",
+            )
+
+
+def parse_value(name: str, raw: str) -> Any:
+    """Parse a command-line value by the setting's type (``inf`` and ``none`` understood)."""
+    owner, attr = split_name(name)
+    target = field_type(owner_type(owner), attr)
+    if raw.lower() in ("none", "null", "") and is_optional(target):
+        return None
+    return coerce(name, target, raw)
+
+
+def parse_assignments(assignments: Iterable[str]) -> dict[str, Any]:
+    """``name=value`` strings (``--set``) as typed values, by the name the user wrote."""
+    parsed: dict[str, Any] = {}
+    for text in assignments:
+        name, sep, raw = text.partition("=")
+        if not sep:
+            raise ConfigError("--set", text, "name=value")
+        parsed[name.strip()] = parse_value(name.strip(), raw.strip())
+    check_one_name_each(parsed.items())
+    return parsed
