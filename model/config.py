@@ -104,6 +104,17 @@ class Config(ConfigFields):
     like every field given directly, neither resolved nor validated. A run's config comes
     from :meth:`from_settings`, :meth:`from_toml` or :meth:`updated`, which resolve and
     validate.
+
+    Parameters
+    ----------
+    settings
+        Setting values by name: fields, per-kind tables, plug-in settings (namespaced or
+        their old flat names).
+
+    Raises
+    ------
+    ConfigError
+        A name that is no setting (with the closest names) or a value of the wrong type.
     """
 
     def __init__(self, **settings: Any) -> None:

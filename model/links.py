@@ -6,7 +6,7 @@ in range (:class:`model.contacts.ContactTable`) carries a number of bytes, from 
 set-up latency, frame loss with MAC retries and one radio shared among a device's
 simultaneous contacts. Policies that honour the link (``ExchangePolicy.honours_link``)
 send their messages in their own order and count only those that arrive before the
-contact ends; the others refuse a non-ideal link (:meth:`model.config.Config._check_link`).
+contact ends; the others refuse a non-ideal link (the link checks of :mod:`model.config_checks`).
 
 Plug-ins, registered by name in :data:`model.plugins.LINKS`:
 
@@ -145,7 +145,29 @@ def _loss_check(value: float) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class LinkSettings(PluginSettings):
-    """Settings of every link model (namespace ``link``)."""
+    """Settings of every link model (namespace ``link``).
+
+    Attributes
+    ----------
+    model : str
+        The link model by name (``ideal``, ``fixed_rate``, ``distance_rate``, ``ns3``).
+    rate_bps, kind_rates : float, str
+        ``fixed_rate``: bit/s, and bit/s per pair of kinds.
+    efficiency, setup_s : float
+        Share of the rate that carries model bytes; seconds before the first byte.
+    table, profile : str
+        ``distance_rate``: a DISTANCE:RATE step table, or the radio profile's curve.
+    loss, retries, frame_bytes : float, int, int
+        Frame loss chance, MAC retries per frame and frame payload.
+    shared_radio, resume : bool
+        One radio shared by a device's contacts; unfinished models resume at the next contact.
+    dtype, params, overhead_bytes : str, int, int
+        What one model weighs on the air.
+    tx_w, rx_w, kind_j_per_flop : float, float, str
+        Radio power sending and receiving; training energy per FLOP by kind.
+    server_up_bps, server_down_bps : float
+        MoFeL's client-to-server and server-to-client rates.
+    """
 
     namespace: ClassVar[str] = "link"
     model: str = setting(
@@ -262,7 +284,13 @@ class LinkModel(ABC):
     """Base of the link plug-ins. The contract is :meth:`plan`: what each stay in range of
     one step can carry (a :class:`LinkPlan`, which then sends the policies' messages over
     it). How a model gets there is its own: a rate over the pair's distance
-    (:class:`RateLink`) or a packet-level replay (``ns3``)."""
+    (:class:`RateLink`) or a packet-level replay (``ns3``).
+
+    Parameters
+    ----------
+    settings
+        The run's settings (the model reads ``settings.link`` and the run's seed).
+    """
 
     name: ClassVar[str]
     settings_class: ClassVar[type[PluginSettings]] = LinkSettings
@@ -322,7 +350,13 @@ class LinkModel(ABC):
 
 class RateLink(LinkModel):
     """A link model whose stays carry what a rate gives: :meth:`rate` between two agents at a
-    distance, turned into each stay's bytes by :meth:`plan`."""
+    distance, turned into each stay's bytes by :meth:`plan`.
+
+    Parameters
+    ----------
+    settings
+        The run's settings, as for :class:`LinkModel`.
+    """
 
     @abstractmethod
     def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
@@ -387,6 +421,21 @@ class LinkPlan:
     its frames fails every retry. Each pair exchanges once per step (as the policies do under
     ``ideal``, and the Cached-DFL authors' code), over its stay of the step that carries the
     most (a graze at exactly R carries nothing; the pair may meet properly later).
+
+    Parameters
+    ----------
+    table
+        The step's stays in range (one row per stay).
+    capacity
+        Bytes each stay can carry.
+    byte_rate
+        Bytes per second of each stay (the airtime of what it carries).
+    n
+        Agents in the world (the tallies' length).
+    message_bytes
+        Bytes of one model message.
+    link
+        The link model that made the plan (its loss, retries and partial transfers).
     """
 
     COLUMNS = ("bytes_sent", "bytes_received", "transfers_aborted", "airtime_s")

@@ -26,7 +26,7 @@ ISSUE = re.compile(
     re.IGNORECASE,
 )
 
-PENDING = {"model/config.py"}
+PENDING: set[str] = set()
 """Files that still named an issue when this test was written and that another change owns
 at the time; the lead empties this set after merging that change. A listed file that no
 longer names one fails the test, so the set only shrinks."""

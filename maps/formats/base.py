@@ -107,7 +107,18 @@ MAP_FORMATS: Registry[Any] = _MapFormats("map_format", group=MAP_FORMAT_GROUP)
 
 
 def register_map_format[F: type[MapFormat]](cls: F) -> F:
-    """Class decorator: register ``cls`` under its ``name`` (contract checked now)."""
+    """Class decorator: register ``cls`` under its ``name`` (contract checked now).
+
+    Parameters
+    ----------
+    cls
+        A :class:`MapFormat` subclass with ``name``, lower-case ``suffixes`` and ``read``.
+
+    Returns
+    -------
+    type
+        ``cls`` itself, registered.
+    """
     return MAP_FORMATS.register(cls)
 
 

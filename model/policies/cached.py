@@ -268,7 +268,7 @@ class CachedPolicy(ExchangePolicy):
                 caches, own, edges, now=now, tau_max=tau_max, passes=self.options.passes,
                 **limits,
             )
-        else:  # one pass: Config._check_link refuses cached.passes > 1 with a link
+        else:  # one pass: model.config_checks refuses cached.passes > 1 with a link
             for i, j in edges.tolist():
                 caches[i], caches[j] = self._exchange_over_link(
                     ctx.link, caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max,
