@@ -56,8 +56,8 @@ from analysis.bench_stats import (
     run_numbers,
     t_interval,
 )
+from mobidfl.atomic import write_figure, write_text_atomic
 from mobidfl.cores import unloaded_cores
-from model.atomic import write_text_atomic
 from model.errors import ConfigError
 
 __all__ = ["add_bench_parser", "cmd_bench", "plan_runs", "run_bench", "write_report"]
@@ -625,7 +625,7 @@ def heatmap(plan: dict[str, Any], board: pd.DataFrame, path: Path) -> Path:
     fig.colorbar(image, ax=ax, label="score (0 = local, 1 = central FedAvg)")
     ax.set_title(f"MobiDFL benchmark ({plan['scale']}, {len(plan['seeds'])} seeds)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    write_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -672,7 +672,7 @@ def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> lis
             fig.legend(handles, labels, loc="center right", fontsize=7)
         fig.tight_layout(rect=(0, 0, 0.85, 1))
         path = out / f"accuracy_{_safe(name)}.png"
-        fig.savefig(path, dpi=100)
+        write_figure(fig, path, dpi=100)
         plt.close(fig)
         paths.append(path)
     return paths

@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from analysis.interrupts import CtrlC
-from model.atomic import (
+from mobidfl.atomic import (
     TEMP_PREFIX,
     publish,
     remove_temporaries,
     staging_dir,
+    write_csv,
+    write_parquet,
 )
-from model.atomic import write_text_atomic as _write_text
+from mobidfl.atomic import write_text_atomic as _write_text
 from model.config import Config, canonical_name, parse_assignments, settings_table
 from model.contacts import one_connection_events
 from model.errors import ConfigError
@@ -400,18 +402,19 @@ def _run_to_end(
         raise interrupted(f"at step {model.steps}") from None
     staging = staging_dir(out)
     try:
-        (staging / "config.toml").write_text(config.to_toml())
+        _write_text(staging / "config.toml", config.to_toml())
         table = model.model_table()
-        table.to_csv(staging / "model.csv", index=False)
-        model.agent_table().to_parquet(staging / "agents.parquet", index=False)
+        write_csv(table, staging / "model.csv", index=False)
+        write_parquet(model.agent_table(), staging / "agents.parquet", index=False)
         if model.contact_outputs:  # the contact table of every step (contacts_out)
             contacts = model.contacts_table()
             if "csv" in model.contact_outputs:
-                contacts.to_csv(staging / "contacts.csv", index=False)
+                write_csv(contacts, staging / "contacts.csv", index=False)
             if "parquet" in model.contact_outputs:
-                contacts.to_parquet(staging / "contacts.parquet", index=False)
+                write_parquet(contacts, staging / "contacts.parquet", index=False)
             if "one" in model.contact_outputs:
-                one_connection_events(contacts, step_s=config.step_s).to_csv(
+                write_csv(
+                    one_connection_events(contacts, step_s=config.step_s),
                     staging / "contacts_one.txt", sep=" ", header=False, index=False,
                     float_format="%.9f",
                 )

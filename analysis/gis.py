@@ -15,6 +15,8 @@ Map data © OpenStreetMap contributors, ODbL (stored in each layer's ``attributi
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import geopandas as gpd
@@ -25,6 +27,7 @@ from shapely.geometry import LineString, Point
 from shapely.ops import transform
 
 from maps.sources import ATTRIBUTION
+from mobidfl.atomic import atomic_path
 from model.world import LINK_COLUMNS, MobiDFLModel
 
 START_TIME = pd.Timestamp("2026-01-01T08:00:00")
@@ -118,13 +121,41 @@ def write_gis(model: MobiDFLModel, out_dir: str | Path, *, geojson: bool = False
     out_dir = Path(out_dir)
     written = []
     gpkg = out_dir / "trajectories.gpkg"
-    for name, frame in export_layers(model).items():
-        frame = frame.copy()
-        frame["attribution"] = ATTRIBUTION
-        frame.to_file(gpkg, layer=name, driver="GPKG")
-        if geojson:
-            path = out_dir / f"{name}.geojson"
-            frame.to_file(path, driver="GeoJSON")
-            written.append(path)
+    layers = export_layers(model)
+    with atomic_path(gpkg) as partial:  # every layer, or the previous file
+        for name, frame in layers.items():
+            frame = frame.copy()
+            frame["attribution"] = ATTRIBUTION
+            _to_file(frame, partial, gpkg, layer=name, driver="GPKG")
+            if geojson:
+                path = out_dir / f"{name}.geojson"
+                with atomic_path(path) as one:
+                    _to_file(frame, one, path, driver="GeoJSON")
+                written.append(path)
     written.insert(0, gpkg)
     return written
+
+
+def _to_file(frame: gpd.GeoDataFrame, partial: Path, final: Path, **options: str) -> None:
+    """``frame.to_file``, a failed GDAL write raised as the ``OSError`` it is underneath.
+
+    GDAL reports a full disk or a read-only folder as its own error types; the CLI turns an
+    ``OSError`` naming the file into its one line, so the cause is recovered from the folder.
+    """
+    try:
+        frame.to_file(partial, **options)
+    except OSError:
+        raise
+    except Exception as exc:  # pyogrio's DataSourceError, DataLayerError, FeatureError
+        folder = final.parent
+        stat = os.statvfs(folder)
+        if stat.f_flag & os.ST_RDONLY or not os.access(folder, os.W_OK):
+            code = errno.EROFS
+        elif stat.f_bavail * stat.f_frsize < 1 << 20:
+            code = errno.ENOSPC
+        else:
+            code = errno.EIO
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        why = os.strerror(code) if code != errno.EIO else f"GDAL: {first[:200]}"
+        raise OSError(code, why, str(final)) from None
+

@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from mobidfl.atomic import write_figure  # noqa: E402
+
 
 def summary_figure(model_csv: pd.DataFrame, *, title: str = "MobiDFL run"):
     """Accuracy per kind and policy, contacts per step, distinct neighbours per class."""
@@ -56,6 +58,8 @@ def summary_figure(model_csv: pd.DataFrame, *, title: str = "MobiDFL run"):
 
 def save_summary(model_csv: pd.DataFrame, path: str | Path, *, title: str = "MobiDFL run") -> Path:
     fig = summary_figure(model_csv, title=title)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        write_figure(fig, path, dpi=110)
+    finally:
+        plt.close(fig)
     return Path(path)

@@ -39,6 +39,7 @@ import pandas as pd  # noqa: E402
 
 from analysis.stats import format_mean_std, mean_std  # noqa: E402
 from analysis.sweep import MANIFEST, load_runs, read_manifest  # noqa: E402
+from mobidfl.atomic import write_figure, write_text_atomic  # noqa: E402
 from model.config import read_toml  # noqa: E402
 from model.errors import ConfigError  # noqa: E402
 
@@ -405,7 +406,7 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
     for name, fig in figures.items():
         if fig is None:
             continue
-        fig.savefig(out / name, dpi=130, bbox_inches="tight")
+        write_figure(fig, out / name, dpi=130, bbox_inches="tight")
         plt.close(fig)
         written.append(out / name)
     lines = [f"# MobiDFL report: {folder.name}", ""]
@@ -448,7 +449,7 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
         lines += ["## Figures", ""]
         lines += [f"![{p.stem}]({p.name})" for p in written]
         lines.append("")
-    (out / "report.md").write_text("\n".join(lines))
+    write_text_atomic(out / "report.md", "\n".join(lines))
     written.append(out / "report.md")
     return written
 

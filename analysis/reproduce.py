@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.stats import format_ci, mean_std, sample_std
+from mobidfl.atomic import write_csv, write_figure, write_text_atomic
 from model.config import Config
 from model.errors import ConfigError
 
@@ -1005,23 +1006,21 @@ def write_report(
             for (v, s), g in steps.groupby(["variant", "seed"], sort=False)
         ]
     )
-    per_run.to_csv(out / "per_run.csv", index=False)
+    write_csv(per_run, out / "per_run.csv", index=False)
     failed = out / "failed_runs.csv"
     if failures:
-        pd.DataFrame(list(failures)).to_csv(failed, index=False)
+        write_csv(pd.DataFrame(list(failures)), failed, index=False)
     else:
         failed.unlink(missing_ok=True)  # a resumed reproduction whose failures were re-run
     _figures(spec, steps, per_run, out)
     rows = verdict_rows(spec, per_run, steps)
-    pd.DataFrame(rows).to_csv(out / "verdicts.csv", index=False)
+    write_csv(pd.DataFrame(rows), out / "verdicts.csv", index=False)
     sensitivity = reading_rows(spec, per_run, steps)
     if sensitivity:
-        pd.DataFrame(sensitivity).to_csv(out / "verdicts_readings.csv", index=False)
+        write_csv(pd.DataFrame(sensitivity), out / "verdicts_readings.csv", index=False)
     text = _markdown(spec, per_run, resolved, rows, scale=scale, seeds=seeds, extra=extra,
                      how=how, failures=failures, readings=readings, batch_runs=batch_runs,
                      sensitivity=sensitivity)  # fmt: skip
-    from model.atomic import write_text_atomic
-
     write_text_atomic(out / "reproduction.md", text)
     return out / "reproduction.md"
 
@@ -1253,7 +1252,7 @@ def _figures(spec: PaperSpec, steps: pd.DataFrame, per_run: pd.DataFrame, out: P
     if ax.get_lines():
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "accuracy.png", dpi=110)
+    write_figure(fig, out / "accuracy.png", dpi=110)
     plt.close(fig)
 
     fig, axes = plt.subplots(1, len(spec.claims), figsize=(2.4 * len(spec.claims), 3.2))
@@ -1269,5 +1268,5 @@ def _figures(spec: PaperSpec, steps: pd.DataFrame, per_run: pd.DataFrame, out: P
         ax.set_xlim(-0.3, 0.8)
         ax.set_title(f"{claim.source}\n{claim.metric}: {claim.a} - {claim.b or '0'}", fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "claims.png", dpi=110)
+    write_figure(fig, out / "claims.png", dpi=110)
     plt.close(fig)

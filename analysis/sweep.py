@@ -69,10 +69,10 @@ from typing import Any
 import pandas as pd
 
 from analysis.interrupts import CtrlC
+from mobidfl.atomic import open_atomic
+from mobidfl.atomic import write_text_atomic as _write_text
 from mobidfl.cores import unloaded_cores
 from mobidfl.toml_text import toml_value
-from model.atomic import open_atomic
-from model.atomic import write_text_atomic as _write_text
 from model.config import (
     KINDS,
     SEED_MAX,

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
+from mobidfl.atomic import write_text_atomic
 from model import MobiDFLModel
-from model.atomic import write_text_atomic
 
 VARIANTS = {"cached_lru": "LRU", "defedavg": "DFL", "central_fedavg": "CFL"}
 """Policy -> the variant name of ``analysis.reproduce.CACHED`` (Fig. 2)."""

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from maps.network import StreetNetwork
+from mobidfl.atomic import atomic_path, write_npz
 from mobidfl.errors import ConfigError
 
 INSTALL = "the PyPI packages eclipse-sumo, libsumo and sumolib (pip install -e . or make setup)"
@@ -186,11 +187,11 @@ def build_network(
     if target.is_file():
         return target
     folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".sumo-", dir=folder) as tmp:
+    with (tempfile.TemporaryDirectory(prefix=".sumo-", dir=folder) as tmp,
+          atomic_path(target) as out):  # a concurrent run sees the whole file or none
         work = Path(tmp)
         (work / "map.nod.xml").write_text(nodes)
         (work / "map.edg.xml").write_text(edges)
-        out = work / "map.net.xml"
         result = subprocess.run(
             [
                 str(tools.binary("netconvert")),
@@ -207,7 +208,6 @@ def build_network(
         if result.returncode != 0 or not out.is_file() or not network_edges(out):
             reason = _first_error(result)
             raise ConfigError("map", map_name, f"a street map netconvert can convert ({reason})")
-        os.replace(out, target)  # atomic: a concurrent run sees the whole file or none
     return target
 
 
@@ -285,11 +285,7 @@ def random_trips(
             pairs = pairs + pairs
         origin = np.array([p[0] for p in pairs[:trips]])
         destination = np.array([p[1] for p in pairs[:trips]])
-        handle, tmp_npz = tempfile.mkstemp(suffix=".npz", dir=folder)
-        os.close(handle)
-        with open(tmp_npz, "wb") as fh:
-            np.savez(fh, origin=origin, destination=destination)
-        os.replace(tmp_npz, cached)
+    write_npz(cached, origin=origin, destination=destination)
     return origin, destination
 
 
@@ -329,11 +325,7 @@ def connections(net_file: Path) -> tuple[np.ndarray, np.ndarray]:
     ordered = sorted(pairs)
     source = np.array([p[0] for p in ordered], dtype=np.int64)
     target = np.array([p[1] for p in ordered], dtype=np.int64)
-    handle, tmp = tempfile.mkstemp(suffix=".npz", dir=net_file.parent)
-    os.close(handle)
-    with open(tmp, "wb") as fh:
-        np.savez(fh, source=source, target=target)
-    os.replace(tmp, cached)
+    write_npz(cached, source=source, target=target)
     return source, target
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from pyproj import Transformer
 from maps.grid import Grid, area_of_points, split_areas
 from maps.network import StreetNetwork
 from maps.sources import graph_from_table, load_edges, source_digest
+from mobidfl.atomic import write_npz
 from mobidfl.errors import ConfigError
 
 NETWORK_FORMAT = 2
@@ -118,14 +118,5 @@ def street_networks(
 
 
 def _save_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=path.parent, suffix=".part")
-    except OSError:
-        return  # a read-only cache only costs the next run a rebuild
-    try:
-        with os.fdopen(handle, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(partial, path)
-    except OSError:
-        Path(partial).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # a read-only or full cache only costs a rebuild
+        write_npz(path, **arrays)

@@ -14,10 +14,11 @@ today, and a user's own ``model.py`` cannot shadow it::
     class MyPolicy(mobidfl.ExchangePolicy): ...
 
 Two floors in one package: the modules beside this file (:mod:`mobidfl.errors`,
-:mod:`mobidfl.settings`, :mod:`mobidfl.registry`, :mod:`mobidfl.plugins`) are the ground
-floor that every other package builds on; this file is the top floor. Its names are resolved
-on first use (PEP 562), so ``import mobidfl.errors`` from ``maps/`` runs this file without
-importing the Mesa model (tests/test_layers.py checks both floors).
+:mod:`mobidfl.settings`, :mod:`mobidfl.registry`, :mod:`mobidfl.plugins`,
+:mod:`mobidfl.atomic`) are the ground floor that every other package builds on; this file
+is the top floor. Its names are resolved on first use (PEP 562), so ``import mobidfl.errors``
+from ``maps/`` runs this file without importing the Mesa model (tests/test_layers.py checks
+both floors).
 """
 
 from __future__ import annotations

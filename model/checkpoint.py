@@ -3,7 +3,7 @@
 State dicts may hold numpy arrays (mobility, contacts, records); the weights-only
 unpickler accepts tensors and plain Python values only, so arrays are wrapped as tagged
 tensors (numbers) or lists (strings) on save and unwrapped on load. Files are written by
-:mod:`model.atomic`, so a crash or a full disk never leaves a half-written checkpoint.
+:mod:`mobidfl.atomic`, so a crash or a full disk never leaves a half-written checkpoint.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.atomic import open_atomic
+from mobidfl.atomic import open_atomic
 from model.errors import ConfigError
 
 _ARRAY, _STRINGS = "__ndarray__", "__strarray__"

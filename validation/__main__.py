@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from mobidfl.atomic import open_atomic, write_text_atomic
 from model.errors import ConfigError
 from validation import CASES, Row
 
@@ -59,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = _table(rows)
     print(text)
-    (args.out / "validation.md").write_text(text + "\n")
-    with open(args.out / "validation.csv", "w", newline="") as f:
+    write_text_atomic(args.out / "validation.md", text + "\n")
+    with open_atomic(args.out / "validation.csv", "w") as f:
         w = csv.DictWriter(f, fieldnames=list(Row.__dataclass_fields__))
         w.writeheader()
         w.writerows(asdict(r) for r in rows)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mobidfl.atomic import write_text_atomic
 from model.errors import ConfigError
 from validation import Row
 from validation.refcache import cache_root, ensure
@@ -361,8 +362,7 @@ def measure(*, size: str, seeds: int, parts: Path | None = None) -> dict:
                 continue
             rec = measure_one(size=size, epoch_time=T, k=k)
             if part is not None:
-                part.parent.mkdir(parents=True, exist_ok=True)
-                part.write_text(json.dumps(rec))
+                write_text_atomic(part, json.dumps(rec))  # read back on resume
             recs.append(rec)
         out["epochs"][str(T)] = assemble(recs)
     out["aggregation_maxdiff"] = aggregation_check(seed=0)
@@ -442,8 +442,8 @@ def run(*, size: str, seeds: int, out: Path) -> list[Row]:
     """The Cached-DFL case of ``python -m validation``; numbers also in ``out/cached_dfl.json``."""
     m = measure(size=size, seeds=seeds, parts=out / "parts")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "cached_dfl.json").write_text(json.dumps(m, indent=1))
-    (out / "table2.md").write_text(table2_markdown(m) + "\n")
+    write_text_atomic(out / "cached_dfl.json", json.dumps(m, indent=1))
+    write_text_atomic(out / "table2.md", table2_markdown(m) + "\n")
     return rows_from(m)
 
 

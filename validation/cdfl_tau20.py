@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mobidfl.atomic import write_text_atomic
 from validation.cached_dfl import (
     DRIVER,
     LOCAL_EP,
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
         for r in rows[-3:]:
             print(json.dumps(r), flush=True)
-    (args.out / "tau20.json").write_text(json.dumps(
+    write_text_atomic(args.out / "tau20.json", json.dumps(
         {"rows": rows, "speed": SPEED, "radius_m": RADIUS_M, "pid": os.getpid()}, indent=1))
     return 0
 

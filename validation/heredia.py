@@ -43,6 +43,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from agents.mobility.random_walk import DIRECTIONS, reflect
+from mobidfl.atomic import write_text_atomic
 from model.config import Config
 from model.contacts import contact_matrix, pairs_within, symmetric_adjacency
 from model.errors import ConfigError
@@ -456,7 +457,8 @@ def run(*, size: str, seeds: int, out: Path) -> list[Row]:
     found = rows(result)
     out.mkdir(parents=True, exist_ok=True)
     ref_s, mine_s = result["seconds"]
-    (out / "heredia.md").write_text(
+    write_text_atomic(
+        out / "heredia.md",
         f"de Heredia, size {size}, {seeds} seeds: authors' code {ref_s:.1f} s, "
         f"MobiDFL {mine_s:.1f} s\n\n"
         + "\n".join(f"- {r.quantity}: reference {r.reference}; MobiDFL {r.mobidfl}; "

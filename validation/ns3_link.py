@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from mobidfl.atomic import write_text_atomic
 from model.errors import ConfigError
 from validation import Row
 
@@ -350,6 +351,6 @@ def run(*, size: str, seeds: int, out: Path) -> list[Row]:
                     "ns-3 is not installed: pip install 'mobidfl[ns3]'")]
     m = measure(size=size, seeds=seeds)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "ns3_link.json").write_text(json.dumps(m, indent=1))
-    (out / "contacts.md").write_text(markdown(m) + "\n")
+    write_text_atomic(out / "ns3_link.json", json.dumps(m, indent=1))
+    write_text_atomic(out / "contacts.md", markdown(m) + "\n")
     return rows_from(m)

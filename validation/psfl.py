@@ -40,6 +40,7 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
+from mobidfl.atomic import write_text_atomic
 from model.contacts import pairs_within
 from model.errors import ConfigError, DatasetUnavailable
 from model.learning.data import FASHION_SYSTEM_DIR, Dataset, load_dataset
@@ -641,7 +642,7 @@ def run(*, size: str, seeds: int, out: Path, parts: tuple[str, ...] = ("fixed", 
         else:
             got_rows, raw = _run_rows(ds, size, res)
             rows += got_rows
-    (out / "psfl.json").write_text(json.dumps(
+    write_text_atomic(out / "psfl.json", json.dumps(
         {"dataset": ds.name, "size": size, "rows": [r.__dict__ for r in rows], **raw}, indent=1))
     print(f"psfl: data set {ds.name} ({ds.n_train} train / {int(ds.y_test.shape[0])} test "
           "images)", file=sys.stderr)

@@ -58,6 +58,7 @@ from maps.sumo_net import (
     random_trips,
     sumo_tools,
 )
+from mobidfl.atomic import write_csv
 from mobidfl.errors import ConfigError
 from mobidfl.settings import PluginSettings, non_negative, positive, setting
 
@@ -338,7 +339,7 @@ class Sumo(MobilityModel):
         if not self.record_trace:
             return []
         path = Path(folder) / "trace.csv"
-        self.trace_table().to_csv(path, index=False, float_format="%.17g")
+        write_csv(self.trace_table(), path, index=False, float_format="%.17g")
         return [path]
 
     # --- checkpoints ----------------------------------------------------------------------

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from mobidfl.atomic import write_csv, write_figure
 
 RESNET18 = 11_689_512
 """Parameters of torchvision's ResNet-18 (He et al., 2016; 1000 classes)."""
@@ -97,9 +98,7 @@ def run_one(policy: str, link: str, seed: int, steps: int, out: Path) -> Path:
     table["wall_s"] = time.perf_counter() - start
     table["cpu_s"] = time.process_time() - cpu
     table["policy"], table["link"], table["seed"] = policy, link, seed
-    part = path.with_suffix(".part")
-    table.to_csv(part, index=False)
-    os.replace(part, path)  # whole or absent: a crash never leaves half a run
+    write_csv(table, path, index=False)  # whole or absent: a crash never leaves half a run
     return path
 
 
@@ -192,7 +191,7 @@ def plot(data: pd.DataFrame, path: Path) -> None:
     axes[0][0].set_ylabel("mean accuracy of the 100 cars")
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    write_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -222,7 +221,7 @@ def main() -> None:
     data = load(args.out)
     print(table_text(per_run(data)))
     if args.csv:
-        data.to_csv(args.csv, index=False, float_format="%.6g")
+        write_csv(data, args.csv, index=False, float_format="%.6g")
     if args.plot:
         plot(data, args.plot)
 
