@@ -129,17 +129,17 @@ def energy_split_columns(model: MobiDFLModel) -> list[str]:
 def energy_per_kind(model: MobiDFLModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per kind, (steps, mean cumulative ``energy_j`` per agent of that kind) from the
     agents' records (``agents.parquet``: the running total since step 0, every
-    ``record_every`` steps). One ``bincount`` per record, none per agent."""
-    records = [r for r in getattr(model, "records", []) if "energy_j" in r]
-    if not records:
+    ``record_every`` steps). One ``bincount`` over every recorded row, none per agent."""
+    blocks = model.records.blocks()  # one block: every recorded row as columns
+    if not blocks or "energy_j" not in blocks[0]:
         return {}
+    rows = blocks[0]
     kinds, code = np.unique(model.kind_of, return_inverse=True)
     counts = np.maximum(np.bincount(code, minlength=len(kinds)), 1)
-    steps = np.array([int(r["step"][0]) for r in records])
-    means = np.stack(
-        [np.bincount(code, weights=r["energy_j"], minlength=len(kinds)) / counts
-         for r in records]
-    )
+    steps, at_step = np.unique(rows["step"], return_inverse=True)
+    cell = at_step * len(kinds) + code[rows["agent_id"]]
+    sums = np.bincount(cell, weights=rows["energy_j"], minlength=len(steps) * len(kinds))
+    means = sums.reshape(len(steps), len(kinds)) / counts
     order = dict.fromkeys(model.kind_of)  # the model's kind order, as in the other plots
     at = {kind: k for k, kind in enumerate(kinds)}
     return {str(kind): (steps, means[:, at[kind]]) for kind in order}
