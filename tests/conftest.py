@@ -35,12 +35,26 @@ _data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
 SERIAL_GROUPS = ("browser", "ray")
 """Markers whose tests run one at a time on one xdist worker (marker name = group name)."""
 
+LONG_GROUPS = (
+    "ray", "browser", "test_docs.py", "test_exp_002.py", "test_validation_cached_dfl.py",
+    "test_preset_directions.py", "test_bad_inputs.py", "test_presets.py", "test_resume_cli.py",
+    "test_bench.py", "test_gpu_script.py", "test_validation_psfl.py", "test_atomic_writes.py",
+)
+"""Groups that take a minute or more, longest first: handed out first (``make test`` passes
+``--no-loadscope-reorder``, so xdist keeps this order instead of putting groups with many
+short tests first), so the last group a worker starts is a short one and both cores finish
+together."""
+
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    groups = {}
     for item in items:
         group = next((g for g in SERIAL_GROUPS if item.get_closest_marker(g)), item.path.name)
         item.add_marker(pytest.mark.xdist_group(group))
+        groups[item.nodeid] = group
+    rank = {g: i for i, g in enumerate(LONG_GROUPS)}
+    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))  # stable
 
 
 @pytest.fixture(scope="session")
