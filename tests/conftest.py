@@ -15,6 +15,7 @@ simulated run that several tests read) are then built once, not once per worker.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 # Tests run on small data so the suite stays fast and its numbers stay those it was written
@@ -78,3 +79,19 @@ def ds300():
     from model.learning.data import load_dataset
 
     return load_dataset("mnist5k", root=None, test_size=300, seed=0)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 2 MB tmpfs (a disk that fills and can be remounted read-only), or skip where
+    mounting is not permitted; unmounted after the test."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    tried = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+                           capture_output=True, text=True)
+    if tried.returncode != 0:
+        pytest.skip(f"mounting a 2 MB tmpfs is not permitted here: {tried.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

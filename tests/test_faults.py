@@ -64,21 +64,6 @@ def reference(tmp_path_factory):
     return _tables(folder / "out")
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A 2 MB tmpfs (a disk that fills and can be remounted read-only), or skip."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    tried = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-                           capture_output=True, text=True)
-    if tried.returncode != 0:
-        pytest.skip(f"mounting a 2 MB tmpfs is not permitted here: {tried.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-
-
 def _after_run(monkeypatch, number: int, fault) -> None:
     """Call ``fault()`` when run ``number`` (1-based) has finished, before it is saved."""
     real = sweep_module.execute_run
