@@ -37,7 +37,7 @@ run: $(VENV)/.installed
 
 # Tests that must not overlap (the browser, a local Ray) share an xdist_group: one worker each.
 test: $(VENV)/.browser
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

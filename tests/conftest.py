@@ -4,12 +4,14 @@ Fixtures used by several test files live here; a file keeps its own only when it
 specific to it. The datasets are read-only inputs (load_dataset is deterministic from its
 seed and touches no global RNG), so one copy per session is enough.
 
-``make test`` runs the suite on every core (pytest-xdist, ``--dist loadgroup``). Each test
-writes under its own ``tmp_path`` and servers take free ports, so tests may run side by side;
-the ones that must not overlap each other get one ``xdist_group`` (one worker runs the group
-in order): the browser tests (a Solara server and a Chromium each) and the local Ray clusters.
-Every other test is grouped with its file, as in a one-core run: a file's module fixtures (a
-simulated run that several tests read) are then built once, not once per worker.
+``make test`` runs the suite on every core (pytest-xdist, ``--dist loadfile``): each test
+file runs in order on one worker, as in a one-core run, so a file's module fixtures (a
+simulated run that several tests read) are built once. Each test writes under its own
+``tmp_path`` and servers (Solara, Chromium, local Ray clusters) take free ports on the
+loopback, so files may run side by side. (``--dist loadgroup`` with ``xdist_group`` marks
+does not group under pytest 9.2: xdist 3.8 tags a test's group by rewriting ``_nodeid``,
+which pytest 9 no longer reads, so every test was its own unit and module fixtures were
+rebuilt on both workers.)
 """
 
 from __future__ import annotations
@@ -33,29 +35,22 @@ from model.learning import data as _data  # noqa: E402
 torch.set_num_threads(1)
 _data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
 
-SERIAL_GROUPS = ("browser", "ray")
-"""Markers whose tests run one at a time on one xdist worker (marker name = group name)."""
-
-LONG_GROUPS = (
-    "ray", "browser", "test_docs.py", "test_exp_002.py", "test_validation_cached_dfl.py",
-    "test_preset_directions.py", "test_bad_inputs.py", "test_presets.py", "test_resume_cli.py",
-    "test_bench.py", "test_gpu_script.py", "test_validation_psfl.py", "test_atomic_writes.py",
+LONG_FILES = (
+    "test_ray_cluster.py", "test_app_browser.py", "test_docs.py", "test_exp_002.py",
+    "test_bad_inputs.py", "test_validation_psfl.py", "test_validation_cached_dfl.py",
+    "test_resume_cli.py", "test_preset_directions.py", "test_gpu_script.py", "test_bench.py",
+    "test_presets.py", "test_perf.py", "test_report.py", "test_exp_000.py",
 )
-"""Groups that take a minute or more, longest first: handed out first (``make test`` passes
-``--no-loadscope-reorder``, so xdist keeps this order instead of putting groups with many
-short tests first), so the last group a worker starts is a short one and both cores finish
-together."""
+"""Files that take half a minute or more, longest first: handed out first (``make test``
+passes ``--no-loadscope-reorder``, so xdist keeps this order instead of putting files with
+many short tests first), so the last file a worker starts is a short one and both cores
+finish together."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    groups = {}
-    for item in items:
-        group = next((g for g in SERIAL_GROUPS if item.get_closest_marker(g)), item.path.name)
-        item.add_marker(pytest.mark.xdist_group(group))
-        groups[item.nodeid] = group
-    rank = {g: i for i, g in enumerate(LONG_GROUPS)}
-    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))  # stable
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
 
 
 @pytest.fixture(scope="session")
