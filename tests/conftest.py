@@ -16,8 +16,10 @@ rebuilt on both workers.)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 # Tests run on small data so the suite stays fast and its numbers stay those it was written
@@ -90,3 +92,22 @@ def tmpfs(tmp_path):
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.fixture
+def fill_disk() -> Callable[..., None]:
+    """``fill(mount, leave_free=0)``: write zeros to ``mount/filler`` until the disk is full,
+    then give back ``leave_free`` bytes (a disk that fills during the next write)."""
+
+    def fill(mount: Path, leave_free: int = 0) -> None:
+        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * 65536)
+        finally:
+            os.close(fd)
+        if leave_free:
+            os.truncate(mount / "filler", max(0, os.path.getsize(mount / "filler") - leave_free))
+
+    return fill

@@ -8,9 +8,7 @@ final path (which the CLI prints as one line: checked for the report through the
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -23,21 +21,14 @@ LEFT_FREE = 3 * 4096
 
 
 @pytest.fixture
-def full_disk(tmpfs):
-    """The 2 MB tmpfs (``tests/conftest.py``), to be filled to all but :data:`LEFT_FREE`
-    bytes."""
+def full_disk(tmpfs, fill_disk):
+    """The 2 MB tmpfs (``tests/conftest.py``) and a call that fills it to all but
+    :data:`LEFT_FREE` bytes."""
     mount = tmpfs
     (mount / "out").mkdir()  # the output folder exists before the disk fills
 
     def fill() -> None:
-        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            with contextlib.suppress(OSError):
-                while True:
-                    os.write(fd, b"\0" * 65536)
-        finally:
-            os.close(fd)
-        os.truncate(mount / "filler", max(0, os.path.getsize(mount / "filler") - LEFT_FREE))
+        fill_disk(mount, LEFT_FREE)
 
     return mount / "out", fill
 

@@ -79,17 +79,6 @@ def _after_run(monkeypatch, number: int, fault) -> None:
     monkeypatch.setattr(sweep_module, "execute_run", run)
 
 
-def _fill(disk: Path) -> None:
-    """Write zeros until the disk is full."""
-    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(fd, b"\0" * 65536)
-    finally:
-        os.close(fd)
-
-
 def _one_line(capsys) -> str:
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
@@ -111,11 +100,11 @@ def _kept_readable(out: Path) -> pd.DataFrame:
     return manifest
 
 
-def test_a_full_disk_stops_the_sweep_in_one_line_and_it_resumes(tmpfs, reference, monkeypatch,
-                                                                capsys):
+def test_a_full_disk_stops_the_sweep_in_one_line_and_it_resumes(tmpfs, fill_disk, reference,
+                                                                monkeypatch, capsys):
     # Prepare: the disk fills up while the second run computes
     out = tmpfs / "sweep"
-    _after_run(monkeypatch, 2, lambda: _fill(tmpfs))
+    _after_run(monkeypatch, 2, lambda: fill_disk(tmpfs))
     # Execute
     code = _sweep(tmpfs.parent, out)
     line = _one_line(capsys)
