@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import itertools
 import os
 import platform
 import sys
@@ -113,21 +114,26 @@ def stand_in(test_size: int) -> Dataset:
     )
 
 
-def build_model(*, cars: int, steps: int, test_size: int, workers: int) -> MobiDFLModel:
+def build_model(
+    *, cars: int, steps: int, test_size: int, workers: int, precision: str = "fp32"
+) -> MobiDFLModel:
     """MobiDFL set to the round (every setting it depends on given explicitly)."""
     return MobiDFLModel(
         map="nyc_uws", vehicles=cars, pedestrians=0, sensors=0, uavs=0,
         model="cached_cnn", policy="cached_lru", partition="shards", dataset="mnist5k",
         local_steps=steps, batch_size=BATCH, lr=LR, cache_size=CACHE_SIZE, tau_max=TAU_MAX,
         test_size=test_size, eval_every=1, eval_initial=False, steps=1, workers=workers,
-        backend="loop", seed=0,
+        backend="loop", precision=precision, seed=0,
     )  # fmt: skip
 
 
-def mobidfl_round(*, cars: int, steps: int, test_size: int, workers: int) -> dict[str, float]:
+def mobidfl_round(
+    *, cars: int, steps: int, test_size: int, workers: int, precision: str = "fp32"
+) -> dict[str, float]:
     """One MobiDFL step (move, contacts, train, exchange, evaluate), phases timed."""
     t0 = time.perf_counter()
-    model = build_model(cars=cars, steps=steps, test_size=test_size, workers=workers)
+    model = build_model(cars=cars, steps=steps, test_size=test_size, workers=workers,
+                        precision=precision)  # fmt: skip
     setup = time.perf_counter() - t0
     engine = model.learner.engine
     t0 = time.perf_counter()
@@ -393,6 +399,11 @@ def main() -> None:
     )
     parser.add_argument("--workers", default="1,2", help="MobiDFL worker settings (0 = auto)")
     parser.add_argument("--steps", type=int, default=100, help="MobiDFL SGD steps per car")
+    parser.add_argument(
+        "--precisions",
+        default="fp32",
+        help="MobiDFL's precision settings, one row each (fp32, fp32_fast, bf16)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="repeat and keep the best")
     parser.add_argument("--no-peer", action="store_true", help="MobiDFL only")
     parser.add_argument("--reimpl", action="store_true", help="add the re-implementation row")
@@ -446,16 +457,18 @@ def main() -> None:
             runs.setdefault("re-implementation (issue 15)", []).append(
                 reimpl_round(dataset, engine.parts, reference.adjacency, steps=steps, threads=1)
             )
-        for w in (int(v) for v in args.workers.split(",")):
+        for prec, w in ((p, int(v)) for p in args.precisions.split(",")
+                        for v in args.workers.split(",")):  # fmt: skip
             n = cars if w == 1 else min(100, max(cars, w * cars))
-            res = mobidfl_round(cars=n, steps=steps, test_size=test_size, workers=w)
+            res = mobidfl_round(cars=n, steps=steps, test_size=test_size, workers=w,
+                                precision=prec)  # fmt: skip
             for key in ("train", "evaluate", "rest", "round", "train_cpu", "evaluate_cpu",
                         "exchange", "exchange_cpu", "step", "step_cpu", "move_contacts",
                         "round_cpu"):  # fmt: skip
                 res[key] *= cars / n
             label = f"MobiDFL workers={w} ({int(res['workers'])})" + (
                 f" {n} cars, per {cars}" if n != cars else ""
-            )
+            ) + ("" if prec == "fp32" else f" {prec}")
             runs.setdefault(label, []).append(res)
         for label, results in runs.items():  # progress, in case a long run is cut short
             r = results[-1]
@@ -514,9 +527,11 @@ def held_out(runs: dict[str, list[dict[str, float]]]) -> None:
         print(f"{name:44s}{r['train']:8.2f}{r['exchange']:8.3f}{r['evaluate']:8.2f}"
               f"{r['step']:8.2f}{step_x:7.2f}{te_x:7.2f}{100 * (step_x / te_x - 1):6.1f}%")
     names = list(rows)
-    if len(names) >= 2:
-        one, two = rows[names[0]], rows[names[1]]
-        print(f"{names[1]} over {names[0]}, per phase: " + ", ".join(
+    for first, second in itertools.pairwise(names):  # one worker, then more, per precision
+        if "workers=1 " not in first or "workers=1 " in second:
+            continue
+        one, two = rows[first], rows[second]
+        print(f"{second} over {first}, per phase: " + ", ".join(
             f"{k} {one[k] / max(two[k], 1e-12):.2f}x"
             for k in ("train", "exchange", "evaluate", "step")))  # fmt: skip
 

@@ -223,9 +223,12 @@ class ConfigFields:
     device: str = _setting("cpu", "torch device for the batched backend", one_of("cpu", "cuda"))
     precision: str = _setting(
         "fp32",
-        "arithmetic of training and testing: fp32, or bf16 (autocast to bfloat16 on the CPU "
-        "(fast with AVX512-BF16 / AMX) or the GPU; parameters and updates stay fp32)",
-        one_of("fp32", "bf16"),
+        "arithmetic of training and testing: fp32; fp32_fast (fp32, the first convolution's "
+        "weight gradient as one convolution over the batch: another summation order, the "
+        "loop backend's conv-net training faster on a CPU); or bf16 (autocast to bfloat16 "
+        "on the CPU (fast with AVX512-BF16 / AMX) or the GPU; parameters and updates stay "
+        "fp32)",
+        one_of("fp32", "fp32_fast", "bf16"),
     )
     workers: int = _setting(
         0, "worker processes for the loop backend (0 = auto: free cores, big steps only)",

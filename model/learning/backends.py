@@ -41,6 +41,7 @@ __all__ = [
     "Functional",
     "Hyper",
     "adam_update",
+    "conv2d_fast_wgrad",
     "evaluate_agents",
     "evaluate_chunk_sums",
     "sum_chunks",
@@ -91,8 +92,10 @@ class Hyper:
 
 
 OPTIMIZERS = ("sgd", "adam")
-PRECISIONS = ("fp32", "bf16")
-"""Arithmetic of forwards and backwards (setting ``precision``): fp32, or bf16 autocast."""
+PRECISIONS = ("fp32", "fp32_fast", "bf16")
+"""Arithmetic of forwards and backwards (setting ``precision``): fp32; fp32 with the first
+convolution's weight gradient as one convolution over the batch (:func:`conv2d_fast_wgrad`,
+another summation order); or bf16 autocast."""
 
 
 def adam_update(
@@ -184,7 +187,7 @@ class Functional:
         self.precision = precision
         self._device_type = next((p.device.type for p in template.parameters()), "cpu")
         self.plan = nhwc_plan(template, self.names)
-        self.dense = self.plan if is_dense_plan(self.plan) and precision == "fp32" else None
+        self.dense = self.plan if is_dense_plan(self.plan) and precision != "bf16" else None
         """The plan when the net is Linear (with bias) and ReLU layers only, in fp32: its
         gradient is written out (:func:`dense_step`) instead of recorded by autograd."""
         self.grad_and_loss = grad_and_value(self.ce)  # for vmap (batched backend)
@@ -205,7 +208,7 @@ class Functional:
     def autocast(self) -> contextlib.AbstractContextManager[None]:
         """``precision = "bf16"``: torch autocast to bfloat16 on this device (convs and
         matmuls in bf16, parameters, losses and updates stay fp32); fp32: a no-op."""
-        if self.precision == "fp32":
+        if self.precision != "bf16":
             return contextlib.nullcontext()
         return torch.autocast(device_type=self._device_type, dtype=torch.bfloat16)
 
@@ -246,7 +249,8 @@ class Functional:
             return dense_step(self.dense, leaves, x, y)
         if self.plan is not None:  # bit-identical gradients, ReLU after the pool (see plan)
             with self.autocast():
-                out = nchw_forward(self.plan, leaves, x)
+                out = nchw_forward(self.plan, leaves, x,
+                                   fast_wgrad=self.precision == "fp32_fast")  # fmt: skip
             loss = F.cross_entropy(self._fp32(out), y)
         else:
             loss = self.ce(leaves, x, y)
@@ -367,18 +371,74 @@ def max_pool2_nchw_to_nhwc(h: torch.Tensor) -> torch.Tensor:
     return torch.maximum(t[:, :, :, 0], t[:, :, :, 1])
 
 
-def nchw_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+class _FastWgradConv(torch.autograd.Function):
+    """A stride-1 convolution of an input that needs no gradient (a net's first layer):
+    oneDNN's forward, and the weight gradient as one convolution over the batch.
+
+    Why: ``dW[o, c, i, j] = sum_{b, h, w} g[b, o, h, w] x_pad[b, c, h + i, w + j]`` is itself
+    a convolution, with the batch as its channels: input ``x_pad`` seen as ``[C, B, H', W']``,
+    kernel ``g`` seen as ``[O, B, H, W]``, output ``[C, O, kh, kw]``. oneDNN's backward-weights
+    kernel for a 1-channel input (Cached-DFL's and LeNet-5's first layer) runs at about a
+    tenth of the matmul peak on a CPU; as a forward convolution with B input channels it runs
+    several times faster (``benchmarks/conv_kernels.py``). Same maths, another summation
+    order: the gradient agrees with torch's to ~1e-6 relative, not bit for bit
+    (``tests/test_fast_wgrad.py``).
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, w: torch.Tensor,
+        b: torch.Tensor | None, padding: tuple[int, int],
+    ) -> torch.Tensor:  # fmt: skip
+        ctx.save_for_backward(x)
+        ctx.padding = padding  # type: ignore[attr-defined]
+        ctx.has_bias = b is not None  # type: ignore[attr-defined]
+        return F.conv2d(x, w, b, 1, padding)
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, g: torch.Tensor
+    ) -> tuple[None, torch.Tensor, torch.Tensor | None, None]:
+        (x,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        ph, pw = ctx.padding  # type: ignore[attr-defined]
+        xp = F.pad(x, (pw, pw, ph, ph)).transpose(0, 1)  # [C, B, H', W']
+        gt = g.transpose(0, 1).contiguous()  # [O, B, H, W]
+        dw = F.conv2d(xp, gt).transpose(0, 1)  # [O, C, kh, kw]
+        db = gt.sum((1, 2, 3)) if ctx.has_bias else None  # type: ignore[attr-defined]
+        return None, dw.contiguous(), db, None
+
+
+def conv2d_fast_wgrad(
+    h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, m: nn.Conv2d
+) -> torch.Tensor | None:
+    """``m``'s convolution of ``h`` through :class:`_FastWgradConv`, or None where it does
+    not apply: an input that needs a gradient, a stride, dilation or groups other than 1,
+    or a padding that is not a pair of integers."""
+    pad = m.padding
+    if (h.requires_grad or h.device.type != "cpu" or m.groups != 1 or isinstance(pad, str)
+            or tuple(m.stride) != (1, 1) or tuple(m.dilation) != (1, 1)):  # fmt: skip
+        return None
+    return _FastWgradConv.apply(h, w, b, (int(pad[0]), int(pad[1])))
+
+
+def nchw_forward(
+    plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tensor, *, fast_wgrad: bool = False
+) -> torch.Tensor:
     """Run ``plan`` in torch's default layout (training, under autograd): the template's ops
     with "ReLU, max-pool" as "max-pool, ReLU". Same values and the same gradients: where a
     window's max is > 0 both route it to the same (first) maximal element, else both give 0.
     The 2x2 max-pools run as :func:`max_pool2_nchw` (same values, indices and gradients,
-    faster forward; ``benchmarks/peer_profile.py`` prints where a step's time goes)."""
+    faster forward; ``benchmarks/peer_profile.py`` prints where a step's time goes).
+    ``fast_wgrad`` (``precision = "fp32_fast"``): the first convolution's weight gradient by
+    :func:`conv2d_fast_wgrad` (same forward values, another summation order)."""
     h = x
     for kind, ids, m in plan:
         if kind == "conv":
             assert isinstance(m, nn.Conv2d)
             bias = ps[ids[1]] if len(ids) > 1 else None
-            h = F.conv2d(h, ps[ids[0]], bias, m.stride, m.padding, m.dilation)
+            out = conv2d_fast_wgrad(h, ps[ids[0]], bias, m) if fast_wgrad else None
+            h = out if out is not None else F.conv2d(
+                h, ps[ids[0]], bias, m.stride, m.padding, m.dilation)  # fmt: skip
         elif kind == "pool_relu":
             h = F.relu(max_pool2_nchw(h))
         elif kind == "relu":
