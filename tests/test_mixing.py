@@ -13,6 +13,7 @@ from model.maths.mixing import (
     fedavg_weights,
     global_average_weights,
     identity,
+    member_pairs,
     mobility_aware_weights,
 )
 
@@ -137,3 +138,16 @@ def test_bad_adjacency_is_rejected():
         dpsgd_weights(sp.csr_matrix(np.array([[0, 1], [0, 0]], dtype=bool)))
     with pytest.raises(ConfigError, match="self loops"):
         dpsgd_weights(sp.csr_matrix(np.eye(2, dtype=bool)))
+
+
+def test_member_pairs_lists_each_contact_once_between_members_in_row_major_order():
+    # Prepare: contacts 0-1, 0-3, 1-2, 2-3 (symmetric), agent 2 not a member
+    rows, cols = np.array([0, 0, 1, 2]), np.array([1, 3, 2, 3])
+    adj = sp.csr_matrix((np.ones(8, bool), (np.r_[rows, cols], np.r_[cols, rows])), shape=(4, 4))
+    # Execute
+    everyone = member_pairs(adj)
+    some = member_pairs(adj, np.array([0, 1, 3]))
+    # Assert
+    assert everyone.tolist() == [[0, 1], [0, 3], [1, 2], [2, 3]]
+    assert some.tolist() == [[0, 1], [0, 3]]
+    assert everyone.dtype == np.int64 and member_pairs(sp.csr_matrix((3, 3))).shape == (0, 2)

@@ -47,7 +47,7 @@ from mobidfl.atomic import write_text_atomic
 from model.config import Config
 from model.contacts import contact_matrix, pairs_within, symmetric_adjacency
 from model.errors import ConfigError
-from model.maths.mixing import mobility_aware_weights
+from model.maths.mixing import member_pairs, mobility_aware_weights
 from model.world import MobiDFLModel
 from validation import Row
 from validation.refcache import ensure
@@ -231,8 +231,7 @@ def neighbour_stats(run: Run, *, window: int) -> dict[str, float]:
 
 
 def pair_sets(adj: sp.csr_matrix) -> set[tuple[int, int]]:
-    upper = sp.triu(adj, k=1).tocoo()
-    return set(zip(upper.row.tolist(), upper.col.tolist(), strict=True))
+    return set(map(tuple, member_pairs(adj).tolist()))
 
 
 def same_position_checks(ref: Run, sharing_class: type) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from analysis.app.look import (
     accuracy_colour,
     progress_labels,
 )
+from model.maths.mixing import member_pairs
 from model.world import MobiDFLModel
 
 
@@ -112,8 +113,7 @@ def agents_geojson(model: MobiDFLModel) -> dict[str, Any]:
 
 def contact_pairs(adjacency: sp.spmatrix) -> np.ndarray:
     """Pairs (i < j) that exchanged this step, shape (P, 2), from the symmetric adjacency."""
-    upper = sp.triu(sp.csr_matrix(adjacency), k=1).tocoo()
-    return np.stack([upper.row, upper.col], axis=-1).astype(int)
+    return member_pairs(adjacency)
 
 
 def link_progress(model: MobiDFLModel, pairs: np.ndarray) -> dict[str, np.ndarray] | None:

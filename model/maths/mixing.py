@@ -30,6 +30,7 @@ __all__ = [
     "global_average_weights",
     "identity",
     "member_mask",
+    "member_pairs",
     "mobility_aware_weights",
 ]
 
@@ -51,6 +52,20 @@ def member_mask(n: int, members: np.ndarray | None) -> np.ndarray:
     mask = np.zeros(n, dtype=bool)
     mask[idx] = True
     return mask
+
+
+def member_pairs(adjacency: sp.spmatrix, members: np.ndarray | None = None) -> np.ndarray:
+    """This step's encounters between two members: ``[E, 2]`` pairs ``(i, j)`` with ``i < j``,
+    in row-major order (``None`` = every agent is a member). The one place the upper
+    triangle of the contact graph is read: each contact once, as the policies, the links and
+    the app's contact lines all count it."""
+    upper = sp.triu(sp.csr_matrix(adjacency, dtype=bool), k=1).tocoo()
+    row, col = upper.row, upper.col
+    if members is not None:
+        mask = member_mask(adjacency.shape[0], members)
+        keep = mask[row] & mask[col]
+        row, col = row[keep], col[keep]
+    return np.stack([row, col], axis=1).astype(np.int64)
 
 
 def _member_graph(

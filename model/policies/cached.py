@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 
 from model.errors import ConfigError
 from model.maths.cache import (
@@ -55,7 +54,7 @@ from model.maths.cache import (
     group_lru_update,
     lru_update,
 )
-from model.maths.mixing import member_mask
+from model.maths.mixing import member_pairs
 from model.policies.base import (
     AgentTable,
     Exchange,
@@ -73,15 +72,6 @@ if TYPE_CHECKING:
 STATE_FORMAT = 1
 RNG_TAG = 0xCAC4E
 """Second word of the policy generator's seed ``[seed, RNG_TAG]``."""
-
-
-def member_edges(adjacency: sp.spmatrix, members: np.ndarray) -> np.ndarray:
-    """Encounters of this step between two members: ``[E, 2]`` pairs ``(i, j)``, ``i < j``."""
-    a = sp.csr_matrix(adjacency, dtype=bool)
-    mask = member_mask(a.shape[0], members)
-    upper = sp.triu(a, k=1).tocoo()
-    keep = mask[upper.row] & mask[upper.col]
-    return np.stack([upper.row[keep], upper.col[keep]], axis=1).astype(np.int64)
 
 
 def encounter_order(
@@ -352,7 +342,7 @@ class CachedPolicy(ExchangePolicy):
         times (a context built by hand) the order is that random permutation.
         """
         if ctx.encounters is None:
-            edges = member_edges(ctx.adjacency, ctx.members)
+            edges = member_pairs(ctx.adjacency, ctx.members)
             return edges[self.rng.permutation(len(edges))]
         pairs, times = ctx.encounters
         return encounter_order(pairs, times, ctx.members, self.rng)

@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from model.maths.mixing import dpsgd_weights, member_mask
+from model.maths.mixing import dpsgd_weights, member_pairs
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 
 
@@ -33,10 +33,7 @@ def received_graph(ctx: ExchangeContext) -> tuple[sp.csr_matrix, bool]:
     if ctx.link is None:
         return ctx.adjacency, False
     n = ctx.adjacency.shape[0]
-    mask = member_mask(n, ctx.members)
-    upper = sp.triu(sp.csr_matrix(ctx.adjacency, dtype=bool), k=1).tocoo()
-    keep = mask[upper.row] & mask[upper.col]
-    pairs = np.stack([upper.row[keep], upper.col[keep]], axis=1).astype(np.int64)
+    pairs = member_pairs(ctx.adjacency, ctx.members)
     got = ctx.link.swap_models(pairs)
     graph = sp.csr_matrix((np.ones(len(got), bool), (got[:, 0], got[:, 1])), shape=(n, n))
     return graph, True

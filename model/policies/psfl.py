@@ -47,6 +47,7 @@ import scipy.sparse as sp
 
 from agents.mobility.walker import PsflSettings
 from model.errors import ConfigError
+from model.maths.mixing import member_pairs
 from model.maths.psfl import (
     ElectionState,
     GradientField,
@@ -335,14 +336,14 @@ class PsflPolicy(ExchangePolicy):
         """Alg. 1 line 4, "Broadcast nn_i^t to neighbours N_i", over the link: each contact
         pair sends its models both ways; ds(i, j) = L_ij + L_ji (eq. 3) needs both, so only
         pairs whose models crossed both ways stay neighbours this step."""
-        upper = sp.triu(adjacency, k=1).tocoo()
-        pairs = np.stack([self.members[upper.row], self.members[upper.col]], axis=1)
+        local = member_pairs(adjacency)
+        pairs = self.members[local]
         size = float(link.message_bytes)
         to_b, to_a = link.swap(pairs, size, size)
         both = to_b & to_a
         n = self.members.size
         kept = sp.coo_matrix(
-            (np.ones(int(both.sum()), bool), (upper.row[both], upper.col[both])), shape=(n, n)
+            (np.ones(int(both.sum()), bool), (local[both, 0], local[both, 1])), shape=(n, n)
         )
         return (kept + kept.T).tocsr()
 
