@@ -165,7 +165,7 @@ class MobiDFLModel(mesa.Model):
         self.speed = np.concatenate([g[2].speeds() for g in self.groups])
         self.area = self.world_map.area_of(self.position)
         for _, members, mobility in self.groups:
-            home = getattr(mobility, "home_area", None)
+            home = mobility.home_area
             if home is not None:
                 self.area[members] = np.where(home >= 0, home, self.area[members])
 
@@ -288,11 +288,11 @@ class MobiDFLModel(mesa.Model):
 
     def _contact_trace(self) -> ContactTrace | None:
         """The trace of the ``contact_trace`` mobility groups; all or none of the groups."""
-        given = [(kind, m) for kind, _, m in self.groups if getattr(m, "gives_contacts", False)]
+        given = [(kind, m) for kind, _, m in self.groups if m.gives_contacts]
         if not given:
             return None
         if len(given) != len(self.groups):
-            moving = next(k for k, _, m in self.groups if not getattr(m, "gives_contacts", False))
+            moving = next(k for k, _, m in self.groups if not m.gives_contacts)
             raise ConfigError(
                 f"{moving}.mobility", self.config.kind(moving).mobility,
                 f"contact_trace, as {given[0][0]}.mobility (a contact trace gives every "

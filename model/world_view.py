@@ -36,7 +36,7 @@ def group_views(groups: Sequence[tuple[str, slice, MobilityModel]]) -> tuple[Gro
     views = []
     for kind, members, mobility in groups:
         walker: WalkerView | None = (
-            mobility if getattr(mobility, "walkers", None) is not None else None  # type: ignore[assignment]
+            mobility if mobility.walkers is not None else None  # type: ignore[assignment]
         )
         views.append(
             GroupView(

@@ -76,6 +76,17 @@ class MobilityModel(ABC):
     settings_class: ClassVar[type[PluginSettings] | None] = None
     """This model's own settings (a frozen dataclass under a namespace, e.g. ``manhattan``);
     :class:`model.config.Config` composes, documents and validates them."""
+    gives_contacts: ClassVar[bool] = False
+    """True when the model supplies the step's contacts itself (a contact trace) instead of
+    positions the world's neighbour search reads; the world then takes every group's
+    contacts from it, and refuses a run that mixes such groups with moving ones."""
+
+    home_area: np.ndarray | None = None
+    """Each member's area for area-based policies (PSFL's ``A_i``), set by models that place
+    members in areas (-1: the map's area at the start position); ``None``: the map's areas."""
+    walkers: np.ndarray | None = None
+    """Members that walk between areas (PSFL's walking nodes, Sec. V), as indices into the
+    group; ``None`` for models without walkers. The world's group views expose them."""
 
     def __init__(
         self,
