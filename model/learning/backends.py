@@ -401,7 +401,9 @@ class _FastWgradConv(torch.autograd.Function):
     ) -> tuple[None, torch.Tensor, torch.Tensor | None, None]:
         (x,) = ctx.saved_tensors  # type: ignore[attr-defined]
         ph, pw = ctx.padding  # type: ignore[attr-defined]
-        xp = F.pad(x, (pw, pw, ph, ph)).transpose(0, 1)  # [C, B, H', W']
+        xp = F.pad(x, (pw, pw, ph, ph))
+        b, c, hp, wp = xp.shape  # as [C, B, H', W'], with plain strides (what oneDNN expects)
+        xp = xp.view(1, b, hp, wp) if c == 1 else xp.transpose(0, 1).contiguous()
         gt = g.transpose(0, 1).contiguous()  # [O, B, H, W]
         dw = F.conv2d(xp, gt).transpose(0, 1)  # [O, C, kh, kw]
         db = gt.sum((1, 2, 3)) if ctx.has_bias else None  # type: ignore[attr-defined]
