@@ -338,7 +338,14 @@ class LinkModel(ABC):
         """``link.resume``: per (sender, receiver) the unfinished message and bytes done."""
 
     def label(self) -> str:
-        """How the app names this link (``fixed_rate (6 Mbit/s)``); default: its name."""
+        """How the app names this link in its status line.
+
+        Returns
+        -------
+        str
+            The name, with what tells its settings apart where a model has that
+            (``fixed_rate (6 Mbit/s)``); default: the name.
+        """
         return self.name
 
     def j_per_flop(self) -> dict[str, float]:
