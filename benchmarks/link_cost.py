@@ -10,7 +10,7 @@ inside the linked run: on a loaded machine their share of a linked step is the s
 number. Goal (issue 26): at most 10 % over ideal.
 
 Run: ``python benchmarks/link_cost.py`` (``--steps 4 --test-size 2000 --link distance_rate``;
-``--set link.rate_bps=1e6`` and other settings pass through).
+``--set link.fixed_rate.rate_bps=1e6`` and other settings pass through).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ __all__ = [
     "check_value",
     "non_negative",
     "one_of",
+    "plugin_settings_classes",
     "positive",
     "setting",
     "unit_interval",
@@ -176,6 +177,8 @@ class PluginSettings:
     """
 
     namespace: ClassVar[str]
+    """Prefix of the public names: an identifier (``psfl``), or dotted under a family's
+    namespace (``link.fixed_rate``: a link model's own settings)."""
 
     def joint_check(self) -> tuple[tuple[str, ...], Any, str] | None:
         """A check across fields: ``(fields, value, allowed)`` of a problem, else ``None``."""
@@ -202,3 +205,24 @@ class PluginSettings:
         for f in fields(cls):  # type: ignore[arg-type]
             check_value(names.get(f.name, f"{cls.namespace}.{f.name}"), f, getattr(own, f.name))
         return own
+
+
+def plugin_settings_classes(plugin: Any) -> tuple[type[PluginSettings], ...]:
+    """The settings classes a plug-in declares: the one its family shares
+    (``common_settings_class``: every link model reads ``link``), then its own
+    (``settings_class``: ``psfl``, ``link.fixed_rate``); either may be absent.
+
+    Parameters
+    ----------
+    plugin
+        A registered plug-in class (policy, mobility model, link model).
+
+    Returns
+    -------
+    tuple of type
+        The declared :class:`PluginSettings` subclasses, common first, each once.
+    """
+    found = (
+        getattr(plugin, "common_settings_class", None), getattr(plugin, "settings_class", None)
+    )
+    return tuple(dict.fromkeys(own for own in found if own is not None))

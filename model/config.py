@@ -133,7 +133,7 @@ class Config(ConfigFields):
             raise AttributeError(name)
         if name in plugins:
             return plugins[name]
-        namespace, _, attr = old_names().get(name, "").partition(".")
+        namespace, _, attr = old_names().get(name, "").rpartition(".")
         if namespace in plugins:
             return getattr(plugins[namespace], attr)
         raise AttributeError(f"'Config' object has no attribute {name!r}")

@@ -21,7 +21,14 @@ from mobidfl.kinds import AGENT_KINDS, COUNT_SETTING, KIND_POLICY, KINDS, auto_p
 from model.config_values import contact_outputs, dataset_check, registered
 from model.errors import ConfigError
 from model.plugins import LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
-from model.settings import PluginSettings, at_least_one, non_negative, one_of, positive
+from model.settings import (
+    PluginSettings,
+    at_least_one,
+    non_negative,
+    one_of,
+    plugin_settings_classes,
+    positive,
+)
 from model.settings import setting as _setting
 
 __all__ = [
@@ -311,22 +318,36 @@ def registered_plugins(config: ConfigFields) -> dict[str, Any]:
 
 def plugin_namespaces() -> dict[str, type[PluginSettings]]:
     """Namespace -> settings class declared by the registered policies, mobility models and
-    link models (``settings_class``), sorted by namespace (the settings reference's order)."""
+    link models (:func:`model.settings.plugin_settings_classes`: a family's common class
+    such as ``link``, and each plug-in's ``settings_class``), sorted by namespace (the
+    settings reference's order: ``link`` before ``link.fixed_rate``).
+
+    A namespace is an identifier that is no core setting or kind, or dotted under another
+    namespace (``link.fixed_rate``) whose fields it does not shadow.
+    """
     found: dict[str, type[PluginSettings]] = {}
     for registry in (POLICIES, MOBILITY_MODELS, LINKS):
         for name, plugin in registry.items():
-            own = getattr(plugin, "settings_class", None)
-            if own is None:
-                continue
-            if own.namespace in FIELD_NAMES or not own.namespace.isidentifier():
-                raise ConfigError(
-                    f"{registry.kind} {name}.settings_class.namespace", own.namespace,
-                    "an identifier that is not a setting or a kind",
-                )
-            held = found.setdefault(own.namespace, own)
-            if held is not own:
-                raise ConfigError(
-                    f"{registry.kind} {name}.settings_class", own.__qualname__,
-                    f"{held.__qualname__}, the class of namespace {own.namespace!r}",
-                )
+            for own in plugin_settings_classes(plugin):
+                parts = own.namespace.split(".")
+                if parts[0] in FIELD_NAMES or not all(p.isidentifier() for p in parts):
+                    raise ConfigError(
+                        f"{registry.kind} {name}.settings_class.namespace", own.namespace,
+                        "an identifier that is not a setting or a kind (or dotted: "
+                        "link.<name>)",
+                    )
+                held = found.setdefault(own.namespace, own)
+                if held is not own:
+                    raise ConfigError(
+                        f"{registry.kind} {name}.settings_class", own.__qualname__,
+                        f"{held.__qualname__}, the class of namespace {own.namespace!r}",
+                    )
+    for namespace in found:
+        parent, _, leaf = namespace.rpartition(".")
+        if parent and (parent not in found
+                       or leaf in {f.name for f in fields(found[parent])}):  # type: ignore[arg-type]
+            raise ConfigError(
+                f"{namespace} settings namespace", namespace,
+                f"a name under a declared namespace that none of its fields uses ({parent!r})",
+            )
     return dict(sorted(found.items()))

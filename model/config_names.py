@@ -67,20 +67,31 @@ PAPER_WORDS: dict[str, list[str]] = {
 
 
 def old_names() -> dict[str, str]:
-    """Old flat name -> public name: ``<kind>_<field>`` for each kind's fields, then the
-    ``alias`` each registered plug-in field declares (``psfl_sigma`` -> ``psfl.sigma``).
+    """Old name -> public name: ``<kind>_<field>`` for each kind's fields, then the
+    ``alias`` each registered plug-in field declares: an old flat name (``psfl_sigma`` ->
+    ``psfl.sigma``) or the short name a link model's setting had before it got its own
+    namespace (``link.rate_bps`` -> ``link.fixed_rate.rate_bps``).
 
-    An alias that is already a name (a core setting or another old name) is refused.
+    An alias that is already a name (a core setting, a public name or another old name) is
+    refused.
     """
     out = {f"{kind}_{f}": f"{kind}.{f}" for kind in KINDS for f in sorted(KIND_FIELD_NAMES)}
-    for namespace, own in plugin_namespaces().items():
+    namespaces = plugin_namespaces()
+    for namespace, own in namespaces.items():
         for f in fields(own):  # type: ignore[arg-type]
             alias = f.metadata.get("alias")
             if alias:
-                if alias in out or alias in FIELD_NAMES:
+                if alias in out or alias in FIELD_NAMES or _declared(alias, namespaces):
                     raise ConfigError(f"{namespace}.{f.name}", alias, "an alias no other uses")
                 out[alias] = f"{namespace}.{f.name}"
     return out
+
+
+def _declared(name: str, namespaces: Mapping[str, type]) -> bool:
+    """Whether ``name`` is a plug-in setting's public name (``namespace.field``)."""
+    owner, _, attr = name.rpartition(".")
+    own = namespaces.get(owner)
+    return own is not None and attr in {f.name for f in fields(own)}  # type: ignore[arg-type]
 
 
 class UnknownSetting(ConfigError):
@@ -106,23 +117,23 @@ class UnknownSetting(ConfigError):
 
 def split_name(name: str) -> tuple[str | None, str]:
     """``(owner, field)`` of any name of a setting: owner ``None`` (a core setting), a kind
-    (``vehicle.mobility``) or a plug-in namespace (``psfl.sigma``); old names through
-    :func:`old_names`. Unknown names raise :class:`UnknownSetting`."""
-    if "." not in name:
-        if name in FIELD_NAMES and name not in KINDS and name != "plugins":
-            return None, name
-        public = old_names().get(name)
-        if public is None:
-            raise UnknownSetting(name)  # built only here: its suggestions scan every name
-        name = public
-    owner, _, attr = name.partition(".")
+    (``vehicle.mobility``) or a plug-in namespace (``psfl.sigma``, ``link.fixed_rate.rate_bps``:
+    the owner is everything before the last dot); old names through :func:`old_names`.
+    Unknown names raise :class:`UnknownSetting`."""
+    if "." not in name and name in FIELD_NAMES and name not in KINDS and name != "plugins":
+        return None, name
+    owner, _, attr = name.rpartition(".")
     if owner in KINDS:
-        known = KIND_FIELD_NAMES
+        known: frozenset[str] | set[str] = KIND_FIELD_NAMES
     else:
-        own = plugin_namespaces().get(owner)
+        own = plugin_namespaces().get(owner) if owner else None
         known = frozenset() if own is None else {f.name for f in fields(own)}  # type: ignore[arg-type]
-    if attr not in known:
+    if attr in known:
+        return owner, attr
+    public = old_names().get(name)
+    if public is None:
         raise UnknownSetting(name)  # built only here: its suggestions scan every name
+    owner, _, attr = public.rpartition(".")
     return owner, attr
 
 

@@ -1,15 +1,17 @@
 """Settings that cannot take effect: a plug-in's setting given while that plug-in is unused.
 
 A plug-in owns the settings of its namespace (``contact_trace.file``, ``psfl.sigma``,
-``link.rate_bps``): they are read only by the plug-ins that declare the namespace as their
-``settings_class``. Giving one of them explicitly in a world where none of those plug-ins
+``link.fixed_rate.rate_bps``): they are read only by the plug-ins that declare the namespace
+(their ``settings_class``, or the ``common_settings_class`` of a family: every link model
+reads ``link``). Giving one of them explicitly in a world where none of those plug-ins
 is in use changes nothing, silently -- the rule checked here, for every namespace (a
 setting given at its default, as in a full ``config.toml``, changes nothing either way):
 
 * a namespace is *in use* when one of its plug-ins is: a policy of a kind with agents, a
   mobility model of a kind with agents, or the selected ``link.model``;
-* a field whose help starts with ``name:`` or ``name/name:`` (``"fixed_rate: bit/s"``)
-  is read only by those plug-ins of its namespace: it is in use only when one of them is.
+* a field whose help starts with ``name:`` or ``name/name:`` (``"distance_rate/ns3: radio
+  profile"``) is read only by those plug-ins of its namespace: it is in use only when one of
+  them is.
 
 Each such setting is reported once, in one line (:class:`InertSettingWarning`), naming
 the setting, its value and what would read it. The check reads the config through its
@@ -24,6 +26,7 @@ from typing import Any
 
 from mobidfl.kinds import KINDS
 from model.plugins import LINKS, MOBILITY_MODELS, POLICIES
+from model.settings import plugin_settings_classes
 
 
 class InertSettingWarning(UserWarning):
@@ -35,8 +38,7 @@ def _owners() -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = {}
     for registry in (POLICIES, MOBILITY_MODELS, LINKS):
         for name, plugin in registry.items():
-            own = getattr(plugin, "settings_class", None)
-            if own is not None:
+            for own in plugin_settings_classes(plugin):
                 out.setdefault(own.namespace, []).append((registry.kind, name))
     return out
 

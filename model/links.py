@@ -11,11 +11,17 @@ contact ends; the others refuse a non-ideal link (the link checks of :mod:`model
 Plug-ins, registered by name in :data:`model.plugins.LINKS`:
 
 * ``ideal`` (default): no link model; every result is what it was without link models.
-* ``fixed_rate``: one rate (``link.rate_bps``), or one per pair of kinds
-  (``link.kind_rates``), whatever the distance.
+* ``fixed_rate``: one rate (``link.fixed_rate.rate_bps``), or one per pair of kinds
+  (``link.fixed_rate.kind_rates``), whatever the distance.
 * ``distance_rate``: the rate at the pair's distance, from a step table
-  (``link.table``, The ONE's ``DistanceCapacityInterface``) or from log-distance path loss
-  and Shannon's capacity with a radio profile (``link.profile``: :data:`PROFILES`).
+  (``link.distance_rate.table``, The ONE's ``DistanceCapacityInterface``) or from
+  log-distance path loss and Shannon's capacity with a radio profile (``link.profile``:
+  :data:`PROFILES`).
+
+Settings every link model reads are :class:`LinkSettings` (namespace ``link``); a model's
+own are its ``settings_class`` under ``link.<name>``. The short old names
+(``link.rate_bps``, ``link.table``, ``link.kind_rates``) stay accepted
+(:func:`model.config_names.old_names`).
 
 A link model's contract is :meth:`LinkModel.plan` (what each stay of a step can carry);
 the rate-based ones derive it from :meth:`RateLink.rate`. The maths are pure functions in
@@ -55,7 +61,16 @@ from model.settings import (
     setting,
 )
 
-__all__ = ["PROFILES", "LinkModel", "LinkPlan", "LinkSettings", "RateLink", "make_link"]
+__all__ = [
+    "PROFILES",
+    "DistanceRateSettings",
+    "FixedRateSettings",
+    "LinkModel",
+    "LinkPlan",
+    "LinkSettings",
+    "RateLink",
+    "make_link",
+]
 
 RNG_TAG = 0x11A4
 """Second word of the link's own generator seed ``[seed, RNG_TAG]`` (frame loss draws)."""
@@ -145,18 +160,18 @@ def _loss_check(value: float) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class LinkSettings(PluginSettings):
-    """Settings of every link model (namespace ``link``).
+    """Settings every link model reads (namespace ``link``); each model's own settings are
+    its ``settings_class`` under ``link.<name>`` (``link.fixed_rate.rate_bps``).
 
     Attributes
     ----------
     model : str
         The link model by name (``ideal``, ``fixed_rate``, ``distance_rate``, ``ns3``).
-    rate_bps, kind_rates : float, str
-        ``fixed_rate``: bit/s, and bit/s per pair of kinds.
+    profile : str
+        The radio (:data:`PROFILES`) of the models that simulate one: ``distance_rate``
+        without a table, ``ns3``.
     efficiency, setup_s : float
         Share of the rate that carries model bytes; seconds before the first byte.
-    table, profile : str
-        ``distance_rate``: a DISTANCE:RATE step table, or the radio profile's curve.
     loss, retries, frame_bytes : float, int, int
         Frame loss chance, MAC retries per frame and frame payload.
     shared_radio, resume : bool
@@ -177,19 +192,6 @@ class LinkSettings(PluginSettings):
         _known_link,
         alias="link",
     )
-    rate_bps: float = setting(
-        6e6,
-        "fixed_rate: bit/s (6 Mbit/s: the default data rate of ETSI ITS-G5 / 802.11p at "
-        "10 MHz; inf = unlimited, with byte and energy accounting)",
-        positive,
-        inf=True,
-    )
-    kind_rates: str = setting(
-        "",
-        "fixed_rate: bit/s per pair of kinds, e.g. vehicle-vehicle:6e6,pedestrian-sensor:1e6 "
-        "(other pairs: rate_bps)",
-        _kind_rates_check,
-    )
     efficiency: float = setting(
         0.59,
         "share of the rate that carries model bytes (MAC overhead: preamble, DIFS, back-off, "
@@ -205,15 +207,9 @@ class LinkSettings(PluginSettings):
         "association: 0)",
         non_negative,
     )
-    table: str = setting(
-        "",
-        "distance_rate: step table DISTANCE:RATE (m:bit/s), rates never rising, e.g. "
-        "0:27e6,50:12e6,100:6e6 (empty = the profile's path-loss + Shannon curve)",
-        _table_check,
-    )
     profile: str = setting(
         "dsrc",
-        "distance_rate: radio profile (dsrc = 802.11p, cv2x = LTE-V2X sidelink, "
+        "distance_rate/ns3: radio profile (dsrc = 802.11p, cv2x = LTE-V2X sidelink, "
         "wifi_direct, ble)",
         one_of(*PROFILES),
     )
@@ -286,25 +282,71 @@ class LinkModel(ABC):
     it). How a model gets there is its own: a rate over the pair's distance
     (:class:`RateLink`) or a packet-level replay (``ns3``).
 
+    A link model is one class registered by name in :data:`model.plugins.LINKS`; the
+    settings it alone reads are its :attr:`settings_class` under the namespace
+    ``link.<name>`` (``link.fixed_rate.rate_bps``), the ones every model reads are
+    :class:`LinkSettings` (``link.efficiency``). docs/reference/layout.md, "Adding a link
+    model", walks through a new one.
+
     Parameters
     ----------
     settings
-        The run's settings (the model reads ``settings.link`` and the run's seed).
+        The run's settings (the model reads its seed, ``link`` and ``link.<name>``).
+
+    Attributes
+    ----------
+    options : LinkSettings
+        The settings every link model reads (namespace ``link``).
+    own : PluginSettings or None
+        This model's own settings (namespace ``link.<name>``; ``None`` without a
+        :attr:`settings_class`).
+    rng : numpy.random.Generator
+        The link's own generator (frame loss draws), seeded ``[seed, RNG_TAG]``.
     """
 
     name: ClassVar[str]
-    settings_class: ClassVar[type[PluginSettings]] = LinkSettings
+    """The model's name: the value of ``link.model`` that selects it."""
+    common_settings_class: ClassVar[type[PluginSettings]] = LinkSettings
+    """The settings every link model reads (namespace ``link``), composed by
+    :class:`model.config.Config` once for the whole family."""
+    settings_class: ClassVar[type[PluginSettings] | None] = None
+    """This model's own settings (a frozen :class:`~model.settings.PluginSettings`
+    dataclass whose ``namespace`` is ``link.<name>``); :class:`model.config.Config`
+    composes, documents and validates them. Checked when the class is defined."""
     ideal: ClassVar[bool] = False
     """True: no link model at all (``ideal``); :meth:`plan` is never called."""
     needs_distance: ClassVar[bool] = False
     """True: :meth:`plan` depends on the pair's distance (a contact trace without distances
     refuses it)."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("settings_class")
+        name = cls.__dict__.get("name")
+        if own is not None and name is not None and own.namespace != f"link.{name}":
+            raise TypeError(
+                f"link model {name}: settings_class {own.__qualname__} has namespace "
+                f"{own.namespace!r}; a link model's own settings live under 'link.{name}'"
+            )
+
     def __init__(self, *, settings: Any) -> None:
         self.options: LinkSettings = LinkSettings.of(settings)
+        own = type(self).settings_class
+        self.own: Any = None if own is None else own.of(settings)
         self.rng = np.random.default_rng([int(getattr(settings, "seed", 0)), RNG_TAG])
         self.partial: dict[tuple[int, int], tuple[Any, float]] = {}
         """``link.resume``: per (sender, receiver) the unfinished message and bytes done."""
+
+    def label(self) -> str:
+        """How the app names this link in its status line.
+
+        Returns
+        -------
+        str
+            The name, with what tells its settings apart where a model has that
+            (``fixed_rate (6 Mbit/s)``); default: the name.
+        """
+        return self.name
 
     def j_per_flop(self) -> dict[str, float]:
         """Joules per training FLOP per kind: ``link.kind_j_per_flop`` over the defaults
@@ -642,7 +684,60 @@ class LinkPlan:
         }
 
 
-def _kind_pair_rates(options: LinkSettings, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True, kw_only=True)
+class FixedRateSettings(PluginSettings):
+    """Settings of ``fixed_rate`` (namespace ``link.fixed_rate``).
+
+    Attributes
+    ----------
+    rate_bps : float
+        Bit/s of every pair whose kinds ``kind_rates`` does not name.
+    kind_rates : str
+        Bit/s per pair of kinds (``vehicle-vehicle:6e6,pedestrian-sensor:1e6``).
+    """
+
+    namespace: ClassVar[str] = "link.fixed_rate"
+    rate_bps: float = setting(
+        6e6,
+        "bit/s (6 Mbit/s: the default data rate of ETSI ITS-G5 / 802.11p at "
+        "10 MHz; inf = unlimited, with byte and energy accounting)",
+        positive,
+        inf=True,
+        alias="link.rate_bps",
+    )
+    kind_rates: str = setting(
+        "",
+        "bit/s per pair of kinds, e.g. vehicle-vehicle:6e6,pedestrian-sensor:1e6 "
+        "(other pairs: rate_bps)",
+        _kind_rates_check,
+        alias="link.kind_rates",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistanceRateSettings(PluginSettings):
+    """Settings of ``distance_rate`` (namespace ``link.distance_rate``; its radio without a
+    table is the common ``link.profile``).
+
+    Attributes
+    ----------
+    table : str
+        A DISTANCE:RATE step table (empty: the profile's path-loss + Shannon curve).
+    """
+
+    namespace: ClassVar[str] = "link.distance_rate"
+    table: str = setting(
+        "",
+        "step table DISTANCE:RATE (m:bit/s), rates never rising, e.g. "
+        "0:27e6,50:12e6,100:6e6 (empty = the profile's path-loss + Shannon curve)",
+        _table_check,
+        alias="link.table",
+    )
+
+
+def _kind_pair_rates(
+    options: FixedRateSettings, kind_a: np.ndarray, kind_b: np.ndarray
+) -> np.ndarray:
     rates = np.full(np.broadcast_shapes(kind_a.shape, kind_b.shape), options.rate_bps)
     for (first, second), value in parse_kind_rates(options.kind_rates, KINDS).items():
         match = ((kind_a == first) & (kind_b == second)) | ((kind_a == second) & (kind_b == first))
@@ -664,27 +759,41 @@ class IdealLink(RateLink):
 
 @LINKS.register
 class FixedRateLink(RateLink):
-    """A constant rate per pair of kinds (``link.kind_rates``, else ``link.rate_bps``),
-    whatever the distance within range (The ONE's ``SimpleBroadcastInterface``)."""
+    """A constant rate per pair of kinds (``link.fixed_rate.kind_rates``, else
+    ``link.fixed_rate.rate_bps``), whatever the distance within range (The ONE's
+    ``SimpleBroadcastInterface``)."""
 
     name = "fixed_rate"
+    settings_class = FixedRateSettings
+    own: FixedRateSettings
+
+    def label(self) -> str:
+        if self.own.kind_rates.strip():
+            return self.name
+        return f"{self.name} ({self.own.rate_bps / 1e6:g} Mbit/s)"
 
     def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
-        rates = _kind_pair_rates(self.options, np.asarray(kind_a), np.asarray(kind_b))
+        rates = _kind_pair_rates(self.own, np.asarray(kind_a), np.asarray(kind_b))
         return np.broadcast_to(rates, np.broadcast_shapes(np.shape(distance), rates.shape))
 
 
 @LINKS.register
 class DistanceRateLink(RateLink):
-    """Rate by distance: the step table ``link.table`` (The ONE's
-    ``DistanceCapacityInterface``) or the profile's path loss + Shannon capacity."""
+    """Rate by distance: the step table ``link.distance_rate.table`` (The ONE's
+    ``DistanceCapacityInterface``) or the ``link.profile`` radio's path loss + Shannon
+    capacity."""
 
     name = "distance_rate"
+    settings_class = DistanceRateSettings
+    own: DistanceRateSettings
     needs_distance = True
 
+    def label(self) -> str:
+        return f"{self.name} ({'table' if self.own.table.strip() else self.options.profile})"
+
     def rate(self, distance: np.ndarray, kind_a: np.ndarray, kind_b: np.ndarray) -> np.ndarray:
-        if self.options.table.strip():
-            distances, rates = parse_rate_table(self.options.table)
+        if self.own.table.strip():
+            distances, rates = parse_rate_table(self.own.table)
             return table_rate(distance, distances, rates)
         return shannon_rate(distance, **PROFILES[self.options.profile])
 

@@ -157,8 +157,8 @@ def test_every_plugin_setting_changed_in_a_world_without_its_plugin_is_warned_in
                 untried.append(name)
     # the bare world reads exactly the link settings that are not a link model's own
     assert [n for n in used if not n.startswith("link.")] == [], used
-    assert {"contact_trace.file", "link.rate_bps", "psfl.sigma", "cached.tau_max",
-            "random_walk.hm_fraction", "link.table", "mofel.servers"} <= set(unused)
+    assert {"contact_trace.file", "link.fixed_rate.rate_bps", "psfl.sigma", "cached.tau_max",
+            "random_walk.hm_fraction", "link.distance_rate.table", "mofel.servers"} <= set(unused)
     assert "link.tx_w" in used and INERT_KINDS == KINDS
     assert len(untried) < len(unused) / 4, untried
 

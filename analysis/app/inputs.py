@@ -68,7 +68,8 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
                         "min": 0, "max": 200, "step": 1}
     mobility = _choices("mobility")
     policies = _choices("policy")
-    link = defaults.plugins["link"]
+    link = defaults.plugin_settings("link")
+    fixed = defaults.plugin_settings("link.fixed_rate")
     link_names, profiles = _link_choices()
     for kind in KINDS:
         fits = [name for name in mobility if mobility_fit(kind, name) is None]  # per kind
@@ -87,9 +88,10 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         "link": {"type": "Select", "value": link.model, "values": link_names,
                  "label": "Link model (ideal = no radio)"},
         "link.profile": {"type": "Select", "value": link.profile, "values": profiles,
-                         "label": "Radio profile (distance_rate)"},
-        "link.rate_bps": {"type": "Select", "value": link.rate_bps,
-                          "values": sorted({*LINK_RATES_BPS, link.rate_bps}),
+                         "label": "Radio profile (distance_rate, ns3)"},
+        # named by the short old name (accepted everywhere) of link.fixed_rate.rate_bps
+        "link.rate_bps": {"type": "Select", "value": fixed.rate_bps,
+                          "values": sorted({*LINK_RATES_BPS, fixed.rate_bps}),
                           "label": "Rate, bit/s (fixed_rate)"},
         "learning": {"type": "Checkbox", "value": bool(policies), "label": "Learning"},
         "dataset": {"type": "Select", "value": defaults.dataset, "values": _choices("dataset"),

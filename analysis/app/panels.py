@@ -60,12 +60,7 @@ def link_text(model: MobiDFLModel) -> str:
     """The link model and this step's totals (``""`` under ``link = "ideal"``)."""
     if model.link.ideal:
         return ""
-    options = model.link.options
-    name = options.model
-    if name == "distance_rate":
-        name += f" ({'table' if options.table.strip() else options.profile})"
-    elif name == "fixed_rate" and not options.kind_rates.strip():
-        name += f" ({options.rate_bps / 1e6:g} Mbit/s)"
+    name = model.link.label()
     step = getattr(model, "last_step", None)
     costs = None if step is None else step.link
     if costs is None:

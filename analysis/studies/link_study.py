@@ -52,7 +52,7 @@ MOBILENET_V2 = 3_504_872
 """Parameters of torchvision's MobileNetV2 (Sandler et al., 2018; 1000 classes)."""
 
 LINKS: dict[str, dict[str, Any]] = {
-    "ideal": {"link.model": "fixed_rate", "link.rate_bps": float("inf")},
+    "ideal": {"link.model": "fixed_rate", "link.fixed_rate.rate_bps": float("inf")},
     "dsrc-cnn": {"link.model": "distance_rate", "link.profile": "dsrc"},
     "dsrc-mobilenetv2": {"link.model": "distance_rate", "link.profile": "dsrc",
                          "link.params": MOBILENET_V2},
