@@ -37,8 +37,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mobidfl.contact_table import ContactTable
 from mobidfl.kinds import KINDS
-from model.contacts import ContactTable
 from model.maths.energy import J_PER_FLOP, parse_kind_values
 from model.maths.link import (
     delivered_prefix,

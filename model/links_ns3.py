@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from model.contacts import ContactTable
+from mobidfl.contact_table import ContactTable
 from model.errors import ConfigError
 from model.links import KINDS, PROFILES, LinkModel, LinkPlan, radio_share
 from model.plugins import LINKS

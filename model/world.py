@@ -32,13 +32,12 @@ from shapely.geometry import Point
 from agents import AGENT_CLASSES
 from agents.kinds import DeviceAgent
 from agents.mobility import MobilityContext, MobilityModel, make_mobility
+from maps.contact_trace import ContactTrace
 from maps.world import WorldMap
+from mobidfl.contact_table import CONTACT_COLUMNS, ContactTable
 from model import bounds, outputs, regime, world_state
 from model.config import KINDS, Config
-from model.contact_trace import ContactTrace
 from model.contacts import (
-    CONTACT_COLUMNS,
-    ContactTable,
     contact_intervals,
     contact_matrix,
     contact_outputs,

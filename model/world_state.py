@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from mesa.time import EventGenerator, Priority, Schedule
 
-from model.contacts import CONTACT_COLUMNS
+from mobidfl.contact_table import CONTACT_COLUMNS
 from model.learning.results import Evaluation
 from model.outputs import ColumnLog
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from analysis.cli import main
-from model.contact_trace import ContactTrace, read_contacts
+from maps.contact_trace import ContactTrace, read_contacts
 from model.contacts import one_connection_events
 from model.errors import ConfigError
 

@@ -1,4 +1,4 @@
-"""Tests for model.maths.distribution (Reza et al.: DAM / DCM, eqs. 3-9, Alg. 1)."""
+"""Tests for agents.mobility.distribution (Reza et al.: DAM / DCM, eqs. 3-9, Alg. 1)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.errors import ConfigError
-from model.maths.distribution import (
+from agents.mobility.distribution import (
     area_label_lists,
     cell_coordinates,
     cell_index,
@@ -28,6 +27,7 @@ from model.maths.distribution import (
     random_grid_destination,
     step_toward,
 )
+from model.errors import ConfigError
 
 SQRT2 = math.sqrt(2.0)
 

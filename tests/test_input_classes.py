@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-import model.contact_trace as contact_trace
+import maps.contact_trace as contact_trace
 from analysis.cli import main
+from maps.contact_trace import inflate, read_contacts
 from model.config import KINDS, Config, plugin_namespaces
-from model.contact_trace import inflate, read_contacts
 from model.errors import ConfigError
 from model.inert import KINDS as INERT_KINDS
 from model.inert import InertSettingWarning, inert_settings

@@ -29,7 +29,7 @@ FLOORS: Floors = (
         "model.atomic", "model.checkpoint", "model.ray_local", "model.inert",
     )),
     (1, "maps, pure maths, the typed views plug-ins read", (
-        "maps.*", "model.maths.*", "model.contacts", "model.contact_trace", "model.views",
+        "maps.*", "model.maths.*", "model.contacts", "model.views",
         "agents.views",
     )),
     (2, "learning, policies, mobility", (
@@ -75,17 +75,6 @@ PACKAGE_FLOORS: Floors = (
 ``__init__`` the lazy front door). An import from one package into another goes strictly
 down; inside a package, :data:`FLOORS` orders the modules."""
 
-PENDING_PACKAGE_IMPORTS: frozenset[tuple[str, str]] = frozenset({
-    # the contact-trace reader joins the other trace readers (one home for traces)
-    ("agents.mobility.contact_trace", "model.contact_trace"),
-    # pure maths shared by mobility and learning: model/maths/ moves to the ground floor
-    ("agents.mobility.dam", "model.maths.distribution"),
-    ("agents.mobility.random_grid", "model.maths.distribution"),
-})
-"""Upward package imports still to remove, each named: the list only shrinks (a test fails
-when one is gone, so its line goes too), and any other upward import fails."""
-
-
 def package_problems(sources: dict[str, str]) -> list[str]:
     """Every import from one top-level package into another that is not strictly down."""
     known = set(sources)
@@ -95,7 +84,7 @@ def package_problems(sources: dict[str, str]) -> list[str]:
             here, there = floor_of(module, PACKAGE_FLOORS), floor_of(target, PACKAGE_FLOORS)
             if here is None or there is None or _package(module) == _package(target):
                 continue
-            if there >= here and (module, target) not in PENDING_PACKAGE_IMPORTS:
+            if there >= here:
                 problems.append(f"{module} (package floor {here}) imports {target} "
                                 f"(package floor {there})")
     return problems
@@ -277,16 +266,6 @@ def test_packages_import_each_other_only_downwards():
     problems = package_problems(sources)
     # Assert
     assert problems == []
-
-
-def test_every_pending_upward_package_import_still_exists():
-    # Prepare: the import graph of the project as it is
-    sources = project_sources()
-    known = set(sources)
-    # Execute
-    present = {(m, t) for m, src in sources.items() for t in imports_of(m, src, known)}
-    # Assert: a removed one leaves the list too
-    assert sorted(PENDING_PACKAGE_IMPORTS - present) == []
 
 
 @pytest.mark.parametrize(

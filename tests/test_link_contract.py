@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from model.contacts import ContactTable
+from mobidfl.contact_table import ContactTable
 from model.links import LinkModel, LinkPlan, RateLink
 from model.links_ns3 import Ns3Link
 from model.plugins import LINKS

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 import torch
 
 from agents.mobility import MobilityContext, make_mobility
+from agents.mobility.distribution import area_label_lists
 from agents.mobility.walker import area_layout, rectangle_areas, snake_order
 from maps.world import WorldMap
 from model.checkpoint import load, save_atomic
@@ -20,7 +21,6 @@ from model.config import Config
 from model.errors import ConfigError
 from model.learning.engine import make_engine
 from model.learning.partition import partition_area
-from model.maths.distribution import area_label_lists
 from model.maths.psfl import gradient_field
 from model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
 from model.world import MobiDFLModel

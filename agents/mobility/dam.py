@@ -10,7 +10,7 @@ gets there (eq. 8) and flies toward it at most ``R_m`` cells per step (eq. 7).
 As in the paper, mobile clients know the static clients' cells and label histograms (read
 through the world view: groups with a ``static`` mobility, ``label_hist``; :mod:`model.views`).
 Radii: ``R_c = radius_m / cell_m`` and ``R_m = dam.rm_cells``; both in cells, Euclidean between
-cell centres. The maths lives in :mod:`model.maths.distribution`; this file only wires it
+cell centres. The maths lives in :mod:`agents.mobility.distribution`; this file only wires it
 to the model.
 """
 
@@ -21,10 +21,7 @@ from typing import Any, cast
 import numpy as np
 
 from agents.mobility.base import MobilityContext, register_mobility
-from agents.mobility.random_grid import GridMobility
-from agents.views import WorldView
-from mobidfl.errors import ConfigError
-from model.maths.distribution import (
+from agents.mobility.distribution import (
     DistributionDistance,
     dam_probabilities,
     dcm_centres,
@@ -33,6 +30,9 @@ from model.maths.distribution import (
     next_destination,
     step_toward,
 )
+from agents.mobility.random_grid import GridMobility
+from agents.views import WorldView
+from mobidfl.errors import ConfigError
 
 NO_DESTINATION = -1
 """Destination entry before the first draw (eq. 8's first round draws at once)."""

@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from agents.mobility.distribution import random_grid_destination
 from agents.mobility.static import distinct_cells
 from mobidfl.settings import PluginSettings, one_of, positive, setting
-from model.maths.distribution import random_grid_destination
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +89,7 @@ class RandomGrid(GridMobility):
     """Reza et al., eq. 3: the next cell is uniform among the cells within R_m.
 
     ``dam.rm_cells = inf`` makes every cell reachable (the paper's unconstrained case). The draw
-    is :func:`model.maths.distribution.random_grid_destination` (Euclidean cell distance,
+    is :func:`agents.mobility.distribution.random_grid_destination` (Euclidean cell distance,
     staying put allowed), the one implementation of eq. 3.
     """
 

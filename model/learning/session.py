@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from agents.mobility.distribution import area_label_lists
 from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import make_partition
 from model.learning.results import Evaluation, StepResult
 from model.links import LinkPlan
-from model.maths.distribution import area_label_lists
 from model.maths.energy import compute_energy, flight_energy
 from model.maths.link import message_bytes, training_flops
 from model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step

@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 __all__ = [
     "area_label_lists",

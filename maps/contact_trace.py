@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from mobidfl.contact_table import ContactTable
+from mobidfl.errors import ConfigError
 from mobidfl.inflate import MAX_INFLATED_BYTES, InflateError, InflateTooLarge, inflate
-from model.contacts import ContactTable
-from model.errors import ConfigError
 
 __all__ = ["FORMATS", "ContactTrace", "Contacts", "detect_format", "read_contacts"]
 
