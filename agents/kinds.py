@@ -17,6 +17,8 @@ import numpy as np
 from mesa_geo import GeoAgent
 from shapely.geometry import Point
 
+from mobidfl.kinds import AGENT_KINDS, AgentKind
+
 
 class AgentArrays(Protocol):
     """What an agent reads from its model: the per-agent arrays it is a view onto.
@@ -121,6 +123,15 @@ class UAV(DeviceAgent):
     kind = "uav"
 
 
+def _agent_class(row: AgentKind) -> type[DeviceAgent]:
+    """The agent class of a kind without one written here (a plug-in kind): a
+    :class:`DeviceAgent` named after it, its row's ``doc`` as the docstring."""
+    name = "".join(part.title() for part in row.name.split("_"))
+    return type(name, (DeviceAgent,), {"kind": row.name, "__doc__": row.doc or None,
+                                       "__module__": __name__})  # fmt: skip
+
+
+_WRITTEN = {cls.kind: cls for cls in (Vehicle, Pedestrian, Sensor, UAV)}
 AGENT_CLASSES: dict[str, type[DeviceAgent]] = {
-    cls.kind: cls for cls in (Vehicle, Pedestrian, Sensor, UAV)
+    row.name: _WRITTEN.get(row.name) or _agent_class(row) for row in AGENT_KINDS
 }

@@ -120,12 +120,32 @@ def _kind(kind: str) -> Any:
     )
 
 
+def _with_kinds(cls: type) -> type:
+    """Add one count field (after ``map_cache``) and one :class:`KindSettings` field (after
+    ``contacts_out``) per row of :data:`mobidfl.kinds.AGENT_KINDS`, in the table's order, so
+    a kind registered by a plug-in has its settings without a line here."""
+    annotations: dict[str, Any] = {}
+    for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+        annotations[name] = annotation
+        added = {"map_cache": [(k.count_setting, "int", _count(k.name)) for k in AGENT_KINDS],
+                 "contacts_out": [(k.name, "KindSettings", _kind(k.name)) for k in AGENT_KINDS]}
+        for field_name, kind_annotation, default in added.get(name, []):
+            if field_name in cls.__dict__:
+                raise ValueError(f"agent kind setting {field_name!r} is already a setting")
+            annotations[field_name] = kind_annotation
+            setattr(cls, field_name, default)
+    cls.__annotations__ = annotations
+    return cls
+
+
 @dataclass(frozen=True, kw_only=True)
+@_with_kinds
 class ConfigFields:
     """All settings of one run. Field order is the settings reference's order.
 
-    One count field and one :class:`KindSettings` field per row of
-    :data:`mobidfl.kinds.AGENT_KINDS` (``tests/test_kinds.py`` checks they match).
+    One count field (after ``map_cache``) and one :class:`KindSettings` field (after
+    ``contacts_out``) per row of :data:`mobidfl.kinds.AGENT_KINDS`, added by
+    :func:`_with_kinds` (``tests/test_kinds.py`` checks they match).
     """
 
     # --- world ---------------------------------------------------------------------
@@ -147,10 +167,6 @@ class ConfigFields:
     map_cache: str = _setting(
         "~/.cache/mobidfl/maps", "folder where built street arrays and online maps are cached"
     )
-    vehicles: int = _count("vehicle")
-    pedestrians: int = _count("pedestrian")
-    sensors: int = _count("sensor")
-    uavs: int = _count("uav")
     steps: int = _setting(20, "number of steps (global epochs)", at_least_one)
     step_s: float = _setting(120.0, "seconds per step (Cached-DFL: 120 s epochs)", positive)
     seed: int = _setting(0, "random seed (mobility, data, models)")
@@ -168,10 +184,6 @@ class ConfigFields:
         "list of them, none, or auto (csv,one when a link model is set, else none)",
         contact_outputs,
     )
-    vehicle: KindSettings = _kind("vehicle")
-    pedestrian: KindSettings = _kind("pedestrian")
-    sensor: KindSettings = _kind("sensor")
-    uav: KindSettings = _kind("uav")
 
     # --- learning ------------------------------------------------------------------
     learning: bool = _setting(True, "train and exchange models (false = mobility only)")

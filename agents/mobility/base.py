@@ -18,7 +18,7 @@ import numpy as np
 
 from agents.views import WorldView
 from maps.world import WorldMap
-from mobidfl.kinds import KINDS
+from mobidfl.kinds import KINDS, kinds_where
 from mobidfl.plugins import MOBILITY_MODELS
 from mobidfl.settings import PluginSettings
 
@@ -107,6 +107,12 @@ class MobilityModel(ABC):
         """This model's own typed settings (``None`` for a model without any)."""
         self.hm = np.zeros(count, bool)
         self.position = np.zeros((count, 2))
+
+    def street_network(self) -> Any:
+        """The street network this group's kind moves on: the directed ``drive`` network
+        for a kind whose row says ``network = "drive"`` (cars keep one-way streets), else
+        the ``walk`` network (both directions)."""
+        return self.world.drive if self.kind in kinds_where(network="drive") else self.world.walk
 
     def speeds(self) -> np.ndarray:
         """Current speed of every member in m/s."""

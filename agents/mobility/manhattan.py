@@ -12,6 +12,7 @@ from scipy.sparse.csgraph import connected_components
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from maps.network import StreetNetwork
+from mobidfl.kinds import kinds_where
 from mobidfl.settings import PluginSettings, non_negative, setting, unit_interval
 
 
@@ -57,14 +58,14 @@ class Manhattan(MobilityModel):
 
     name = "manhattan"
     # Kinds it fits: streets: the drive network for vehicles, the walk network for pedestrians.
-    kinds = frozenset({"vehicle", "pedestrian"})
+    kinds = kinds_where(network=True)
     settings_class = ManhattanSettings
     options: ManhattanSettings
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.network: StreetNetwork = (
-            self.world.drive if self.kind == "vehicle" else self.world.walk
+            self.street_network()
         )
         self.tables = [self.network.turn_table(self.options.turn_probabilities)]
         self.table_of = np.zeros(self.count, int)

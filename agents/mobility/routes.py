@@ -33,6 +33,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from maps.network import StreetNetwork
+from mobidfl.kinds import kinds_where
 from mobidfl.settings import PluginSettings, non_negative, setting
 
 _CACHE_SOURCES = 4096  # predecessor rows kept per network (one Dijkstra per source node)
@@ -134,7 +135,7 @@ class Route(MobilityModel):
 
     name = "route"
     # Kinds it fits: MoFeL: vehicles on routes over the drive network.
-    kinds = frozenset({"vehicle"})
+    kinds = kinds_where(network="drive")
     settings_class = RouteSettings
     options: RouteSettings
 
@@ -142,7 +143,7 @@ class Route(MobilityModel):
         super().__init__(**kwargs)
         rng: np.random.Generator = kwargs["rng"]
         self.network: StreetNetwork = (
-            self.world.drive if self.kind == "vehicle" else self.world.walk
+            self.street_network()
         )
         self.paths = shortest_paths(self.network)
         self.edge, self.offset = self.network.random_edges(self.count, rng)

@@ -8,8 +8,9 @@ import numpy as np
 
 from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from mobidfl.errors import ConfigError
+from mobidfl.kinds import kinds_where
 
-GRID_KINDS = ("sensor", "uav")
+GRID_KINDS = tuple(sorted(kinds_where(on_grid=True)))
 
 
 def distinct_cells(
@@ -40,7 +41,7 @@ class Static(MobilityModel):
             )
             self.position = self.world.grid.centres(self.cell)
         else:
-            net = self.world.drive if self.kind == "vehicle" else self.world.walk
+            net = self.street_network()
             self.position = net.xy(*net.random_edges(self.count, rng))
 
     def speeds(self) -> np.ndarray:

@@ -46,6 +46,7 @@ from analysis.app.look import (
     accuracy_colour,
     progress_labels,
 )
+from mobidfl.kinds import kinds_where
 from model.maths.mixing import member_pairs
 from model.world import MobiDFLModel
 
@@ -311,7 +312,7 @@ def areas_geojson(model: MobiDFLModel) -> dict[str, Any]:
 def occupied_cells_geojson(model: MobiDFLModel) -> dict[str, Any]:
     """Grid cells where sensors or UAVs sit now (outlined), empty when there are none."""
     grid = model.world_map.grid
-    mask = np.isin(model.kind_of, ("sensor", "uav"))
+    mask = np.isin(model.kind_of, sorted(kinds_where(on_grid=True)))
     if not mask.any():
         return {"type": "FeatureCollection", "features": []}
     cells = np.unique(grid.cell_of(model.position[mask]))

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mobidfl.kinds import AGENT_KINDS, kinds_where
+
 __all__ = [
     "J_PER_FLOP",
     "ZENG_2019",
@@ -28,21 +30,7 @@ __all__ = [
     "rotary_wing_power",
 ]
 
-J_PER_FLOP: dict[str, float] = {
-    # vehicle-class SoC: NVIDIA Jetson AGX Orin 64GB (Jetson AGX Orin Series data sheet,
-    # DS-10662-001): 2048 CUDA cores at 1.3 GHz = 5.3 TFLOP/s FP32 at its 60 W mode.
-    "vehicle": 60.0 / 5.3e12,
-    # phone-class SoC: Qualcomm Adreno 650 (Snapdragon 865), 1.2 TFLOP/s FP32 peak, with a
-    # phone's sustained power budget of about 5 W (assumed: thermally limited handsets).
-    "pedestrian": 5.0 / 1.2e12,
-    # sensor MCU: Arm Cortex-M4F at 64 MHz (Nordic nRF52840 product specification v1.7:
-    # 3.3 mA running from flash with the DC/DC regulator at 3 V = 9.9 mW), one
-    # single-precision FLOP per cycle (its FPU's VADD/VMUL).
-    "sensor": 3.0 * 3.3e-3 / 64e6,
-    # UAV companion computer: NVIDIA Jetson Nano (data sheet DA_09366): 128 CUDA cores at
-    # 921.6 MHz = 236 GFLOP/s FP32 in its 10 W mode.
-    "uav": 10.0 / (128 * 2 * 921.6e6),
-}
+J_PER_FLOP: dict[str, float] = {k.name: k.j_per_flop for k in AGENT_KINDS}
 """Joules per training FLOP per agent kind, from peak FLOP/s and power of a device of the
 kind's class (data sheets; real training reaches a fraction of peak, so these are lower
 bounds: set ``link.kind_j_per_flop`` for your device)."""
@@ -156,4 +144,5 @@ def flight_energy(
     """Joules each agent spends flying for ``seconds`` at ``speed``: the rotary-wing power
     for UAVs (airborne the whole step, hovering at speed 0), 0 for every other kind."""
     power = rotary_wing_power(speed, wing)
-    return np.where(np.asarray(kinds) == "uav", power * float(seconds), 0.0)
+    return np.where(np.isin(np.asarray(kinds), sorted(kinds_where(flies=True))),
+                    power * float(seconds), 0.0)  # fmt: skip
