@@ -109,8 +109,10 @@ def main() -> None:
             print(f"{n:6d} {w.nnz / n:7.1f} {mix_columns(n):6d} {best['fresh']:12.3f} "
                   f"{best['buffers']:14.3f} {best['fresh'] / best['buffers']:6.2f} "
                   f"{str(same):>9} {os.getloadavg()[0]:5.2f}", flush=True)  # fmt: skip
-    print(f"matmul peak at the end {matmul_peak():.1f} GFLOP/s; load "
-          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    print(
+        f"matmul peak at the end {matmul_peak():.1f} GFLOP/s; load "
+        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}"
+    )
 
 
 if __name__ == "__main__":

@@ -107,8 +107,8 @@ def test_cached_dfl_snapshot_bound_is_reached_and_never_exceeded(tau_max):
     from model.learning.data import load_dataset
     from model.learning.engine import make_engine
     from model.learning.partition import partition_iid
-    from model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
     from model.plugins import POLICIES
+    from model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
 
     n = 16
     ds = load_dataset("digits", root=None, test_size=20, seed=0)
