@@ -80,10 +80,67 @@ def test_memory_estimate_counts_one_stack_and_shared_snapshots_once():
     momentum = estimate_memory_bytes(base.updated(policy="dpsgd", momentum=0.9))
     assert momentum - dpsgd == 4 * p * n
     cached = estimate_memory_bytes(base.updated(policy="cached_lru"))
-    # own + assigned + cached snapshots of tau_max - 1 = 4 epochs (C_max = 10 is no bound)
-    assert cached - dpsgd == 4 * p * n * (2 + 4)
+    # own + cached snapshots of tau_max - 1 = 4 epochs (C_max = 10 is no bound); the
+    # aggregated models are written one at a time
+    assert cached - dpsgd == 4 * p * n * (1 + 4)
     short = estimate_memory_bytes(base.updated(policy="cached_lru", tau_max=2))
-    assert short - dpsgd == 4 * p * n * (2 + 1)
+    assert short - dpsgd == 4 * p * n * (1 + 1)
+    small = estimate_memory_bytes(base.updated(policy="cached_lru", cache_size=2))
+    assert small - dpsgd == 4 * p * n * (1 + 2)
+
+
+def _snapshot_bytes(policy) -> tuple[int, int]:
+    """Distinct snapshots the caches hold and their bytes (each storage counted once)."""
+    payloads = {id(e.payload): e.payload for c in policy.caches.values() for e in c.values()}
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for snap in payloads.values() for t in snap}  # fmt: skip
+    return len(payloads), sum(storages.values())
+
+
+@pytest.mark.parametrize("tau_max", [2, 3])
+def test_cached_dfl_snapshot_bound_is_reached_and_never_exceeded(tau_max):
+    """Cars that meet a new peer every epoch (a perfect matching, i XOR m) cache a distinct
+    snapshot of each of the last tau_max epochs: the estimate is what is really held."""
+    from types import SimpleNamespace
+
+    import model.world  # noqa: F401 - registers the policies
+    from model.learning.data import load_dataset
+    from model.learning.engine import make_engine
+    from model.learning.partition import partition_iid
+    from model.plugins import POLICIES
+    from model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
+
+    n = 16
+    ds = load_dataset("digits", root=None, test_size=20, seed=0)
+    parts = partition_iid(ds.train_labels[: 20 * n], n, rng=np.random.default_rng(0))
+    engine = make_engine("loop", net="mlp", dataset=ds, parts=parts, lr=0.05, batch_size=8,
+                         local_steps=1, seed=0, same_init=False)  # fmt: skip
+    agents = AgentTable(kind=np.array(["vehicle"] * n), speed=np.ones(n),
+                        data_size=engine.data_sizes, area=np.zeros(n, int),
+                        label_hist=engine.label_hist, hm=np.zeros(n, bool),
+                        pos=np.zeros((n, 2)))  # fmt: skip
+    settings = SimpleNamespace(cache_size=10, tau_max=tau_max, seed=0)
+    policy = make_policy("cached_lru", settings=settings)
+    policy.setup(members=np.arange(n), engine=engine, agents=agents, rng=np.random.default_rng(0))
+    estimate = 4 * engine.num_params * n * POLICIES["cached_lru"].held_models(settings)
+    stack = {p.untyped_storage().data_ptr() for p in engine.params}
+    held = []
+    for t in range(1, 8):
+        i = np.arange(n)
+        pairs = np.stack([i, i ^ t], axis=1)
+        pairs = pairs[pairs[:, 0] < pairs[:, 1]]
+        ctx = ExchangeContext(step=t, members=i, adjacency=sp.csr_matrix((n, n)), engine=engine,
+                              agents=agents, rng=np.random.default_rng(0),
+                              encounters=(pairs, np.zeros(len(pairs))))  # fmt: skip
+        apply_assignments(engine, [policy.exchange(ctx)])
+        count, nbytes = _snapshot_bytes(policy)
+        assert nbytes == count * 4 * engine.num_params  # whole copies, none sharing a stack
+        assert not stack & {t.untyped_storage().data_ptr()
+                            for c in policy.caches.values() for e in c.values()
+                            for t in e.payload}  # fmt: skip
+        assert nbytes <= estimate
+        held.append(nbytes)
+    assert held[tau_max:] == [estimate] * (7 - tau_max)  # reached: the bound is exact
 
 
 def test_cached_dfl_holds_no_more_distinct_snapshots_than_estimated():
@@ -95,15 +152,17 @@ def test_cached_dfl_holds_no_more_distinct_snapshots_than_estimated():
                          policy="cached_lru", test_size=50, eval_every=100, steps=10,
                          record_every=100, workers=1, seed=0)  # fmt: skip
     policy = model.learner.policies["cached_lru"][0]
-    bound = POLICIES["cached_lru"].held_models(model.config) - 2  # less own + assigned
+    # after an exchange the caches hold tau_max epochs, the fresh one included (own)
+    bound = POLICIES["cached_lru"].held_models(model.config)
+    size = 4 * model.learner.engine.num_params
     held = []
     for _ in range(4):
         model.step()
-        snapshots = {id(e.payload) for c in policy.caches.values() for e in c.values()}
+        count, nbytes = _snapshot_bytes(policy)
         entries = sum(len(c) for c in policy.caches.values())
-        held.append(len(snapshots) / 150)
-        assert len(snapshots) <= 150 * bound
-        assert entries > 1.5 * len(snapshots)  # entries share snapshots: counted once
+        held.append(count / 150)
+        assert nbytes == count * size <= 150 * bound * size
+        assert entries > 1.5 * count  # entries share snapshots: counted once
     assert max(held) > 0.5  # the caches do fill
 
 

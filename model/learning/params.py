@@ -117,7 +117,9 @@ def mix_stacks(
     caller); in place because workers share the stacks' memory. A sparse W goes column
     block by column block (:data:`MIX_BLOCK_BYTES`): a block's result depends only on that
     block, so it is written back at once and the memory needed beyond the stacks is one
-    block, whatever N (a dense W, small fleets only, is one matmul per layer).
+    block, whatever N (a dense W, small fleets only, is one matmul per layer). The block
+    goes through two buffers allocated once (a fresh 2 MB tensor per block costs page
+    faults as large as the copy): the same kernel on the same values, so bit-identical.
 
     ``part`` of ``parts``: only every ``parts``-th block from ``part`` (worker processes
     share the blocks of a sparse W; the blocks and their arithmetic are the same whatever
@@ -125,6 +127,7 @@ def mix_stacks(
     n = int(w.shape[0])
     wt = mixing_operator(w, device=device)
     width = mix_columns(n)
+    buffers: list[torch.Tensor] = []  # one block in, one out, allocated once per call
     with torch.no_grad():
         for p in stacks:
             flat = p.reshape(n, -1)
@@ -132,9 +135,15 @@ def mix_stacks(
                 if part == 0:
                     p.copy_((wt @ flat).reshape(p.shape))
                 continue
+            if not buffers:
+                buffers = [torch.empty(n, width, dtype=p.dtype, device=p.device) for _ in "io"]
             for s in range(part * width, flat.shape[1], parts * width):
                 block = flat[:, s : s + width]
-                block.copy_(wt @ block.contiguous())
+                k = block.shape[1]
+                src, dst = (b.view(-1)[: n * k].view(n, k) for b in buffers)  # contiguous
+                src.copy_(block)  # contiguous rows: the gathers below stay in cache and TLB
+                torch.mm(wt, src, out=dst)
+                block.copy_(dst)
 
 
 def splits_mixing(w: sp.csr_matrix, stacks: Sequence[torch.Tensor]) -> bool:

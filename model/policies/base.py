@@ -141,13 +141,14 @@ class Exchange:
         ``N x N`` mixing matrix; only the rows of members are used (each row sums to 1,
         :func:`model.maths.mixing.check_row_stochastic`). ``None``: no mixing this step.
     assign
-        New parameters per global agent id (one tensor per layer), set after mixing.
+        New parameters per global agent id (one tensor per layer), set after mixing; a
+        mapping may compute each when read (read once, in any order).
     metrics
         This step's metrics, each declared in the policy's ``metric_names``.
     """
 
     rows: scipy.sparse.csr_matrix | None = None  # N x N; only rows of members are used
-    assign: dict[int, tuple[torch.Tensor, ...]] = field(default_factory=dict)  # new params
+    assign: Mapping[int, tuple[torch.Tensor, ...]] = field(default_factory=dict)  # new params
     metrics: dict[str, float] = field(default_factory=dict)  # per-step metrics
 
 

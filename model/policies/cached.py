@@ -155,6 +155,27 @@ def parse_group_limits(text: str, *, cache_size: int, groups: int) -> list[int]:
     return limits
 
 
+class Aggregation(Mapping[int, tuple]):
+    """``x_i(t+1) = sum_j alpha_j x~_j(tau)`` per car (Cached-DFL, Alg. 1 line 18), computed
+    when read: the caller writes each into the engine as it reads it, so one aggregated model
+    exists at a time instead of one per car. It reads only the immutable snapshots, so the
+    order of reading (and rows written meanwhile) changes nothing."""
+
+    def __init__(self, engine: Engine, recipes: dict[int, tuple[list, Sequence[float]]]) -> None:
+        self._engine = engine
+        self._recipes = recipes
+
+    def __getitem__(self, i: int) -> tuple:
+        snapshots, weights = self._recipes[i]
+        return self._engine.combine(snapshots, weights)
+
+    def __iter__(self):  # noqa: ANN204 - Iterator[int]
+        return iter(self._recipes)
+
+    def __len__(self) -> int:
+        return len(self._recipes)
+
+
 @dataclass(frozen=True, kw_only=True)
 class CachedSettings(PluginSettings):
     """Cache bounds shared by ``cached_lru`` and ``cached_group_lru`` (Cached-DFL)."""
@@ -191,13 +212,16 @@ class CachedPolicy(ExchangePolicy):
 
     @classmethod
     def held_models(cls, settings: Any) -> int:
-        """Distinct snapshots per car at the peak of an epoch: its own fresh one, the model it
-        is assigned (both until the aggregation is written), and cached ones of the last
-        ``tau_max - 1`` epochs, at most C_max (Cached-DFL Alg. 2: older ones are evicted).
-        A cache entry refers to a shared snapshot, so an epoch's snapshots count once, however
-        many caches hold them: at most one per car per epoch still in the caches."""
+        """Distinct snapshots per car at the peak of an epoch: its own fresh one and cached
+        ones of the last ``tau_max - 1`` epochs, at most C_max (Cached-DFL Alg. 2: staler
+        ones are evicted before the fresh ones are taken). A cache entry refers to a shared
+        snapshot, so an epoch's snapshots count once, however many caches hold them: at most
+        one per car per epoch. The aggregated models are computed one at a time as they are
+        written (:class:`Aggregation`), so they add no copy per car. The bound is reached:
+        cars that meet one new peer per epoch cache a distinct snapshot of each of the last
+        ``tau_max`` epochs (between two exchanges, the fresh epoch's included)."""
         options = CachedSettings.of(settings)
-        return 2 + min(options.size, options.tau_max - 1)
+        return 1 + min(options.size, options.tau_max - 1)
 
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)
@@ -237,8 +261,9 @@ class CachedPolicy(ExchangePolicy):
         now, tau_max, limits = int(ctx.step), self.tau_max, self._limits()
         sizes = ctx.agents.data_size
         members = [int(i) for i in ctx.members]
-        # Alg. 1 line 17 runs CACHEUPDATE every epoch: stale models leave every cache first.
-        caches = {
+        # Alg. 1 line 17 runs CACHEUPDATE every epoch: stale models leave every cache first,
+        # and are released before the fresh snapshots are taken (held_models).
+        self.caches = caches = {
             i: evict_stale(self.caches.get(i, {}), now=now, tau_max=tau_max) for i in members
         }
         # x~_i(t): the freshly trained models, one shared snapshot each.
@@ -264,20 +289,19 @@ class CachedPolicy(ExchangePolicy):
                     ctx.link, caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max,
                     limits=limits,
                 )
-        assign = {}
+        recipes = {}
         for i in members:
             entries = list(caches[i].values())
             if not entries:
                 continue  # nothing cached: x_i(t+1) = x~_i(t), already in the engine
             weights = aggregation_weights(int(sizes[i]), entries)
-            snapshots = [own[i].payload, *(e.payload for e in entries)]
-            assign[i] = ctx.engine.combine(snapshots, weights)
+            recipes[i] = ([own[i].payload, *(e.payload for e in entries)], weights)
         self.caches = caches
         metrics: dict[str, float] = {}
         if members:
             count, age = cache_stats(caches.values(), now=now)
             metrics = {"cache_size_mean": count, "cache_age_mean": age}
-        return Exchange(assign=assign, metrics=metrics)
+        return Exchange(assign=Aggregation(ctx.engine, recipes), metrics=metrics)
 
     @staticmethod
     def outbox(own: CacheEntry, cache: Mapping[int, CacheEntry], size: int) -> list:
