@@ -804,10 +804,11 @@ def test_memory_check_counts_cached_dfl_caches_before_step_1():
     # Execute
     copies = held_model_copies(cached), held_model_copies(no_cache)
     need = estimate_memory_bytes(cached), estimate_memory_bytes(no_cache)
-    # Assert: shared snapshots count once: per car its own and its assigned model plus the
-    # cached ones of the last tau_max - 1 = 4 epochs (not C_max = 10 copies), ~0.4 MB each
-    assert copies == (2000 * (2 + 4), 0)
-    assert need[0] - need[1] == 4 * 101_770 * 12_000
+    # Assert: shared snapshots count once: per car its own snapshot plus the cached ones of
+    # the last tau_max - 1 = 4 epochs (not C_max = 10 copies; assigned models are computed
+    # one at a time, so they add no copy per car), ~0.4 MB each
+    assert copies == (2000 * (1 + 4), 0)
+    assert need[0] - need[1] == 4 * 101_770 * 10_000
     # a machine with 4 GiB free runs the plain fleet but refuses the cached one, naming
     # vehicles and how many would fit, before any agent exists
     check_memory(no_cache, available=4 * 1024**3)
