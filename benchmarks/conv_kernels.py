@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -30,20 +29,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_cell import cpu_model  # noqa: E402
+
 from model.learning.backends import conv2d_fast_wgrad  # noqa: E402
 from model.learning.nets import build_net  # noqa: E402
 from model.learning.workers import keep_heap  # noqa: E402
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else the platform's processor string."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def cpu_time(fn: Callable[[], object], *, repeats: int, rounds: int = 3) -> float:

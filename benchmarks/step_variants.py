@@ -23,7 +23,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conv_kernels import cpu_model, matmul_peak  # noqa: E402
+from bench_cell import cpu_model  # noqa: E402
+from conv_kernels import matmul_peak  # noqa: E402
 
 from model.learning import backends  # noqa: E402
 from model.learning.nets import build_net, flops_per_sample  # noqa: E402
