@@ -12,7 +12,9 @@ from typing import Any
 
 from mobidfl.registry import PLUGIN_GROUP, Registry
 
-__all__ = ["DATASETS", "LINKS", "MOBILITY_MODELS", "NETS", "PARTITIONS", "POLICIES"]
+__all__ = [
+    "DATASETS", "DATASET_CHECKS", "LINKS", "MOBILITY_MODELS", "NETS", "PARTITIONS", "POLICIES",
+]
 
 POLICIES: Registry[Any] = Registry("policy", group=PLUGIN_GROUP)
 """Exchange policy classes (``model.policies``; setting ``policy`` / ``<kind>.policy``)."""
@@ -22,6 +24,11 @@ MOBILITY_MODELS: Registry[Any] = Registry("mobility", group=PLUGIN_GROUP)
 
 DATASETS: Registry[Any] = Registry("dataset", group=PLUGIN_GROUP)
 """Dataset loaders ``(root, test_size, seed) -> Dataset`` (``model.learning.data``)."""
+
+DATASET_CHECKS: Registry[Any] = Registry("dataset check", group=PLUGIN_GROUP)
+"""Optional presence checks ``(root) -> None`` by dataset name: read and check the files
+whole, raising what the loader raises, without making tensors (so resolving ``auto:`` in a
+world without learning imports no torch). A dataset without one is checked by loading it."""
 
 PARTITIONS: Registry[Any] = Registry("partition", group=PLUGIN_GROUP)
 """Data partition functions (``model.learning.partition``; setting ``partition``)."""

@@ -4,6 +4,7 @@
 """
 
 from mobidfl.plugins import (
+    DATASET_CHECKS,
     DATASETS,
     LINKS,
     MOBILITY_MODELS,
@@ -14,6 +15,7 @@ from mobidfl.plugins import (
 
 __all__ = [
     "DATASETS",
+    "DATASET_CHECKS",
     "LINKS",
     "MOBILITY_MODELS",
     "NETS",

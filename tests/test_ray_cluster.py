@@ -121,14 +121,32 @@ def _sweep_cmd(folder: Path, address: str, *extra: str) -> list[str]:
             "--quiet", *extra]
 
 
+def _running_a_run(node) -> bool:
+    """Whether one of ``node``'s Ray workers is running a sweep run now (Ray titles a
+    worker process ``ray::<task>`` while it runs one, ``ray::IDLE`` between tasks)."""
+    for info in node.all_processes.get("raylet", []):
+        try:
+            workers = psutil.Process(info.process.pid).children(recursive=True)
+        except psutil.Error:
+            continue
+        for worker in workers:
+            try:
+                if any("ray::_ray_run" in part for part in worker.cmdline()):
+                    return True
+            except psutil.Error:
+                pass
+    return False
+
+
 def _first_node(out: Path, nodes) -> object | None:
-    """The node that finished the sweep's first run (it has started the next one since:
-    two runs wait in the queue when the first of four finishes)."""
+    """A node that finished one of the sweep's runs and is running another now: killing
+    it loses a running run (on a busy machine the manifest can lag the runs, so "finished
+    first" alone may name a node that has already finished everything it will get)."""
     if not (out / "manifest.csv").exists():
         return None
     done = read_manifest(out).query("status == 'ok'")["worker"]
     for node in nodes:
-        if done.str.contains(f"node={node.node_id[:12]}").any():
+        if done.str.contains(f"node={node.node_id[:12]}").any() and _running_a_run(node):
             return node
     return None
 
@@ -172,11 +190,17 @@ def test_a_sweep_survives_a_worker_node_killed_under_a_run(cluster, reference, t
     cl, workers = cluster
     proc = subprocess.Popen(_sweep_cmd(tmp_path, cl.address), cwd=ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Execute: kill the node of the first finished run (raylet, its workers, object store)
-    # while it runs its second
+    # Execute: kill a node that finished a run (raylet, its workers, object store) while it
+    # runs another
     try:
-        _wait_for(lambda: _first_node(tmp_path / "out", workers) is not None, proc)
-        doomed = _first_node(tmp_path / "out", workers)
+        doomed = None
+
+        def a_node_busy_after_a_finished_run() -> bool:
+            nonlocal doomed
+            doomed = _first_node(tmp_path / "out", workers)
+            return doomed is not None
+
+        _wait_for(a_node_busy_after_a_finished_run, proc)
         cl.remove_node(doomed, allow_graceful=False)
         stdout, stderr = proc.communicate(timeout=400)
     finally:

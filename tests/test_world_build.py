@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = r"""
@@ -30,9 +32,20 @@ print(json.dumps([after_import, after_build, after_check, model.steps]))
 """
 
 
-def probe() -> list:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True,
+AUTO_PROBE = r"""
+import json, sys
+from model import MobiDFLModel
+model = MobiDFLModel(map="grid:3x3", vehicles=3, pedestrians=0, sensors=0, uavs=0, steps=1,
+                     learning=False, seed=0)  # the default data set: auto:fashion_mnist|mnist5k
+model.step()
+print(json.dumps([model.config.dataset, "torch" in sys.modules]))
+"""
+SYSTEM_FASHION = Path("/usr/share/datasets/fashion-mnist")
+
+
+def probe(code: str = PROBE, **env_extra: str) -> list:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **env_extra}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                          text=True, check=True)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -44,6 +57,16 @@ def test_a_world_without_learning_imports_neither_torch_nor_plotting():
     assert after_import == []
     assert after_build == [] and steps == 1
     assert after_check == []
+
+
+@pytest.mark.skipif(not (SYSTEM_FASHION / "t10k-labels-idx1-ubyte.gz").is_file(),
+                    reason="Debian's dataset-fashion-mnist is not installed (make fashion-mnist)")
+def test_finding_the_default_data_set_present_imports_no_torch():
+    # Execute: the system copy visible (conftest hides it from the other tests)
+    dataset, torch_imported = probe(AUTO_PROBE, MOBIDFL_FASHION_DIR=str(SYSTEM_FASHION))
+    # Assert: its files were read and checked (it was chosen), no tensors were made
+    assert dataset == "fashion_mnist"
+    assert not torch_imported
 
 
 def test_learning_still_gets_torch_where_tensors_are_made(ds):

@@ -19,7 +19,7 @@ import importlib.util
 import math
 import os
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from model.errors import ConfigError, DatasetDamaged, DatasetUnavailable
-from model.plugins import DATASETS
+from model.plugins import DATASET_CHECKS, DATASETS
 
 if TYPE_CHECKING:  # imported where tensors are made: a world without learning skips torch
     import torch
@@ -317,42 +317,44 @@ def _idx_pair(
     return x[:, None], labels
 
 
-def _load_idx_set(
-    name: str,
-    root: Path | None,
-    *,
-    folders: Sequence[Path],
-    names: Mapping[str, str],
-    num_classes: int,
-    test_size: int,
-    seed: int,
-    missing: str,
-    label_offset: int = 0,
-    upright: bool = False,
-) -> Dataset:
-    """A train/test idx set from the first of ``folders`` that holds all four files."""
-    files = _find_idx(list(folders), names)
+@dataclass(frozen=True)
+class _IdxSet:
+    """Where an idx data set's four files may be and how to read them."""
+
+    folders: tuple[Path, ...]
+    names: Mapping[str, str]
+    num_classes: int
+    missing: str
+    label_offset: int = 0
+    upright: bool = False
+
+
+def _idx_arrays(name: str, spec: _IdxSet) -> tuple[np.ndarray, ...]:
+    """A train/test idx set's uint8 arrays from the first folder that holds all four files,
+    checked whole (no tensors: the presence check of an ``auto:`` data set needs no torch)."""
+    files = _find_idx(list(spec.folders), spec.names)
     if files is None:
-        raise DatasetUnavailable(missing)
-    xtr, ytr = _idx_pair(files, split="train", num_classes=num_classes,
-                         label_offset=label_offset)  # fmt: skip
-    xte, yte = _idx_pair(files, split="test", num_classes=num_classes, label_offset=label_offset)
+        raise DatasetUnavailable(spec.missing)
+    xtr, ytr = _idx_pair(files, split="train", num_classes=spec.num_classes,
+                         label_offset=spec.label_offset)  # fmt: skip
+    xte, yte = _idx_pair(files, split="test", num_classes=spec.num_classes,
+                         label_offset=spec.label_offset)  # fmt: skip
     if xtr.shape[1:] != xte.shape[1:]:
         raise DatasetDamaged(
             f"dataset '{name}': training images are {list(xtr.shape[2:])}, test images "
             f"{list(xte.shape[2:])} ({files['train_x'].parent})"
         )
-    if upright:  # EMNIST stores its images transposed
+    if spec.upright:  # EMNIST stores its images transposed
         xtr, xte = xtr.transpose(0, 1, 3, 2), xte.transpose(0, 1, 3, 2)
-    return _make(name, xtr, ytr, xte, yte, num_classes, test_size=test_size, seed=seed)
+    return xtr, ytr, xte, yte
 
 
 def _file_list(names: Mapping[str, str]) -> str:
     return ", ".join(f"{stem}(.gz)" for stem in names.values())
 
 
-def _load_fashion(root: Path | None, test_size: int, seed: int) -> Dataset:
-    """Full Fashion-MNIST (60k / 10k) read straight from the idx files with numpy."""
+def _fashion_set(root: Path | None) -> _IdxSet:
+    """Full Fashion-MNIST (60k / 10k): the user's copy under ``root``, else Debian's."""
     folders = []
     if root is not None:
         folders += [root / "FashionMNIST" / "raw", root / "fashion-mnist", root]
@@ -363,37 +365,46 @@ def _load_fashion(root: Path | None, test_size: int, seed: int) -> Dataset:
         f"dataset-fashion-mnist` (files in {FASHION_SYSTEM_DIR}/) or put "
         f"{_file_list(_IDX_NAMES)} in {where} and set data_root"
     )
-    return _load_idx_set("fashion_mnist", root, folders=folders, names=_IDX_NAMES,
-                         num_classes=10, test_size=test_size, seed=seed, missing=missing)
+    return _IdxSet(tuple(folders), _IDX_NAMES, 10, missing)
 
 
-def _load_mnist(root: Path | None, test_size: int, seed: int) -> Dataset:
-    """Full MNIST (60k / 10k) from the user's idx files, through the same reader."""
+def _mnist_set(root: Path | None) -> _IdxSet:
+    """Full MNIST (60k / 10k) from the user's idx files."""
     hint = f"put {_file_list(_IDX_NAMES)} in ROOT/MNIST/raw/ and set data_root = ROOT"
     if root is None:
         raise DatasetUnavailable(f"dataset 'mnist' needs data_root: {hint}")
-    return _load_idx_set(
-        "mnist", root, folders=[root / "MNIST" / "raw", root / "mnist", root], names=_IDX_NAMES,
-        num_classes=10, test_size=test_size, seed=seed,
-        missing=f"dataset 'mnist' not found under {root}: {hint}",
-    )
+    return _IdxSet((root / "MNIST" / "raw", root / "mnist", root), _IDX_NAMES, 10,
+                   f"dataset 'mnist' not found under {root}: {hint}")
 
 
-def _load_emnist_letters(root: Path | None, test_size: int, seed: int) -> Dataset:
-    """EMNIST letters (124,800 / 20,800, 26 classes) from the user's idx files."""
+def _emnist_letters_set(root: Path | None) -> _IdxSet:
+    """EMNIST letters (124,800 / 20,800, 26 classes), labelled 1..26 (shifted to 0..25)."""
     hint = (
         f"put the EMNIST 'gzip' files {_file_list(_EMNIST_LETTERS_NAMES)} in ROOT/EMNIST/raw/ "
         "and set data_root = ROOT"
     )
     if root is None:
         raise DatasetUnavailable(f"dataset 'emnist_letters' needs data_root: {hint}")
-    # Letters are labelled 1..26 in EMNIST; shifted to 0..25.
-    return _load_idx_set(
-        "emnist_letters", root, folders=[root / "EMNIST" / "raw", root / "emnist", root],
-        names=_EMNIST_LETTERS_NAMES, num_classes=26, label_offset=1, upright=True,
-        test_size=test_size, seed=seed,
-        missing=f"dataset 'emnist_letters' not found under {root}: {hint}",
-    )
+    return _IdxSet((root / "EMNIST" / "raw", root / "emnist", root), _EMNIST_LETTERS_NAMES, 26,
+                   f"dataset 'emnist_letters' not found under {root}: {hint}",
+                   label_offset=1, upright=True)
+
+
+_IDX_SETS: dict[str, Callable[[Path | None], _IdxSet]] = {
+    "fashion_mnist": _fashion_set,
+    "mnist": _mnist_set,
+    "emnist_letters": _emnist_letters_set,
+}
+
+
+def _idx_loader(name: str) -> Callable[[Path | None, int, int], Dataset]:
+    def load(root: Path | None, test_size: int, seed: int) -> Dataset:
+        spec = _IDX_SETS[name](root)
+        return _make(name, *_idx_arrays(name, spec), spec.num_classes, test_size=test_size,
+                     seed=seed)
+
+    load.__doc__ = _IDX_SETS[name].__doc__
+    return load
 
 
 def _torchvision(name: str, root: Path | None, hint: str, build: Callable) -> tuple:
@@ -451,17 +462,27 @@ def _load_digits(root: Path | None, test_size: int, seed: int) -> Dataset:
     )
 
 
+def _idx_check(name: str) -> Callable[[Path | None], None]:
+    def check(root: Path | None) -> None:
+        """Every file read and checked as the loader does; no tensors (no torch)."""
+        _idx_arrays(name, _IDX_SETS[name](root))
+
+    return check
+
+
 _LOADERS: dict[str, Callable[[Path | None, int, int], Dataset]] = {
     "mnist5k": _load_mnist5k,
-    "fashion_mnist": _load_fashion,
-    "mnist": _load_mnist,
-    "emnist_letters": _load_emnist_letters,
+    "fashion_mnist": _idx_loader("fashion_mnist"),
+    "mnist": _idx_loader("mnist"),
+    "emnist_letters": _idx_loader("emnist_letters"),
     "cifar10": _load_cifar10,
     "digits": _load_digits,
 }
 
 for _name, _loader in _LOADERS.items():
     DATASETS.register(_name)(_loader)
+for _name in _IDX_SETS:
+    DATASET_CHECKS.register(_name)(_idx_check(_name))
 """Names accepted by :func:`load_dataset` (``mnist5k`` is the offline fallback) are the
 ground-floor registry :data:`model.plugins.DATASETS`."""
 

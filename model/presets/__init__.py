@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ConfigError, DatasetDamaged, DatasetUnavailable
-from model.plugins import DATASETS
+from model.plugins import DATASET_CHECKS, DATASETS
 
 __all__ = ["Preset", "preset_names", "load_preset", "preset_settings", "resolve_auto_dataset"]
 
@@ -113,7 +113,10 @@ def dataset_present(name: str, data_root: str | None) -> bool:
     """
     root = None if data_root is None else Path(data_root).expanduser()
     try:
-        DATASETS.lookup(name)(root, 1, 0)  # the registered loader: (root, test_size, seed)
+        if name in DATASET_CHECKS:  # the files alone: a world without learning needs no torch
+            DATASET_CHECKS.lookup(name)(root)
+        else:
+            DATASETS.lookup(name)(root, 1, 0)  # the registered loader: (root, test_size, seed)
     except DatasetDamaged:
         raise
     except (DatasetUnavailable, ConfigError, OSError, RuntimeError):
