@@ -22,9 +22,8 @@ from pathlib import Path
 import geopandas as gpd
 import numpy as np
 import pandas as pd
+import shapely
 from pyproj import Transformer
-from shapely.geometry import LineString, Point
-from shapely.ops import transform
 
 from maps.sources import ATTRIBUTION
 from mobidfl.atomic import atomic_path
@@ -42,63 +41,83 @@ def points_layer(model: MobiDFLModel, *, start: pd.Timestamp = START_TIME) -> gp
 
 
 def tracks_layer(points: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
-    rows = []
+    """One LineString per agent (a Point for an agent recorded once), built in one call."""
     totals = [c for c in LINK_COLUMNS if c in points.columns]
-    for (agent_id, kind), group in points.sort_values("step").groupby(["agent_id", "kind"]):
-        coords = list(zip(group["lon"], group["lat"], strict=True))
-        geometry = LineString(coords) if len(coords) >= 2 else Point(coords[0])
-        rows.append(
-            {
-                "agent_id": int(agent_id),
-                "kind": kind,
-                "steps": int(len(group)),
-                "start": group["time"].iloc[0],
-                "end": group["time"].iloc[-1],
-                **{c: float(group[c].iloc[-1]) for c in totals},
-                "geometry": geometry,
-            }
-        )
-    return gpd.GeoDataFrame(rows, geometry="geometry", crs="EPSG:4326")
+    ordered = points.sort_values(["agent_id", "kind", "step"], kind="stable")
+    agent = ordered["agent_id"].to_numpy()
+    kind = ordered["kind"].to_numpy()
+    new = np.ones(len(ordered), bool)
+    new[1:] = (agent[1:] != agent[:-1]) | (kind[1:] != kind[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(ordered)) - 1
+    steps = last - first + 1
+    group = np.cumsum(new) - 1
+    xy = ordered[["lon", "lat"]].to_numpy(float)
+    geometry = np.empty(len(first), object)
+    lines = steps >= 2
+    if lines.any():
+        rows = lines[group]
+        _, idx = np.unique(group[rows], return_inverse=True)
+        geometry[lines] = shapely.linestrings(xy[rows], indices=idx)
+    if (~lines).any():
+        geometry[~lines] = shapely.points(xy[first[~lines]])
+    times = ordered["time"]
+    table = {
+        "agent_id": agent[first].astype(int),
+        "kind": kind[first],
+        "steps": steps.astype(int),
+        "start": times.iloc[first].to_numpy(),
+        "end": times.iloc[last].to_numpy(),
+        **{c: ordered[c].to_numpy(float)[last] for c in totals},
+    }
+    return gpd.GeoDataFrame(table, geometry=list(geometry), crs="EPSG:4326")
+
+
+def _wgs84(model: MobiDFLModel, geometries: np.ndarray) -> np.ndarray:
+    """Every vertex of ``geometries`` from the map's metric CRS to WGS84 in one PROJ call."""
+    to_wgs = Transformer.from_crs(model.world_map.crs, "EPSG:4326", always_xy=True).transform
+    return shapely.transform(geometries, to_wgs, interleaved=False)
 
 
 def streets_layer(model: MobiDFLModel) -> gpd.GeoDataFrame:
-    net = model.world_map.walk
-    to_wgs = Transformer.from_crs(model.world_map.crs, "EPSG:4326", always_xy=True).transform
-    drive_pairs = set(
-        zip(model.world_map.drive.node_ids[model.world_map.drive.edge_u],
-            model.world_map.drive.node_ids[model.world_map.drive.edge_v], strict=True)
+    """The walking network's edges (the drive network's are flagged ``drivable``)."""
+    net, drive = model.world_map.walk, model.world_map.drive
+    ids = np.asarray(net.node_ids)
+    u, v = ids[net.edge_u], ids[net.edge_v]
+    drive_ids = np.asarray(drive.node_ids)
+    drive_pairs = pd.MultiIndex.from_arrays([drive_ids[drive.edge_u], drive_ids[drive.edge_v]])
+    counts = (net.edge_pt1 - net.edge_pt0).astype(np.int64)
+    vertex = np.repeat(net.edge_pt0 - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    edge = np.repeat(np.arange(net.n_edges), counts)
+    lines = shapely.linestrings(net.pts_xy[vertex], indices=edge)
+    return gpd.GeoDataFrame(
+        {
+            "u": u.astype(str),
+            "v": v.astype(str),
+            "length_m": np.asarray(net.edge_len, float),
+            "drivable": pd.MultiIndex.from_arrays([u, v]).isin(drive_pairs),
+            "area": np.asarray(model.world_map.node_area)[net.edge_u].astype(int),
+        },
+        geometry=list(_wgs84(model, lines)),
+        crs="EPSG:4326",
     )
-    rows = []
-    for e in range(net.n_edges):
-        coords = net.pts_xy[net.edge_pt0[e] : net.edge_pt1[e]]
-        u, v = net.node_ids[net.edge_u[e]], net.node_ids[net.edge_v[e]]
-        rows.append(
-            {
-                "u": str(u),
-                "v": str(v),
-                "length_m": float(net.edge_len[e]),
-                "drivable": (u, v) in drive_pairs,
-                "area": int(model.world_map.node_area[net.edge_u[e]]),
-                "geometry": transform(to_wgs, LineString(coords)),
-            }
-        )
-    return gpd.GeoDataFrame(rows, geometry="geometry", crs="EPSG:4326")
 
 
 def cells_layer(model: MobiDFLModel) -> gpd.GeoDataFrame:
+    """The grid cells (sensors, UAVs) with the area each belongs to."""
     grid = model.world_map.grid
-    to_wgs = Transformer.from_crs(model.world_map.crs, "EPSG:4326", always_xy=True).transform
     cells = np.arange(grid.n_cells)
     rows, cols = grid.rc(cells)
+    x, y = grid.x0 + cols * grid.cell_m, grid.y0 + rows * grid.cell_m
+    boxes = shapely.box(x, y, x + grid.cell_m, y + grid.cell_m)
     return gpd.GeoDataFrame(
         {
             "cell": cells,
             "row": rows,
             "col": cols,
             "area": model.world_map.area_of(grid.centres(cells)),
-            "geometry": [transform(to_wgs, grid.polygon(c)) for c in cells],
         },
-        geometry="geometry",
+        geometry=list(_wgs84(model, boxes)),
         crs="EPSG:4326",
     )
 
