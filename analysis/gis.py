@@ -23,7 +23,6 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 import shapely
-from pyproj import Transformer
 
 from maps.sources import ATTRIBUTION
 from mobidfl.atomic import atomic_path
@@ -70,13 +69,12 @@ def tracks_layer(points: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
         "end": times.iloc[last].to_numpy(),
         **{c: ordered[c].to_numpy(float)[last] for c in totals},
     }
-    return gpd.GeoDataFrame(table, geometry=list(geometry), crs="EPSG:4326")
+    return gpd.GeoDataFrame(table, geometry=geometry, crs="EPSG:4326")
 
 
 def _wgs84(model: MobiDFLModel, geometries: np.ndarray) -> np.ndarray:
     """Every vertex of ``geometries`` from the map's metric CRS to WGS84 in one PROJ call."""
-    to_wgs = Transformer.from_crs(model.world_map.crs, "EPSG:4326", always_xy=True).transform
-    return shapely.transform(geometries, to_wgs, interleaved=False)
+    return shapely.transform(geometries, model.world_map.to_wgs84)
 
 
 def streets_layer(model: MobiDFLModel) -> gpd.GeoDataFrame:
@@ -98,7 +96,7 @@ def streets_layer(model: MobiDFLModel) -> gpd.GeoDataFrame:
             "drivable": pd.MultiIndex.from_arrays([u, v]).isin(drive_pairs),
             "area": np.asarray(model.world_map.node_area)[net.edge_u].astype(int),
         },
-        geometry=list(_wgs84(model, lines)),
+        geometry=_wgs84(model, lines),
         crs="EPSG:4326",
     )
 
@@ -117,7 +115,7 @@ def cells_layer(model: MobiDFLModel) -> gpd.GeoDataFrame:
             "col": cols,
             "area": model.world_map.area_of(grid.centres(cells)),
         },
-        geometry=list(_wgs84(model, boxes)),
+        geometry=_wgs84(model, boxes),
         crs="EPSG:4326",
     )
 

@@ -65,6 +65,14 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def machine_line() -> str:
+    """What a reading depends on: CPU model and count, torch, load averages, UTC time."""
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return (f"machine: {cpu_model()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+            f"python {platform.python_version()}; load {load}; {now}")
+
+
 def toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

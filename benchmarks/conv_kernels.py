@@ -29,7 +29,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_cell import cpu_model  # noqa: E402
+from bench_cell import machine_line  # noqa: E402
 
 from model.learning.backends import conv2d_fast_wgrad  # noqa: E402
 from model.learning.nets import build_net  # noqa: E402
@@ -111,9 +111,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     keep_heap()
-    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs, torch {torch.__version__}; "
-          f"load {' '.join(f'{v:.2f}' for v in os.getloadavg())}; "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")  # fmt: skip
+    print(machine_line())
     peak = matmul_peak()
     rows: list[tuple[str, float, float]] = []
     for name in args.nets.split(","):

@@ -13,16 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_cell import cpu_model  # noqa: E402
+from bench_cell import machine_line  # noqa: E402
 
 CHILD = r"""
 import json, sys, tempfile, time
@@ -54,9 +52,7 @@ def main() -> None:
     parser.add_argument("--code", default=str(ROOT), help="checkouts to compare, comma-separated")
     args = parser.parse_args()
     codes = [Path(c).resolve() for c in args.code.split(",")]
-    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"{cpu_model()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, {now}, "
-          f"python {platform.python_version()}")
+    print(machine_line())
     print(f"{'world':14s} {'checkout':34s} {'layers s':>9s} {'gpkg s':>8s}  features")
     for world, settings in WORLDS.items():
         runs: dict[Path, list[dict]] = {c: [] for c in codes}

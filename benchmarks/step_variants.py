@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_cell import cpu_model  # noqa: E402
+from bench_cell import machine_line  # noqa: E402
 from conv_kernels import matmul_peak  # noqa: E402
 
 from model.learning import backends  # noqa: E402
@@ -63,9 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     keep_heap()
-    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs, torch {torch.__version__}; "
-          f"load {' '.join(f'{v:.2f}' for v in os.getloadavg())}; "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")  # fmt: skip
+    print(machine_line())
     peak = matmul_peak()
     print(f"{'net':12s}{'variant':22s}{'ms/step':>9s}{'%peak':>7s}{'x fp32':>8s}")
     for name in args.nets.split(","):

@@ -184,22 +184,21 @@ def _read_mobidfl(path: Path, text: str | None) -> Contacts:
     )
 
 
-def _split_fields(path: Path, lines: list[tuple[int, str]], width: int) -> np.ndarray:
-    """``[L, width]`` object array of the first ``width`` fields of each line (None where a
-    line has fewer)."""
+def _split_fields(path: Path, text: str | None, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``[L, width]`` object array of the first ``width`` fields of each data line (None where
+    a line has fewer) and the lines' numbers in the file; an empty trace is refused."""
+    lines = _data_lines(text or "")
+    if not lines:
+        raise _refuse(path, "empty: no contacts")
     rows = [line.replace(",", " ").split(None, width)[:width] for _, line in lines]
     out = np.full((len(rows), width), None, dtype=object)
     for i, fields in enumerate(rows):  # parsing, not a hot path: one pass over the text
         out[i, : len(fields)] = fields
-    return out
+    return out, np.array([n for n, _ in lines])
 
 
 def _read_crawdad(path: Path, text: str | None) -> Contacts:
-    lines = _data_lines(text or "")
-    if not lines:
-        raise _refuse(path, "empty: no contacts")
-    fields = _split_fields(path, lines, 4)
-    numbers = np.array([n for n, _ in lines])
+    fields, numbers = _split_fields(path, text, 4)
     short = np.array([f is None for f in fields[:, 3]])
     if short.any():
         raise _refuse(path, f"line {numbers[int(np.argmax(short))]}: fewer than 4 columns "
@@ -209,7 +208,7 @@ def _read_crawdad(path: Path, text: str | None) -> Contacts:
         b=_ids(path, fields[:, 1], numbers, "b"),
         t_start=_numbers(path, fields[:, 2], numbers, "t_start"),
         t_end=_numbers(path, fields[:, 3], numbers, "t_end"),
-        d_min=np.full(len(lines), np.nan), step=None,
+        d_min=np.full(len(numbers), np.nan), step=None,
     )
 
 
@@ -223,11 +222,7 @@ def _host_ids(path: Path, values: np.ndarray, lines: np.ndarray) -> np.ndarray:
 
 
 def _read_one(path: Path, text: str | None) -> Contacts:
-    lines = _data_lines(text or "")
-    if not lines:
-        raise _refuse(path, "empty: no contacts")
-    fields = _split_fields(path, lines, 5)
-    numbers = np.array([n for n, _ in lines])
+    fields, numbers = _split_fields(path, text, 5)
     action = fields[:, 1]
     conn = action == "CONN"
     given = (fields != None).sum(axis=1)  # noqa: E711 - elementwise on an object array

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.cluster.vq import kmeans2
 from scipy.spatial import cKDTree
-from shapely.geometry import box
 
 
 @dataclass(frozen=True)
@@ -50,11 +49,6 @@ class Grid:
         col = np.clip(((xy[:, 0] - self.x0) // self.cell_m).astype(int), 0, self.cols - 1)
         row = np.clip(((xy[:, 1] - self.y0) // self.cell_m).astype(int), 0, self.rows - 1)
         return row * self.cols + col
-
-    def polygon(self, cell: int):
-        row, col = divmod(int(cell), self.cols)
-        x, y = self.x0 + col * self.cell_m, self.y0 + row * self.cell_m
-        return box(x, y, x + self.cell_m, y + self.cell_m)
 
 
 def split_areas(points: np.ndarray, *, k: int, seed: int) -> np.ndarray:

@@ -481,10 +481,10 @@ _LOADERS: dict[str, Callable[[Path | None, int, int], Dataset]] = {
 
 for _name, _loader in _LOADERS.items():
     DATASETS.register(_name)(_loader)
-for _name in _IDX_SETS:
-    DATASET_CHECKS.register(_name)(_idx_check(_name))
 """Names accepted by :func:`load_dataset` (``mnist5k`` is the offline fallback) are the
 ground-floor registry :data:`model.plugins.DATASETS`."""
+for _name in _IDX_SETS:  # presence without tensors: model.plugins.DATASET_CHECKS
+    DATASET_CHECKS.register(_name)(_idx_check(_name))
 
 
 def load_dataset(
