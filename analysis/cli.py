@@ -189,10 +189,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     import torch
 
-    from model.bounds import estimate_output_bytes
+    from model.bounds import check_memory, estimate_output_bytes
     from model.world import MobiDFLModel
 
     torch.set_num_threads(1)
+    # memory before disk: a world too big for memory is refused by what it is, the same on
+    # every machine, not by how full this machine's disk happens to be
+    check_memory(config)
     need = estimate_output_bytes(config, checkpoints=bool(args.checkpoint_every))
     check_output_folder(out, need_bytes=need)
     if not args.quiet and sys.stderr.isatty():  # a big world takes a while: say so

@@ -534,6 +534,23 @@ def test_full_disk_is_refused_before_step_1(tmp_path, monkeypatch, capsys):
     assert not out.exists()
 
 
+def test_a_world_too_big_for_memory_is_refused_for_memory_even_on_a_full_disk(
+        tmp_path, monkeypatch, capsys):
+    import analysis.cli as cli
+
+    # Prepare: the disk reports 1 MiB free, so the outputs would not fit either
+    monkeypatch.setattr(cli.shutil, "disk_usage",
+                        lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 2**20, 2**20))
+    out = tmp_path / "out"
+    # Execute
+    code = main(["run", "--out", str(out), *TINY, "--set", "vehicles=10000000"])
+    # Assert: the refusal names the world's size, not this machine's disk
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "'vehicles'" in err[0] and "fits in memory" in err[0], err[0]
+    assert not out.exists()
+
+
 def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch, capsys):
     import model.checkpoint as checkpoint
 
