@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import mobidfl.deferred  # noqa: F401  (before mesa-geo: libpysal on first use)
+
 _EXPORTS = dict.fromkeys(
     ("AGENT_CLASSES", "UAV", "DeviceAgent", "Pedestrian", "Sensor", "Vehicle"), "agents.kinds"
 )

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import mobidfl.deferred  # noqa: F401  (before mesa-geo: libpysal on first use)
+
 _EXPORTS = {
     "MobiDFLModel": "model.world",
     "Config": "model.config",
