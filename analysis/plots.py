@@ -1,24 +1,27 @@
-"""Figures of a single run (importable from notebooks)."""
+"""Figures of a single run (importable from notebooks).
+
+Built on matplotlib's :class:`~matplotlib.figure.Figure` directly, not pyplot: every
+``mobidfl run`` writes this figure, and pyplot's import (its backend set-up) would be most
+of that figure's cost in a fresh process; a figure with no pyplot window has none to close.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from mobidfl.atomic import write_figure  # noqa: E402
+from mobidfl.atomic import write_figure
 
 
-def summary_figure(model_csv: pd.DataFrame, *, title: str = "MobiDFL run"):
+def summary_figure(model_csv: pd.DataFrame, *, title: str = "MobiDFL run") -> Figure:
     """Accuracy per kind and policy, contacts per step, distinct neighbours per class."""
     acc_cols = [
         c for c in model_csv.columns if c.startswith("acc_") and c not in ("acc_std", "acc_min")
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig = Figure(figsize=(15, 4.2))
+    axes = fig.subplots(1, 3)
     ax = axes[0]
     if acc_cols:
         for col in acc_cols:
@@ -57,9 +60,5 @@ def summary_figure(model_csv: pd.DataFrame, *, title: str = "MobiDFL run"):
 
 
 def save_summary(model_csv: pd.DataFrame, path: str | Path, *, title: str = "MobiDFL run") -> Path:
-    fig = summary_figure(model_csv, title=title)
-    try:
-        write_figure(fig, path, dpi=110)
-    finally:
-        plt.close(fig)
+    write_figure(summary_figure(model_csv, title=title), path, dpi=110)
     return Path(path)
