@@ -13,114 +13,52 @@ own rather than Mesa's or mesa-geo's.
 Map data © OpenStreetMap contributors (ODbL).
 """
 
-from analysis.app.app_model import AppModel
-from analysis.app.components import (
-    SELECTED,
-    SHOW_TILES,
-    AccuracyPlot,
-    AgentInfo,
-    ContactsPlot,
-    EnergyPlot,
-    LinkPlot,
-    MapView,
-    NeighboursPlot,
-    StatusLine,
-)
-from analysis.app.controller import AppPage, QueuedController, StepQueue
-from analysis.app.figures import (
-    accuracy_figure,
-    contacts_figure,
-    energy_figure,
-    energy_per_kind,
-    energy_split_columns,
-    link_figure,
-    link_on,
-    neighbours_figure,
-)
-from analysis.app.inputs import env_settings, initial_settings, model_params
-from analysis.app.layers import (
-    MapLayer,
-    agents_geojson,
-    areas_geojson,
-    contact_pairs,
-    contacts_geojson,
-    link_progress,
-    lonlat,
-    map_view,
-    occupied_cells_geojson,
-    selection_geojson,
-    shape_size_m,
-    streets_geojson,
-    world_bounds,
-)
-from analysis.app.look import (
-    AGENT_CLASS,
-    KIND_COLOURS,
-    KIND_SHAPES,
-    NOTHING_SENT,
-    accuracy_colour,
-    progress_labels,
-)
-from analysis.app.panels import (
-    agent_details,
-    clock,
-    details_html,
-    legend_html,
-    link_text,
-    mean_accuracy,
-    status_text,
-)
+from __future__ import annotations
 
-__all__ = [
-    "AGENT_CLASS",
-    "KIND_COLOURS",
-    "KIND_SHAPES",
-    "NOTHING_SENT",
-    "SELECTED",
-    "SHOW_TILES",
-    "AccuracyPlot",
-    "AgentInfo",
-    "AppModel",
-    "AppPage",
-    "ContactsPlot",
-    "EnergyPlot",
-    "LinkPlot",
-    "MapLayer",
-    "MapView",
-    "NeighboursPlot",
-    "QueuedController",
-    "StatusLine",
-    "StepQueue",
-    "accuracy_colour",
-    "accuracy_figure",
-    "agent_details",
-    "agents_geojson",
-    "areas_geojson",
-    "clock",
-    "contact_pairs",
-    "contacts_figure",
-    "contacts_geojson",
-    "details_html",
-    "energy_figure",
-    "energy_per_kind",
-    "energy_split_columns",
-    "env_settings",
-    "initial_settings",
-    "legend_html",
-    "link_figure",
-    "link_on",
-    "link_progress",
-    "link_text",
-    "lonlat",
-    "map_view",
-    "mean_accuracy",
-    "model_params",
-    "neighbours_figure",
-    "occupied_cells_geojson",
-    "progress_labels",
-    "selection_geojson",
-    "shape_size_m",
-    "status_text",
-    "streets_geojson",
-    "world_bounds",
-]
+import importlib
+from typing import Any
+
+# name -> the module that defines it; resolved on first use (PEP 562), so importing one
+# pure part (``analysis.app.layers``, ``look``, ``figures``) does not import Solara
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys((
+        "AppModel",
+    ), "analysis.app.app_model"),
+    **dict.fromkeys((
+        "SELECTED", "SHOW_TILES", "AccuracyPlot", "AgentInfo", "ContactsPlot", "EnergyPlot",
+        "LinkPlot", "MapView", "NeighboursPlot", "StatusLine",
+    ), "analysis.app.components"),
+    **dict.fromkeys((
+        "AppPage", "QueuedController", "StepQueue",
+    ), "analysis.app.controller"),
+    **dict.fromkeys((
+        "accuracy_figure", "contacts_figure", "energy_figure", "energy_per_kind",
+        "energy_split_columns", "link_figure", "link_on", "neighbours_figure",
+    ), "analysis.app.figures"),
+    **dict.fromkeys((
+        "env_settings", "initial_settings", "model_params",
+    ), "analysis.app.inputs"),
+    **dict.fromkeys((
+        "MapLayer", "agents_geojson", "areas_geojson", "contact_pairs", "contacts_geojson",
+        "link_progress", "lonlat", "map_view", "occupied_cells_geojson", "selection_geojson",
+        "shape_size_m", "streets_geojson", "world_bounds",
+    ), "analysis.app.layers"),
+    **dict.fromkeys((
+        "AGENT_CLASS", "KIND_COLOURS", "KIND_SHAPES", "NOTHING_SENT", "accuracy_colour",
+        "progress_labels",
+    ), "analysis.app.look"),
+    **dict.fromkeys((
+        "agent_details", "clock", "details_html", "legend_html", "link_text", "mean_accuracy",
+        "status_text",
+    ), "analysis.app.panels"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'analysis.app' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # resolved once
+    return value
