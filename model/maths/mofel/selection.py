@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from model.errors import ConfigError
 from model.maths.mofel.visits import Visits
@@ -240,6 +239,8 @@ def _milp_size(problem: _Problem) -> int:
 def _solve_milp(
     problem: _Problem, tau: np.ndarray, t0: float, horizon: float, node_limit: int | None
 ) -> Selection | None:
+    from scipy.optimize import Bounds, LinearConstraint, milp  # HiGHS: only MoFeL's runs
+
     n_slots = len(problem.eligible)
     n_srv = problem.servers.size
     if n_slots == 0:
