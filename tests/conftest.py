@@ -38,15 +38,16 @@ torch.set_num_threads(1)
 _data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
 
 LONG_FILES = (
-    "test_ray_cluster.py", "test_app_browser.py", "test_docs.py", "test_exp_002.py",
-    "test_bad_inputs.py", "test_validation_psfl.py", "test_validation_cached_dfl.py",
-    "test_resume_cli.py", "test_preset_directions.py", "test_gpu_script.py", "test_bench.py",
-    "test_presets.py", "test_perf.py", "test_report.py", "test_exp_000.py",
+    "test_ray_cluster.py", "test_bad_inputs.py", "test_app_browser.py", "test_docs.py",
+    "test_bench.py", "test_perf.py", "test_validation_psfl.py", "test_gpu_script.py",
+    "test_exp_002.py", "test_preset_directions.py", "test_validation_cached_dfl.py",
+    "test_resume_cli.py", "test_report.py", "test_sweep.py", "test_presets.py",
+    "test_browser_harness.py", "test_exp_004.py", "test_layers.py", "test_exp_003.py",
 )
-"""Files that take half a minute or more, longest first: handed out first (``make test``
-passes ``--no-loadscope-reorder``, so xdist keeps this order instead of putting files with
-many short tests first), so the last file a worker starts is a short one and both cores
-finish together."""
+"""Files that take about 20 s or more (``--durations``), longest first: handed out first
+(``make test`` passes ``--no-loadscope-reorder``, so xdist keeps this order instead of
+putting files with many short tests first), so the last file a worker starts is a short one
+and both cores finish together."""
 
 
 @pytest.hookimpl(tryfirst=True)
