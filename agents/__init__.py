@@ -8,10 +8,10 @@ mesa-geo for the agent classes.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import mobidfl.deferred  # noqa: F401  (before mesa-geo: libpysal on first use)
+from mobidfl.exports import resolve
 
 _EXPORTS = dict.fromkeys(
     ("AGENT_CLASSES", "UAV", "DeviceAgent", "Pedestrian", "Sensor", "Vehicle"), "agents.kinds"
@@ -21,6 +21,4 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'agents' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+    return resolve(globals(), _EXPORTS, name)

@@ -23,8 +23,9 @@ both floors).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from mobidfl.exports import resolve
 
 _EXPORTS: dict[str, str] = {
     # the model and its settings
@@ -90,11 +91,7 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'mobidfl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # resolved once
-    return value
+    return resolve(globals(), _EXPORTS, name)
 
 
 def __dir__() -> list[str]:

@@ -7,10 +7,10 @@ file without importing the Mesa model above it.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import mobidfl.deferred  # noqa: F401  (before mesa-geo: libpysal on first use)
+from mobidfl.exports import resolve
 
 _EXPORTS = {
     "MobiDFLModel": "model.world",
@@ -22,6 +22,4 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'model' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+    return resolve(globals(), _EXPORTS, name)

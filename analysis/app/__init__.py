@@ -15,8 +15,9 @@ Map data © OpenStreetMap contributors (ODbL).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from mobidfl.exports import resolve
 
 # name -> the module that defines it; resolved on first use (PEP 562), so importing one
 # pure part (``analysis.app.layers``, ``look``, ``figures``) does not import Solara
@@ -57,8 +58,4 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'analysis.app' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # resolved once
-    return value
+    return resolve(globals(), _EXPORTS, name)
