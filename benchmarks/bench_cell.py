@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import resource
 import subprocess
@@ -35,42 +34,13 @@ import time
 from pathlib import Path
 
 import torch
+from machine import cpu_model, matmul_peak
 
 from analysis import sweep
 from analysis.bench import plan_runs
 from analysis.bench_scenarios import build_cells, columns
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def matmul_peak(size: int = 512, repeats: int = 5) -> float:
-    """Best-of-``repeats`` fp32 GFLOP/s of a square matmul on one thread."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(20):
-            a @ b
-        best = min(best, (time.perf_counter() - t) / 20)
-    return 2 * size**3 / best / 1e9
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def machine_line() -> str:
-    """What a reading depends on: CPU model and count, torch, load averages, UTC time."""
-    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
-    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    return (f"machine: {cpu_model()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
-            f"python {platform.python_version()}; load {load}; {now}")
 
 
 def toml_value(value: object) -> str:
@@ -83,7 +53,8 @@ def toml_value(value: object) -> str:
 
 def size_cells(cells: str, scale: str) -> None:
     """CPU seconds of one run of each cell (``time.process_time``, in this process)."""
-    print(f"CPU {cpu_model()}; load {os.getloadavg()}; matmul peak {matmul_peak():.1f} GFLOP/s")
+    peak = matmul_peak().wall
+    print(f"CPU {cpu_model()}; load {os.getloadavg()}; matmul peak {peak:.1f} GFLOP/s")
     for item in cells.split(","):
         scenario, link, policy = item.split(":")
         column = columns([scenario], scale=scale, links=[link])[-1]
@@ -120,7 +91,7 @@ def main() -> None:
     spec = plan_runs([cell], [0], extra={})[cell.key][0]
     print(f"cell {cell.key} at {args.scale}: {spec.steps} steps, seed 0")
     print(f"CPU {cpu_model()}, {os.cpu_count()} cores; matmul peak "
-          f"{matmul_peak():.1f} GFLOP/s (one thread)")
+          f"{matmul_peak().wall:.1f} GFLOP/s (one thread)")
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "cell.toml"
         lines = [f'"{k}" = {toml_value(v)}' for k, v in spec.settings.items() if v is not None]
@@ -159,7 +130,7 @@ def main() -> None:
     print(f"best of {args.repeats}: bench {best[2]:.2f} s, mobidfl run {best_run[4]:.2f} s "
           f"(own work {best_inner[6]:.2f} s): ratio {best[2] / best_run[4]:.2f} "
           f"({best[2] / best_inner[6]:.2f} against its own work)")
-    print(f"matmul peak at the end {matmul_peak():.1f} GFLOP/s; load {os.getloadavg()}")
+    print(f"matmul peak at the end {matmul_peak().wall:.1f} GFLOP/s; load {os.getloadavg()}")
 
 
 if __name__ == "__main__":

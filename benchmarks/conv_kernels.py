@@ -29,7 +29,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_cell import machine_line  # noqa: E402
+from machine import machine_line, matmul_peak  # noqa: E402
 
 from model.learning.backends import conv2d_fast_wgrad  # noqa: E402
 from model.learning.nets import build_net  # noqa: E402
@@ -47,12 +47,6 @@ def cpu_time(fn: Callable[[], object], *, repeats: int, rounds: int = 3) -> floa
             fn()
         best = min(best, (time.process_time() - t0) / repeats)
     return best
-
-
-def matmul_peak(size: int = 1024) -> float:
-    """1-thread fp32 matmul GFLOP/s per CPU second (square ``size`` matrices)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    return 2 * size**3 / cpu_time(lambda: a @ b, repeats=10) / 1e9
 
 
 def conv_rows(net: str, conv: nn.Conv2d, shape: tuple[int, ...], *, batch: int,
@@ -112,7 +106,7 @@ def main() -> None:
     torch.set_num_threads(1)
     keep_heap()
     print(machine_line())
-    peak = matmul_peak()
+    peak = matmul_peak(1024, repeats=3, calls=10).cpu
     rows: list[tuple[str, float, float]] = []
     for name in args.nets.split(","):
         net = build_net(name, (1, 28, 28), 10)
@@ -127,7 +121,7 @@ def main() -> None:
                 shape = tuple(m(torch.zeros(1, *shape)).shape[1:])
             if len(shape) != 3:
                 break
-    peak = max(peak, matmul_peak())
+    peak = max(peak, matmul_peak(1024, repeats=3, calls=10).cpu)
     print(f"1-thread fp32 matmul peak {peak:.1f} GFLOP/s per CPU second (best of start/end)")
     print(f"{'kernel':58s}{'ms':>8s}{'GFLOP/s':>9s}{'%peak':>7s}")
     for label, t, flops in rows:

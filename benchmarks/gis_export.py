@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_cell import machine_line  # noqa: E402
+from machine import machine_line  # noqa: E402
 
 CHILD = r"""
 import json, sys, tempfile, time

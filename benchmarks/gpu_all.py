@@ -48,6 +48,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT / "benchmarks"))  # loaded by file (its tests): shadow nothing
+from machine import cpu_model  # noqa: E402
+
 STEPS = ("tests", "round", "city", "sweep", "fig2")
 FIG2_VARIANTS = "LRU,DFL,CFL"
 BEGIN, END = "<!-- gpu_all:begin -->", "<!-- gpu_all:end -->"
@@ -290,7 +293,7 @@ def _pythonpath() -> str:
 def machine_info(device: str) -> dict[str, Any]:
     info: dict[str, Any] = {
         "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "host_cpu": _cpu_model(),
+        "host_cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "load": [round(v, 2) for v in os.getloadavg()],
         "python": platform.python_version(),
@@ -308,16 +311,6 @@ def machine_info(device: str) -> dict[str, Any]:
     except Exception as exc:  # the report is still written without torch
         info["torch_error"] = str(exc)
     return info
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 # --- children: fig2 and city -------------------------------------------------------------------

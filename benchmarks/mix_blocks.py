@@ -31,23 +31,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 import torch
+from machine import matmul_peak
 
 from model.learning.params import mix_columns, mix_stacks, mixing_operator
 
 MLP_SHAPES = ((128, 784), (128,), (10, 128), (10,))
 """The MLP's layers (101,770 parameters)."""
-
-
-def matmul_peak(size: int = 512, repeats: int = 5) -> float:
-    """Best-of-``repeats`` fp32 GFLOP/s of a square matmul on one thread."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(20):
-            a @ b
-        best = min(best, (time.perf_counter() - t) / 20)
-    return 2 * size**3 / best / 1e9
 
 
 def contact_mixing(n: int, degree: float, seed: int = 1) -> sp.csr_matrix:
@@ -84,7 +73,7 @@ def main() -> None:
                 .splitlines() if ln.startswith("model name")), "?")  # fmt: skip
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"{cpu}; load {load}; {time.strftime('%Y-%m-%d %H:%M')} UTC; 1 thread; "
-          f"matmul peak {matmul_peak():.1f} GFLOP/s", flush=True)  # fmt: skip
+          f"matmul peak {matmul_peak().wall:.1f} GFLOP/s", flush=True)  # fmt: skip
     print(f"{'N':>6} {'degree':>7} {'width':>6} {'fresh CPU s':>12} {'buffers CPU s':>14} "
           f"{'ratio':>6} {'identical':>9} {'load':>5}")  # fmt: skip
     for n in (int(v) for v in args.sizes.split(",")):
@@ -110,7 +99,7 @@ def main() -> None:
                   f"{best['buffers']:14.3f} {best['fresh'] / best['buffers']:6.2f} "
                   f"{str(same):>9} {os.getloadavg()[0]:5.2f}", flush=True)  # fmt: skip
     print(
-        f"matmul peak at the end {matmul_peak():.1f} GFLOP/s; load "
+        f"matmul peak at the end {matmul_peak().wall:.1f} GFLOP/s; load "
         f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}"
     )
 

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from machine import cpu_model, matmul_peak
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
 import model.learning.session as session_module
@@ -56,21 +57,6 @@ from tests import _peer  # noqa: E402
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 CACHE_SIZE, TAU_MAX, BATCH, LR = 10, 5, 64, 0.1
-
-
-def matmul_peak(size: int = 512, repeats: int = 5) -> tuple[float, float]:
-    """Best-of-``repeats`` fp32 GFLOP/s of a square matmul on one thread: per wall second
-    and per CPU second (the latter barely moves when other processes share the cores)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    wall, cpu = float("inf"), float("inf")
-    with _threads(1):
-        for _ in range(repeats):
-            t, c = time.perf_counter(), time.process_time()
-            for _ in range(20):
-                a @ b
-            wall = min(wall, (time.perf_counter() - t) / 20)
-            cpu = min(cpu, max(time.process_time() - c, 1e-9) / 20)
-    return 2 * size**3 / wall / 1e9, 2 * size**3 / cpu / 1e9
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -378,14 +364,8 @@ def authors_round(dataset: Dataset, *, cars: int, modules: dict) -> dict[str, fl
 
 def machine() -> str:
     """One line saying which machine, CPU and torch build ran the benchmark."""
-    cpu = "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
     isa = torch.backends.cpu.get_cpu_capability()
-    return (f"{platform.node()}: {os.cpu_count()} CPUs ({cpu}, {isa}), "
+    return (f"{platform.node()}: {os.cpu_count()} CPUs ({cpu_model()}, {isa}), "
             f"torch {torch.__version__}, Python {platform.python_version()}")  # fmt: skip
 
 

@@ -23,8 +23,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_cell import machine_line  # noqa: E402
-from conv_kernels import matmul_peak  # noqa: E402
+from machine import machine_line, matmul_peak  # noqa: E402
 
 from model.learning import backends  # noqa: E402
 from model.learning.nets import build_net, flops_per_sample  # noqa: E402
@@ -64,7 +63,7 @@ def main() -> None:
     torch.set_num_threads(1)
     keep_heap()
     print(machine_line())
-    peak = matmul_peak()
+    peak = matmul_peak(1024, repeats=3, calls=10).cpu
     print(f"{'net':12s}{'variant':22s}{'ms/step':>9s}{'%peak':>7s}{'x fp32':>8s}")
     for name in args.nets.split(","):
         torch.manual_seed(0)

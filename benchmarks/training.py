@@ -20,23 +20,12 @@ import time
 import numpy as np
 import scipy.sparse as sp
 import torch
+from machine import matmul_peak
 
 from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.nets import build_net, flops_per_sample
 from model.maths.mixing import dpsgd_weights
-
-
-def matmul_peak(size: int = 512, repeats: int = 5) -> float:
-    """Best-of-``repeats`` fp32 GFLOP/s of a square matmul on one thread."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(20):
-            a @ b
-        best = min(best, (time.perf_counter() - t) / 20)
-    return 2 * size**3 / best / 1e9
 
 
 def overlapping_parts(n: int, n_train: int, per_agent: int, seed: int) -> list[np.ndarray]:
@@ -74,7 +63,7 @@ def main() -> None:
     torch.set_num_threads(1)
 
     ds = load_dataset("mnist5k", root=None, test_size=500, seed=0)
-    peak = matmul_peak()
+    peak = matmul_peak().wall
     print(f"fp32 matmul peak, 1 thread: {peak:.1f} GFLOP/s")
     print(f"{'net':6} {'backend':8} {'N':>5} {'agent-steps/s':>14} {'GFLOP/s':>8} {'% peak':>7}")
     for net in args.nets.split(","):

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_model
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
@@ -58,13 +60,6 @@ def child(code: Path, graphml: Path, cache: Path) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, str(graphml), str(cache)], env=env,
                          cwd=code, capture_output=True, text=True, check=True)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def main() -> None:
