@@ -260,7 +260,8 @@ def run_step(step: Step, args: argparse.Namespace, timeout: float, log) -> Outco
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
     started = time.perf_counter()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env, start_new_session=True)  # fmt: skip
+                            text=True, env=env, start_new_session=True,
+                            preexec_fn=_ctrl_c_stops)  # fmt: skip
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -283,6 +284,14 @@ def run_step(step: Step, args: argparse.Namespace, timeout: float, log) -> Outco
         outcome.numbers = {"parse_error": f"{type(exc).__name__}: {exc}"}
     outcome.tail = "\n".join(out.strip().splitlines()[-12:])
     return outcome
+
+
+def _ctrl_c_stops() -> None:
+    """In the step's process, before it starts: SIGINT's default action, so the Ctrl-C at
+    its limit stops it after its current epoch. A script started in the background
+    (``nohup python benchmarks/gpu_all.py &``, or under a test runner) hands its children
+    SIGINT as ignored, and the step would then run on until it is killed, 15 s later."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _pythonpath() -> str:

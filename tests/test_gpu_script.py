@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -90,12 +91,16 @@ def test_a_step_past_its_limit_is_stopped_and_keeps_what_it_printed(tmp_path):
     code = (f"import time; print('{gpu_all.BEAT}1.500 runa 1', flush=True); "
             "print('RESULT {\"x\": 1}', flush=True); time.sleep(60)")  # fmt: skip
     step = gpu_all.Step("hang", lambda args: [sys.executable, "-c", code], 60, gpu_all.parse_child)
-    # Execute
-    with (tmp_path / "log").open("w") as log:
-        outcome = gpu_all.run_step(step, gpu_all.parse_args([]), 3.0, log)
-    # Assert
-    assert outcome.timed_out and outcome.returncode != 0
-    assert outcome.wall_s < 30
+    # Execute: as when the script runs in the background, where SIGINT comes ignored
+    inherited = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with (tmp_path / "log").open("w") as log:
+            outcome = gpu_all.run_step(step, gpu_all.parse_args([]), 3.0, log)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+    # Assert: stopped by the Ctrl-C at its limit (not killed 15 s later)
+    assert outcome.timed_out and outcome.returncode == -signal.SIGINT
+    assert outcome.wall_s < 15
     assert outcome.numbers["x"] == 1 and outcome.numbers["lockstep"]["epochs_done"] == 1
     assert "hang (limit 3 s)" in (tmp_path / "log").read_text()
 
