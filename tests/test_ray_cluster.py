@@ -185,6 +185,54 @@ def test_every_ray_server_of_the_cluster_listens_on_the_loopback_only(cluster):
     assert not outside, outside
 
 
+_WORKERS = textwrap.dedent(
+    """
+    import json, sys
+    import ray
+    from model.world import MobiDFLModel
+    world = json.loads(sys.argv[1])
+    model = MobiDFLModel(**world, workers=2, worker_backend="ray", ray_address=sys.argv[2])
+    for _ in range(world["steps"]):
+        model.step()
+    pool = model.learner.engine._pool  # made at the first training step
+    nodes = ray.get([a.__ray_call__.remote(
+        lambda self: ray.get_runtime_context().get_node_id()) for a in pool.actors])
+    model.datacollector.get_model_vars_dataframe().to_parquet(sys.argv[3])  # exact floats
+    print(json.dumps({"nodes": nodes}))
+    """
+)
+
+
+def test_a_runs_training_workers_spread_over_nodes_with_the_same_numbers(cluster, tmp_path):
+    # Prepare: two worker nodes (this test runs before one is killed below, so no third
+    # raylet starts; should the order change, a node is added back)
+    cl, _ = cluster
+    if sum(n.get("Alive", False) for n in cl.global_state.node_table()) < 3:
+        cl.add_node(num_cpus=1, **NODE)
+        cl.wait_for_nodes()
+    world = {**{k: v for k, v in WORLD.items() if k != "vehicle"},
+             "vehicle.mobility": "random_walk", "policy": "dpsgd", "seed": 3,
+             "eval_every": 1}
+    from model.world import MobiDFLModel
+
+    alone = MobiDFLModel(**world, workers=1)
+    for _ in range(world["steps"]):
+        alone.step()
+    # Execute: the same run with two Ray actors as its training workers
+    table = tmp_path / "model.parquet"
+    proc = subprocess.run([sys.executable, "-c", _WORKERS, json.dumps(world), cl.address,
+                           str(table)],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    spread = pd.read_parquet(table)
+    # Assert: one actor per worker node, the numbers of one worker
+    assert len(set(out["nodes"])) == 2
+    expected = alone.datacollector.get_model_vars_dataframe()
+    pd.testing.assert_frame_equal(spread.reset_index(drop=True),
+                                  expected.reset_index(drop=True), check_dtype=False)
+
+
 def test_a_sweep_survives_a_worker_node_killed_under_a_run(cluster, reference, tmp_path):
     # Prepare
     cl, workers = cluster
@@ -224,68 +272,22 @@ def test_a_run_no_node_can_hold_is_refused_in_one_line_before_any_run(cluster, t
     (tmp_path / "sweep.toml").write_text(_toml(SWEEP))
     asks = {"gpu": ["--gpus-per-run", "1"], "cpus": ["--cpus-per-run", "2"],
             "memory": ["--memory-per-run", "1e15"]}
-    # Execute
-    done = {
-        name: subprocess.run(
+    # Execute: the three drivers at once (each is mostly its start-up)
+    started = {
+        name: subprocess.Popen(
             [sys.executable, "-m", "analysis.cli", "sweep", str(tmp_path / "sweep.toml"),
              "--out", str(tmp_path / name), "--backend", "ray", "--address", cl.address,
-             "--quiet", *ask], cwd=ROOT, env=_env(), capture_output=True, text=True,
-            timeout=400)
+             "--quiet", *ask], cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
         for name, ask in asks.items()
     }
+    done = {name: (proc, proc.communicate(timeout=400)[1]) for name, proc in started.items()}
     # Assert: one line each naming what the nodes have; no manifest, no run started
-    for name, proc in done.items():
-        lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2 and len(lines) == 1, (name, proc.stderr[-2000:])
+    for name, (proc, stderr) in done.items():
+        lines = stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (name, stderr[-2000:])
         assert "what one node of the cluster has (nodes: CPU" in lines[0]
         assert not (tmp_path / name / "manifest.csv").exists()
-
-
-_WORKERS = textwrap.dedent(
-    """
-    import json, sys
-    import ray
-    from model.world import MobiDFLModel
-    world = json.loads(sys.argv[1])
-    model = MobiDFLModel(**world, workers=2, worker_backend="ray", ray_address=sys.argv[2])
-    for _ in range(world["steps"]):
-        model.step()
-    pool = model.learner.engine._pool  # made at the first training step
-    nodes = ray.get([a.__ray_call__.remote(
-        lambda self: ray.get_runtime_context().get_node_id()) for a in pool.actors])
-    model.datacollector.get_model_vars_dataframe().to_parquet(sys.argv[3])  # exact floats
-    print(json.dumps({"nodes": nodes}))
-    """
-)
-
-
-def test_a_runs_training_workers_spread_over_nodes_with_the_same_numbers(cluster, tmp_path):
-    # Prepare: two worker nodes again (one was lost above)
-    cl, _ = cluster
-    if sum(n.get("Alive", False) for n in cl.global_state.node_table()) < 3:
-        cl.add_node(num_cpus=1, **NODE)
-        cl.wait_for_nodes()
-    world = {**{k: v for k, v in WORLD.items() if k != "vehicle"},
-             "vehicle.mobility": "random_walk", "policy": "dpsgd", "seed": 3,
-             "eval_every": 1}
-    from model.world import MobiDFLModel
-
-    alone = MobiDFLModel(**world, workers=1)
-    for _ in range(world["steps"]):
-        alone.step()
-    # Execute: the same run with two Ray actors as its training workers
-    table = tmp_path / "model.parquet"
-    proc = subprocess.run([sys.executable, "-c", _WORKERS, json.dumps(world), cl.address,
-                           str(table)],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    spread = pd.read_parquet(table)
-    # Assert: one actor per worker node, the numbers of one worker
-    assert len(set(out["nodes"])) == 2
-    expected = alone.datacollector.get_model_vars_dataframe()
-    pd.testing.assert_frame_equal(spread.reset_index(drop=True),
-                                  expected.reset_index(drop=True), check_dtype=False)
 
 
 def test_the_head_going_away_stops_the_sweep_in_one_line_and_it_resumes(cluster, reference,
