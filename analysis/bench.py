@@ -57,7 +57,7 @@ from analysis.bench_stats import (
     t_interval,
 )
 from mobidfl.atomic import write_figure, write_text_atomic
-from mobidfl.cores import unloaded_cores
+from mobidfl.cores import cpu_model, unloaded_cores, usable_cores
 from model.errors import ConfigError
 
 __all__ = ["add_bench_parser", "cmd_bench", "plan_runs", "run_bench", "write_report"]
@@ -246,18 +246,6 @@ def _versions() -> dict[str, str]:
 
 
 def _machine() -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -270,7 +258,7 @@ def _machine() -> dict[str, Any]:
             gpu = torch.cuda.get_device_name(0)
     except Exception:  # torch without CUDA, or a broken driver: no GPU to name
         gpu = ""
-    return {"platform": platform.platform(), "cpu": cpu, "cores": cores,
+    return {"platform": platform.platform(), "cpu": cpu_model(), "cores": usable_cores(),
             "load_at_write": load, "gpu": gpu}
 
 

@@ -39,16 +39,9 @@ from machine import cpu_model, matmul_peak
 from analysis import sweep
 from analysis.bench import plan_runs
 from analysis.bench_scenarios import build_cells, columns
+from mobidfl.toml_text import toml_value
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def size_cells(cells: str, scale: str) -> None:

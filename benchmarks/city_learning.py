@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mobidfl.cores import cpu_model
+
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 PHASES = ("move", "contacts", "train", "exchange", "evaluate", "other")
 
@@ -184,8 +186,7 @@ def main() -> None:
         net, n, policy = args.one.split(",")
         print("RESULT " + json.dumps(run_one(net, int(n), policy, args)), flush=True)
         return
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text()
-                .splitlines() if ln.startswith("model name")), "?")  # fmt: skip
+    cpu = cpu_model()
     print(f"machine: {os.cpu_count()} CPUs ({cpu}); load before "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}; {time.strftime('%Y-%m-%d %H:%M')} "
           f"UTC; {args.epochs} epochs, evaluation every {args.eval_every} on "

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import matmul_peak  # noqa: E402
 
+from mobidfl.cores import cpu_model  # noqa: E402
 from model.learning.backends import Functional  # noqa: E402
 from model.learning.nets import build_net, flops_per_sample  # noqa: E402
 
@@ -55,8 +56,7 @@ def main() -> None:
     slow = Functional(net)
     slow.dense = None
     ps = [p.detach().clone().requires_grad_() for p in net.parameters()]
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                if ln.startswith("model name")), "?")  # fmt: skip
+    cpu = cpu_model()
     peak = matmul_peak().wall
     print(f"{cpu}; load {os.getloadavg()[0]:.2f}; torch {torch.__version__}; "
           f"1-thread fp32 matmul peak {peak:.1f} GFLOP/s; MLP {shape} -> 10")

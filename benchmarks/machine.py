@@ -1,8 +1,9 @@
 """What every benchmark reads off the machine it runs on.
 
 A speed figure means nothing without the machine behind it: each benchmark prints the CPU
-model and measures the yardstick its ratios are taken against, the fp32 matmul peak of one
-thread, in the same run (the performance pages quote every ratio against it).
+model (:func:`mobidfl.cores.cpu_model`, as ``mobidfl bench`` records it) and measures the
+yardstick its ratios are taken against, the fp32 matmul peak of one thread, in the same run
+(the performance pages quote every ratio against it).
 """
 
 from __future__ import annotations
@@ -10,21 +11,11 @@ from __future__ import annotations
 import os
 import platform
 import time
-from pathlib import Path
 from typing import NamedTuple
 
+from mobidfl.cores import cpu_model
+
 __all__ = ["Peak", "cpu_model", "machine_line", "matmul_peak"]
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def machine_line() -> str:

@@ -26,13 +26,13 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 from machine import matmul_peak
 
+from mobidfl.cores import cpu_model
 from model.learning.params import mix_columns, mix_stacks, mixing_operator
 
 MLP_SHAPES = ((128, 784), (128,), (10, 128), (10,))
@@ -69,8 +69,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text()
-                .splitlines() if ln.startswith("model name")), "?")  # fmt: skip
+    cpu = cpu_model()
     load = " ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"{cpu}; load {load}; {time.strftime('%Y-%m-%d %H:%M')} UTC; 1 thread; "
           f"matmul peak {matmul_peak().wall:.1f} GFLOP/s", flush=True)  # fmt: skip

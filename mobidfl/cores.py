@@ -1,19 +1,41 @@
-"""How many CPU cores a run may use: one home for the three questions the code asks.
+"""How many CPU cores a run may use, and which CPU: one home for what the code asks of it.
 
 * :func:`usable_cores`: the cores this process may run on (its affinity), the ceiling for
   any setting that counts workers;
 * :func:`unloaded_cores`: usable cores minus the 1-minute load average, for sizing a sweep's
   pool of whole runs (slow to change, so the load average is the right clock);
 * :func:`idle_cores`: the idle share of the machine measured over a short window, for
-  deciding at a run's start whether training workers would find a free core.
+  deciding at a run's start whether training workers would find a free core;
+* :func:`cpu_model`: the CPU's name, which every speed figure (a bench's record, a
+  benchmark's printout) states beside its numbers.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import time
+from pathlib import Path
 
-__all__ = ["idle_cores", "unloaded_cores", "usable_cores"]
+__all__ = ["cpu_model", "idle_cores", "unloaded_cores", "usable_cores"]
+
+
+def cpu_model() -> str:
+    """The CPU's model name.
+
+    Returns
+    -------
+    str
+        The ``model name`` line of ``/proc/cpuinfo``; where that is missing (not Linux),
+        what :func:`platform.processor` says, else ``"unknown"``.
+    """
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def usable_cores() -> int:

@@ -1,15 +1,17 @@
-"""One home for core counts and for TOML values: their behaviour, and that the config and
-sweep files round-trip through :mod:`tomllib`."""
+"""One home for core counts, the CPU's name and TOML values: their behaviour, and that the
+config and sweep files round-trip through :mod:`tomllib`."""
 
 from __future__ import annotations
 
 import math
 import os
+import platform
 import tomllib
+from pathlib import Path
 
 import pytest
 
-from mobidfl.cores import idle_cores, unloaded_cores, usable_cores
+from mobidfl.cores import cpu_model, idle_cores, unloaded_cores, usable_cores
 from mobidfl.toml_text import toml_value
 
 
@@ -21,6 +23,27 @@ def test_core_counts_are_bounded_by_the_affinity(monkeypatch: pytest.MonkeyPatch
     assert unloaded_cores() == 1  # a loaded machine still gets one
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert unloaded_cores() == usable
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="no /proc/cpuinfo")
+def test_cpu_model_is_cpuinfo_s_model_name_else_the_platform_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Prepare: the first model name line, read here independently
+    first = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name"))  # fmt: skip
+    # Execute / Assert: the name after the colon, stripped
+    assert cpu_model() == first.split(":", 1)[1].strip() != ""
+
+    def unreadable(self: Path, *args: object, **kwargs: object) -> str:
+        raise OSError("no such file")
+
+    # Execute / Assert: no cpuinfo -> what platform says, else "unknown"
+    monkeypatch.setattr(Path, "read_text", unreadable)
+    monkeypatch.setattr(platform, "processor", lambda: "x86_64")
+    assert cpu_model() == "x86_64"
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    assert cpu_model() == "unknown"
 
 
 @pytest.mark.parametrize("value", [
