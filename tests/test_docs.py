@@ -27,6 +27,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import yaml
 
+from tests.warm_cli import WarmCli
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 TUTORIALS = ("mobility", "reproduce", "own-city", "plugin-policy")
@@ -166,14 +168,24 @@ def tutorial_steps(text: str) -> list[tuple[str, str, str]]:
     return steps
 
 
-def run_tutorial(name: str, workdir: Path, page: str | None = None) -> str | None:
-    """Run one tutorial's blocks (``page``, else its file) in ``workdir``; returns None, or
-    what failed."""
-    workdir.mkdir(parents=True)
+def tutorial_env() -> dict[str, str]:
+    """The environment a tutorial's commands run in: this interpreter's ``bin`` first on
+    ``PATH``, the repository importable, figures without a display."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def run_tutorial(name: str, workdir: Path, page: str | None = None, *,
+                 cli: WarmCli | None = None) -> str | None:
+    """Run one tutorial's blocks (``page``, else its file) in ``workdir``; returns None, or
+    what failed. With ``cli``, ``mobidfl`` is served by that warm interpreter."""
+    workdir.mkdir(parents=True)
+    env = tutorial_env()
+    if cli is not None:
+        env["PATH"] = cli.path_with(env["PATH"])
     script = ["set -euo pipefail"]
     if page is None:
         page = (DOCS / "tutorials" / f"{name}.md").read_text()
@@ -224,13 +236,32 @@ def test_a_failing_tutorial_command_is_reported(tmp_path, page, fails):
     assert (result is not None) == fails, result
 
 
-def test_every_tutorial_runs(tmp_path):
-    # the four tutorials at their small sizes, two at a time (each is mostly start-up)
+@pytest.fixture(scope="module")
+def warm_cli():
+    with WarmCli(tutorial_env()) as cli:
+        yield cli
+
+
+def test_the_warm_mobidfl_answers_as_the_real_one(warm_cli, tmp_path):
+    # a refused setting: exit 2 and one line on stderr, in the caller's folder and streams
+    env = {**tutorial_env(), "PATH": warm_cli.path_with(tutorial_env()["PATH"])}
+    done = subprocess.run(["mobidfl", "run", "--out", "x", "--set", "no_such_setting=1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "no_such_setting" in done.stderr, done.stderr
+    assert done.stdout == "" and not (tmp_path / "x").exists()
+
+
+def test_every_tutorial_runs(tmp_path, warm_cli):
+    # the four tutorials at their small sizes, two at a time; their eleven `mobidfl`
+    # commands fork from one interpreter that has imported torch, Mesa and the rest
+    # (tests/warm_cli.py: each command was mostly those imports)
     for name in TUTORIALS:
         assert any(lang == "bash" for lang, _, _ in tutorial_steps(
             (DOCS / "tutorials" / f"{name}.md").read_text()
         )), f"tutorial {name} has no commands"
     with ThreadPoolExecutor(max_workers=2) as pool:
-        failures = list(pool.map(lambda n: run_tutorial(n, tmp_path / n), TUTORIALS))
+        failures = list(pool.map(lambda n: run_tutorial(n, tmp_path / n, cli=warm_cli),
+                                 TUTORIALS))
     failed = [f for f in failures if f]
     assert not failed, "\n\n".join(failed)
