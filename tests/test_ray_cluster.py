@@ -104,9 +104,10 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The same sweep on local processes (one worker: the 2 cores also run the cluster)."""
+    """The same sweep run locally, in this process (``processes=0``: no pool to start while
+    the 2 cores also run the cluster)."""
     out = tmp_path_factory.mktemp("local") / "sweep"
-    run_sweep(Sweep.from_dict(SWEEP), out, processes=1, progress=False)
+    run_sweep(Sweep.from_dict(SWEEP), out, processes=0, progress=False)
     return _tables(out)
 
 
