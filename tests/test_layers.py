@@ -12,6 +12,7 @@ checked the same way: benchmarks may use the tests' oracles, tests never import 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,27 @@ def imports_of(module: str, source: str, known: set[str]) -> set[str]:
     """The project modules ``module`` imports anywhere in ``source``."""
     is_package = f"{module}.__init__" in known or any(k.startswith(module + ".") for k in known)
     found: set[str] = set()
+    for names, from_import in _import_names(module, is_package, source):
+        for name in names:
+            if name.split(".")[0] not in (*PACKAGES, "app"):
+                continue
+            while name and name not in known:  # ``from pkg import name`` of a non-module
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+                if from_import:
+                    break  # the first name that is a module is what this import loads
+    return found
+
+
+type Statements = tuple[tuple[tuple[str, ...], bool], ...]
+
+
+@functools.cache
+def _import_names(module: str, is_package: bool, source: str) -> Statements:
+    """Per import statement of ``source``: the absolute names it may load, and whether it is
+    a ``from`` import. Parsed once per source: every test here walks the whole project."""
+    statements: list[tuple[tuple[str, ...], bool]] = []
     for node in ast.walk(ast.parse(source)):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -131,16 +153,9 @@ def imports_of(module: str, source: str, known: set[str]) -> set[str]:
             and isinstance(node.args[0].value, str)
         ):
             names = [node.args[0].value]
-        for name in names:
-            if name.split(".")[0] not in (*PACKAGES, "app"):
-                continue
-            while name and name not in known:  # ``from pkg import name`` of a non-module
-                name = name.rpartition(".")[0]
-            if name and name != module:
-                found.add(name)
-                if isinstance(node, ast.ImportFrom):
-                    break  # the first name that is a module is what this import loads
-    return found
+        if names:
+            statements.append((tuple(names), isinstance(node, ast.ImportFrom)))
+    return tuple(statements)
 
 
 def layer_problems(sources: dict[str, str]) -> list[str]:
