@@ -35,7 +35,8 @@ setup: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(VENV)/bin/mobidfl run --out $(OUT) --force $(RUN_ARGS)
 
-# Tests that must not overlap (the browser, a local Ray) share an xdist_group: one worker each.
+# Every core runs tests (pytest-xdist); each test file stays on one worker (--dist loadfile)
+# and the longest files go first (tests/conftest.py), so both cores finish together.
 # Bytecode is cached even where the environment says not to (PYTHONDONTWRITEBYTECODE): each
 # of the suite's ~150 interpreters would otherwise compile MobiDFL from source, and each
 # pytest process rewrite every test file's asserts again (8 s of CPU per collection here).
