@@ -13,6 +13,7 @@ from analysis.reproduce import (
     DAM,
     MOFEL,
     PAPERS,
+    map_available,
     reading_variant,
     reproduce,
     variant_settings,
@@ -171,3 +172,17 @@ def test_the_data_line_names_the_set_and_the_papers_set_it_stands_in_for():
     assert dam == ("`fashion_mnist` (Fashion-MNIST, 60,000 / 10,000 images), standing in for "
                    "the paper's `mnist` (MNIST, 60,000 / 10,000 images).")
     assert cached == "`fashion_mnist` (Fashion-MNIST, 60,000 / 10,000 images)."
+
+
+def test_a_fallback_map_is_checked_by_reading_its_edges_not_building_a_graph(monkeypatch):
+    # Prepare: building a networkx graph fails loudly, so a check that built one would fail
+    import maps.sources
+
+    def no_graph(*_: object, **__: object) -> None:
+        raise AssertionError("map_available built a networkx graph")
+
+    monkeypatch.setattr(maps.sources, "graph_from_table", no_graph)
+    # Execute + Assert: Cached-DFL's Manhattan is there; an absent file or unknown name is not
+    assert map_available("manhattan_cdfl")
+    assert not map_available("/nonexistent/streets.graphml")
+    assert not map_available("atlantis")
