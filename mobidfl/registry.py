@@ -90,6 +90,7 @@ class Registry[T](Mapping[str, T]):
         self.kind = str(kind)
         self.group = group
         self._entries: dict[str, T] = {}
+        self._version = 0
 
     def _load(self) -> None:
         if self.group is not None:
@@ -139,12 +140,24 @@ class Registry[T](Mapping[str, T]):
                 f"{self.kind} name {name!r} is registered twice "
                 f"({_where(held)} and {_where(cls)})"
             )
-        self._entries[name] = cls
+        if held is None:
+            self._entries[name] = cls
+            self._version += 1
 
     def unregister(self, name: str) -> T:
         """Remove and return the plug-in under ``name`` (a test's toy plug-in cleans up)."""
         self._load()
-        return self._entries.pop(name)
+        plugin = self._entries.pop(name)
+        self._version += 1
+        return plugin
+
+    @property
+    def version(self) -> int:
+        """A number that changes whenever a plug-in is added or removed (after loading the
+        entry-point group): what is derived from the registered plug-ins, such as the
+        settings namespaces, is recomputed only when it changes."""
+        self._load()
+        return self._version
 
     # --- lookup -----------------------------------------------------------------------------
     def names(self) -> list[str]:

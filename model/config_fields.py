@@ -328,6 +328,10 @@ def registered_plugins(config: ConfigFields) -> dict[str, Any]:
     }
 
 
+_NAMESPACES: tuple[tuple[int, ...], dict[str, type[PluginSettings]]] | None = None
+"""The last :func:`plugin_namespaces` table and the registries' versions it was built at."""
+
+
 def plugin_namespaces() -> dict[str, type[PluginSettings]]:
     """Namespace -> settings class declared by the registered policies, mobility models and
     link models (:func:`model.settings.plugin_settings_classes`: a family's common class
@@ -335,8 +339,14 @@ def plugin_namespaces() -> dict[str, type[PluginSettings]]:
     settings reference's order: ``link`` before ``link.fixed_rate``).
 
     A namespace is an identifier that is no core setting or kind, or dotted under another
-    namespace (``link.fixed_rate``) whose fields it does not shadow.
+    namespace (``link.fixed_rate``) whose fields it does not shadow. Built again only when
+    a plug-in was registered or removed since the last call (every setting name is resolved
+    through this table).
     """
+    global _NAMESPACES
+    versions = tuple(registry.version for registry in (POLICIES, MOBILITY_MODELS, LINKS))
+    if _NAMESPACES is not None and _NAMESPACES[0] == versions:
+        return dict(_NAMESPACES[1])
     found: dict[str, type[PluginSettings]] = {}
     for registry in (POLICIES, MOBILITY_MODELS, LINKS):
         for name, plugin in registry.items():
@@ -362,4 +372,6 @@ def plugin_namespaces() -> dict[str, type[PluginSettings]]:
                 f"{namespace} settings namespace", namespace,
                 f"a name under a declared namespace that none of its fields uses ({parent!r})",
             )
-    return dict(sorted(found.items()))
+    table = dict(sorted(found.items()))
+    _NAMESPACES = (versions, table)
+    return dict(table)

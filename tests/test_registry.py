@@ -246,3 +246,30 @@ def test_a_plugin_namespace_that_shadows_a_setting_is_refused():
     # Assert
     assert info.value.setting == "policy toy_shadow.settings_class.namespace"
     assert Config.from_settings(vehicles=3).vehicles == 3  # fine again once it is gone
+
+
+def test_the_namespace_table_follows_registering_and_removing_a_plugin():
+    # Prepare: the table as it is, and the registry's version
+    from model.config_fields import plugin_namespaces
+
+    before, version = plugin_namespaces(), POLICIES.version
+
+    @register_policy
+    class ToyNamespaced(ExchangePolicy):
+        name = "toy_namespaced"
+        settings_class = ToySettings
+
+        def exchange(self, ctx: ExchangeContext) -> Exchange:
+            return Exchange()
+
+    # Execute: read the table while the policy is registered, and after it is removed
+    try:
+        register_policy(ToyNamespaced)  # the same class again: no change
+        during, version_during = plugin_namespaces(), POLICIES.version
+    finally:
+        POLICIES.unregister("toy_namespaced")
+    after = plugin_namespaces()
+    # Assert: one version step per change; the toy namespace appears, then goes
+    assert version_during == version + 1 and POLICIES.version == version + 2
+    assert during == {**before, "toy": ToySettings} and "toy" not in before
+    assert after == before
