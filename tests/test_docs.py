@@ -244,7 +244,8 @@ def warm_cli():
 
 def test_the_warm_mobidfl_answers_as_the_real_one(warm_cli, tmp_path):
     # a refused setting: exit 2 and one line on stderr, in the caller's folder and streams
-    env = {**tutorial_env(), "PATH": warm_cli.path_with(tutorial_env()["PATH"])}
+    env = tutorial_env()
+    env["PATH"] = warm_cli.path_with(env["PATH"])
     done = subprocess.run(["mobidfl", "run", "--out", "x", "--set", "no_such_setting=1"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr

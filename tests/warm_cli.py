@@ -19,6 +19,7 @@ environment. The real entry point in a fresh interpreter stays tested elsewhere
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -84,7 +85,7 @@ def child(request, fds):
 
 waiting = {}
 while True:
-    for key, _ in selector.select(timeout=0.05):
+    for _ in selector.select(timeout=0.05):
         conn, _ = listener.accept()
         data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
         pid = os.fork()
@@ -137,8 +138,6 @@ class WarmCli:
         self._server: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> WarmCli:
-        import json
-
         sock = str(Path(self._tmp.name) / "cli.sock")
         self._server = subprocess.Popen(
             [sys.executable, "-c", _SERVER, sock, str(self.entry), json.dumps(PRELOAD)],
