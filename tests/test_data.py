@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
 import gzip
+import hashlib
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -54,6 +57,53 @@ def test_digits_smoke_dataset():
     assert ds.input_shape == (1, 8, 8) and ds.x_test.shape[0] == 100
     assert 1400 < ds.x_train.shape[0] < 1500  # 80 % of 1,797, stratified
     assert torch.unique(ds.y_train).tolist() == list(range(10))
+
+
+def test_digits_are_scikit_learns_images_read_without_importing_it(monkeypatch):
+    # Prepare: importing scikit-learn fails (seconds of imports for a 1,797-row table); the
+    # table is read again
+    real_import = builtins.__import__
+
+    def no_sklearn(name, *args, **kwargs):
+        if name.partition(".")[0] == "sklearn":
+            raise ImportError(f"import of {name} (the digits loader must not import it)")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_sklearn)
+    data_mod._read_digits.cache_clear()
+    # Execute
+    x, y = data_mod._read_digits(str(data_mod._sklearn_digits_csv()))
+    # Assert: the images of sklearn.datasets.load_digits(), (images * 255 / 16).round() as
+    # uint8 (sha256 taken from scikit-learn 1.x), and its labels
+    assert x.shape == (1797, 1, 8, 8) and x.dtype == np.uint8 and y.dtype == np.int64
+    assert hashlib.sha256(x.tobytes()).hexdigest() == (
+        "b41ca9fd335466eee997366c2e6f6bbe0a1b4582afe091fc4eba35f4a254182f")
+    assert np.bincount(y).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+    assert load_dataset("digits", root=None, test_size=10, seed=0).x_train.shape[1:] == (1, 8, 8)
+
+
+def test_a_damaged_digits_table_is_refused_in_one_line(tmp_path, monkeypatch):
+    path = tmp_path / "digits.csv.gz"
+    with gzip.open(path, "wb") as fh:
+        fh.write(b"0," * 63 + b"17,3\n")  # a pixel above 16
+    monkeypatch.setattr(data_mod, "_sklearn_digits_csv", lambda: path)
+    data_mod._read_digits.cache_clear()
+    try:
+        with pytest.raises(data_mod.DatasetDamaged, match="64 pixels"):
+            load_dataset("digits", root=None, test_size=10, seed=0)
+    finally:
+        data_mod._read_digits.cache_clear()
+
+
+def test_a_missing_cifar10_is_told_without_torchvision(tmp_path, monkeypatch):
+    # torchvision (seconds of imports) only once the CIFAR-10 folder is there: an
+    # ``auto:cifar10|mnist5k`` preset on a machine without it must not pay for it
+    monkeypatch.setitem(sys.modules, "torchvision", None)
+    with pytest.raises(DatasetUnavailable, match="cifar-10-batches-py"):
+        load_dataset("cifar10", root=tmp_path, test_size=10, seed=0)
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    with pytest.raises(ImportError):  # the folder is there: now torchvision reads it
+        load_dataset("cifar10", root=tmp_path, test_size=10, seed=0)
 
 
 def test_fashion_mnist_from_torchvision_layout(tmp_path, monkeypatch):

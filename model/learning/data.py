@@ -422,13 +422,19 @@ def _torchvision(name: str, root: Path | None, hint: str, build: Callable) -> tu
 
 
 def _load_cifar10(root: Path | None, test_size: int, seed: int) -> Dataset:
-    from torchvision.datasets import CIFAR10
-
     hint = (
         "put the CIFAR-10 python batches (data_batch_1..5, test_batch, batches.meta) "
         "in ROOT/cifar-10-batches-py/"
     )
-    tr, te = _torchvision("cifar10", root, hint, lambda r, t: CIFAR10(r, train=t, download=False))
+
+    def build(folder: str, train: bool):  # noqa: ANN202
+        # torchvision only once the folder is there: an ``auto:cifar10|...`` check on a
+        # machine without CIFAR-10 needs neither torchvision nor torch
+        from torchvision.datasets import CIFAR10
+
+        return CIFAR10(folder, train=train, download=False)
+
+    tr, te = _torchvision("cifar10", root, hint, build)
     return _make(
         "cifar10",
         tr.data.transpose(0, 3, 1, 2),
@@ -441,13 +447,40 @@ def _load_cifar10(root: Path | None, test_size: int, seed: int) -> Dataset:
     )
 
 
-def _load_digits(root: Path | None, test_size: int, seed: int) -> Dataset:
-    """sklearn's bundled 8x8 digits (1,797 images): for smoke tests only."""
-    from sklearn.datasets import load_digits
+def _sklearn_digits_csv() -> Path:
+    spec = importlib.util.find_spec("sklearn")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise DatasetUnavailable(
+            "dataset 'digits' needs the PyPI package scikit-learn (it ships "
+            "sklearn/datasets/data/digits.csv.gz): pip install scikit-learn"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
+    path = path / "digits.csv.gz"
+    if not path.is_file():
+        raise DatasetUnavailable(f"dataset 'digits': {path} is missing; reinstall scikit-learn")
+    return path
 
-    bunch = load_digits()
-    x = (bunch.images * (255.0 / 16.0)).round().astype(np.uint8)[:, None]
-    y = bunch.target.astype(np.int64)
+
+@lru_cache(maxsize=1)
+def _read_digits(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """The file ``sklearn.datasets.load_digits`` reads (64 pixels 0-16 + label per row),
+    without importing scikit-learn (seconds of imports for a 1,797-row table)."""
+    with gzip.open(path, "rb") as fh:
+        text = fh.read().replace(b"\n", b",").decode("ascii")
+    values = np.fromstring(text, dtype=np.float64, sep=",")  # load_digits' values, float64
+    table = values.reshape(-1, 65) if values.size and values.size % 65 == 0 else None
+    if table is None or table.min() < 0 or table[:, :-1].max() > 16 or table[:, -1].max() > 9:
+        raise DatasetDamaged(f"{path} is not 64 pixels (0-16) and a digit per row")
+    x = (table[:, :-1].reshape(-1, 8, 8) * (255.0 / 16.0)).round().astype(np.uint8)[:, None]
+    y = table[:, -1].astype(np.int64)
+    x.setflags(write=False)
+    y.setflags(write=False)
+    return x, y
+
+
+def _load_digits(root: Path | None, test_size: int, seed: int) -> Dataset:
+    """scikit-learn's bundled 8x8 digits (1,797 images): for smoke tests only."""
+    x, y = _read_digits(str(_sklearn_digits_csv()))
     train, test = stratified_split(y, 0.2, np.random.default_rng([seed, 0xD161]))
     return _make(
         "digits",
