@@ -39,9 +39,10 @@ FAST_FAILURE = {  # the GCS declares a silent node dead in ~1.5 s, not 30 s (Ray
 WORLD = {"map": "grid:4x4:100", "vehicles": 4, "pedestrians": 0, "sensors": 0, "uavs": 0,
          "dataset": "digits", "model": "mlp", "steps": 2, "local_steps": 1, "batch_size": 8,
          "test_size": 40, "vehicle": {"mobility": "random_walk"}}
-# runs of ~3 s (300 cheap steps): a node killed, or the head removed, after the first
-# finished run must find runs still running or waiting, also on an idle machine
-SWEEP = {"replicates": 2, "base": {**WORLD, "steps": 300}, "grid": {"policy": ["dpsgd", "local"]}}
+# runs of ~1.6 s on an idle machine (150 cheap steps; longer beside other tests): a node
+# killed, or the head removed, after the first finished run must find runs still running or
+# waiting. A node's second run is the kill window; the test polls every 0.05 s
+SWEEP = {"replicates": 2, "base": {**WORLD, "steps": 150}, "grid": {"policy": ["dpsgd", "local"]}}
 KEY = ["run_id", "step"]
 
 
