@@ -30,12 +30,19 @@ from pathlib import Path
 os.environ["MOBIDFL_FASHION_DIR"] = "/nonexistent/mobidfl-tests-use-small-data"
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
-from model.learning import data as _data  # noqa: E402
 
-torch.set_num_threads(1)
-_data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread and no system Fashion-MNIST in every process that runs tests. The
+    pytest-xdist controller runs none, so it does not import torch (4 CPU s here)."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return
+    import torch
+
+    from model.learning import data
+
+    torch.set_num_threads(1)
+    data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
 
 LONG_FILES = (
     "test_ray_cluster.py", "test_bad_inputs.py", "test_app_browser.py", "test_docs.py",
