@@ -147,6 +147,27 @@ def test_global_average_gives_consensus_zero(ds):
     assert e.consensus() < 1e-5
 
 
+def test_consensus_distance_is_the_mean_distance_to_the_average_model():
+    from model.learning.params import consensus_distance
+
+    # Prepare: 300 agents (two blocks of 256), two layers
+    gen = torch.Generator().manual_seed(5)
+    stacks = [torch.randn(300, 7, 11, generator=gen), torch.randn(300, 4, generator=gen)]
+    # Execute
+    got = consensus_distance(stacks, device=torch.device("cpu"))
+    # Assert: mean_i ||x_i - x_bar|| (float64 reference), and bit for bit the float of the
+    # two-temporary expression the in-place squaring replaced
+    flat = torch.cat([p.reshape(300, -1) for p in stacks], 1).double()
+    assert got == pytest.approx(float((flat - flat.mean(0)).norm(dim=1).mean()), rel=1e-6)
+    sq = torch.zeros(300, dtype=torch.float64)
+    for p in stacks:
+        rows = p.reshape(300, -1)
+        mean = rows.mean(0, keepdim=True)
+        for s in range(0, 300, 256):
+            sq[s : s + 256] += (rows[s : s + 256] - mean).pow(2).sum(1).double()
+    assert got == float(sq.sqrt().mean())
+
+
 def test_snapshot_set_agent_combine_average(ds):
     # Prepare
     e = engine(ds, same_init=False)

@@ -193,7 +193,8 @@ def consensus_distance(stacks: Sequence[torch.Tensor], *, device: torch.device) 
             flat = p.reshape(n, -1)
             mean = flat.mean(0, keepdim=True)
             for s in range(0, n, 256):  # bounded temporaries at large N
-                sq[s : s + 256] += (flat[s : s + 256] - mean).pow(2).sum(1).double()
+                diff = flat[s : s + 256] - mean
+                sq[s : s + 256] += diff.mul_(diff).sum(1).double()  # squared in place
         return float(sq.sqrt().mean())
 
 
