@@ -82,15 +82,29 @@ def test_digits_are_scikit_learns_images_read_without_importing_it(monkeypatch):
     assert load_dataset("digits", root=None, test_size=10, seed=0).x_train.shape[1:] == (1, 8, 8)
 
 
-def test_a_damaged_digits_table_is_refused_in_one_line(tmp_path, monkeypatch):
+_ROW = b"0," * 63 + b"16,3\n"  # one good row: 64 pixels (0-16) and its digit
+
+
+@pytest.mark.parametrize(("damage", "says"), [
+    (lambda raw: gzip.compress(_ROW * 4 + _ROW.replace(b"16,", b"17,")), "64 pixels"),
+    (lambda raw: gzip.compress(_ROW * 4 + _ROW.replace(b"16,", b"nan,")), "64 pixels"),
+    (lambda raw: gzip.compress(_ROW * 4 + _ROW.replace(b"16,", b"1.5,")), "64 pixels"),
+    (lambda raw: gzip.compress(_ROW * 4 + _ROW.replace(b"16,", b"x,")), "no number"),
+    (lambda raw: gzip.compress(_ROW * 4 + _ROW[4:]), "64 pixels"),  # a row cut short
+    (lambda raw: raw[: len(raw) // 2], "cannot be read"),  # the file cut in half
+    (lambda raw: raw[:10] + bytes(range(256)) + raw[266:], "cannot be read"),  # corrupt bytes
+])
+def test_a_damaged_digits_table_is_refused_in_one_line(tmp_path, monkeypatch, damage, says):
+    # Prepare: a damaged copy of the real table where the loader looks for it
     path = tmp_path / "digits.csv.gz"
-    with gzip.open(path, "wb") as fh:
-        fh.write(b"0," * 63 + b"17,3\n")  # a pixel above 16
+    path.write_bytes(damage(data_mod._sklearn_digits_csv().read_bytes()))
     monkeypatch.setattr(data_mod, "_sklearn_digits_csv", lambda: path)
     data_mod._read_digits.cache_clear()
     try:
-        with pytest.raises(data_mod.DatasetDamaged, match="64 pixels"):
+        # Execute / Assert: refused whole, one line naming the file and what is wrong
+        with pytest.raises(data_mod.DatasetDamaged, match=says) as refused:
             load_dataset("digits", root=None, test_size=10, seed=0)
+        assert str(path) in str(refused.value) and "\n" not in str(refused.value)
     finally:
         data_mod._read_digits.cache_clear()
 

