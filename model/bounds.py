@@ -127,6 +127,17 @@ def check_memory(config: Config, *, available: int | None = None) -> None:
     need = estimate_memory_bytes(config, parameters=params)
     if need <= available:
         return
+    n = config.n_agents
+    recorded = n * RECORD_BYTES * (config.steps // config.record_every)
+    if need - recorded <= available:  # the agent rows of a long run are what does not fit
+        fits = (available - (need - recorded)) // max(1, n * RECORD_BYTES) * config.record_every
+        raise ConfigError(
+            "steps",
+            config.steps,
+            f"a run whose agent records fit in memory: about {_gib(need)} needed, "
+            f"{_gib(available)} available (at most about {fits} steps with record_every "
+            f"{config.record_every} and {n} agents)",
+        )
     counts = {COUNT_SETTING[k]: config.count(k) for k in KINDS}
     name = max(counts, key=counts.__getitem__)
     per_agent = max(1, need // max(1, config.n_agents))

@@ -77,17 +77,16 @@ class MobiDFLModel(mesa.Model):
     ----------
     config
         A validated :class:`model.config.Config`; ``settings`` override it.
-    seed
-        Overrides ``config.seed`` (Mesa convention).
     rng
-        Accepted for ``mesa.batch_run`` replicates; an integer is used as the seed.
+        Mesa's seed argument (``mesa.batch_run(..., rng=[0, 1])`` gives one run per seed);
+        an integer is used as the ``seed`` setting, which it overrides.
     world
         A prebuilt :class:`maps.world.WorldMap` to share between runs.
     scenario
         Passed to Mesa (SolaraViz's Reset always passes one); unused here.
     **settings
-        Any public setting by name (``vehicles=50``, ``vehicle_policy=...``, or dotted
-        names through a dict: ``**{"vehicle.policy": "dpsgd"}``).
+        Any public setting by name (``vehicles=50``, ``seed=1``, ``vehicle_policy=...``, or
+        dotted names through a dict: ``**{"vehicle.policy": "dpsgd"}``).
 
     Raises
     ------
@@ -102,7 +101,6 @@ class MobiDFLModel(mesa.Model):
         self,
         *,
         config: Config | None = None,
-        seed: int | None = None,
         rng: Any = None,
         world: WorldMap | None = None,
         scenario: Any = None,
@@ -110,6 +108,10 @@ class MobiDFLModel(mesa.Model):
     ) -> None:
         if config is not None and not isinstance(config, Config):
             raise TypeError(f"config must be a model.config.Config, not {type(config).__name__}")
+        # ``seed`` is a setting like any other, not a parameter of the signature: Mesa's
+        # batch_run would otherwise give every run ``seed=None`` (it passes its ``rng`` list
+        # under the name ``seed`` when the signature has one)
+        seed = settings.pop("seed", None)
         config = (config or Config()).updated(settings)
         if seed is None and isinstance(rng, int | np.integer):
             seed = int(rng)
@@ -284,6 +286,8 @@ class MobiDFLModel(mesa.Model):
         self.datacollector.collect(self)
         if self.steps % config.record_every == 0 or self.steps == config.steps:
             self._record_agents()
+        if self.steps >= config.steps:  # Mesa's run_model(), batch_run and the app's Play end
+            self.running = False
 
     def _contact_trace(self) -> ContactTrace | None:
         """The trace of the ``contact_trace`` mobility groups; all or none of the groups."""

@@ -835,6 +835,24 @@ def test_memory_check_counts_cached_dfl_caches_before_step_1():
     assert f"at most about {4 * 1024**3 // (need[0] // 2000)} vehicles" in str(info.value)
 
 
+def test_a_run_too_long_to_record_is_refused_naming_steps_not_a_fleet():
+    from model.bounds import RECORD_BYTES, check_memory, estimate_memory_bytes
+    from model.config import Config
+
+    # Prepare: a small fleet, 1e12 steps: its agent rows alone exceed the memory
+    config = Config.from_settings({"vehicles": 10, "pedestrians": 0, "sensors": 0,
+                                   "uavs": 0, "steps": 10**12}).validated()
+    available = 4 * 1024**3
+    without_rows = estimate_memory_bytes(config) - 10 * RECORD_BYTES * 10**12
+    # Execute
+    with pytest.raises(ConfigError) as info:
+        check_memory(config, available=available)
+    # Assert: steps is named, with the most steps that would fit
+    fits = (available - without_rows) // (10 * RECORD_BYTES)
+    assert info.value.setting == "steps" and info.value.value == 10**12
+    assert f"at most about {fits} steps" in str(info.value)
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one
 def test_ctrl_c_lost_inside_a_finaliser_still_stops_the_run_at_the_next_step():
     from analysis.interrupts import CtrlC

@@ -1,6 +1,15 @@
 """``precision = "fp32_fast"``: the first convolution's weight gradient as one convolution
-over the batch. Same forward values and loss as fp32, gradients equal to ~1e-6 relative (not
-bit for bit), the MLP unchanged, and a few steps of training land where fp32 lands."""
+over the batch. Same forward values and loss as fp32, gradients equal to float rounding (not
+bit for bit), the MLP unchanged, and a few steps of training land where fp32 lands.
+
+Every bound here comes from the arithmetic, not from one CPU: oneDNN and MKL pick another
+summation order per instruction set (AVX2, AVX-512, AMX; Intel or AMD), so the two weight
+gradients are two orders of the same N-term sum. Whatever the order, a float32 sum of N
+products is within ``gamma_N * sum |x_i g_i|`` of the exact one (Higham, *Accuracy and
+Stability of Numerical Algorithms*, eq. 3.5, with ``gamma_N = N u / (1 - N u)``, ``u = 2**-24``),
+so the two are within twice that of each other, element by element. ``make test-cpu-matrix``
+runs these tests under each dispatch this machine can emulate.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +18,51 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.grad import conv2d_weight
 
 from model.learning.backends import Functional, conv2d_fast_wgrad
 from model.learning.engine import make_engine
 from model.learning.nets import build_net
 from model.learning.partition import partition_shards
+
+U = 2.0**-24
+"""float32's unit roundoff."""
+
+
+def two_orders_apart(n_terms: int) -> float:
+    """How far apart two float32 summation orders of ``n_terms`` products can be, relative
+    to the sum of the products' magnitudes: ``2 gamma_N`` (Higham eq. 3.5, for each order)."""
+    gamma = n_terms * U / (1 - n_terms * U)
+    return 2 * gamma
+
+
+def wgrad_bounds(x: torch.Tensor, g: torch.Tensor, conv: nn.Conv2d):
+    """Element-wise bounds on two summation orders of ``conv``'s weight and bias gradients
+    for input ``x`` and upstream gradient ``g``: each element sums batch x H_out x W_out
+    products, bounded by the same convolution of ``|x|`` and ``|g|``."""
+    n_terms = g.shape[0] * g.shape[2] * g.shape[3]
+    magnitude_w = conv2d_weight(x.abs(), conv.weight.shape, g.abs(), padding=conv.padding)
+    magnitude_b = g.abs().sum(dim=(0, 2, 3))
+    return two_orders_apart(n_terms) * magnitude_w, two_orders_apart(n_terms) * magnitude_b
+
+
+def _first_conv_input_and_grad(template: nn.Module, x: torch.Tensor, y: torch.Tensor):
+    """The first convolution's input and the loss's gradient at its output (plain autograd
+    on the template: the same forward as both precisions)."""
+    conv = next(m for m in template.modules() if isinstance(m, nn.Conv2d))
+    seen = {}
+
+    def keep(module, inputs, output):
+        output.retain_grad()
+        seen["x"], seen["out"] = inputs[0].detach(), output
+
+    handle = conv.register_forward_hook(keep)
+    try:
+        F.cross_entropy(template(x), y).backward()
+    finally:
+        handle.remove()
+    template.zero_grad()
+    return conv, seen["x"], seen["out"].grad.detach()
 
 
 @pytest.mark.parametrize("net", ["cached_cnn", "lenet5", "cnn"])
@@ -29,10 +78,14 @@ def test_gradients_equal_fp32_to_float_rounding_and_the_loss_exactly(net):
     # Execute
     g32, loss32 = exact.autograd_step(leaves, x, y)
     gfast, loss_fast = fast.autograd_step(leaves, x, y)
-    # Assert: the forward is oneDNN's in both; only the first conv's dW and db differ
+    conv, x_in, g_out = _first_conv_input_and_grad(template, x, y)
+    bound_w, bound_b = wgrad_bounds(x_in, g_out, conv)
+    # Assert: the forward is oneDNN's in both; only the first conv's dW and db differ, each
+    # element by no more than two summation orders can (module docstring)
     assert torch.equal(loss32, loss_fast)
+    assert bool(((g32[0] - gfast[0]).abs() <= bound_w).all())
+    assert bool(((g32[1] - gfast[1]).abs() <= bound_b).all())
     rel = [float((a - b).abs().max() / a.abs().max()) for a, b in zip(g32, gfast, strict=True)]
-    assert max(rel) < 2e-5
     assert max(rel[:2]) > 0.0 or net == "cnn"  # another summation order (cnn: may tie)
     assert all(r == 0.0 for r in rel[2:])  # every later layer bit-identical
 
@@ -51,10 +104,10 @@ def test_weight_and_bias_gradients_match_torch_for_paddings_and_channels(padding
     ref = torch.autograd.grad(F.conv2d(x, w, b, padding=padding), (w, b), g)
     out = conv2d_fast_wgrad(x, w, b, conv)
     got = torch.autograd.grad(out, (w, b), g)
-    # Assert: sums of ~1,500 products, so float rounding relative to the largest entry
-    for r, o in zip(ref, got, strict=True):
+    # Assert: each element within two summation orders of torch's (module docstring)
+    for r, o, bound in zip(ref, got, wgrad_bounds(x, g, conv), strict=True):
         assert o.shape == r.shape
-        assert float((o - r).abs().max()) <= 1e-5 * float(r.abs().max())
+        assert bool(((o - r).abs() <= bound).all())
 
 
 def test_layers_it_does_not_cover_fall_back_to_torch():
@@ -94,11 +147,23 @@ def test_training_lands_where_fp32_lands(ds, seed):
                            precision=precision)  # fmt: skip
 
     exact, fast = engine("fp32"), engine("fp32_fast")
+    start = [p.clone() for p in exact.params]
     # Execute
     for e in (exact, fast):
         e.train()
     (acc32, loss32), (acc_f, loss_f) = exact.evaluate(), fast.evaluate()
-    # Assert: float-rounding apart after 6 steps, not bit-identical
+    # Assert: apart (another summation order), but by far less than the training moved the
+    # weights. Rounding alone keeps them ~1e-6 of the movement apart; a max-pool or ReLU
+    # tie that the two orders break differently in one step routes one sample's gradient
+    # elsewhere, at most 1 of the batch's 16 samples of one step's update: a bound of 1/16
+    # of the movement. Measured diff / movement (seeds 0-3): 5.6e-7 to 1.2e-6 on Intel
+    # AVX-512, AMX and AVX512_CORE; 3.6e-3 on seed 0 under ONEDNN_MAX_CPU_ISA=AVX2 (a tie
+    # broken differently); about 5.7e-3 on an AMD Zen 5 (2.19e-4 apart)
+    moved = max(float((a - b).abs().max()) for a, b in zip(exact.params, start, strict=True))
     diff = max(float((a - b).abs().max()) for a, b in zip(exact.params, fast.params, strict=True))
-    assert 0.0 < diff < 1e-4
-    assert np.allclose(loss32, loss_f, rtol=1e-4) and np.abs(acc32 - acc_f).max() <= 0.01
+    assert 0.0 < diff <= moved / 16
+    # the same evaluation to within two of the 200 test images per agent; test loss apart
+    # by at most 1e-3 relative (measured: at most 1.4e-7 without a tie, 4.5e-5 with the AVX2
+    # tie above: 20x margin over the worst seen)
+    assert np.abs(acc32 - acc_f).max() <= 2 / 200
+    assert np.allclose(loss32, loss_f, rtol=1e-3, atol=0.0)

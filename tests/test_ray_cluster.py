@@ -10,6 +10,7 @@ and a folder that resumes to the same tables; every Ray server listens on the lo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -153,6 +154,24 @@ def _first_node(out: Path, nodes) -> object | None:
     return None
 
 
+def _freeze(node) -> list[psutil.Process]:
+    """Stop (SIGSTOP) every process of ``node``: its raylet, object store and workers, so
+    none of its runs can finish until :meth:`psutil.Process.resume`."""
+    stopped = []
+    for infos in node.all_processes.values():
+        for info in infos:
+            try:
+                proc = psutil.Process(info.process.pid)
+                tree = [proc, *proc.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for p in tree:
+                with contextlib.suppress(psutil.Error):
+                    p.suspend()
+                    stopped.append(p)
+    return stopped
+
+
 def _wait_for(what, proc: subprocess.Popen, *, timeout: float = 300.0) -> None:
     """Poll ``what`` while the sweep ``proc`` runs (a busy 2-core box: minutes, not s)."""
     deadline = time.monotonic() + timeout
@@ -241,14 +260,24 @@ def test_a_sweep_survives_a_worker_node_killed_under_a_run(cluster, reference, t
     proc = subprocess.Popen(_sweep_cmd(tmp_path, cl.address), cwd=ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # Execute: kill a node that finished a run (raylet, its workers, object store) while it
-    # runs another
+    # runs another. The node is frozen (SIGSTOP) first and still seen running a run, so the
+    # run cannot finish between the look and the kill, however fast the CPU
     try:
         doomed = None
 
         def a_node_busy_after_a_finished_run() -> bool:
             nonlocal doomed
             doomed = _first_node(tmp_path / "out", workers)
-            return doomed is not None
+            if doomed is None:
+                return False
+            frozen = _freeze(doomed)
+            if _running_a_run(doomed):
+                return True
+            for p in frozen:  # it finished in between: let it go on, look again
+                with contextlib.suppress(psutil.Error):
+                    p.resume()
+            doomed = None
+            return False
 
         _wait_for(a_node_busy_after_a_finished_run, proc)
         cl.remove_node(doomed, allow_graceful=False)
@@ -295,7 +324,7 @@ def test_a_run_no_node_can_hold_is_refused_in_one_line_before_any_run(cluster, t
 def test_the_head_going_away_stops_the_sweep_in_one_line_and_it_resumes(cluster, reference,
                                                                         tmp_path):
     # Prepare
-    cl, _ = cluster
+    cl, workers = cluster
     proc = subprocess.Popen(_sweep_cmd(tmp_path, cl.address), cwd=ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out = tmp_path / "out"
@@ -303,13 +332,22 @@ def test_the_head_going_away_stops_the_sweep_in_one_line_and_it_resumes(cluster,
     def one_run_saved() -> bool:
         return any((out / "runs").glob("*.parquet")) if (out / "runs").is_dir() else False
 
-    # Execute: the head (GCS, its raylet) goes away after the first finished run
+    # Execute: the head (GCS, its raylet) goes away after the first finished run. The worker
+    # nodes are frozen (SIGSTOP) first, so no other run can finish while the head goes: the
+    # verdict waits on events (a run saved, the nodes stopped), not on how fast runs are
+    # (a fast CPU once finished every run before the head was gone)
+    frozen: list[psutil.Process] = []
     try:
         _wait_for(one_run_saved, proc)
+        for node in workers:
+            frozen += _freeze(node)
         cl.remove_node(cl.head_node, allow_graceful=False)
         _, stderr = proc.communicate(timeout=400)
     finally:
         proc.kill()
+        for p in frozen:
+            with contextlib.suppress(psutil.Error):
+                p.resume()
     manifest = read_manifest(out)
     saved = manifest[manifest["status"] == "ok"]
     resumed = run_sweep(Sweep.from_toml(out / "sweep.toml"), out, resume=True, processes=0,

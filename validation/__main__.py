@@ -19,6 +19,8 @@ from mobidfl.atomic import open_atomic, write_text_atomic
 from model.errors import ConfigError
 from validation import CASES, Row
 
+SIZES = ("small", "full")
+
 
 def _table(rows: list[Row]) -> str:
     head = "| case | quantity | reference (authors' code or ns-3) | MobiDFL | tolerance | verdict |"
@@ -34,19 +36,31 @@ def _table(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m validation", description=__doc__)
-    p.add_argument("--size", choices=("small", "full"), default="small")
+    p.add_argument("--size", default="small", help="small (default) or full")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--out", type=Path, default=Path("results/validation"))
     args = p.parse_args(argv)
     try:
-        cases = [c for c in args.cases.split(",") if c]
+        if args.size not in SIZES:
+            raise ConfigError("--size", args.size, " or ".join(SIZES))
+        cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+        if not cases:
+            raise ConfigError("--cases", args.cases, f"one or more of {', '.join(CASES)}")
         unknown = [c for c in cases if c not in CASES]
         if unknown:
             raise ConfigError("--cases", unknown[0], f"one of {', '.join(CASES)}")
         if args.seeds < 1:
             raise ConfigError("--seeds", args.seeds, "an integer >= 1")
-        args.out.mkdir(parents=True, exist_ok=True)
+        # absolute: the reference drivers run in their own working directories
+        args.out = args.out.expanduser().resolve()
+        if args.out.exists() and not args.out.is_dir():
+            raise ConfigError("--out", str(args.out), "a folder (this is a file)")
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError("--out", str(args.out),
+                              f"a folder that can be created ({exc.strerror})") from None
         rows: list[Row] = []
         for case in cases:
             t = time.perf_counter()
