@@ -10,7 +10,12 @@ policies with one seed share mobility, data split and initial models.
 Runs go through the sweep machinery (:mod:`analysis.sweep`): one sweep folder per cell
 under ``OUT/cells/`` (``manifest.csv`` and one Parquet file per finished run), executed by
 its process pool, Ray, or ``--batch-runs``. Finished runs are kept, so the same command
-after a kill goes on where it stopped. The report (:func:`write_report`) then writes
+after a kill (or a full disk: one line saying so and that command) goes on where it
+stopped. ``--out`` is new or empty or this same bench's folder (another bench's, a run's or
+a sweep's is refused); before a resume or a report the folder is checked whole
+(``manifest.json``, each cell's ``manifest.csv``, every finished run's file): a resume runs
+a damaged run again and rewrites a damaged manifest, a report refuses it in one line. The
+report (:func:`write_report`) then writes
 ``leaderboard.md`` / ``leaderboard.csv``, ``heatmap.png`` (score per policy and column),
 ``accuracy_<world>.png`` (mean accuracy over simulated time per policy) and
 ``manifest.json`` (settings, versions, machine) so that two machines' tables can be
@@ -28,7 +33,7 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,12 +55,19 @@ from analysis.bench_scenarios import (
 )
 from analysis.bench_stats import (
     CONFIDENCE,
+    EQUIVALENCE_MARGIN,
+    HALF_WIDTH,
+    SCORE_FLOOR,
+    compare_column,
     first_time_at,
-    normalised,
     paired_difference,
     run_numbers,
+    seeds_needed,
     t_interval,
+    time_to_target,
 )
+from analysis.bench_stats import score as normalised_score
+from analysis.stats import sample_std
 from mobidfl.atomic import write_figure, write_text_atomic
 from mobidfl.cores import cpu_model, unloaded_cores, usable_cores
 from model.errors import ConfigError
@@ -107,6 +119,272 @@ def plan_runs(cells: Sequence[Cell], seeds: Sequence[int], *, extra: dict[str, A
     return plan
 
 
+def _unique(names: Sequence[str]) -> list[str]:
+    """``names`` without blanks and repeats, in their order (``a,,a`` is ``a``)."""
+    return list(dict.fromkeys(n.strip() for n in names if n.strip()))
+
+
+def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
+                 processes: int | None, cpus_per_run: float, gpus_per_run: float,
+                 device: str | None) -> None:
+    """Every option of a bench checked before any world is built or folder touched."""
+    from analysis.sweep import BACKENDS, MAX_RUNS
+    from model.config import SEED_MAX
+
+    if backend not in BACKENDS:
+        raise ConfigError("--backend", backend, "one of " + ", ".join(BACKENDS))
+    if batch_runs and backend != "local":
+        raise ConfigError("--batch-runs", backend, "the local backend (one process runs all)")
+    if not 2 <= seeds <= MAX_RUNS:
+        raise ConfigError("--seeds", seeds, f"an integer in [2, {MAX_RUNS}] (a confidence "
+                          "interval needs two)")
+    if not 0 <= first_seed <= SEED_MAX - (seeds - 1):
+        raise ConfigError("--first-seed", first_seed, "an integer >= 0 with first seed + "
+                          f"seeds - 1 <= {SEED_MAX} (seeds are int64)")
+    if processes is not None and processes < 0:
+        raise ConfigError("--processes", processes, "an integer >= 0 (0 = in this process)")
+    for flag, value in (("--cpus-per-run", cpus_per_run), ("--gpus-per-run", gpus_per_run)):
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(flag, value, "a number >= 0 (Ray resources per run)")
+    if device not in (None, "cpu", "cuda"):
+        raise ConfigError("--device", device, "cpu or cuda")
+    if device == "cuda" and backend == "local":  # on Ray the runs' nodes have the GPUs
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("--device", device, "cpu (no CUDA device is available here: "
+                              "torch.cuda.is_available() is False)")
+
+
+def _cell_manifest() -> type:
+    """The sweep's :class:`~analysis.sweep.Manifest`, whose failed write says only why: the
+    bench adds what is saved and the bench command that resumes (not a cell's sweep)."""
+    from analysis.sweep import Manifest
+
+    class CellManifest(Manifest):
+        def stopped(self, why: str) -> str:
+            return why
+
+    return CellManifest
+
+
+class BenchDamaged(ValueError):
+    """A file of a bench folder that is not whole (cut, damaged or not the bench's)."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path, self.why = path, why
+
+
+def _keys(data: Any, where: str, needed: dict[str, type | tuple[type, ...]]) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is not a JSON object")
+    for key, kind in needed.items():
+        if not isinstance(data.get(key), kind):
+            raise ValueError(f"{where} has no {key!r} of the right type")
+
+
+def read_plan(out: Path) -> dict[str, Any]:
+    """``out/manifest.json`` read whole and checked (what the report reads of it); a cut or
+    foreign file raises :class:`BenchDamaged` naming it."""
+    path = out / PLAN
+    try:
+        plan = json.loads(path.read_text())
+        _keys(plan, PLAN, {"command": str, "scale": str, "seeds": list, "scenarios": dict,
+                           "links": dict, "policies": dict, "columns": list, "cells": list,
+                           "versions": dict, "machine": dict, "started": str,
+                           "scenario_set": (int, str)})
+        _keys(plan["machine"], "its machine", {"cpu": str, "cores": int, "platform": str})
+        for column in plan["columns"]:
+            _keys(column, "a column", {"key": str, "scenario": str, "variant": str,
+                                       "link": str, "label": str})
+        for cell in plan["cells"]:
+            _keys(cell, "a cell", {"key": str, "column": str, "policy": str, "refusal": str,
+                                   "folder": str, "agents": int, "runs": list})
+            if cell["folder"] != f"{CELLS}/{_safe(cell['key'])}":
+                raise ValueError(f"cell {cell['key']!r} names the folder {cell['folder']!r}")
+        for name, about in plan["scenarios"].items():
+            _keys(about, f"scenario {name}", {"version": int, "title": str, "provenance": str,
+                                              "why": str, "scale_note": str})
+        for policy, about in plan["policies"].items():
+            _keys(about, f"policy {policy}", {"settings": dict})
+        for link, about in plan["links"].items():
+            _keys(about, f"link {link}", {"label": str, "about": str})
+    except UnicodeDecodeError as exc:
+        raise BenchDamaged(path, f"not text ({exc.reason})") from None
+    except ValueError as exc:  # JSONDecodeError included: a cut file
+        raise BenchDamaged(path, " ".join(str(exc).split())) from None
+    return plan
+
+
+def _damaged_run(path: Path) -> str:
+    """Why the run file ``path`` cannot be read whole ("" when it can)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        return f"{type(exc).__name__}: {_short(str(exc), path)}"
+    if "time_s" not in table.column_names:
+        return "no time_s column (not a run's table)"
+    return ""
+
+
+def _short(text: str, path: Path) -> str:
+    """An error's first sentence, without the path already named, on one line."""
+    text = " ".join(text.replace(f"'{path}'", "").replace(str(path), "").split())
+    text = text.replace(" :", ":")
+    first = text.split(". ")[0]
+    return first if len(first) <= 160 else first[:157] + "..."
+
+
+def _cell_rows(folder: Path, runs: Sequence[str]) -> Any:
+    """A cell's ``manifest.csv`` read whole (a row for each of ``runs``, no other), or
+    :class:`BenchDamaged` naming it."""
+    from analysis.sweep import MANIFEST, read_manifest
+
+    path = folder / MANIFEST
+    try:
+        whole = path.read_bytes().endswith(b"\n")
+    except OSError as exc:
+        raise BenchDamaged(path, f"unreadable ({exc.strerror or exc})") from None
+    if not whole:
+        raise BenchDamaged(path, "cut: its last line has no end")
+    try:
+        rows = read_manifest(folder)
+    except (OSError, ValueError, KeyError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise BenchDamaged(path, f"{type(exc).__name__}: {_short(str(exc), path)}") from None
+    for column in ("run_id", "seed", "status"):
+        if column not in rows:
+            raise BenchDamaged(path, f"no {column} column")
+    known = {"ok", "error", "lost", "pending"}
+    odd = sorted(set(rows["status"].astype(str)) - known)
+    if odd or rows["run_id"].isna().any() or pd.to_numeric(rows["seed"], errors="coerce").isna(
+            ).any():
+        raise BenchDamaged(path, "rows cut or not the bench's (status "
+                           f"{odd[0] if odd else 'ok'}, or a run without id or seed)")
+    listed = set(rows["run_id"].astype(str))
+    if listed != set(runs):
+        raise BenchDamaged(path, f"it lists {len(listed & set(runs))} of the cell's "
+                           f"{len(set(runs))} runs" + (" and others" if listed - set(runs)
+                                                      else ""))
+    return rows
+
+
+def check_bench_folder(out: Path) -> dict[str, Any]:
+    """Check a bench folder whole before its report: ``manifest.json``, each cell's
+    ``manifest.csv`` and the file of every run listed ok. Raises :class:`BenchDamaged`
+    naming the first file that is cut, damaged or missing; returns the plan."""
+    from analysis.sweep import run_path
+
+    plan = read_plan(out)
+    for cell in plan["cells"]:
+        folder = out / cell["folder"]
+        if cell["refusal"] or not (folder / "manifest.csv").exists():
+            continue
+        rows = _cell_rows(folder, cell["runs"])
+        wanted = set(cell["runs"])
+        for record in rows.to_dict("records"):
+            if record["run_id"] not in wanted or record["status"] != "ok":
+                continue
+            path = run_path(folder, record["run_id"])
+            why = _damaged_run(path) if path.exists() else "missing (its cell lists it as ok)"
+            if why:
+                raise BenchDamaged(path, why)
+    return plan
+
+
+def _bench_entries(out: Path) -> list[str]:
+    """What a folder holds besides temporaries and a sweep lock."""
+    from analysis.sweep import LOCK
+    from mobidfl.atomic import TEMP_PREFIX
+
+    if not out.is_dir():
+        return []
+    return sorted(p.name for p in out.iterdir()
+                  if not p.name.startswith(TEMP_PREFIX) and p.name != LOCK)
+
+
+def _check_same_bench(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any]]) -> None:
+    """Refuse an ``--out`` that holds anything but this same bench.
+
+    WHY: another bench's folder would have its table replaced and its runs left as orphans
+    (never reported, never removed); a ``mobidfl run`` or sweep folder would be mixed with
+    a bench. The same bench is the same cells with the same run ids (worlds, policies,
+    seeds, scale and device: :func:`plan_runs`)."""
+    entries = _bench_entries(out)
+    if not entries:
+        return
+    if PLAN not in entries:
+        raise ConfigError("--out", str(out), "an empty or new folder, or a bench folder with "
+                          f"{PLAN} (this one holds {', '.join(entries[:3])}"
+                          + (", ..." if len(entries) > 3 else "") + ": not a bench's)")
+    wanted = {cell.key: [s.run_id for s in plan.get(cell.key, [])] for cell in cells}
+    try:
+        previous = read_plan(out)
+    except BenchDamaged as exc:  # rewritten below if the cells are this bench's
+        _check_cell_folders(out, wanted, damaged=exc)
+        return
+    had = {cell["key"]: list(cell["runs"]) for cell in previous["cells"]}
+    if had != wanted:
+        was = previous["command"] or "another mobidfl bench"
+        raise ConfigError("--out", str(out), "a new or empty folder, or the folder of this "
+                          f"same bench (it holds another bench, written by: {was}; its worlds, "
+                          "policies, seeds, scale or device differ: give another --out)")
+
+
+def _check_cell_folders(out: Path, wanted: dict[str, list[str]], *,
+                        damaged: BenchDamaged) -> None:
+    """With ``manifest.json`` damaged: its cell folders must all be this bench's."""
+    folders = {f"{_safe(key)}": runs for key, runs in wanted.items()}
+    root = out / CELLS
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        runs = folders.get(folder.name)
+        ids: set[str] = set()
+        if runs is not None and (folder / "manifest.csv").exists():
+            try:
+                ids = set(_cell_rows(folder, runs)["run_id"].astype(str))
+            except BenchDamaged:
+                ids = set(runs)  # its run files are checked one by one
+        if runs is None or not ids <= set(runs):
+            raise ConfigError("--out", str(out), f"the folder of this same bench ({damaged.path} "
+                              f"is damaged: {damaged.why}; and {folder} is not one of this "
+                              "bench's cells: give another --out)")
+
+
+def _repair_runs(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any]], *,
+                 say: Callable[[str], None] | None) -> None:
+    """Resume: a damaged ``manifest.json`` or cell ``manifest.csv`` is written again, a
+    damaged run file removed so that its run runs again; one line (``say``) each."""
+    from analysis.sweep import MANIFEST, run_path
+
+    tell = say or (lambda _: None)
+    if (out / PLAN).exists():
+        try:
+            read_plan(out)
+        except BenchDamaged as exc:
+            tell(f"mobidfl: {exc.path} is damaged ({exc.why}): written again from this command")
+    for cell in cells:
+        folder = out / CELLS / _safe(cell.key)
+        if cell.key not in plan or not folder.is_dir():
+            continue
+        if (folder / MANIFEST).exists():
+            try:
+                _cell_rows(folder, [spec.run_id for spec in plan[cell.key]])
+            except BenchDamaged as exc:
+                tell(f"mobidfl: {exc.path} is damaged ({exc.why}): written again from the "
+                     "runs' files")
+                (folder / MANIFEST).unlink()
+        for spec in plan[cell.key]:
+            path = run_path(folder, spec.run_id)
+            why = _damaged_run(path) if path.exists() else ""
+            if why:
+                tell(f"mobidfl: {path} is damaged ({why}): seed {spec.seed} of "
+                     f"{cell.key} runs again")
+                path.unlink()
+
+
 def run_bench(
     *,
     out: str | Path,
@@ -126,45 +404,60 @@ def run_bench(
     retry_errors: bool = False,
     progress: bool = True,
     command: str = "",
+    say: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Run every cell not finished yet into ``out`` and write the report; return its files.
 
-    Raises ``KeyboardInterrupt`` on Ctrl-C (finished runs are kept: the same call resumes).
+    ``out`` is new or empty, or the folder of this same bench (same worlds, policies, seeds
+    and scale: anything else is refused before a file is written); there a run whose file
+    is damaged is run again (``say``, one line each). Raises ``KeyboardInterrupt`` on
+    Ctrl-C (finished runs are kept: the same call resumes) and
+    :class:`analysis.sweep.SweepStopped` when a write fails (the message says why only).
     """
-    from analysis.sweep import BACKENDS, MAX_RUNS, Manifest
+    from analysis.folders import check_output_folder
 
-    if backend not in BACKENDS:
-        raise ConfigError("--backend", backend, "one of " + ", ".join(BACKENDS))
-    if batch_runs and backend != "local":
-        raise ConfigError("--batch-runs", backend, "the local backend (one process runs all)")
-    if not 2 <= seeds <= MAX_RUNS:
-        raise ConfigError("--seeds", seeds, "an integer >= 2 (a confidence interval needs two)")
-    if processes is not None and processes < 0:
-        raise ConfigError("--processes", processes, "an integer >= 0 (0 = in this process)")
-    if first_seed < 0:
-        raise ConfigError("--first-seed", first_seed, "an integer >= 0")
-    names = list(scenarios) if scenarios else scenario_names()
+    _check_flags(backend=backend, batch_runs=batch_runs, seeds=seeds, first_seed=first_seed,
+                 processes=processes, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run,
+                 device=device)
+    names = scenario_names() if scenarios is None else _unique(scenarios)
+    if not names:
+        raise ConfigError("--scenarios", ",".join(scenarios or []),
+                          "at least one of " + ", ".join(scenario_names()))
+    if links is not None and not _unique(links):
+        raise ConfigError("--links", ",".join(links), "at least one of " + ", ".join(link_axis()))
     chosen = policy_names(policies)
-    cols = columns(names, scale=scale, links=links)
+    cols = columns(names, scale=scale, links=None if links is None else _unique(links))
     cells = build_cells(cols, chosen)
     extra: dict[str, Any] = {}
     if device is not None:
         extra = {"device": device, "backend": "batched" if device == "cuda" else "loop"}
     seed_list = list(range(first_seed, first_seed + seeds))
     plan = plan_runs(cells, seed_list, extra=extra)
+    if not plan:  # every pair refused: nothing would run, and an empty table would say ok
+        reasons = sorted({cell.refusal for cell in cells})
+        raise ConfigError("--policies", ",".join(chosen),
+                          "at least one policy that can run on the chosen worlds (every pair "
+                          f"is refused: {reasons[0]})")
     out = Path(out)
+    check_output_folder(out)
+    _check_same_bench(out, cells, plan)  # before any file is written or repaired
     out.mkdir(parents=True, exist_ok=True)
+    _repair_runs(out, cells, plan, say=say)
     started = datetime.now(UTC)
     clock = time.perf_counter()
     manifests: dict[str, Any] = {}
     owner: dict[str, str] = {}
     todo: list[Any] = []
+    # the plan first: a folder holding cells/ always says which bench they belong to
+    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
+                command=command, started=started, wall_s=None, plan=plan)
+    manifest_class = _cell_manifest()
     for cell in cells:
         if cell.key not in plan:
             continue
         folder = out / CELLS / _safe(cell.key)
         (folder / "runs").mkdir(parents=True, exist_ok=True)
-        manifest = Manifest(folder, plan[cell.key], backend=backend)
+        manifest = manifest_class(folder, plan[cell.key], backend=backend)
         manifest.save()
         manifests[cell.key] = manifest
         for spec in manifest.todo(retry_errors=retry_errors):
@@ -172,8 +465,6 @@ def run_bench(
             todo.append(spec)
     todo.sort(key=lambda spec: spec.replicate)  # seed-major: a partial table has every cell
     total = sum(len(specs) for specs in plan.values())
-    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
-                command=command, started=started, wall_s=None, plan=plan)
     _execute(todo, manifests, owner, total=total, backend=backend, processes=processes,
              address=address, cpus=cpus_per_run, gpus=gpus_per_run, batch_runs=batch_runs,
              progress=progress)
@@ -207,7 +498,8 @@ def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], 
         if not todo:
             return
         if backend == "ray":
-            sweep._run_ray(todo, record, address=address, cpus=cpus, gpus=gpus)
+            sweep._run_ray(todo, record, address=address,
+                           resources={"num_cpus": cpus, "num_gpus": gpus, "memory": 0.0})
         elif batch_runs:
             with memo_setting_names():
                 sweep.run_batched(todo, lambda _, result: record(result),
@@ -327,7 +619,7 @@ def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]
     """``(plan, per-run numbers, accuracy curves)`` of a bench folder (finished runs only)."""
     from analysis.sweep import read_manifest, run_path
 
-    plan = json.loads((out / PLAN).read_text())
+    plan = read_plan(out)
     rows, curves = [], []
     for cell in plan["cells"]:
         folder = out / cell["folder"]
@@ -381,7 +673,11 @@ def _by_seed(runs: pd.DataFrame, column: str, policy: str, metric: str) -> pd.Se
 
 
 def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell: status or reason, and every metric's mean and CI half-width."""
+    """One row per cell: status or reason, and every metric's mean and CI half-width; the
+    comparison with the column's best (:func:`analysis.bench_stats.compare_column`: all
+    pairs, Holm-adjusted p, TOST, verdict), the column's detectable difference, the seeds
+    the cell needs, the score where its scale is clear (else ``score_reason``) and the time
+    to target over every seed (median, never = inf; ``target_reached``)."""
     rows = []
     for column in plan["columns"]:
         key = column["key"]
@@ -392,14 +688,19 @@ def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
         target = high * TARGET_SHARE
         cells = [c for c in plan["cells"] if c["column"] == key]
         finals = {c["policy"]: _by_seed(runs, key, c["policy"], "final_acc") for c in cells}
-        candidates = {p: s.mean() for p, s in finals.items() if p != HIGH and len(s)}
-        best = max(candidates, key=lambda p: candidates[p]) if candidates else ""
+        # the best without double dipping: all pairs of candidates tested, Holm over them all
+        compared = compare_column({p: s for p, s in finals.items() if p != HIGH and len(s)})
+        best = compared.best
         for cell in cells:
             policy = cell["policy"]
             row: dict[str, Any] = {
                 "scenario": column["scenario"], "variant": column["variant"],
                 "link": column["link"], "column": key, "label": column["label"],
                 "policy": policy, "reference_column": ref, "best_policy": best,
+                "best_chosen_by": compared.selection, "tests_in_family": compared.family,
+                "contender": policy in compared.contenders,
+                "detectable_diff": compared.detectable,
+                "detectable_diff_holm": compared.detectable_holm,
             }
             if cell["refusal"]:
                 rows.append({**row, "status": "refused", "reason": cell["refusal"]})
@@ -420,23 +721,38 @@ def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
             for metric in ("final_acc", "p10_acc", "bytes_per_agent", "energy_per_agent"):
                 interval = t_interval(series[metric])
                 row[metric], row[f"{metric}_ci"] = interval.mean, interval.half
+            spread = t_interval(series["final_acc"]).n > 1  # one seed: no sd to plan with
+            row["seeds_needed"] = seeds_needed(
+                sample_std(series["final_acc"]) if spread else math.nan)
+            known = [s for s in series.index if math.isfinite(float(target.get(s, math.nan)))]
             times = pd.Series({
-                seed: first_time_at(series.loc[seed, "_table"], float(target.get(seed, math.nan)))
-                for seed in series.index
+                seed: first_time_at(series.loc[seed, "_table"], float(target[seed]))
+                for seed in known
             }, dtype=float)
-            interval = t_interval(times)
-            row["time_to_target_s"], row["time_to_target_ci"] = interval.mean, interval.half
-            row["target_reached"] = f"{int(np.isfinite(times).sum())}/{len(times)}"
-            score = normalised(series["final_acc"], low, high)
-            interval = t_interval(score)
-            row["score"], row["score_ci"] = interval.mean, interval.half
-            if best and policy != best:
+            reach = time_to_target(times)  # never reached = +inf: median over every seed
+            row["time_to_target_s"] = reach.median
+            row["time_to_target_fastest_s"] = reach.fastest
+            row["time_to_target_slowest_s"] = reach.slowest
+            row["target_reached"] = f"{reach.reached}/{reach.n}"
+            scored = normalised_score(series["final_acc"], low, high)
+            row["score"], row["score_ci"] = scored.interval.mean, scored.interval.half
+            row["score_reason"] = scored.reason
+            if policy in compared.against_best:
+                versus = compared.against_best[policy]
+                test = versus.test
+                row.update(diff_vs_best=test.mean, diff_vs_best_ci=test.half, p_value=test.p,
+                           p_holm=versus.p_holm, p_level=versus.p_level,
+                           p_level_holm=versus.p_level_holm, verdict=versus.verdict,
+                           test_method=test.method,
+                           distinguishable=versus.verdict in ("worse", "better"))
+            elif best and policy != best:  # the oracle reference: outside the family
                 test = paired_difference(series["final_acc"], finals[best])
                 row.update(diff_vs_best=test.mean, diff_vs_best_ci=test.half, p_value=test.p,
+                           verdict="reference", test_method=test.method,
                            distinguishable=test.distinguishable)
             elif policy == best:
                 row.update(diff_vs_best=0.0, diff_vs_best_ci=0.0, p_value=float("nan"),
-                           distinguishable=False)
+                           verdict="best", distinguishable=False)
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -455,8 +771,31 @@ def _mark(row: pd.Series) -> str:
         return " ★"
     if row.get("policy") == HIGH:
         return ""
-    distinguishable = row.get("distinguishable")
-    return " ≈" if distinguishable is False or distinguishable == 0 else ""
+    return {"level": " ≈", "undecided": " ?", "better": " ↑"}.get(str(row.get("verdict")), "")
+
+
+def _column_notes(rows: pd.DataFrame) -> list[str]:
+    """What a world's comparisons rest on: how the best was chosen, the Holm family, the
+    smallest difference the seeds detect, and why the score is missing where it is."""
+    done = rows[rows["status"].isin(["ok", "partial"])] if "status" in rows else rows
+    if done.empty or "tests_in_family" not in done:
+        return []
+    first = done.iloc[0]
+    notes = [""]
+    if first.get("best_policy"):
+        notes.append(
+            f"Best chosen by {first['best_chosen_by']}: {int(first['tests_in_family'])} "
+            "paired tests, Holm-corrected; no policy beats these after Holm: "
+            + ", ".join(done.loc[done["contender"].astype(bool), "policy"]) + ". "
+            f"With these seeds the paired t-test detects (80 % power, alpha 0.05) "
+            f"differences of {_fmt(first['detectable_diff'], None, 1, 100)} pp or more "
+            f"({_fmt(first['detectable_diff_holm'], None, 1, 100)} pp at Holm's strictest "
+            f"step); level means within ± {EQUIVALENCE_MARGIN * 100:g} pp (TOST).")
+    reasons = [r for r in done.get("score_reason", pd.Series(dtype=str)).dropna().unique()
+               if isinstance(r, str) and r]
+    if reasons:
+        notes += ["", f"Score n/a: {reasons[0]} (needs a lower bound above {SCORE_FLOOR})."]
+    return notes if len(notes) > 1 else []
 
 
 def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatmap.png",
@@ -479,9 +818,14 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
         "",
         "Each cell: mean ± half-width of the 95 % Student-t confidence interval over the "
         "seeds. ★ = the column's best policy by final mean accuracy (central FedAvg, the "
-        "oracle reference, excluded); ≈ = not distinguishable from it (paired t-test over "
-        "seeds, p ≥ 0.05); no mark = distinguishable. Refused pairs show a code, their "
-        "one-line reason is listed under the table.",
+        "oracle reference, excluded), chosen without testing on the seeds it was picked "
+        "on: every pair of policies in the column is tested (paired t-test over seeds) "
+        "and Holm's correction runs over all those pairs. Against ★: no mark = worse "
+        "(Holm-adjusted p < 0.05); ≈ = level, shown within "
+        f"± {EQUIVALENCE_MARGIN * 100:g} pp of final accuracy by an equivalence test "
+        "(TOST, Holm-adjusted p < 0.05); ? = undecided (neither: the seeds cannot tell; "
+        "each world's table says what difference they can detect). Refused pairs show a "
+        "code, their one-line reason is listed under the table.",
         "",
     ]
     labels = [c["label"] for c in plan["columns"]]
@@ -523,25 +867,32 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
     for column in plan["columns"]:
         lines += [f"### {column['label']}", "",
                   "| policy | final acc | 10th-pct agent acc | time to target (h) | reached "
-                  "| MB on air / agent | energy J / agent | score | vs best (pp) | p |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| MB on air / agent | energy J / agent | score | vs best (pp) | p (Holm) "
+                  "| level p (TOST, Holm) | verdict "
+                  f"| seeds for ± {HALF_WIDTH * 100:g} pp |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for _, row in board[board["column"] == column["key"]].iterrows():
             if row["status"] in ("refused", "error", "pending"):
                 lines.append(f"| {row['policy']} | {row['status']}: {row['reason']} "
-                             "|  |  |  |  |  |  |  |  |")
+                             "|  |  |  |  |  |  |  |  |  |  |  |")
                 continue
+            reached = row.get("time_to_target_s")
+            verdict = row.get("verdict")
             lines.append(
                 f"| {row['policy']}{_mark(row)} | {_fmt(row['final_acc'], row['final_acc_ci'])} "
                 f"| {_fmt(row['p10_acc'], row['p10_acc_ci'])} "
-                f"| {_fmt(row['time_to_target_s'], row['time_to_target_ci'], 2, 1 / 3600)} "
+                f"| {'never' if reached == math.inf else _fmt(reached, None, 2, 1 / 3600)} "
                 f"| {row['target_reached']} "
                 f"| {_fmt(row['bytes_per_agent'], row['bytes_per_agent_ci'], 2, 1e-6)} "
                 f"| {_fmt(row['energy_per_agent'], row['energy_per_agent_ci'], 2)} "
                 f"| {_fmt(row['score'], row['score_ci'], 2)} "
                 f"| {_fmt(row.get('diff_vs_best'), row.get('diff_vs_best_ci'), 1, 100)} "
-                f"| {_fmt(row.get('p_value'), None, 3)} |"
+                f"| {_fmt(row.get('p_holm'), None, 3)} "
+                f"| {_fmt(row.get('p_level_holm'), None, 3)} "
+                f"| {verdict if isinstance(verdict, str) else ''} "
+                f"| {row.get('seeds_needed', '')} |"
             )
-        lines.append("")
+        lines += [*_column_notes(board[board["column"] == column["key"]]), ""]
     for plot in plots:
         lines += [f"![accuracy over time]({plot})", ""]
     lines += ["## Scenarios", "", "| scenario | version | world | provenance | why in the set "
@@ -567,16 +918,33 @@ METRICS = """## Metrics
   evaluation (`acc_p10`): who is left behind.
 * **time to target**: simulated hours to the first evaluation where the mean accuracy reaches
   90 % of central FedAvg's final accuracy on the same seed (at the ideal link: central FedAvg
-  ignores the link); *reached* counts the seeds that got there, the mean is over those.
+  ignores the link); *reached* counts the seeds that got there (of those with central
+  FedAvg's run), and the time is the median over every one of them with a seed that never
+  got there counted as never (the Kaplan-Meier median of runs of equal length): "never" when
+  half or more did not reach it. A mean over the seeds that reached it would hide the others.
 * **MB on air / agent**, **energy J / agent**: bytes put on the air (finished or not) and
   radio + training + flight energy, summed over the run and divided by the agents; only a
   link model accounts them, so they are n/a at the ideal link.
 * **score**: (final acc − local's) / (central FedAvg's − local's), seed by seed, then mean
   and interval; local and central FedAvg of the column's ideal-link twin where they cannot
-  run (central FedAvg ignores the link and is refused with 802.11p).
+  run (central FedAvg ignores the link and is refused with 802.11p). Given only where central
+  FedAvg − local stands clear of the noise (the lower bound of its 95 % interval above 0.05
+  accuracy); elsewhere n/a with the reason under the world's table, since a score divided by
+  a gap within the noise mostly measures that noise.
 * **vs best**: the paired difference in final accuracy (percentage points) against the
-  column's best policy, seed by seed, with the two-sided paired t-test's p (Student t over
-  the seeds: with 5 seeds a Wilcoxon signed-rank test can never reach p < 0.05)."""
+  column's best policy, seed by seed. **p (Holm)**: the two-sided paired t-test's p (Student
+  t over the seeds: with 5 seeds a Wilcoxon signed-rank test can never reach p < 0.05),
+  adjusted by Holm's method over every pair of policies in the column (the best is chosen
+  among them, so testing only against it would test on the seeds it was picked on). A
+  difference identical on every seed has no spread for a t-test: it gets the exact sign-flip
+  test (p = 2 / 2^n, 0.0625 for 5 seeds), not p = 0. **level p**: the equivalence test
+  (TOST, two one-sided paired t-tests) that the difference is within ± 2 pp, Holm-adjusted
+  the same way. **verdict**: worse (p (Holm) < 0.05), level (level p < 0.05) or undecided.
+  Not rejecting a difference is not showing the policies level: with 5 seeds the paired
+  t-test detects, at 80 % power, only differences of about 1.7 standard deviations of the
+  seed-to-seed difference (each world's note gives it in pp).
+* **seeds for ± 2 pp**: the seeds this cell would need for its final accuracy's 95 %
+  interval to be ± 2 pp at the spread seen (10 means 10 or more)."""
 
 
 def heatmap(plan: dict[str, Any], board: pd.DataFrame, path: Path) -> Path:
@@ -717,7 +1085,8 @@ def add_bench_parser(sub: Any) -> None:
 
 
 def _list(text: str | None) -> list[str] | None:
-    return [p.strip() for p in text.split(",") if p.strip()] if text else None
+    """A comma list; given but naming nothing (``,``) is ``[]``, refused by run_bench."""
+    return None if text is None else [p.strip() for p in text.split(",") if p.strip()]
 
 
 def bench_command(args: argparse.Namespace) -> str:
@@ -730,6 +1099,9 @@ def bench_command(args: argparse.Namespace) -> str:
                         ("--first-seed", args.first_seed or None),
                         ("--backend", None if args.backend == "local" else args.backend),
                         ("--address", args.address), ("--processes", args.processes),
+                        ("--cpus-per-run", None if args.cpus_per_run == 1.0
+                         else args.cpus_per_run),
+                        ("--gpus-per-run", args.gpus_per_run or None),
                         ("--device", args.device)):
         if value is not None:
             parts += [flag, str(value)]
@@ -738,19 +1110,53 @@ def bench_command(args: argparse.Namespace) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def _saved(out: Path) -> str:
+    """How many of the bench's runs are saved (best effort: for a line after a failure)."""
+    from analysis.sweep import run_path
+
+    try:
+        cells = read_plan(out)["cells"]
+        runs = [(out / c["folder"], r) for c in cells for r in c["runs"]]
+        done = sum(run_path(folder, run_id).exists() for folder, run_id in runs)
+        return f"{done} of {len(runs)} runs are saved in {out}"
+    except (OSError, BenchDamaged):
+        return f"the finished runs are saved in {out}"
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    from analysis.folders import OutputFailed, check_output_folder
+    from analysis.sweep import SweepStopped
+
     out = Path(args.out)
+    command = bench_command(args)
     if args.report_only:
-        if not (out / PLAN).exists():
+        if not (out / PLAN).is_file():
             raise ConfigError("--out", str(out), f"a bench folder with {PLAN}")
-        paths = write_report(out)
+        try:
+            check_bench_folder(out)
+        except BenchDamaged as exc:
+            again = read_plan(out)["command"] if exc.path.name != PLAN else ""
+            raise ConfigError(
+                "bench file", str(exc.path), f"a whole file of the bench ({exc.why}); resume "
+                f"the bench to repair it: {again or 'the same mobidfl bench command'}",
+            ) from None
+        check_output_folder(out)
+        try:
+            paths = write_report(out)
+        except OSError as exc:
+            raise OutputFailed(f"could not write {exc.filename or out} ({exc.strerror or exc})"
+                               f"; the runs in {out} are untouched; free the disk, then run "
+                               "again with --report-only") from None
     else:
         if args.address and args.backend != "ray":
             raise ConfigError("--address", args.address, "only with --backend ray")
+        for flag, text, names in (("--scenarios", args.scenarios, scenario_names()),
+                                  ("--links", args.links, list(link_axis()))):
+            if text is not None and not _list(text):
+                raise ConfigError(flag, text, "at least one of " + ", ".join(names))
         import torch
 
         torch.set_num_threads(1)
-        command = bench_command(args)
         started = time.perf_counter()
         try:
             paths = run_bench(
@@ -761,11 +1167,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 gpus_per_run=args.gpus_per_run, batch_runs=args.batch_runs,
                 device=args.device, retry_errors=args.retry_errors,
                 progress=not args.quiet, command=command,
+                say=lambda line: print(line, file=sys.stderr),
             )
         except KeyboardInterrupt:
-            print(f"mobidfl: interrupted: finished runs are saved in {out}; run the same "
-                  "command again to go on", file=sys.stderr)
+            print(f"mobidfl: interrupted: {_saved(out)}; resume with: {command}",
+                  file=sys.stderr)
             return 130
+        except (SweepStopped, OSError) as exc:  # a failed write (full disk), Ray head gone
+            why = str(exc) if isinstance(exc, SweepStopped) else \
+                f"could not write {exc.filename or out} ({exc.strerror or exc})"
+            raise OutputFailed(f"{why}; {_saved(out)}; resume with: {command}") from None
         print(f"wrote {out} in {time.perf_counter() - started:.1f} s")
     for path in paths:
         print(path)

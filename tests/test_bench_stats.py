@@ -7,14 +7,23 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from analysis.bench_stats import (
+    EQUIVALENCE_MARGIN,
+    compare_column,
+    detectable_difference,
+    equivalence,
     first_time_at,
+    holm,
     last_value,
     normalised,
     paired_difference,
     run_numbers,
+    score,
+    seeds_needed,
     t_interval,
+    time_to_target,
 )
 
 
@@ -40,7 +49,9 @@ def test_paired_difference_is_the_paired_t_test():
     test = paired_difference(a, b)
     # differences 1, 1, 1, 1, 0: mean 0.8, s = 0.4472, t = 0.8 / (0.4472 / sqrt 5) = 4.0
     assert test.mean == pytest.approx(0.8)
-    assert test.p == pytest.approx(0.016130, abs=1e-5)
+    # p = 2 sf_t4(4.0) = 0.01613009 (scipy, float64, ~1e-15): the 6-decimal hand value is
+    # within half its last digit, 5e-7 (was 1e-5, which would pass 0.01614)
+    assert test.p == pytest.approx(0.016130, abs=5e-7)
     assert test.distinguishable
     assert test.n == 5
 
@@ -50,8 +61,12 @@ def test_paired_difference_pairs_by_seed_and_handles_no_spread():
     b = pd.Series([0.4, 0.5, 0.9], index=[1, 3, 2])
     test = paired_difference(a, b)  # seed 3: 0.5 - 0.5, seed 1: 0.6 - 0.4; seed 2 dropped
     assert test.n == 2 and test.mean == pytest.approx(0.1)
+    # +0.1 on every seed: no spread. This test used to assert p = 0 and "distinguishable"
+    # from two seeds (the zero-variance shortcut the review found); the exact sign-flip test
+    # says p = 2 / 2^2 = 0.5: two seeds that agree cannot show a difference.
     same = paired_difference(pd.Series([0.2, 0.3]), pd.Series([0.1, 0.2]))
-    assert same.p == 0.0 and same.distinguishable  # +0.1 on every seed
+    assert same.p == pytest.approx(0.5) and not same.distinguishable
+    assert same.method == "sign-flip" and same.mean == pytest.approx(0.1)
     equal = paired_difference(pd.Series([0.2, 0.3]), pd.Series([0.2, 0.3]))
     assert equal.p == 1.0 and not equal.distinguishable
     one = paired_difference(pd.Series([0.2]), pd.Series([0.1]))
@@ -90,3 +105,167 @@ def test_run_numbers_sum_link_columns_over_steps_per_agent():
                        "energy_per_agent": 2.0, "end_s": 240.0}
     ideal = run_numbers(table.drop(columns=["bytes_sent", "energy_j"]), agents=4)
     assert math.isnan(ideal["bytes_per_agent"]) and math.isnan(ideal["energy_per_agent"])
+
+
+def test_a_constant_difference_gets_the_exact_sign_flip_p_not_zero():
+    a = pd.Series([0.6, 0.7, 0.65, 0.8, 0.75])
+    test = paired_difference(a, a - 0.1)  # -0.1 ... +0.1 on each of 5 seeds
+    # all 2^5 = 32 sign patterns; only all-plus and all-minus are as extreme: p = 2 / 32
+    assert test.p == pytest.approx(2 / 32)
+    # independent cross-check: Wilcoxon's exact signed-rank test of five positive differences
+    assert test.p == pytest.approx(stats.wilcoxon([0.1] * 5).pvalue)
+    assert not test.distinguishable  # 0.0625 >= 0.05: five agreeing seeds are not enough
+    six = paired_difference(pd.Series(np.arange(6.0)), pd.Series(np.arange(6.0) - 0.1))
+    assert six.p == pytest.approx(2 / 64) and six.distinguishable
+
+
+def test_holm_adjusts_the_finite_p_values_step_down():
+    adjusted, rejected = holm([0.01, 0.04, 0.03, float("nan")])
+    # m = 3 finite: sorted 0.01, 0.03, 0.04 -> 3 x 0.01 = 0.03, max(0.03, 2 x 0.03) = 0.06,
+    # max(0.06, 1 x 0.04) = 0.06; the NaN is not a test and stays out of the family
+    assert adjusted[:3] == pytest.approx([0.03, 0.06, 0.06])
+    assert math.isnan(adjusted[3])
+    assert rejected.tolist() == [True, False, False, False]
+    # Bonferroni bounds Holm from above: m p >= Holm's adjusted p
+    assert all(3 * p >= q - 1e-12 for p, q in zip([0.01, 0.04, 0.03], adjusted[:3],
+                                                  strict=True))
+
+
+def test_equivalence_is_tost_within_the_margin():
+    assert EQUIVALENCE_MARGIN == 0.02
+    d = pd.Series([0.01, 0.00, 0.02, 0.01, 0.01])
+    zero = pd.Series([0.0] * 5)
+    # mean 0.01, s^2 = (0 + 0.0001 + 0.0001 + 0 + 0) / 4 = 0.000025 x 2, s = 0.0070711,
+    # se = s / sqrt 5 = 0.0031623; upper test t = (0.01 - 0.02) / se = -3.1623 (df 4),
+    # lower test t = (0.01 + 0.02) / se = 9.49: TOST p = the larger = P(T_4 < -3.1623)
+    se = math.sqrt(0.0002 / 4) / math.sqrt(5)
+    expected = max(stats.t.cdf((0.01 - 0.02) / se, 4), stats.t.sf((0.01 + 0.02) / se, 4))
+    assert expected == pytest.approx(0.017055, abs=1e-5)
+    assert equivalence(d, zero) == pytest.approx(expected, rel=1e-6)
+    # without spread: exact one-sided sign-flip tests, 1 / 2^5 inside the margin, 1 outside
+    assert equivalence(pd.Series([0.01] * 5), zero) == pytest.approx(1 / 32)
+    assert equivalence(pd.Series([0.05] * 5), zero) == pytest.approx(1.0)
+    assert math.isnan(equivalence(pd.Series([0.01]), pd.Series([0.0])))
+
+
+def _column() -> dict[str, pd.Series]:
+    seeds = [0, 1, 2, 3, 4]
+    a = pd.Series([0.80, 0.82, 0.81, 0.83, 0.84], index=seeds)
+    return {
+        "a": a,
+        "b": a - pd.Series([0.001, -0.001, 0.002, 0.0, -0.002], index=seeds),  # level
+        "c": a - pd.Series([0.10, 0.12, 0.11, 0.09, 0.08], index=seeds),  # worse
+        "d": a + pd.Series([-0.15, 0.12, -0.10, 0.08, -0.02], index=seeds),  # noisy
+    }
+
+
+def test_compare_column_tests_every_pair_with_holm():
+    finals = _column()
+    out = compare_column(finals)
+    assert out.best == "a" and out.selection == "all pairs"
+    assert out.family == 6  # 4 policies: 4 x 3 / 2 pairs, not the 3 against the best
+    raw = {}
+    for x, y in [("a", "b"), ("a", "c"), ("a", "d"), ("b", "c"), ("b", "d"), ("c", "d")]:
+        diff = (finals[x] - finals[y]).to_numpy()
+        t = diff.mean() / (diff.std(ddof=1) / math.sqrt(5))  # the paired t statistic
+        raw[(x, y)] = 2 * stats.t.sf(abs(t), 4)
+    # Holm by hand: sorted p_(1..6), adjusted_(k) = max over j <= k of (6 - j + 1) p_(j)
+    ordered = sorted(raw, key=raw.get)
+    adjusted, running = {}, 0.0
+    for k, pair in enumerate(ordered):
+        running = max(running, min(1.0, (6 - k) * raw[pair]))
+        adjusted[pair] = running
+    c = out.against_best["c"]
+    assert c.test.mean == pytest.approx(-0.10) and c.test.p == pytest.approx(raw[("a", "c")])
+    assert c.p_holm == pytest.approx(adjusted[("a", "c")]) and c.verdict == "worse"
+    b = out.against_best["b"]
+    assert b.p_holm == pytest.approx(adjusted[("a", "b")]) and b.verdict == "level"
+    assert b.p_level_holm < 0.05 <= b.p_holm
+    d = out.against_best["d"]
+    assert d.verdict == "undecided"  # neither shown worse nor shown within the margin
+    assert d.p_holm >= 0.05 and d.p_level_holm >= 0.05
+    assert set(out.contenders) == {"a", "b", "d"}  # c is beaten (by a and by b)
+
+
+def test_compare_column_chooses_on_tuning_seeds_when_given():
+    finals = _column()
+    tuning = {"a": pd.Series([0.70, 0.71]), "b": pd.Series([0.75, 0.74]),
+              "c": pd.Series([0.60, 0.61]), "d": pd.Series([0.5, 0.6])}
+    out = compare_column(finals, tuning=tuning)
+    assert out.best == "b" and out.selection == "tuning seeds"  # b best on other seeds
+    assert out.family == 3  # only the m - 1 tests against b: the choice used other seeds
+    assert out.against_best["a"].verdict == "level"
+    assert out.against_best["a"].test.mean == pytest.approx(0.0, abs=1e-3)
+    assert compare_column({}).best == ""
+
+
+def test_compare_column_states_the_detectable_difference():
+    finals = _column()
+    out = compare_column(finals)
+    # pooled sd of the paired differences with the best: sqrt(mean of the three variances)
+    var = [(finals["a"] - finals[p]).var(ddof=1) for p in ("b", "c", "d")]
+    assert out.sd == pytest.approx(math.sqrt(sum(var) / 3))
+    assert out.n == 5
+    assert out.detectable == pytest.approx(detectable_difference(out.sd, 5))
+    assert out.detectable_holm > out.detectable  # alpha / 6 needs a larger difference
+
+
+def test_detectable_difference_has_80_percent_power():
+    sd, n = 0.05, 5
+    delta = detectable_difference(sd, n)
+    # independent check with the noncentral t: power = P(|T'| > t_crit), T' ~ nct(4, nc)
+    crit = stats.t.ppf(0.975, n - 1)
+    nc = delta / sd * math.sqrt(n)
+    power = stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc)
+    assert power == pytest.approx(0.80, abs=1e-4)
+    assert delta / sd == pytest.approx(1.682, abs=1e-3)  # 5 seeds: 1.68 sd of the difference
+    assert detectable_difference(sd, n, alpha=0.05 / 6) > delta
+    assert math.isnan(detectable_difference(sd, 1)) and detectable_difference(0.0, 5) == 0.0
+
+
+def test_seeds_needed_for_a_two_point_half_width():
+    # sd 0.02: n = 6 gives t_{0.975,5} 0.02 / sqrt 6 = 2.5706 x 0.02 / 2.4495 = 0.02099 > 0.02,
+    # n = 7 gives 2.4469 x 0.02 / 2.6458 = 0.01850 <= 0.02
+    assert seeds_needed(0.02) == 7
+    assert 2.5706 * 0.02 / math.sqrt(6) > 0.02 >= 2.4469 * 0.02 / math.sqrt(7)
+    # sd 0.05: even 10 seeds give 2.2622 x 0.05 / sqrt 10 = 0.0358: the cap
+    assert seeds_needed(0.05) == 10
+    assert seeds_needed(0.0) == 2 and seeds_needed(float("nan")) == 10
+    # a higher cap: n = 20 gives 2.0930 x 0.05 / sqrt 20 = 0.0234 > 0.02, still the cap
+    assert seeds_needed(0.05, cap=20) == 20
+    # sd 0.03: n = 11 gives 2.2281 x 0.03 / sqrt 11 = 0.02015 > 0.02, n = 12 gives
+    # 2.2010 x 0.03 / sqrt 12 = 0.01906: 12 with room, the default cap otherwise
+    assert seeds_needed(0.03, cap=20) == 12 and seeds_needed(0.03) == 10
+
+
+def test_score_only_where_central_fedavg_stands_clear_of_local():
+    low = pd.Series([0.20, 0.30, 0.25])
+    high = pd.Series([0.80, 0.85, 0.80])
+    # gap 0.60, 0.55, 0.55: mean 0.5667, s = 0.02887, half = 4.3027 x 0.02887 / sqrt 3
+    # = 0.0717, lower bound 0.495 > 0.05: the score is defined
+    ok = score(pd.Series([0.50, 0.575, 0.525]), low, high)
+    assert ok.reason == ""
+    # per seed (0.5 - 0.2) / 0.6 = 0.5, (0.575 - 0.3) / 0.55 = 0.5, (0.525 - 0.25) / 0.55 = 0.5
+    assert ok.interval.mean == pytest.approx(0.5) and ok.interval.half == pytest.approx(0.0)
+    assert score(low, low, high).interval.mean == pytest.approx(0.0)
+    # gap 0.03, 0.08: mean 0.055, half = 12.706 x 0.035355 / sqrt 2 = 0.3177, lower -0.26
+    noisy = score(pd.Series([0.51, 0.55]), pd.Series([0.50, 0.52]), pd.Series([0.53, 0.60]))
+    assert math.isnan(noisy.interval.mean)
+    assert "lower bound -0.263" in noisy.reason
+    assert "fewer than two seeds" in score(low[:1], low[:1], high[:1]).reason
+    assert math.isnan(score(low[:1], low[:1], high[:1]).interval.mean)
+
+
+def test_time_to_target_counts_the_seeds_that_never_reach_it():
+    times = [np.nan, 100.0, 200.0, np.nan, 300.0]
+    reach = time_to_target(times)
+    # never = +inf: sorted 100, 200, 300, inf, inf -> median 300 (the mean over the three
+    # that reached it would say 200, hiding the two that never did)
+    assert (reach.reached, reach.n, reach.median) == (3, 5, 300.0)
+    assert (reach.fastest, reach.slowest) == (100.0, 300.0)
+    assert reach.text(factor=1 / 100, digits=1) == "3.0 (3/5)"
+    one = time_to_target([np.nan, 100.0, np.nan, np.nan, np.nan])  # the review's one of five
+    assert one.median == math.inf and one.text() == "never (1/5)"
+    assert time_to_target([100.0, 300.0]).median == 200.0
+    assert time_to_target([100.0, np.nan]).median == math.inf  # half never: no median time
+    assert time_to_target([]).text() == "n/a"
