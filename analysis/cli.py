@@ -14,17 +14,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from analysis.folders import OutputFailed, check_output_folder, mib
 from analysis.interrupts import CtrlC
 from mobidfl.atomic import (
-    TEMP_PREFIX,
     publish,
     remove_temporaries,
     staging_dir,
@@ -49,8 +47,16 @@ class Interrupted(Exception):
     """Ctrl-C during a command: the one line says what was saved and how to go on."""
 
 
-class OutputFailed(Exception):
-    """An output could not be written mid-run (e.g. a full disk): what is kept, how to go on."""
+class PluginFailed(Exception):
+    """A third-party plug-in raised: one line naming it, what is kept (exit 1)."""
+
+
+def _plugin_failed(exc: Exception, what: str) -> PluginFailed | None:
+    """``PluginFailed`` when a registered third-party plug-in raised ``exc``, else ``None``."""
+    from mobidfl.plugins import failing_plugin
+
+    culprit = failing_plugin(exc)
+    return None if culprit is None else PluginFailed(f"{culprit}; {what}")
 
 
 def build_config(args: argparse.Namespace) -> Config:
@@ -78,37 +84,6 @@ def check_one_preset(given: list[tuple[str, Any]]) -> None:
         raise ConfigError(
             "preset", " and ".join(where for where, _ in given),
             "one preset per run (they name different ones; keep one)",
-        )
-
-
-def check_output_folder(out: Path, *, need_bytes: int = 0, option: str = "--out") -> None:
-    """Refuse before step 1 an output folder that cannot take the outputs.
-
-    ``out`` (or, when it does not exist yet, its nearest existing parent) must be a folder
-    where a file can be created, with about ``need_bytes`` free. Nothing is left behind: the
-    probe file is removed, ``out`` itself is not created.
-    """
-    probe = out
-    while not probe.exists() and not probe.is_symlink() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        where = "this is a file" if probe == out else f"{probe} is a file"
-        raise ConfigError(option, str(out), f"a folder ({where})")
-    try:
-        handle, name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}probe-", dir=probe)
-        os.close(handle)
-        os.unlink(name)
-    except OSError as exc:
-        raise ConfigError(
-            option, str(out), f"a writable folder ({probe}: {exc.strerror or exc})"
-        ) from None
-    free = shutil.disk_usage(probe).free
-    if need_bytes > free:
-        raise ConfigError(
-            option,
-            str(out),
-            f"a folder with about {_mib(need_bytes)} free for the outputs "
-            f"({_mib(free)} free on {probe})",
         )
 
 
@@ -200,11 +175,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_output_folder(out, need_bytes=need)
     if not args.quiet and sys.stderr.isatty():  # a big world takes a while: say so
         print(f"building the world: map {config.map}, {config.n_agents} agents", file=sys.stderr)
-    model = MobiDFLModel(config=config)  # datasets, maps and bounds are checked here
+    try:
+        model = MobiDFLModel(config=config)  # datasets, maps and bounds are checked here
+    except Exception as exc:
+        failed = _plugin_failed(exc, "while building the world: nothing was written")
+        if failed is None:
+            raise
+        raise failed from None
     if not args.quiet:  # after the checks: a refused run stays one line
         print(run_summary(config), file=sys.stderr)
     if args.force:
         clear_run_outputs(out)
+    made = [p for p in (out, out / CHECKPOINT_DIR) if not p.exists()]
     if args.checkpoint_every:
         folder = out / CHECKPOINT_DIR
         folder.mkdir(parents=True, exist_ok=True)
@@ -218,6 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         checkpoint_every=args.checkpoint_every,
         started=started,
+        made=made,
     )
 
 
@@ -272,6 +255,7 @@ def _resume_run(args: argparse.Namespace) -> int:
 
     from model.checkpoint import config_unchanged, load
     from model.world import MobiDFLModel
+    from model.world_state import IncompatibleCheckpoint
 
     torch.set_num_threads(1)
     state_path = folder / CHECKPOINT_STATE
@@ -294,6 +278,12 @@ def _resume_run(args: argparse.Namespace) -> int:
     model = MobiDFLModel(config=config)
     try:
         model.load_state_dict(state)
+    except IncompatibleCheckpoint as exc:  # before any step: the checkpoint stays as it is
+        raise ConfigError(
+            "checkpoint file", str(state_path),
+            f"a checkpoint this MobiDFL can continue ({exc}; it is left as it was: finish "
+            "the run with the version that wrote it, or start it again with --force)",
+        ) from None
     except (KeyError, ValueError, TypeError, IndexError, RuntimeError) as exc:
         raise ConfigError(
             "checkpoint file",
@@ -338,6 +328,7 @@ def _run_to_end(
     checkpoint_every: int | None,
     started: float,
     saved_at: int | None = None,
+    made: list[Path] | None = None,
 ) -> int:
     """Step ``model`` to ``config.steps`` (checkpointing), then write every output at once.
 
@@ -367,6 +358,18 @@ def _run_to_end(
         if checkpoint_every:
             return "no checkpoint was saved yet; start again with --force"
         return "nothing was saved (use --checkpoint-every N to make runs resumable)"
+
+    def unwritten() -> str:
+        """After a plug-in failed: keep a whole checkpoint (resumable once it is fixed);
+        remove what this run made before its first one (nothing half-written)."""
+        if checkpoint_every and _checkpoint_step(
+            out / CHECKPOINT_DIR / CHECKPOINT_STATE, None
+        ) is not None:
+            return kept()
+        for path in made or ():
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+        return "nothing was written"
 
     def interrupted(where: str) -> Interrupted:
         return Interrupted(f"interrupted {where} of {config.steps}: {kept()}")
@@ -403,6 +406,11 @@ def _run_to_end(
                 save_checkpoint(model.steps)  # an early stop ends before config.steps
     except KeyboardInterrupt:
         raise interrupted(f"at step {model.steps}") from None
+    except Exception as exc:
+        failed = _plugin_failed(exc, f"at step {model.steps} of {config.steps}: {unwritten()}")
+        if failed is None:
+            raise
+        raise failed from None
     staging = staging_dir(out)
     try:
         _write_text(staging / "config.toml", config.to_toml())
@@ -462,8 +470,7 @@ REGIME_WARNINGS = {
 }
 
 
-def _mib(n: float) -> str:
-    return f"{n / 1024**2:.1f} MiB"
+_mib = mib
 
 
 def settings_markdown() -> str:
@@ -570,11 +577,21 @@ def cmd_presets(args: argparse.Namespace) -> int:
 def reproduce_overrides(assignments: list[str], *, preset: str) -> dict[str, Any]:
     """``reproduce --set name=value`` as typed values, checked on the preset before any run."""
     extra = parse_assignments(assignments)
+    check_no_seed(extra)
     check_one_preset([(f"the paper's preset {preset}", preset)] + [
         (f"--set {n}={v}", v) for n, v in extra.items() if canonical_name(n) == "preset"
     ])
     Config.from_settings({"preset": preset, **extra})  # one line naming a bad value, now
     return extra
+
+
+def check_no_seed(extra: dict[str, Any]) -> None:
+    """Refuse ``reproduce --set seed=N``, named as typed: the seeds are ``--first-seed`` and
+    ``--seeds`` (the sweep underneath used to refuse it as ``base.seed``, after making
+    ``--out``)."""
+    from analysis.reproduce import check_no_seed as check
+
+    check(extra)
 
 
 def check_reproduce_flags(args: argparse.Namespace) -> None:
@@ -650,8 +667,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             f"(at most {MAX_RUNS} runs)",
         )
     out = Path(args.out)
-    check_output_folder(out)
-    out.mkdir(parents=True, exist_ok=True)  # only now: every flag and setting is checked
+    check_output_folder(out)  # reproduce() makes it once every variant's settings are checked
     started = time.perf_counter()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     try:
@@ -809,13 +825,16 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
+    from model.inert import one_report
+
     try:
-        return int(args.func(args))
+        with one_report():  # each warning line once per command, not per config or worker
+            return int(args.func(args))
     except ConfigError as exc:
         return _fail(str(exc), 2)
     except Interrupted as exc:
         return _fail(str(exc), 130, prefix="mobidfl: ")
-    except OutputFailed as exc:
+    except (OutputFailed, PluginFailed) as exc:
         return _fail(str(exc), 1)
     except RuntimeError as exc:
         if type(exc).__name__ != "ReproductionFailed":

@@ -41,7 +41,7 @@ import pandas as pd
 
 from analysis.stats import format_ci, mean_std, sample_std
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
-from model.config import Config
+from model.config import Config, canonical_name
 from model.errors import ConfigError
 
 __all__ = [
@@ -819,6 +819,20 @@ def map_available(spec: str) -> bool:
     return True
 
 
+def check_no_seed(extra: Mapping[str, Any]) -> None:
+    """Refuse a ``seed`` among the settings added to every variant, named as typed.
+
+    WHY: each variant's sweep refused it as ``base.seed`` (a name the user never typed),
+    after ``--out`` was made; the seeds of a reproduction are ``--first-seed``/``--seeds``.
+    """
+    for name, value in extra.items():
+        if canonical_name(name) == "seed":
+            raise ConfigError(
+                name, value,
+                "not with reproduce: its runs take their seeds from --first-seed and --seeds",
+            )
+
+
 class ReproductionFailed(RuntimeError):
     """Every run of a variant failed, so no claim that needs it can be scored (one line)."""
 
@@ -881,6 +895,7 @@ def reproduce(
     out = Path(out)
     resolved: dict[str, Config] = {}
     extra = dict(extra or {})
+    check_no_seed(extra)
     jobs = []
     for reading in spec.readings if readings else ():
         clash = sorted(set(reading.overrides) & set(extra))
@@ -902,6 +917,7 @@ def reproduce(
             Config.from_settings(alt)  # a bad override fails in one line before any run
             sweep = Sweep.from_dict({"base": alt, "seeds": [int(s) for s in seeds]})
             jobs.append((name, sweep, out / "runs" / _slug(name)))
+    out.mkdir(parents=True, exist_ok=True)  # only now: every variant's settings are checked
     # More processes than seeds: several variants run at once (each over its seeds), so
     # ``--processes`` covers every run of the reproduction, not one variant at a time.
     together = max(1, min(len(jobs), (processes or 0) // max(1, len(seeds))))

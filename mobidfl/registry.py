@@ -17,7 +17,9 @@ against them, never import the layers above.
 from __future__ import annotations
 
 import importlib
+import os
 import tomllib
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -25,7 +27,10 @@ from typing import Any, overload
 
 from mobidfl.errors import ConfigError
 
-__all__ = ["PLUGIN_GROUP", "Registry", "load_plugins", "plugin_modules"]
+__all__ = [
+    "PLUGIN_GROUP", "PluginImportWarning", "Registry", "failed_plugins", "load_plugins",
+    "plugin_modules",
+]
 
 PLUGIN_GROUP = "mobidfl.plugins"
 """Entry-point group naming the modules that register MobiDFL's plug-ins."""
@@ -35,39 +40,114 @@ _PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 install made before an entry point was added) finds its built-in plug-ins there."""
 
 
-def plugin_modules(group: str = PLUGIN_GROUP) -> list[str]:
-    """Module names declared under ``group``: this checkout's ``pyproject.toml`` first, then
-    every installed distribution's entry points (duplicates once)."""
-    modules: list[str] = []
+COMMAND_ENV = "MOBIDFL_COMMAND_PID"
+"""Set by a ``mobidfl`` command to its process id (:func:`model.inert.one_report`): a
+process that sees another id is one of its workers, and leaves the one-line warnings
+(broken entry points, inert settings) to the command, which showed them once."""
+
+
+def warned_by_parent() -> bool:
+    """Whether this process is a worker of a ``mobidfl`` command (see :data:`COMMAND_ENV`)."""
+    pid = os.environ.get(COMMAND_ENV)
+    return pid is not None and pid != str(os.getpid())
+
+
+class PluginImportWarning(UserWarning):
+    """An installed entry point's module failed to import: its plug-ins are missing, every
+    other plug-in works (one line, once per process)."""
+
+
+def _declared(group: str) -> list[tuple[str, str, bool]]:
+    """``(module, entry point as written, ours)`` declared under ``group``: this checkout's
+    ``pyproject.toml`` first, then every installed distribution's entry points. ``ours``:
+    declared by MobiDFL itself (a failure there is a bug in MobiDFL, raised as is)."""
+    declared: list[tuple[str, str, bool]] = []
     if _PYPROJECT.is_file():
         project = tomllib.loads(_PYPROJECT.read_text()).get("project", {})
         if project.get("name") == "mobidfl":
-            modules += project.get("entry-points", {}).get(group, {}).values()
-    modules += [ep.value for ep in metadata.entry_points(group=group)]
-    return list(dict.fromkeys(m.partition(":")[0].strip() for m in modules))
+            for name, value in project.get("entry-points", {}).get(group, {}).items():
+                declared.append((value, f"{name} = {value}", True))
+    for ep in metadata.entry_points(group=group):
+        dist = getattr(ep, "dist", None)
+        dist_name = getattr(dist, "name", None) or "?"
+        ours = dist_name.replace("_", "-").lower() == "mobidfl"
+        version = getattr(dist, "version", "") or ""
+        label = f"{ep.name} = {ep.value} (distribution {dist_name} {version})".replace(" )", ")")
+        declared.append((ep.value, label, ours))
+    seen: dict[str, tuple[str, str, bool]] = {}
+    for value, label, ours in declared:
+        module = value.partition(":")[0].strip()
+        if module in seen:
+            seen[module] = (module, seen[module][1], seen[module][2] or ours)
+        else:
+            seen[module] = (module, label, ours)
+    return list(seen.values())
+
+
+def plugin_modules(group: str = PLUGIN_GROUP) -> list[str]:
+    """Module names declared under ``group``: this checkout's ``pyproject.toml`` first, then
+    every installed distribution's entry points (duplicates once)."""
+    return [module for module, _, _ in _declared(group)]
 
 
 _LOADED: dict[str, tuple[str, ...]] = {}
+_FAILED: dict[str, dict[str, str]] = {}
+
+
+def failed_plugins(group: str = PLUGIN_GROUP) -> dict[str, str]:
+    """Entry points of ``group`` whose module failed to import -> why, in one line each
+    (empty until the group is loaded)."""
+    return dict(_FAILED.get(group, {}))
 
 
 def load_plugins(group: str = PLUGIN_GROUP) -> tuple[str, ...]:
-    """Import every plug-in module of ``group`` once; returns their names.
+    """Import every plug-in module of ``group`` once; returns the names of those imported.
 
     Marked loaded before importing, so a plug-in module that looks names up while the
-    group loads sees what is registered so far instead of recursing; a failed import
-    leaves the group unloaded (the next lookup raises the same error again).
+    group loads sees what is registered so far instead of recursing. A third-party entry
+    point whose module fails to import is warned once, in one line naming it
+    (:class:`PluginImportWarning`), and skipped: runs that do not use its plug-ins go on,
+    and a lookup of a name it would have registered names it (:meth:`Registry.lookup`).
+    MobiDFL's own modules raise as is; then, or on Ctrl-C, the group stays unloaded (the
+    next lookup raises the same error again).
+
+    WHY: one broken installed package used to stop every ``mobidfl run``, with a
+    50-line traceback that named no entry point.
     """
     if group in _LOADED:
         return _LOADED[group]
     modules = tuple(plugin_modules(group))
+    about = {module: (label, ours) for module, label, ours in _declared(group)}
     _LOADED[group] = modules
+    failed: dict[str, str] = {}
+    _FAILED[group] = failed
     try:
         for module in modules:
-            importlib.import_module(module)
+            label, ours = about.get(module, (module, False))
+            try:
+                importlib.import_module(module)
+            except Exception as exc:
+                if ours:
+                    raise
+                why = " ".join(str(exc).split()) or "no message"
+                failed[label] = f"{type(exc).__name__}: {shortened_text(why)}"
+                if not warned_by_parent():
+                    warnings.warn_explicit(
+                        f"entry point {label} of group {group} failed to import "
+                        f"({failed[label]}); its plug-ins are not available",
+                        PluginImportWarning, filename="mobidfl", lineno=0,
+                    )
     except BaseException:
         del _LOADED[group]
+        _FAILED.pop(group, None)
         raise
-    return modules
+    _LOADED[group] = tuple(m for m in modules if about.get(m, (m,))[0] not in failed)
+    return _LOADED[group]
+
+
+def shortened_text(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters (an exception's message in a one-line warning)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class Registry[T](Mapping[str, T]):
@@ -170,8 +250,20 @@ class Registry[T](Mapping[str, T]):
         ``setting`` (default: this registry's ``kind``) and the choices."""
         self._load()
         if name not in self._entries:
-            raise ConfigError(setting or self.kind, name, "one of " + ", ".join(self.names()))
+            raise ConfigError(setting or self.kind, name, self.choices())
         return self._entries[name]
+
+    def choices(self, names: list[str] | None = None) -> str:
+        """What a setting naming a plug-in accepts, in words: ``"one of a, b"`` (``names``,
+        default :meth:`names`), plus the entry points of the group that failed to import
+        (the name asked for may be one of theirs)."""
+        text = "one of " + ", ".join(self.names() if names is None else names)
+        broken = failed_plugins(self.group) if self.group is not None else {}
+        if broken:
+            text += "; not available: " + "; ".join(
+                f"entry point {label} failed to import ({why})" for label, why in broken.items()
+            )
+        return text
 
     def make(self, name: str, /, **kwargs: Any) -> Any:
         """What the plug-in under ``name`` builds from ``kwargs`` (a class: an instance)."""

@@ -61,7 +61,7 @@ def registered(registry: Registry[Any], *, allow_auto: bool = False) -> Check:
         names = registry.names()
         if allow_auto:
             names = ["auto", *names]
-        return None if value in names else "one of " + ", ".join(names)
+        return None if value in names else registry.choices(names)
 
     return check
 

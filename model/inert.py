@@ -13,18 +13,30 @@ setting given at its default, as in a full ``config.toml``, changes nothing eith
   profile"``) is read only by those plug-ins of its namespace: it is in use only when one of
   them is.
 
-Each such setting is reported once, in one line (:class:`InertSettingWarning`), naming
-the setting, its value and what would read it. The check reads the config through its
-public methods only (no import of :mod:`model.config`: this module sits below it).
+Core settings follow the same rule where the world decides whether they are read
+(:data:`CORE_READERS`: ``dirichlet_alpha`` only with a ``dirichlet`` partition,
+``lr_plateau_factor`` only with ``lr_plateau_patience > 0``, ``ray_address`` only with
+``worker_backend = ray``, ...): each is declared once as the setting that decides and the
+values under which it is read, not read off its help text.
+
+Each such setting is reported in one line (:class:`InertSettingWarning`), naming the
+setting, its value and what would read it; within one command (:func:`one_report`) each
+line is shown once, however many configs the command resolves, and not again by the worker
+processes it starts. The check reads the config through its public methods only (no import
+of :mod:`model.config`: this module sits below it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import warnings
-from dataclasses import fields
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
 from typing import Any
 
 from mobidfl.kinds import KINDS
+from mobidfl.registry import COMMAND_ENV, warned_by_parent
 from model.plugins import LINKS, MOBILITY_MODELS, POLICIES
 from model.settings import plugin_settings_classes
 
@@ -64,9 +76,72 @@ def _readers(help_text: str, names: set[str]) -> set[str]:
     return named if named and named <= names else set()
 
 
+@dataclass(frozen=True)
+class ReadWhen:
+    """A core setting read only in some worlds: ``decides`` is the setting (or fact) that
+    decides, ``when`` tells from the config whether it is read, ``learning``: read only in a
+    world that learns."""
+
+    decides: str
+    when: Callable[[Any], bool]
+    learning: bool = True
+
+
+def partitions_in_use(config: Any) -> set[str]:
+    """The data partition of every kind with agents (``<kind>.partition`` or ``partition``)."""
+    return {config.partition_of(kind) for kind in KINDS if config.count(kind) > 0}
+
+
+CORE_READERS: dict[str, ReadWhen] = {
+    "dirichlet_alpha": ReadWhen("partition = dirichlet",
+                                lambda c: "dirichlet" in partitions_in_use(c)),
+    "area_labels": ReadWhen("partition = area", lambda c: "area" in partitions_in_use(c)),
+    "area_within": ReadWhen("partition = area", lambda c: "area" in partitions_in_use(c)),
+    "lr_plateau_factor": ReadWhen("lr_plateau_patience > 0",
+                                  lambda c: c.lr_plateau_patience > 0),
+    "ray_address": ReadWhen("worker_backend = ray", lambda c: c.worker_backend == "ray"),
+}
+"""Core settings read only in some worlds, by public name: the one place that says so (the
+settings' fields carry help and checks; which setting decides is declared here)."""
+
+
+def core_inert_settings(config: Any) -> list[str]:
+    """One message per core setting of :data:`CORE_READERS` given a value other than its
+    default (and than its preset's) that ``config`` does not read."""
+    explicit = config.explicit_settings()
+    defaults = {f.name: f.default for f in fields(config)}
+    preset: dict[str, Any] = {}
+    problems = []
+    for name, reader in CORE_READERS.items():
+        if name not in explicit:
+            continue
+        value = config.setting(name)
+        if value == defaults.get(name):
+            continue  # given at its default (a full config.toml)
+        if config.preset and not preset:
+            from model.presets import preset_settings
+
+            preset = preset_settings(config.preset)
+        if name in preset and preset[name] == value:
+            continue  # the preset's own value, written out in full
+        learns = bool(config.learning) or not reader.learning
+        if learns and reader.when(config):
+            continue
+        why = reader.decides if learns else f"{reader.decides} and learning = true"
+        problems.append(
+            f"{config.display_name(name)}={value!r} has no effect: it is read only with "
+            f"{why}, which this world does not have"
+        )
+    return problems
+
+
 def inert_settings(config: Any) -> list[str]:
-    """One message per plug-in setting given a value other than its default that nothing in
-    ``config`` reads."""
+    """One message per setting given a value other than its default that nothing in
+    ``config`` reads: plug-in settings (their plug-in unused) and :data:`CORE_READERS`."""
+    return _plugin_inert_settings(config) + core_inert_settings(config)
+
+
+def _plugin_inert_settings(config: Any) -> list[str]:
     owners = _owners()
     used = in_use(config)
     explicit = config.explicit_settings()
@@ -96,9 +171,42 @@ def inert_settings(config: Any) -> list[str]:
     return problems
 
 
+_SHOWN: set[str] | None = None
+"""Messages shown in this command (:func:`one_report`); ``None`` outside a command."""
+
+
 def warn_inert(config: Any) -> Any:
-    """Warn (one line each, once per message) about :func:`inert_settings`; return
-    ``config`` unchanged, so config resolution can call it inline."""
+    """Warn (one line each) about :func:`inert_settings`; return ``config`` unchanged, so
+    config resolution can call it inline. Within :func:`one_report` each message once, and
+    none in a worker process of the command (its parent showed them)."""
+    if warned_by_parent():
+        return config
     for message in inert_settings(config):
+        if _SHOWN is not None:
+            if message in _SHOWN:
+                continue
+            _SHOWN.add(message)
         warnings.warn_explicit(message, InertSettingWarning, filename="mobidfl", lineno=0)
     return config
+
+
+@contextlib.contextmanager
+def one_report() -> Iterator[None]:
+    """One command (``mobidfl run``, ``reproduce``, ...): each inert setting is warned once,
+    whatever number of configs it resolves (a run resolves its config several times, a
+    reproduction one per variant and run), and never by the processes it starts.
+
+    WHY: a run printed the same line twice, a reproduction 41 times.
+    """
+    global _SHOWN
+    before, env_before = _SHOWN, os.environ.get(COMMAND_ENV)
+    _SHOWN = set()
+    os.environ[COMMAND_ENV] = str(os.getpid())
+    try:
+        yield
+    finally:
+        _SHOWN = before
+        if env_before is None:
+            os.environ.pop(COMMAND_ENV, None)
+        else:
+            os.environ[COMMAND_ENV] = env_before

@@ -55,8 +55,65 @@ def state_dict(model: World) -> dict[str, Any]:
     }
 
 
+class IncompatibleCheckpoint(ValueError):
+    """A checkpoint whose tables this version cannot continue (an older MobiDFL wrote other
+    ``model.csv`` / ``agents.parquet`` columns): refused before any step, the file kept."""
+
+
+def check_tables(model: World, state: dict[str, Any]) -> None:
+    """Refuse ``state`` unless its collected tables have this version's columns for ``model``.
+
+    WHY: a checkpoint of an older version (commit 0ca62c9: no ``acc_p10``, ``degree_mean``
+    instead of per-policy columns) loaded fine, ran every remaining step, overwrote its
+    state.pt, then failed writing model.csv (columns of unequal length): the old checkpoint
+    was lost. Comparing the columns first refuses it while it is still whole.
+    """
+    saved = state.get("model_vars")
+    if not isinstance(saved, dict):
+        raise IncompatibleCheckpoint("it holds no model.csv columns")
+    wanted = list(model.datacollector.model_reporters)
+    _same_columns("model.csv", list(saved), wanted)
+    lengths = {len(v) for v in saved.values()}
+    if len(lengths) > 1:
+        raise IncompatibleCheckpoint(
+            f"its model.csv columns have different lengths ({sorted(lengths)})"
+        )
+    blocks = state.get("records") or []
+    if model.records.columns is not None:
+        for block in blocks:
+            _same_columns("agents.parquet", list(block), list(model.records.columns))
+    contacts = state.get("contacts")
+    if isinstance(contacts, dict) and model.record_contacts:
+        _same_columns("contacts", list(contacts), list(CONTACT_COLUMNS))
+
+
+def _same_columns(table: str, saved: list[str], wanted: list[str]) -> None:
+    missing = [c for c in wanted if c not in saved]
+    extra = [c for c in saved if c not in wanted]
+    if not missing and not extra:
+        return
+    parts = []
+    if missing:
+        parts.append(f"without {_some(missing)}")
+    if extra:
+        parts.append(f"with {_some(extra)}, which this version does not write")
+    raise IncompatibleCheckpoint(
+        f"it was written by another MobiDFL version: its {table} columns differ "
+        f"({'; '.join(parts)})"
+    )
+
+
+def _some(names: list[str], shown: int = 4) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def load_state_dict(model: World, state: dict[str, Any]) -> None:
-    """Continue ``model`` from :func:`state_dict` of a run built with the same config."""
+    """Continue ``model`` from :func:`state_dict` of a run built with the same config.
+
+    Raises :class:`IncompatibleCheckpoint` (before changing ``model``) when the state's
+    tables are not this version's (:func:`check_tables`)."""
+    check_tables(model, state)
     n = model.n_agents
     model.rng.bit_generator.state = state["rng"]
     model.running = bool(state.get("running", True))

@@ -435,7 +435,13 @@ def _idx_loader(name: str) -> Callable[[Path | None, int, int], Dataset]:
     return load
 
 
-def _torchvision(name: str, root: Path | None, hint: str, build: Callable) -> tuple:
+CIFAR10_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta")
+"""What ``ROOT/cifar-10-batches-py/`` must hold (the python version's tarball, unpacked)."""
+
+
+def _torchvision(
+    name: str, root: Path | None, hint: str, build: Callable, files: tuple[str, ...] = ()
+) -> tuple:
     if root is None:
         raise DatasetUnavailable(f"dataset '{name}' needs data_root: {hint}")
     folder = root / "cifar-10-batches-py"
@@ -444,15 +450,25 @@ def _torchvision(name: str, root: Path | None, hint: str, build: Callable) -> tu
     try:  # torchvision checks every batch's md5 before unpickling it
         return build(str(root), True), build(str(root), False)
     except (RuntimeError, FileNotFoundError, OSError, ValueError, EOFError) as exc:
+        # WHY not torchvision's text: it ends "You can use download=True", and MobiDFL never
+        # downloads (a machine without internet); say which files and where instead
+        missing = [f for f in files if not (folder / f).is_file()]
+        if missing:
+            why = f"{', '.join(missing)} missing"
+        else:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            why = "a file fails torchvision's md5 check" if "corrupted" in first else first
         raise DatasetDamaged(
-            f"dataset '{name}': {folder} is incomplete or damaged ({str(exc).splitlines()[0]})"
+            f"dataset '{name}': {folder} is incomplete or damaged ({why}): "
+            f"{hint.replace('ROOT', str(root))} "
+            "(MobiDFL does not download datasets)"
         ) from None
 
 
 def _load_cifar10(root: Path | None, test_size: int, seed: int) -> Dataset:
     hint = (
-        "put the CIFAR-10 python batches (data_batch_1..5, test_batch, batches.meta) "
-        "in ROOT/cifar-10-batches-py/"
+        "put the CIFAR-10 python batches (data_batch_1..5, test_batch, batches.meta, from "
+        "cifar-10-python.tar.gz) in ROOT/cifar-10-batches-py/ and set data_root = ROOT"
     )
 
     def build(folder: str, train: bool):  # noqa: ANN202
@@ -462,7 +478,7 @@ def _load_cifar10(root: Path | None, test_size: int, seed: int) -> Dataset:
 
         return CIFAR10(folder, train=train, download=False)
 
-    tr, te = _torchvision("cifar10", root, hint, build)
+    tr, te = _torchvision("cifar10", root, hint, build, CIFAR10_FILES)
     return _make(
         "cifar10",
         tr.data.transpose(0, 3, 1, 2),
