@@ -25,6 +25,7 @@ compared. Statistics: :mod:`analysis.bench_stats`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -68,7 +69,8 @@ from analysis.bench_stats import (
 )
 from analysis.bench_stats import score as normalised_score
 from analysis.stats import sample_std
-from mobidfl.atomic import write_figure, write_text_atomic
+from analysis.study import load_study, study_names
+from mobidfl.atomic import write_csv, write_figure, write_text_atomic
 from mobidfl.cores import cpu_model, unloaded_cores, usable_cores
 from model.errors import ConfigError
 
@@ -389,6 +391,7 @@ def run_bench(
     *,
     out: str | Path,
     scenarios: Sequence[str] | None = None,
+    study: str | None = None,
     policies: str | Sequence[str] | None = None,
     seeds: int = 5,
     first_seed: int = 0,
@@ -419,6 +422,9 @@ def run_bench(
     _check_flags(backend=backend, batch_runs=batch_runs, seeds=seeds, first_seed=first_seed,
                  processes=processes, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run,
                  device=device)
+    if study is not None and (scenarios is not None or links is not None):
+        raise ConfigError("--study", study, "without --scenarios and --links (a study fixes "
+                          "its worlds, on the ideal link)")
     names = scenario_names() if scenarios is None else _unique(scenarios)
     if not names:
         raise ConfigError("--scenarios", ",".join(scenarios or []),
@@ -426,7 +432,10 @@ def run_bench(
     if links is not None and not _unique(links):
         raise ConfigError("--links", ",".join(links), "at least one of " + ", ".join(link_axis()))
     chosen = policy_names(policies)
-    cols = columns(names, scale=scale, links=None if links is None else _unique(links))
+    if study is not None:
+        cols = load_study(study).columns(scale)
+    else:
+        cols = columns(names, scale=scale, links=None if links is None else _unique(links))
     cells = build_cells(cols, chosen)
     extra: dict[str, Any] = {}
     if device is not None:
@@ -468,6 +477,7 @@ def run_bench(
     _execute(todo, manifests, owner, total=total, backend=backend, processes=processes,
              address=address, cpus=cpus_per_run, gpus=gpus_per_run, batch_runs=batch_runs,
              progress=progress)
+    write_descriptors(out, cols, seed=seed_list[0])
     _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
                 command=command, started=started, wall_s=time.perf_counter() - clock,
                 plan=plan)
@@ -577,12 +587,13 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         "scenario_set": SET_VERSION,
         "scenarios": {
             name: {
-                "version": (s := load_scenario(name)).version, "title": s.title,
+                "version": (s := _world_source(name)).version, "title": s.title,
                 "regime": s.regime, "provenance": s.provenance, "why": s.why,
                 "scale_note": s.notes.get(scale, ""), "sha256": s.sha256,
             }
             for name in scenarios
         },
+        "study": next((c.scenario for c in cols if c.scenario in study_names()), None),
         "links": {k: {"label": label, "about": about, "settings": settings}
                   for k, (label, about, settings) in link_axis().items()},
         "policies": {p: {"source": policy_settings(p)[0], "settings": policy_settings(p)[1]}
@@ -606,8 +617,98 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         "finished": datetime.now(UTC).isoformat(timespec="seconds") if wall_s is not None
         else previous.get("finished", ""),
         "wall_s_sessions": walls,
+        # every session that wrote this folder: its command, machine, versions and commit
+        # (the table may be made across sessions, machines and library versions)
+        "sessions": [*previous.get("sessions", []), {
+            "command": command, "started": started.isoformat(timespec="seconds"),
+            "finished": datetime.now(UTC).isoformat(timespec="seconds")
+            if wall_s is not None else "", "machine": _machine(), "versions": _versions(),
+            "commit": _commit()}] if wall_s is not None else previous.get("sessions", []),
     }
     write_text_atomic(out / PLAN, json.dumps(data, indent=1, default=str) + "\n")
+
+
+def _world_source(name: str) -> Any:
+    """The scenario or study a column's worlds come from (provenance for the manifest)."""
+    return load_study(name) if name in study_names() else load_scenario(name)
+
+
+def _commit() -> str:
+    """The MobiDFL commit this session ran (``git rev-parse HEAD`` of its source tree; empty
+    for an installed copy without git)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+DESCRIPTORS = "descriptors.csv"
+"""Per column, the regime descriptors of its world (:mod:`analysis.describe`)."""
+
+
+def _world_without_link(settings: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if not k.startswith("link")}
+
+
+def write_descriptors(out: Path, cols: Sequence[Column], *, seed: int) -> Path:
+    """Measure each column's regime descriptors (once per world: the links share one) at
+    ``seed`` and write them to ``out/descriptors.csv``; columns already there are kept."""
+    from analysis.describe import describe_world
+
+    path = out / DESCRIPTORS
+    old = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["column"])
+    rows = {str(r["column"]): dict(r) for r in old.to_dict("records")}
+    measured: dict[str, dict[str, Any]] = {}
+    for col in cols:
+        if col.key in rows:
+            continue
+        world = _world_without_link(col.settings)
+        key = json.dumps(world, sort_keys=True, default=str)
+        if key not in measured:
+            with contextlib.suppress(ConfigError):  # a world its runs refuse: no descriptors
+                measured[key] = describe_world({**world, "seed": seed}).as_dict()
+        if key in measured:
+            rows[col.key] = {"column": col.key, "scenario": col.scenario,
+                             "variant": col.variant, "link": col.link, "seed": seed,
+                             **measured[key]}
+    table = pd.DataFrame(list(rows.values()))
+    write_csv(table, path, index=False)
+    return path
+
+
+def describe_table(world: str, *, scale: str, seed: int) -> str:
+    """``mobidfl bench --describe WORLD``: the descriptors of a scenario's, a study's or a
+    settings file's worlds, as a Markdown table (no training; seconds per world)."""
+    from analysis.describe import describe_world
+
+    if world in scenario_names():
+        cols = columns([world], scale=scale, links=["ideal"])
+        worlds = [(c.world_name, _world_without_link(c.settings)) for c in cols]
+    elif world in study_names():
+        worlds = [(c.variant, _world_without_link(c.settings))
+                  for c in load_study(world).columns(scale)]
+    elif world.endswith(".toml"):
+        from model.config import Config
+
+        settings = Config.from_toml(world, source="--describe").explicit_settings()
+        worlds = [(Path(world).stem, settings)]
+    else:
+        raise ConfigError("--describe", world, "a scenario (" + ", ".join(scenario_names())
+                          + "), a study (" + ", ".join(study_names())
+                          + ") or a .toml file of settings")
+    head = ("| world | agents | steps | neighbours/step | contact s | inter-contact s | "
+            "met share | speed CV | label skew |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+    for name, settings in worlds:
+        d = describe_world({**settings, "seed": seed})
+        lines.append(f"| {name} | {d.agents} | {d.steps} | {d.neighbours_per_step:.2f} | "
+                     f"{d.contact_duration_s:.0f} | {d.inter_contact_s:.0f} | "
+                     f"{d.met_share:.3f} | {d.speed_cv:.2f} | {d.label_skew:.3f} |")
+    return "\n".join(lines)
 
 
 def _agents(settings: dict[str, Any]) -> int:
@@ -1054,8 +1155,14 @@ def add_bench_parser(sub: Any) -> None:
     """Register ``mobidfl bench`` on the CLI's subparsers."""
     bench = sub.add_parser(
         "bench", help="every policy on the standard scenarios: leaderboard, heat-map, plots")
-    bench.add_argument("--out", required=True, help="output folder (resumable: run the same "
-                       "command again after a kill)")
+    bench.add_argument("--out", help="output folder (resumable: run the same command again "
+                       "after a kill); required unless --describe")
+    bench.add_argument("--study", metavar="NAME", help="a controlled study instead of the "
+                       "paper worlds: one base world, one factor per column ("
+                       + ", ".join(study_names()) + ")")
+    bench.add_argument("--describe", metavar="WORLD", help="print the regime descriptors of "
+                       "WORLD (a scenario, a study, or a TOML file of settings) without "
+                       "training, and exit")
     bench.add_argument("--scenarios", metavar="A,B", help="scenarios (default: all; "
                        + ", ".join(scenario_names()) + ")")
     bench.add_argument("--policies", metavar="A,B", default="all", help="registered policies "
@@ -1095,7 +1202,8 @@ def bench_command(args: argparse.Namespace) -> str:
 
     parts = ["mobidfl", "bench", "--out", str(args.out), "--scale", args.scale,
              "--seeds", str(args.seeds), "--policies", args.policies]
-    for flag, value in (("--scenarios", args.scenarios), ("--links", args.links),
+    for flag, value in (("--study", args.study), ("--scenarios", args.scenarios),
+                        ("--links", args.links),
                         ("--first-seed", args.first_seed or None),
                         ("--backend", None if args.backend == "local" else args.backend),
                         ("--address", args.address), ("--processes", args.processes),
@@ -1127,6 +1235,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from analysis.folders import OutputFailed, check_output_folder
     from analysis.sweep import SweepStopped
 
+    if args.describe is not None:
+        print(describe_table(args.describe, scale=args.scale, seed=args.first_seed))
+        return 0
+    if args.out is None:
+        raise ConfigError("--out", None, "an output folder (required unless --describe)")
     out = Path(args.out)
     command = bench_command(args)
     if args.report_only:
@@ -1160,7 +1273,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         try:
             paths = run_bench(
-                out=out, scenarios=_list(args.scenarios), policies=args.policies,
+                out=out, scenarios=_list(args.scenarios), study=args.study,
+                policies=args.policies,
                 seeds=args.seeds, first_seed=args.first_seed, scale=args.scale,
                 links=_list(args.links), backend=args.backend, processes=args.processes,
                 address=args.address, cpus_per_run=args.cpus_per_run,

@@ -144,7 +144,9 @@ def describe_world(settings: Mapping[str, Any], *, steps: int | None = None) -> 
     met = np.diff(moving.met.indptr) / max(1, n - 1)
     skew = float("nan")
     if world.get("learning", True) is not False:
-        built = MobiDFLModel(**world)
+        with warnings.catch_warnings():  # the settings were told once, by the moving world
+            warnings.simplefilter("ignore", InertSettingWarning)
+            built = MobiDFLModel(**world)
         if built.learner is not None:
             skew = label_skew_index(built.learner.engine.label_hist)
     return Descriptors(
