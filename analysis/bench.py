@@ -680,12 +680,23 @@ def write_descriptors(out: Path, cols: Sequence[Column], *, seed: int) -> Path:
     return path
 
 
-def describe_table(world: str, *, scale: str, seed: int) -> str:
+def _is_scenario_file(path: str) -> bool:
+    """Whether a ``.toml`` file is a scenario (``[about]`` and ``[world]``), not settings."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # the settings reader then names what is wrong, in one line
+    return "about" in data and "world" in data
+
+
+def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None) -> str:
     """``mobidfl bench --describe WORLD``: the descriptors of a scenario's, a study's or a
     settings file's worlds, as a Markdown table (no training; seconds per world)."""
     from analysis.describe import describe_world
 
-    if world in scenario_names():
+    if world in scenario_names() or (world.endswith(".toml") and _is_scenario_file(world)):
         cols = columns([world], scale=scale, links=["ideal"])
         worlds = [(c.world_name, _world_without_link(c.settings)) for c in cols]
     elif world in study_names():
@@ -700,14 +711,18 @@ def describe_table(world: str, *, scale: str, seed: int) -> str:
         raise ConfigError("--describe", world, "a scenario (" + ", ".join(scenario_names())
                           + "), a study (" + ", ".join(study_names())
                           + ") or a .toml file of settings")
+    from analysis.regime_map import load_rule
+
+    predict = load_rule(rule) if rule is not None else None  # refused before any world runs
     head = ("| world | agents | steps | neighbours/step | contact s | inter-contact s | "
-            "met share | speed CV | label skew |")
-    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+            "met share | speed CV | label skew |" + (" rule says |" if predict else ""))
+    lines = [head, "|---|---|---|---|---|---|---|---|---|" + ("---|" if predict else "")]
     for name, settings in worlds:
         d = describe_world({**settings, "seed": seed})
+        said = f" {predict(d.neighbours_per_step, d.label_skew) or '-'} |" if predict else ""
         lines.append(f"| {name} | {d.agents} | {d.steps} | {d.neighbours_per_step:.2f} | "
                      f"{d.contact_duration_s:.0f} | {d.inter_contact_s:.0f} | "
-                     f"{d.met_share:.3f} | {d.speed_cv:.2f} | {d.label_skew:.3f} |")
+                     f"{d.met_share:.3f} | {d.speed_cv:.2f} | {d.label_skew:.3f} |{said}")
     return "\n".join(lines)
 
 
@@ -731,7 +746,8 @@ def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]
         for record in manifest.to_dict("records"):
             if record["run_id"] not in wanted:
                 continue
-            base = {"cell": cell["key"], "column": cell["column"], "policy": cell["policy"],
+            base = {"run_id": record["run_id"], "cell": cell["key"],
+                    "column": cell["column"], "policy": cell["policy"],
                     "seed": int(record["seed"]), "status": record["status"],
                     "error": record.get("error", "")}
             path = run_path(folder, record["run_id"])
@@ -1163,6 +1179,9 @@ def add_bench_parser(sub: Any) -> None:
     bench.add_argument("--describe", metavar="WORLD", help="print the regime descriptors of "
                        "WORLD (a scenario, a study, or a TOML file of settings) without "
                        "training, and exit")
+    bench.add_argument("--rule", metavar="FILE", help="with --describe: a regime_rule.json "
+                       "(e.g. published/benchmark/mobility_skew/regime_rule.json); adds the "
+                       "policy it predicts for each world")
     bench.add_argument("--scenarios", metavar="A,B", help="scenarios (default: all; "
                        + ", ".join(scenario_names()) + ")")
     bench.add_argument("--policies", metavar="A,B", default="all", help="registered policies "
@@ -1236,8 +1255,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from analysis.sweep import SweepStopped
 
     if args.describe is not None:
-        print(describe_table(args.describe, scale=args.scale, seed=args.first_seed))
+        print(describe_table(args.describe, scale=args.scale, seed=args.first_seed,
+                             rule=args.rule))
         return 0
+    if args.rule is not None:
+        raise ConfigError("--rule", args.rule, "only with --describe")
     if args.out is None:
         raise ConfigError("--out", None, "an output folder (required unless --describe)")
     out = Path(args.out)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import re
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from model.config import KINDS, Config, canonical_name
@@ -143,14 +145,36 @@ class Scenario:
         return {**self.world, **self.scales.get(scale, {})}
 
 
+USER_SCENARIOS: dict[str, str] = {}
+"""``[about].name -> path`` of the user's own scenario files read so far (``--scenarios
+./my_world.toml``): later look-ups by name (the manifest's provenance) find the same file."""
+
+
+def _scenario_text(name: str) -> tuple[str, str]:
+    """``(text, where)`` of a bundled scenario or a user's scenario file (``*.toml``)."""
+    if name.endswith(".toml") or name in USER_SCENARIOS:
+        path = Path(USER_SCENARIOS.get(name, name)).expanduser()
+        try:
+            return path.read_text(encoding="utf-8"), f"scenario file {path}"
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or type(exc).__name__
+            raise ConfigError("--scenarios", str(path), f"a readable TOML scenario file "
+                              f"({why})") from None
+    if name not in scenario_names():
+        raise ConfigError("--scenarios", name, "one of " + ", ".join(scenario_names())
+                          + ", or a scenario file ending in .toml")
+    return resources.files(PACKAGE).joinpath(f"{name}.toml").read_text(), f"scenario {name}"
+
+
 @functools.cache
 def load_scenario(name: str) -> Scenario:
-    """Read and check one scenario file; a bad file is one :class:`ConfigError` naming it."""
-    if name not in scenario_names():
-        raise ConfigError("--scenarios", name, "one of " + ", ".join(scenario_names()))
-    raw_text = resources.files(PACKAGE).joinpath(f"{name}.toml").read_text()
-    data = tomllib.loads(raw_text)
-    where = f"scenario {name}"
+    """Read and check one scenario, bundled (by name) or the user's own (a ``.toml`` path
+    with the same schema); a bad one is one :class:`ConfigError` naming it."""
+    raw_text, where = _scenario_text(name)
+    try:
+        data = tomllib.loads(raw_text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(where, str(exc).splitlines()[0], "a TOML file") from None
     about = data.get("about", {})
     for key in ("name", "version", "title", "provenance", "why"):
         if key not in about:
@@ -172,6 +196,14 @@ def load_scenario(name: str) -> Scenario:
         table = dict(data.get("scales", {}).get(scale, {}))
         notes[scale] = str(table.pop("note", ""))
         scales[scale] = {canonical_name(n): v for n, v in _flat(table)}
+    if not isinstance(about["version"], int) or isinstance(about["version"], bool):
+        raise ConfigError(where, f"[about].version = {about['version']!r}", "an integer")
+    if name.endswith(".toml"):
+        own = str(about["name"])
+        if own in scenario_names() or not re.fullmatch(r"[A-Za-z0-9_\-]+", own):
+            raise ConfigError(where, f"[about].name = {own!r}", "a name of letters, digits, "
+                              "_ or - that no bundled scenario has")
+        USER_SCENARIOS[own] = name
     return Scenario(
         name=str(about["name"]), version=int(about["version"]), title=str(about["title"]),
         regime=str(about.get("regime", "")), provenance=str(about["provenance"]),
@@ -271,8 +303,9 @@ def columns(scenarios: Sequence[str], *, scale: str,
         if link not in axis:
             raise ConfigError("--links", link, "one of " + ", ".join(axis))
     out = []
-    for name in scenarios:
-        scenario = load_scenario(name)
+    for given in scenarios:
+        scenario = load_scenario(given)
+        name = scenario.name  # a user's file: its [about].name, not its path
         world = scenario.settings(scale)
         # every kind's partition and policy explicit: no kind inherits a policy's choice
         for kind in KINDS:

@@ -22,6 +22,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,11 @@ import pandas as pd
 
 from analysis.study import HELDOUT_PREFIX
 
-__all__ = ["Rule", "column_outcomes", "fit_rule", "regime_figure", "score_rule",
+__all__ = ["Rule", "column_outcomes", "fit_rule", "load_rule", "regime_figure", "score_rule",
            "write_regime_map"]
 
+RULE_SUFFIX = ".rule.json"
+"""A study's published rule ships beside it as ``<study>.rule.json``."""
 X = "neighbours_per_step"
 Y = "label_skew"
 REFERENCE = "central_fedavg"
@@ -75,6 +78,28 @@ class Rule:
                              f"label skew {words[cy]} {self.y_cut:.2f}")
             clauses.append(f"**{policy}** where " + ", or ".join(parts))
         return "; ".join(clauses) + f"; **{ordered[-1]}** elsewhere"
+
+
+def load_rule(path: str | Path) -> Rule:
+    """A rule written by :func:`write_regime_map` or ``python -m analysis.publish --page``
+    (``regime_rule.json``), or a shipped study's name for the rule published with it; a
+    file that is not one is one :class:`ConfigError`."""
+    from analysis.study import PACKAGE, study_names
+    from model.errors import ConfigError
+
+    if str(path) in study_names():  # the rule published with a shipped study
+        shipped = resources.files(PACKAGE).joinpath(f"{path}{RULE_SUFFIX}")
+        if not shipped.is_file():
+            raise ConfigError("--rule", str(path), "a study with a published rule, or a "
+                              "regime_rule.json file")
+        path = str(shipped)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))["rule"]
+        return Rule(x_cut=float(data["x_cut"]), y_cut=float(data["y_cut"]),
+                    predict={str(k): str(v) for k, v in data["predict"].items()},
+                    train_hits=int(data["train_hits"]), train_n=int(data["train_n"]))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        raise ConfigError("--rule", str(path), "a regime_rule.json written by MobiDFL") from None
 
 
 def column_outcomes(board: pd.DataFrame, descriptors: pd.DataFrame) -> pd.DataFrame:

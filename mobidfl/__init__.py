@@ -2,7 +2,9 @@
 
 One stable, namespaced door in front of the implementation folders (``model``, ``agents``,
 ``maps``, ``analysis``), so a script or a plug-in does not depend on where a class lives
-today, and a user's own ``model.py`` cannot shadow it::
+today. Those folders still install as top-level packages of the same names, so a user's own
+``model.py`` or ``maps/`` package beside a script shadows them (moving them under
+``mobidfl.`` is planned)::
 
     import mobidfl
 

@@ -31,7 +31,7 @@ from tests.warm_cli import WarmCli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-TUTORIALS = ("mobility", "reproduce", "own-city", "plugin-policy")
+TUTORIALS = ("mobility", "reproduce", "own-city", "plugin-policy", "own-world")
 BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.M | re.S)
 
 

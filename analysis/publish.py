@@ -1,0 +1,213 @@
+"""Published per-run data of a bench, and the findings page generated from it alone.
+
+``python -m analysis.publish BENCH_FOLDER DEST`` copies what a reader needs to re-check a
+bench into ``DEST`` (``published/benchmark/<name>/``): ``runs.parquet`` (every run: its id,
+which is the hash of its settings and seed, its cell, column, policy, seed, status and final
+numbers), ``curves.parquet`` (every run's evaluated accuracy over simulated time),
+``descriptors.csv`` (each world's measured regime) and ``manifest.json`` (the plan: worlds,
+policies, seeds, and every session's command, machine, versions and commit).
+
+``python -m analysis.publish --page DEST PAGE`` writes the findings page from those files
+only: it recomputes the leaderboard from the runs (:func:`analysis.bench.leaderboard`), the
+winners and the regime map from the leaderboard and descriptors
+(:mod:`analysis.regime_map`), and writes every number of the page from them.
+``tests/test_published_study.py`` regenerates the page and fails when it differs from the
+committed one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.regime_map import (
+    RULE_SUFFIX,
+    X,
+    Y,
+    column_outcomes,
+    fit_rule,
+    regime_figure,
+    score_rule,
+)
+
+__all__ = ["load_published", "publish_bench", "recompute", "study_page"]
+
+RULE = "regime_rule.json"
+"""The decision rule drawn from the published study (``mobidfl bench --describe W --rule``)."""
+RUNS = "runs.parquet"
+CURVES = "curves.parquet"
+COPIED = ("manifest.json", "descriptors.csv")
+
+
+def publish_bench(folder: str | Path, dest: str | Path) -> list[Path]:
+    """Write ``folder``'s per-run data to ``dest`` (module docstring); returns the files."""
+    from analysis.bench import load_results
+    from mobidfl.atomic import write_parquet
+
+    folder, dest = Path(folder), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    _, runs, curves = load_results(folder)
+    runs = runs.drop(columns=[c for c in ("_table",) if c in runs])
+    written = [write_parquet(runs, dest / RUNS, index=False),
+               write_parquet(curves, dest / CURVES, index=False)]
+    for name in COPIED:
+        shutil.copyfile(folder / name, dest / name)
+        written.append(dest / name)
+    return written
+
+
+def load_published(dest: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    """``(plan, runs, descriptors)`` from published data; each ok run carries its curve as
+    ``_table`` (what :func:`analysis.bench.leaderboard` reads for time to target)."""
+    dest = Path(dest)
+    plan = json.loads((dest / "manifest.json").read_text())
+    runs = pd.read_parquet(dest / RUNS)
+    curves = pd.read_parquet(dest / CURVES)
+    by_run = {key: group[["time_s", "acc_mean"]].reset_index(drop=True)
+              for key, group in curves.groupby(["column", "policy", "seed"], sort=False)}
+    runs["_table"] = [by_run.get((c, p, s), pd.DataFrame(columns=["time_s", "acc_mean"]))
+                      for c, p, s in zip(runs["column"], runs["policy"], runs["seed"],
+                                         strict=True)]
+    return plan, runs, pd.read_csv(dest / "descriptors.csv")
+
+
+def recompute(dest: str | Path) -> dict[str, Any]:
+    """Leaderboard, column outcomes, rule and its scores, from published data only."""
+    from analysis.bench import leaderboard
+
+    plan, runs, descriptors = load_published(dest)
+    board = leaderboard(plan, runs)
+    outcomes = column_outcomes(board, descriptors)
+    train, test = outcomes[~outcomes["heldout"]], outcomes[outcomes["heldout"]]
+    rule = fit_rule(train)
+    outcomes["predicted"] = [rule(x, y) for x, y in zip(outcomes[X], outcomes[Y], strict=True)]
+    return {"plan": plan, "board": board, "outcomes": outcomes, "rule": rule,
+            "train": score_rule(rule, train), "heldout": score_rule(rule, test),
+            "runs": runs}
+
+
+def rule_json(got: dict[str, Any]) -> str:
+    """The rule and its scores as JSON text (what ``regime_rule.json`` holds)."""
+    return json.dumps({"rule": asdict(got["rule"]), "text": got["rule"].text(),
+                       "train": got["train"], "heldout": got["heldout"]}, indent=1) + "\n"
+
+
+def _shown(dest: str | Path) -> str:
+    """``dest`` as the page names it: relative to the repository when inside it."""
+    path = Path(dest).resolve()
+    try:
+        return path.relative_to(Path(__file__).resolve().parents[1]).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _num(value: float, digits: int = 2) -> str:
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def study_page(dest: str | Path, *, figure: str) -> str:
+    """The findings page of a published study, every number computed from ``dest``."""
+    got = recompute(dest)
+    plan, board, outcomes, rule = got["plan"], got["board"], got["outcomes"], got["rule"]
+    runs = got["runs"]
+    ok = runs[runs["status"] == "ok"]
+    sessions = plan.get("sessions", [])
+    machines = sorted({s["machine"].get("cpu", "") for s in sessions if s.get("machine")})
+    commits = sorted({s.get("commit", "")[:7] for s in sessions if s.get("commit")})
+    policies = sorted(board["policy"].unique())
+    tr, ho = got["train"], got["heldout"]
+    detect = board.groupby("column")["detectable_diff"].first()
+    lines = [
+        f"# Findings: the {plan['study']} study",
+        "",
+        "<!-- generated by `python -m analysis.publish --page "
+        f"{_shown(dest)} <this page>` from the published per-run data; "
+        "tests/test_published_study.py fails when this page and the data disagree -->",
+        "",
+        f"Data: `{_shown(dest)}/` ({len(ok)} finished runs of {len(runs)}; "
+        f"{len(plan['columns'])} worlds x {len(policies)} policies x seeds "
+        f"{plan['seeds'][0]}-{plan['seeds'][-1]}; scale `{plan['scale']}`; commit(s) "
+        f"{', '.join(f'`{c}`' for c in commits) or 'unknown'}; machine(s) "
+        f"{', '.join(machines) or 'unknown'}).",
+        "",
+        "## The answer",
+        "",
+        f"Drawn on the {tr['n']} study worlds (one factor at a time and the mobility x skew "
+        "crosses), as a function of two measured properties of a world, contacts per agent "
+        "per step and the label-skew index:",
+        "",
+        f"> {rule.text()}.",
+        "",
+        f"On the study worlds it names the winner in {tr['exact']} of {tr['n']}, and a policy "
+        f"no other beats (Holm, all pairs) in {tr['contender']} of {tr['n']}. **On the "
+        f"{ho['n']} held-out worlds, which did not draw it: {ho['exact']} of {ho['n']} "
+        f"winners, {ho['contender']} of {ho['n']} not beaten.**",
+        "",
+        f"![regime map]({figure})",
+        "",
+        "How far to trust it: with "
+        f"{len(plan['seeds'])} seeds per cell, the median difference a column's paired test "
+        f"detects at 80 % power is {_num(float(np.nanmedian(detect)) * 100, 1)} points "
+        f"(range {_num(float(np.nanmin(detect)) * 100, 1)}-"
+        f"{_num(float(np.nanmax(detect)) * 100, 1)}); a margin below that is not a ranking.",
+        "",
+        "## Every world",
+        "",
+        "| world | contacts/step | label skew | met share | speed CV | winner | margin (pp) "
+        "| not beaten | rule says |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, row in outcomes.iterrows():
+        lines.append(
+            f"| {row['variant']} | {_num(row[X])} | {_num(row[Y])} | {_num(row['met_share'])} "
+            f"| {_num(row['speed_cv'])} | {row['winner']} | {_num(row['margin_pp'], 1)} "
+            f"| {row['contenders'].replace(';', ', ')} | {row['predicted'] or '-'} |")
+    lines += ["", "## One factor at a time: final mean accuracy", "",
+              "Columns: the base and each non-base level of each factor (mean over seeds).", ""]
+    pivot = board[board["status"] == "ok"].pivot_table(index="policy", columns="variant",
+                                                       values="final_acc", sort=False)
+    order = [c["variant"] for c in plan["columns"] if c["variant"] in pivot.columns]
+    lines.append("| policy | " + " | ".join(order) + " |")
+    lines.append("|---|" + "---|" * len(order))
+    for policy, row in pivot.iterrows():
+        lines.append(f"| {policy} | " + " | ".join(_num(row[c], 3) for c in order) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from mobidfl.atomic import write_text_atomic
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) == 3 and args[0] == "--page":
+        dest, page = Path(args[1]), Path(args[2])
+        figure = page.parent / "study_regime_map.png"
+        got = recompute(dest)
+        regime_figure(got["outcomes"], got["rule"], figure)
+        text = rule_json(got)
+        write_text_atomic(dest / RULE, text)
+        study = got["plan"].get("study")
+        if study:  # the rule ships with the study: `--describe WORLD --rule <study>`
+            write_text_atomic(Path(__file__).resolve().parent / "scenarios" / "studies"
+                              / f"{study}{RULE_SUFFIX}", text)
+        write_text_atomic(page, study_page(dest, figure=figure.name))
+        print(page)
+        return 0
+    if len(args) == 2:
+        for path in publish_bench(args[0], args[1]):
+            print(path)
+        return 0
+    print("usage: python -m analysis.publish BENCH_FOLDER DEST | --page DEST PAGE",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""The controlled study end to end and its published findings.
+
+* ``mobidfl bench --study mobility_skew --scale ci`` runs every column (one factor at a
+  time, the crosses, the held-out worlds) and writes each world's regime descriptors;
+  ``--describe`` prints them without training;
+* the per-run data publish and the findings page is generated from them alone; a change in
+  one run's number changes the page;
+* the committed page equals what the published data give (drift fails here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.publish import publish_bench, recompute, study_page
+from analysis.study import load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+PUBLISHED = ROOT / "published" / "benchmark" / "mobility_skew"
+PAGE = ROOT / "docs" / "benchmark" / "study.md"
+
+
+def _mobidfl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "analysis.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.fixture(scope="module")
+def ci_study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study") / "bench"
+    done = _mobidfl("bench", "--study", "mobility_skew", "--scale", "ci", "--seeds", "2",
+                    "--policies", "local,dpsgd,cached_lru", "--processes", "0", "--quiet",
+                    "--out", str(out), cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_the_ci_study_runs_every_column_and_describes_each_world(ci_study):
+    # Assert: one column per variant of the study, each with its descriptors and runs
+    plan = json.loads((ci_study / "manifest.json").read_text())
+    variants = [v for v, _, _ in load_study("mobility_skew").variants()]
+    assert [c["variant"] for c in plan["columns"]] == variants
+    assert plan["study"] == "mobility_skew" and len(plan["sessions"]) == 1
+    assert plan["sessions"][0]["command"].startswith("mobidfl bench --out")
+    descriptors = pd.read_csv(ci_study / "descriptors.csv")
+    assert len(descriptors) == len(variants)
+    assert descriptors["neighbours_per_step"].notna().all()
+    static = descriptors.set_index("variant").loc["mobility=static"]
+    base = descriptors.set_index("variant").loc["base"]
+    assert static["speed_cv"] == 0.0 and static["met_share"] < base["met_share"]
+    iid = descriptors.set_index("variant").loc["skew=iid"]
+    assert iid["label_skew"] < base["label_skew"]  # the skew factor moves the skew index
+    assert iid["neighbours_per_step"] == base["neighbours_per_step"]  # and not the contacts
+
+
+def test_published_data_give_the_page_and_a_changed_run_changes_it(ci_study, tmp_path):
+    # Prepare
+    dest = tmp_path / "published"
+    publish_bench(ci_study, dest)
+    # Execute
+    page = study_page(dest, figure="map.png")
+    runs = pd.read_parquet(dest / "runs.parquet")
+    runs.loc[runs.index[0], "final_acc"] = 0.999
+    runs.to_parquet(dest / "runs.parquet", index=False)
+    changed = study_page(dest, figure="map.png")
+    # Assert: the page states the rule and its held-out score; one run's number moves it
+    assert "## The answer" in page and "held-out worlds" in page
+    assert len(recompute(dest)["outcomes"]) == len(load_study("mobility_skew").variants())
+    assert changed != page
+
+
+def test_describe_prints_each_world_without_training():
+    done = _mobidfl("bench", "--describe", "cars_manhattan", "--scale", "ci", cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("| cars_manhattan")]
+    assert len(lines) == 1 and lines[0].count("|") == 10
+
+
+def test_describe_refuses_an_unknown_world_in_one_line():
+    done = _mobidfl("bench", "--describe", "atlantis", cwd=ROOT)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "'--describe'" in lines[0]
+
+
+@pytest.mark.skipif(not PUBLISHED.is_dir(), reason="the study is not published yet")
+def test_the_committed_findings_page_is_what_the_published_data_give():
+    # Execute: the page from the published per-run data alone
+    page = study_page(PUBLISHED, figure="study_regime_map.png")
+    # Assert: drift between the page and the data fails here
+    assert PAGE.read_text() == page, (
+        "docs/benchmark/study.md differs from its data: regenerate it with "
+        "python -m analysis.publish --page published/benchmark/mobility_skew "
+        "docs/benchmark/study.md")
