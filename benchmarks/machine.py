@@ -2,8 +2,18 @@
 
 A speed figure means nothing without the machine behind it: each benchmark prints the CPU
 model (:func:`mobidfl.cores.cpu_model`, as ``mobidfl bench`` records it) and measures the
-yardstick its ratios are taken against, the fp32 matmul peak of one thread, in the same run
-(the performance pages quote every ratio against it).
+yardsticks its ratios are taken against, in the same run:
+
+* :func:`theoretical_peak`: one core's fp32 FMA limit from the CPU's flags and clock
+  (SIMD lanes x 2 FMA pipes x 2 flops x GHz). An upper bound: it assumes two FMA pipes of
+  the widest vector the flags show (true of Intel server cores with AVX-512 and of Zen 5;
+  Zen 4 runs AVX-512 on 256-bit pipes, half of it), so no measured figure can exceed it;
+* :func:`matmul_peak`: the best square fp32 matmul of one thread through ``torch.matmul``
+  (MKL's sgemm on x86);
+* :func:`onednn_peak`: the same GEMM through oneDNN, as a 1x1 convolution (the library the
+  nets' convolutions run on). On AMD, oneDNN's AVX-512 kernels outrun MKL's sgemm, so a net
+  can exceed "the matmul peak" (127 % was printed on a Zen 5): every "% of peak" names
+  which yardstick it is against.
 """
 
 from __future__ import annotations
@@ -15,7 +25,8 @@ from typing import NamedTuple
 
 from mobidfl.cores import cpu_model
 
-__all__ = ["Peak", "cpu_model", "machine_line", "matmul_peak"]
+__all__ = ["Peak", "cpu_model", "machine_line", "matmul_peak", "onednn_peak",
+           "theoretical_peak", "yardsticks"]
 
 
 def machine_line() -> str:
@@ -58,3 +69,81 @@ def matmul_peak(size: int = 512, *, repeats: int = 5, calls: int = 20) -> Peak:
         torch.set_num_threads(threads)
     flops = 2 * size**3
     return Peak(wall=flops / wall / 1e9, cpu=flops / cpu / 1e9)
+
+
+def _cpuinfo() -> tuple[set[str], float]:
+    """The first CPU's flags and its clock in GHz (``cpu MHz``: under a hypervisor, the
+    nominal clock the guest is told) from ``/proc/cpuinfo``; empty and NaN elsewhere."""
+    flags: set[str] = set()
+    mhz = float("nan")
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8").read()  # noqa: SIM115 - read once
+    except OSError:
+        return flags, mhz
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "flags" and not flags:
+            flags = set(value.split())
+        elif key == "cpu MHz" and mhz != mhz:
+            mhz = float(value)
+    return flags, mhz / 1000
+
+
+def fp32_lanes(flags: set[str]) -> int:
+    """fp32 lanes of the widest SIMD the flags show: 16 (AVX-512F), 8 (AVX2 with FMA),
+    4 (SSE)."""
+    if "avx512f" in flags:
+        return 16
+    if "avx2" in flags and "fma" in flags:
+        return 8
+    return 4
+
+
+def theoretical_peak(*, flags: set[str] | None = None, ghz: float | None = None) -> float:
+    """One core's fp32 GFLOP/s limit: lanes x 2 FMA pipes x 2 flops per FMA x GHz (module
+    docstring: an upper bound)."""
+    found_flags, found_ghz = _cpuinfo()
+    flags = found_flags if flags is None else flags
+    ghz = found_ghz if ghz is None else ghz
+    return fp32_lanes(flags) * 2 * 2 * ghz
+
+
+def onednn_peak(size: int = 512, *, repeats: int = 5, calls: int = 20) -> Peak:
+    """The ``size``-cubed fp32 GEMM through oneDNN, on one thread: a 1x1 convolution of a
+    ``[1, size, 16, size/16]`` input with ``size`` filters (``size x size`` times
+    ``size x size``), best of ``repeats`` means over ``calls``."""
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.randn(1, size, 16, size // 16)
+    w = torch.randn(size, size, 1, 1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        F.conv2d(x, w)
+        wall = cpu = float("inf")
+        for _ in range(repeats):
+            t, c = time.perf_counter(), time.process_time()
+            for _ in range(calls):
+                F.conv2d(x, w)
+            wall = min(wall, (time.perf_counter() - t) / calls)
+            cpu = min(cpu, max(time.process_time() - c, 1e-9) / calls)
+    finally:
+        torch.set_num_threads(threads)
+    flops = 2 * size * size * (16 * (size // 16))
+    return Peak(wall=flops / wall / 1e9, cpu=flops / cpu / 1e9)
+
+
+def yardsticks() -> dict[str, float]:
+    """Every yardstick of this run (GFLOP/s, one thread): ``theoretical``, ``mkl_sgemm``
+    and ``onednn_gemm`` (per CPU second, robust to other jobs), and ``best_gemm``."""
+    mkl, dnn = matmul_peak().cpu, onednn_peak().cpu
+    return {"theoretical": theoretical_peak(), "mkl_sgemm": mkl, "onednn_gemm": dnn,
+            "best_gemm": max(mkl, dnn)}
+
+
+if __name__ == "__main__":
+    print(machine_line())
+    for name, value in yardsticks().items():
+        print(f"{name:12s} {value:8.1f} GFLOP/s (one thread)")
