@@ -125,8 +125,8 @@ def _flat(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]
 
 
 @dataclass(frozen=True)
-class Scenario:
-    """One standard world: its provenance, settings, second axis and scale departures."""
+class About:
+    """What a scenario or a study says of itself in ``[about]`` (the manifest's provenance)."""
 
     name: str
     version: int
@@ -134,6 +134,12 @@ class Scenario:
     regime: str
     provenance: str
     why: str
+
+
+@dataclass(frozen=True)
+class Scenario(About):
+    """One standard world: its provenance, settings, second axis and scale departures."""
+
     world: dict[str, Any]
     axes: dict[str, list[Any]] = field(default_factory=dict)
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -26,6 +26,7 @@ from typing import Any
 from analysis.bench_scenarios import (
     REQUIRED_WORLD,
     SCALES,
+    About,
     Column,
     _flat,
     is_world_setting,
@@ -60,15 +61,9 @@ class Factor:
 
 
 @dataclass(frozen=True)
-class Study:
+class Study(About):
     """A controlled study, read whole and checked (:func:`load_study`)."""
 
-    name: str
-    version: int
-    title: str
-    regime: str
-    provenance: str
-    why: str
     base: dict[str, Any]
     factors: dict[str, Factor]
     crosses: dict[str, dict[str, list[str]]]
