@@ -12,7 +12,7 @@ RUN_ARGS ?=
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 
-.PHONY: setup run test lint bench app docs docs-reference readme fashion-mnist clean validate
+.PHONY: setup run test test-cpu-matrix lint bench app docs docs-reference readme fashion-mnist clean validate
 
 $(VENV)/.installed: pyproject.toml .ci/find_python.sh .ci/solara_assets.sh .ci/fashion_mnist.sh
 	@py=$$(PYTHON="$(PYTHON)" .ci/find_python.sh); \
@@ -42,6 +42,39 @@ run: $(VENV)/.installed
 # pytest process rewrite every test file's asserts again (8 s of CPU per collection here).
 test: $(VENV)/.browser
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+# The test files with float bounds (each derived from the arithmetic or measured here, see
+# docs/performance/measurements.md), once per CPU dispatch this machine can emulate: oneDNN's
+# ISA cap, MKL's, and all of torch on AVX2 (an AMD Zen 3: no AVX-512). Each variant's
+# pass/fail and time is printed, then a summary; the target fails if any variant did.
+# CPU_VARIANTS: commas join several variables. (tests/test_app_browser.py's one bound is
+# WGS84 geometry, not torch: it needs Chromium and stays in `make test`.)
+NUMERIC_TESTS ?= tests/test_fast_wgrad.py tests/test_engine.py tests/test_learning_options.py \
+	tests/test_engine_api.py tests/test_eval_plan.py tests/test_precision.py tests/test_perf.py \
+	tests/test_policies_baseline.py tests/test_policies_mobility_aware_cached.py \
+	tests/test_policy_mofel.py tests/test_policy_psfl.py tests/test_batch_runs.py \
+	tests/test_data.py tests/test_idx_datasets.py tests/test_validation_cached_dfl.py \
+	tests/test_validation_psfl.py tests/test_distribution.py tests/test_dam_mobility.py \
+	tests/test_mixing.py tests/test_cache.py tests/test_psfl.py tests/test_links.py \
+	tests/test_mobility.py tests/test_city_maps.py tests/test_contact_trace.py \
+	tests/test_link_servers_energy.py tests/test_bench_stats.py
+CPU_VARIANTS ?= default ONEDNN_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX512_CORE \
+	ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 ONEDNN_MAX_CPU_ISA=AVX512_CORE_AMX \
+	MKL_ENABLE_INSTRUCTIONS=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX512 \
+	ONEDNN_MAX_CPU_ISA=AVX2,MKL_ENABLE_INSTRUCTIONS=AVX2,ATEN_CPU_CAPABILITY=avx2
+
+test-cpu-matrix: $(VENV)/.installed
+	@summary=(); failed=0; \
+	for variant in $(CPU_VARIANTS); do \
+		vars=$$([ "$$variant" = default ] || echo "$${variant//,/ }"); \
+		echo "== $$variant"; start=$$SECONDS; \
+		if env -u PYTHONDONTWRITEBYTECODE $$vars $(PY) -m pytest -q -p no:cacheprovider \
+			-n $(TEST_JOBS) --dist loadfile $(NUMERIC_TESTS) $(PYTEST_ARGS); \
+		then result=pass; else result=FAIL; failed=1; fi; \
+		summary+=("$$result $$((SECONDS - start)) s  $$variant"); \
+	done; \
+	printf '%s\n' "== test-cpu-matrix:" "$${summary[@]}"; \
+	exit $$failed
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

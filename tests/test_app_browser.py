@@ -77,7 +77,11 @@ def test_agents_geojson_one_shape_per_agent_around_its_position(small_model: App
         index = feature["properties"]["index"]
         ring = np.array(feature["geometry"]["coordinates"][0])
         assert np.allclose(ring[0], ring[-1])
-        assert np.allclose(ring[:-1].mean(axis=0), expected[index], atol=2e-5)
+        # A regular polygon's vertex mean is its centre (1e-16 m); vertices are rounded to
+        # 1e-7 deg (<= 5e-8 each) and UTM -> WGS84 bends a symbol of radius r <= 400 m by
+        # ~r^2 / R_earth = 2.5 cm = 2.3e-7 deg: < 1e-6 deg in all (measured 3.6e-8, r = 11 m).
+        # (rtol=0: np.allclose's default rtol 1e-5 alone would allow 7e-4 deg = 80 m here.)
+        assert np.allclose(ring[:-1].mean(axis=0), expected[index], rtol=0, atol=1e-6)
         assert feature["properties"]["kind"] == small_model.kind_of[index]
     sides = {f["properties"]["kind"]: len(f["geometry"]["coordinates"][0]) - 1 for f in features}
     assert sides == {"vehicle": 12, "pedestrian": 3, "sensor": 4, "uav": 4}

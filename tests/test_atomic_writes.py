@@ -70,6 +70,7 @@ def _gis(source: Path, out: Path) -> None:
     from mobidfl.atomic import atomic_path
 
     frame = gpd.GeoDataFrame({"id": range(400), "note": ["x" * 40] * 400},
+                             # 1e-4 deg apart: input data, not a tolerance
                              geometry=[Point(i * 1e-4, 40.0) for i in range(400)],
                              crs="EPSG:4326")
     final = out / "trajectories.gpkg"

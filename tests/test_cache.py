@@ -166,7 +166,9 @@ def test_aggregation_weights_are_sample_count_shares() -> None:
     # Execute
     w = aggregation_weights(100, entries)
     # Assert: 100/1000, 300/1000, 600/1000
-    np.testing.assert_allclose(w, [0.1, 0.3, 0.6], rtol=0, atol=1e-15)
+    # exact integer sum, then one correctly rounded division each: the same float as the
+    # literals 0.1, 0.3, 0.6 (each the correctly rounded 100/1000 ...) -> bit-exact
+    np.testing.assert_array_equal(w, [0.1, 0.3, 0.6])
     np.testing.assert_allclose(aggregation_weights(7, []), [1.0])
     with pytest.raises(ConfigError, match="sample counts"):
         aggregation_weights(0, [_e(1, 0, size=0)])

@@ -106,7 +106,9 @@ def test_label_distribution_pools_counts_per_eq4() -> None:
             [0.5, 0.5], [0.125, 0.875], [0.125, 0.875],
         ]
     )
-    np.testing.assert_allclose(dist, expected, rtol=0, atol=1e-15)
+    # exact integer counts pooled (sums < 2**53, any order), one correctly rounded division:
+    # the same float as the dyadic literals -> bit-exact
+    np.testing.assert_array_equal(dist, expected)
 
 
 def test_label_distribution_chebyshev_and_no_data_cells() -> None:
@@ -117,7 +119,9 @@ def test_label_distribution_chebyshev_and_no_data_cells() -> None:
     )
     no_own = label_distribution_at_cells(STATIC_CELLS, STATIC_COUNTS, None, grid=3, rc=1.0)
     # Assert: centre = [2+0+1, 0+6+1] / 10 = [0.3, 0.7]
-    np.testing.assert_allclose(cheb[4], [0.3, 0.7], atol=1e-15)
+    # exact integer counts pooled (sums < 2**53, any order), one correctly rounded division:
+    # 3/10 and 7/10 round to the same floats as the literals 0.3, 0.7 -> bit-exact
+    np.testing.assert_array_equal(cheb[4], [0.3, 0.7])
     np.testing.assert_array_equal(no_own[4], [0.0, 0.0])
     np.testing.assert_allclose(no_own[0], [1.0, 0.0])
     np.testing.assert_allclose(no_own[8], [0.0, 1.0])
@@ -136,7 +140,10 @@ def test_distribution_distance_l2_is_eq5_and_tv_is_half_l1() -> None:
     assert distribution_distance(p, q, metric="tv") == pytest.approx(0.3, abs=1e-15)
     # broadcasting over rows
     rows = distribution_distance([[0.5, 0.3, 0.2], [0.2, 0.3, 0.5]], q)
-    np.testing.assert_allclose(rows, [0.42426406871192845, 0.0], atol=1e-15)
+    # float64, u = 2**-53: 3 subtractions, 3 squares and 2 additions (<= 5 u relative on the
+    # sum of squares, halved by the sqrt) and the sqrt (u): <= 3.5 u x 0.42 = 1.7e-16; 1e-15
+    # keeps 6 x (the row 0 is exact)
+    np.testing.assert_allclose(rows, [0.42426406871192845, 0.0], rtol=0, atol=1e-15)
     with pytest.raises(ConfigError, match="distance metric"):
         distribution_distance(p, q, metric="kl")  # type: ignore[arg-type]
 
@@ -157,8 +164,11 @@ def test_dam_probabilities_match_eq6_by_hand() -> None:
     #   p(5,7,8) = 0.625/2.625 = 5/21 = 0.238095...; p(2,4,6) = 0.25/2.625 = 2/21 = 0.095238...
     five, two = 5 / 21, 2 / 21
     expected = [0.0, 0.0, two, 0.0, two, five, two, five, five]
-    np.testing.assert_allclose(p, expected, rtol=0, atol=1e-12)
-    assert p.sum() == pytest.approx(1.0, abs=1e-12)
+    # float64 ULP budget for p <= 1: each d ~5 roundings (difference, squares, sum, sqrt), the
+    # 9-term total gamma_8, the division 1, the literal 0.5: < 20 u = 2.2e-15 -> 1e-14
+    # (was 1e-12)
+    np.testing.assert_allclose(p, expected, rtol=0, atol=1e-14)
+    assert p.sum() == pytest.approx(1.0, abs=1e-14)  # 9 terms each within 1e-14 (above)
 
 
 def test_dam_probabilities_from_mobile_only_cell() -> None:
@@ -169,7 +179,8 @@ def test_dam_probabilities_from_mobile_only_cell() -> None:
     # Assert: A-cells d = 0.25*sqrt2, B-cells d = 0.375*sqrt2, sum = 1.875*sqrt2
     #   p(A) = 0.25/1.875 = 2/15 = 0.1333...; p(B) = 0.375/1.875 = 1/5
     expected = [2 / 15, 2 / 15, 0.0, 2 / 15, 0.0, 0.2, 0.0, 0.2, 0.2]
-    np.testing.assert_allclose(p, expected, rtol=0, atol=1e-12)
+    # the same < 20 u = 2.2e-15 budget as eq. 6 above -> 1e-14 (was 1e-12)
+    np.testing.assert_allclose(p, expected, rtol=0, atol=1e-14)
 
 
 def test_dam_all_zero_distances_give_uniform() -> None:
@@ -179,7 +190,8 @@ def test_dam_all_zero_distances_give_uniform() -> None:
     # Execute
     p = dam_probabilities(dist, 4)
     # Assert
-    np.testing.assert_allclose(p, np.full(9, 1 / 9), atol=1e-15)
+    # bit-exact: the same expression (np.full(9, 1.0 / 9)) on the uniform path
+    np.testing.assert_array_equal(p, np.full(9, 1 / 9))
 
 
 def test_dcm_probabilities_match_eq9_by_hand() -> None:
@@ -189,10 +201,12 @@ def test_dcm_probabilities_match_eq9_by_hand() -> None:
     p = dcm_probabilities(dist, 0, [0, 4, 8])
     # Assert: d = [0, 0.25*sqrt2, 0.625*sqrt2]; sum = 0.875*sqrt2
     #   -> [0, 0.25/0.875, 0.625/0.875] = [0, 2/7, 5/7]
-    np.testing.assert_allclose(p, [0.0, 2 / 7, 5 / 7], rtol=0, atol=1e-12)
-    # TV gives the same ratios here (two labels: TV = L2 / sqrt2).
+    # the same < 20 u = 2.2e-15 budget as eq. 6 (3 terms here) -> 1e-14 (was 1e-12)
+    np.testing.assert_allclose(p, [0.0, 2 / 7, 5 / 7], rtol=0, atol=1e-14)
+    # TV gives the same ratios here (two labels: TV = L2 / sqrt2); same budget.
     np.testing.assert_allclose(
-        dcm_probabilities(dist, 0, [0, 4, 8], distance="tv"), [0.0, 2 / 7, 5 / 7], atol=1e-12
+        dcm_probabilities(dist, 0, [0, 4, 8], distance="tv"), [0.0, 2 / 7, 5 / 7], rtol=0,
+        atol=1e-14,
     )
 
 
@@ -388,9 +402,9 @@ def test_rectangular_label_distribution_and_centres_by_hand() -> None:
     # no mobile data. Cells 0,1 see A; 3,4 see B; cell 2 sees nobody.
     dist = label_distribution_at_cells([0, 4], [[3, 1], [0, 2]], None, grid=(1, 5), rc=1.0)
     # Assert (eq. 4)
-    np.testing.assert_allclose(
-        dist, [[0.75, 0.25], [0.75, 0.25], [0, 0], [0, 1], [0, 1]], atol=1e-15
-    )
+    # exact integer counts pooled (sums < 2**53, any order), one correctly rounded division:
+    # the same float as the dyadic literals -> bit-exact
+    np.testing.assert_array_equal(dist, [[0.75, 0.25], [0.75, 0.25], [0, 0], [0, 1], [0, 1]])
     # Alg. 1: each client alone; cells 0,1 tie for A, 3,4 for B -> two centres, one per side.
     for seed in range(10):
         centres = dcm_centres([0, 4], grid=(1, 5), rc=1.0, rng=np.random.default_rng(seed))

@@ -93,7 +93,10 @@ def test_mobility_aware_alpha_zero_is_dpsgd_exactly_and_alpha_one_is_speed_share
     assert (w0 != dpsgd_weights(a)).nnz == 0
     closed = a.toarray() | np.eye(30, dtype=bool)
     expected = closed * speeds[None, :] / (closed * speeds[None, :]).sum(1, keepdims=True)
-    np.testing.assert_allclose(w1, expected, atol=1e-12)
+    # float64, w <= 1: each side sums <= 30 speeds (gamma_30) and divides (1/sum, times s:
+    # 2 roundings), so |w1 - expected| <= 2 (30 + 2) u = 7.1e-15 (u = 2**-53): 1e-14 (was
+    # 1e-12 plus assert_allclose's default rtol=1e-7)
+    np.testing.assert_allclose(w1, expected, rtol=0, atol=1e-14)
 
 
 def test_mobility_aware_all_zero_speeds_fall_back_to_plain():

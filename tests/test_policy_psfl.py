@@ -194,6 +194,10 @@ def test_eq3_dissimilarity_is_the_sum_of_both_cross_losses(specialised):
         expected = engine.loss_of(j, on_agent=i, max_samples=everything) + engine.loss_of(
             i, on_agent=j, max_samples=everything
         )
+        # the same losses through eq. 3's sum and through loss_of, each a float32 mean of the
+        # same per-sample CEs in its own order: gamma_n = 1.5e-5 worst case at n = |D_i| ~ 260,
+        # sqrt(n) u ~ 1e-6 typical; measured <= 4.4e-8 relative over make test-cpu-matrix's
+        # 8 dispatches (MKL on AVX2; 3.6e-8 on the others)
         assert ds[k] == pytest.approx(expected, rel=1e-5)
 
 
@@ -221,6 +225,10 @@ def test_eq3_at_the_authors_code_scale_sums_batch_means(specialised):
         row = graph.indices[graph.indptr[i] : graph.indptr[i + 1]]
         k = graph.indptr[i] + int(np.flatnonzero(row == j)[0])
         expected = _batch_sum_oracle(engine, j, i) + _batch_sum_oracle(engine, i, j)
+        # the oracle's prefix differences m_b L_b - m_a L_a cancel: float32 means of up to n
+        # terms (gamma_n) times n / 64 of a batch (worst case ~1e-4 at n ~ 260); measured
+        # <= 1.7e-7 relative over make test-cpu-matrix's 8 dispatches (MKL on AVX2; 3.2e-8
+        # on the others)
         assert ds[k] == pytest.approx(expected, rel=1e-4)
         assert ds[k] > 2.5 * mean_policy.last_ds[k]
 
@@ -233,7 +241,10 @@ def test_eq3_over_a_fixed_batch_count_scales_every_edge_s_mean(specialised):
                       batches=4.5)
     mean_policy, _ = _elect(engine, area, adjacency, sigma=4.0, rounds=1, scale="mean")
     # Assert: ds(i, j) = 4.5 (mean L_ij + mean L_ji) on every edge
-    np.testing.assert_allclose(fixed.last_ds, 4.5 * mean_policy.last_ds, rtol=1e-6)
+    # the same float64 per-sample means on both sides (same models, same code path), scaled
+    # by 4.5 before or after the sum L_ij + L_ji of non-negative terms: <= 4 roundings, 4 u
+    # = 4.4e-16 relative (u = 2**-53; measured 2.2e-16): rtol 1e-15 (was 1e-6)
+    np.testing.assert_allclose(fixed.last_ds, 4.5 * mean_policy.last_ds, rtol=1e-15)
 
 
 def test_central_fedavg_scores_each_member_on_its_own_labels_like_psfl(specialised):

@@ -179,7 +179,10 @@ def test_gradient_matches_shortest_paths_and_respects_sigma(case, data) -> None:
     assigned = field.leader_of >= 0
     assert (field.G[assigned] <= sigma).all()
     np.testing.assert_array_equal(assigned, best <= sigma)
-    np.testing.assert_allclose(field.G[assigned], best[assigned], rtol=1e-9, atol=1e-9)
+    # both are rounded sums along a shortest path of <= 11 non-negative float64 ds: each in
+    # [G (1 - gamma_11), G (1 + gamma_11)] (Higham eq. 3.5, u = 2**-53), so apart by
+    # <= 2 gamma_11 G = 2.5e-15 G; exact 0 for leaders (was rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(field.G[assigned], best[assigned], rtol=2.5e-15, atol=0)
     for i in np.flatnonzero(assigned):
         lead = field.leader_of[i]
         assert leaders[lead]
@@ -241,7 +244,9 @@ def test_settled_election_keeps_every_node_within_sigma(case, sigma) -> None:
     assert election.converged
     assert (field.leader_of >= 0).all()
     assert (field.G <= sigma).all()
-    np.testing.assert_allclose(field.G, election.state.distance, atol=1e-9)
+    # two rounded shortest-path sums of <= 11 non-negative ds: <= 2 gamma_11 G = 2.5e-15 G
+    # apart (as above; was atol=1e-9 plus the default rtol=1e-7)
+    np.testing.assert_allclose(field.G, election.state.distance, rtol=2.5e-15, atol=0)
 
 
 def test_election_readapts_when_ds_changes() -> None:

@@ -56,6 +56,9 @@ def test_small_comparison_has_no_unexplained_difference(small):
     rows = rows_from(small)
     bad = [(r.quantity, r.reference, r.mobidfl) for r in rows if r.verdict == "differs"]
     assert not bad
+    # the weighted mean of 7 float32 models, with the weights' rounding an 8-term sum: two
+    # orders within 2 gamma_8 sum |w p| <= 2 gamma_8 max |p| = 3.6e-6 for these N(0, 1)
+    # draws (max |p| = 3.77; Higham eq. 3.5, u = 2**-24); 1e-5 holds up to max |p| = 10.5
     assert small["aggregation_maxdiff"] <= 1e-5
     # contacts: MobiDFL's cars meet as many distinct cars per epoch as the authors' (5 %)
     c = small["epochs"]["120"]["contacts"]
