@@ -304,7 +304,7 @@ def test_an_import_up_or_across_packages_is_found(module, source, culprit):
                         f"{culprit} (package floor {floor_of(culprit, PACKAGE_FLOORS)})"]
 
 
-BENCHMARK_SELF_TESTS = {"test_gpu_script.py"}
+BENCHMARK_SELF_TESTS = {"test_gpu_script.py", "test_yardsticks.py"}
 """Tests whose subject is a benchmark script itself (its arguments and outputs, checked
 without the hardware it measures): they load that one script, nothing else of benchmarks/."""
 
