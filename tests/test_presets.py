@@ -260,6 +260,7 @@ def test_every_spec_has_a_ci_scale_and_the_cli_runs_a_spec_by_its_own_name(
 
     def fake(paper, *, out, **kwargs):
         asked.update(paper=paper, scale=kwargs["scale"], variants=kwargs["variants"])
+        out.mkdir(parents=True, exist_ok=True)  # as reproduce() does, once its checks pass
         pd.DataFrame([{"source": "s", "claim": "c", "paper": "p", "MobiDFL (mean ± std)": "m",
                        "verdict": "holds", "reason": ""}]).to_csv(out / "verdicts.csv")
         return out / "reproduction.md"
