@@ -125,6 +125,10 @@ def study_page(dest: str | Path, *, figure: str) -> str:
     policies = sorted(board["policy"].unique())
     tr, ho = got["train"], got["heldout"]
     detect = board.groupby("column")["detectable_diff"].first()
+    crowded = int((outcomes["contenders"].str.count(";") + 1 >= 5).sum())
+    ran = set(outcomes["column"])
+    missing = [(c["variant"], board.loc[board["column"] == c["key"], "reason"].dropna())
+               for c in plan["columns"] if c["key"] not in ran]
     lines = [
         f"# Findings: the {plan['study']} study",
         "",
@@ -153,6 +157,10 @@ def study_page(dest: str | Path, *, figure: str) -> str:
         "",
         f"![regime map]({figure})",
         "",
+        f"In {crowded} of {len(outcomes)} worlds five or more policies are not beaten by "
+        "the winner (Holm over all pairs): there the winner is the best of means that the "
+        "seeds do not separate, and the rule's exact hits say little.",
+        "",
         "How far to trust it: with "
         f"{len(plan['seeds'])} seeds per cell, the median difference a column's paired test "
         f"detects at 80 % power is {_num(float(np.nanmedian(detect)) * 100, 1)} points "
@@ -170,6 +178,11 @@ def study_page(dest: str | Path, *, figure: str) -> str:
             f"| {row['variant']} | {_num(row[X])} | {_num(row[Y])} | {_num(row['met_share'])} "
             f"| {_num(row['speed_cv'])} | {row['winner']} | {_num(row['margin_pp'], 1)} "
             f"| {row['contenders'].replace(';', ', ')} | {row['predicted'] or '-'} |")
+    if missing:
+        lines += ["", "Worlds without a finished run (refused by the model, so not on the map):",
+                  ""]
+        lines += [f"* {variant}: {reasons.iloc[0] if len(reasons) else 'not run'}"
+                  for variant, reasons in missing]
     lines += ["", "## One factor at a time: final mean accuracy", "",
               "Columns: the base and each non-base level of each factor (mean over seeds).", ""]
     pivot = board[board["status"] == "ok"].pivot_table(index="policy", columns="variant",
