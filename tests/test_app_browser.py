@@ -342,6 +342,12 @@ def test_app_steps_three_times_in_a_real_browser(tmp_path: Path) -> None:
         # (which the offline browser blocks) and the street layer is still drawn.
         page.get_by_label("OSM web tiles (needs internet)").check(force=True)
         expect(page.locator(".leaflet-tile-pane img.leaflet-tile").first).to_be_attached()
+        # the tile element is attached before its request goes out: wait for the request
+        # (an event), bounded, rather than assume it came with the element
+        deadline = time.monotonic() + 60.0
+        while not any("tile.openstreetmap.org" in url for url in browser.blocked_requests) \
+                and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
         assert any("tile.openstreetmap.org" in url for url in browser.blocked_requests)
         expect(page.locator(agents)).to_have_count(N_AGENTS)
     step_s = re.search(r"step took ([0-9.]+) s", status_text_now)

@@ -263,10 +263,10 @@ def test_a_sweep_survives_a_worker_node_killed_under_a_run(cluster, reference, t
     # runs another. The node is frozen (SIGSTOP) first and still seen running a run, so the
     # run cannot finish between the look and the kill, however fast the CPU
     try:
-        doomed = None
+        doomed, frozen = None, []
 
         def a_node_busy_after_a_finished_run() -> bool:
-            nonlocal doomed
+            nonlocal doomed, frozen
             doomed = _first_node(tmp_path / "out", workers)
             if doomed is None:
                 return False
@@ -276,11 +276,14 @@ def test_a_sweep_survives_a_worker_node_killed_under_a_run(cluster, reference, t
             for p in frozen:  # it finished in between: let it go on, look again
                 with contextlib.suppress(psutil.Error):
                     p.resume()
-            doomed = None
+            doomed, frozen = None, []
             return False
 
         _wait_for(a_node_busy_after_a_finished_run, proc)
         cl.remove_node(doomed, allow_graceful=False)
+        for p in frozen:  # a stopped worker that remove_node left holds its sockets open
+            with contextlib.suppress(psutil.Error):
+                p.kill()
         stdout, stderr = proc.communicate(timeout=400)
     finally:
         proc.kill()
