@@ -21,22 +21,13 @@ import json
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from analysis.regime_map import (
-    RULE_SUFFIX,
-    X,
-    Y,
-    column_outcomes,
-    fit_rule,
-    regime_figure,
-    score_rule,
-)
+from analysis.regime_map import RULE_SUFFIX, X, Y, answer, regime_figure, rule_json
 
 __all__ = ["load_published", "publish_bench", "recompute", "study_page"]
 
@@ -85,19 +76,7 @@ def recompute(dest: str | Path) -> dict[str, Any]:
 
     plan, runs, descriptors = load_published(dest)
     board = leaderboard(plan, runs)
-    outcomes = column_outcomes(board, descriptors)
-    train, test = outcomes[~outcomes["heldout"]], outcomes[outcomes["heldout"]]
-    rule = fit_rule(train)
-    outcomes["predicted"] = [rule(x, y) for x, y in zip(outcomes[X], outcomes[Y], strict=True)]
-    return {"plan": plan, "board": board, "outcomes": outcomes, "rule": rule,
-            "train": score_rule(rule, train), "heldout": score_rule(rule, test),
-            "runs": runs}
-
-
-def rule_json(got: dict[str, Any]) -> str:
-    """The rule and its scores as JSON text (what ``regime_rule.json`` holds)."""
-    return json.dumps({"rule": asdict(got["rule"]), "text": got["rule"].text(),
-                       "train": got["train"], "heldout": got["heldout"]}, indent=1) + "\n"
+    return {"plan": plan, "board": board, "runs": runs, **answer(board, descriptors)}
 
 
 def _shown(dest: str | Path) -> str:

@@ -31,8 +31,8 @@ import pandas as pd
 
 from analysis.study import HELDOUT_PREFIX
 
-__all__ = ["Rule", "column_outcomes", "fit_rule", "load_rule", "regime_figure", "score_rule",
-           "write_regime_map"]
+__all__ = ["Rule", "answer", "column_outcomes", "fit_rule", "load_rule", "regime_figure",
+           "rule_json", "score_rule", "write_regime_map"]
 
 RULE_SUFFIX = ".rule.json"
 """A study's published rule ships beside it as ``<study>.rule.json``."""
@@ -206,6 +206,23 @@ def regime_figure(outcomes: pd.DataFrame, rule: Rule, path: Path) -> Path:
     return path
 
 
+def answer(board: pd.DataFrame, descriptors: pd.DataFrame) -> dict[str, Any]:
+    """Outcomes per column (with the rule's prediction), the rule drawn on the non-held-out
+    columns, and its scores on them (``train``) and on the held-out ones (``heldout``)."""
+    outcomes = column_outcomes(board, descriptors)
+    train, test = outcomes[~outcomes["heldout"]], outcomes[outcomes["heldout"]]
+    rule = fit_rule(train)
+    outcomes["predicted"] = [rule(x, y) for x, y in zip(outcomes[X], outcomes[Y], strict=True)]
+    return {"outcomes": outcomes, "rule": rule, "train": score_rule(rule, train),
+            "heldout": score_rule(rule, test)}
+
+
+def rule_json(got: dict[str, Any]) -> str:
+    """The rule and its scores as JSON text (what ``regime_rule.json`` holds)."""
+    return json.dumps({"rule": asdict(got["rule"]), "text": got["rule"].text(),
+                       "train": got["train"], "heldout": got["heldout"]}, indent=1) + "\n"
+
+
 def write_regime_map(folder: str | Path, out: str | Path | None = None) -> dict[str, Any]:
     """Read a bench ``folder``, fit the rule on its non-held-out columns, score it on the
     held-out ones, and write ``regime_map.csv``, ``regime_rule.json`` and ``regime_map.png``
@@ -215,18 +232,12 @@ def write_regime_map(folder: str | Path, out: str | Path | None = None) -> dict[
     folder = Path(folder)
     out = Path(out) if out is not None else folder
     out.mkdir(parents=True, exist_ok=True)
-    board = pd.read_csv(folder / "leaderboard.csv")
-    descriptors = pd.read_csv(folder / "descriptors.csv")
-    outcomes = column_outcomes(board, descriptors)
-    train, test = outcomes[~outcomes["heldout"]], outcomes[outcomes["heldout"]]
-    rule = fit_rule(train)
-    outcomes["predicted"] = [rule(x, y) for x, y in zip(outcomes[X], outcomes[Y], strict=True)]
-    result = {"rule": asdict(rule), "text": rule.text(),
-              "train": score_rule(rule, train), "heldout": score_rule(rule, test)}
-    write_csv(outcomes, out / "regime_map.csv", index=False)
-    write_text_atomic(out / "regime_rule.json", json.dumps(result, indent=1) + "\n")
-    regime_figure(outcomes, rule, out / "regime_map.png")
-    return result
+    got = answer(pd.read_csv(folder / "leaderboard.csv"), pd.read_csv(folder / "descriptors.csv"))
+    write_csv(got["outcomes"], out / "regime_map.csv", index=False)
+    text = rule_json(got)
+    write_text_atomic(out / "regime_rule.json", text)
+    regime_figure(got["outcomes"], got["rule"], out / "regime_map.png")
+    return json.loads(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

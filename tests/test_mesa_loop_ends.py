@@ -12,9 +12,17 @@ WORLD = {"map": "grid:3x3:100", "vehicles": 4, "pedestrians": 0, "sensors": 0, "
          "learning": False}
 
 
+class Capped(mobidfl.MobiDFLModel):
+    """Fails (does not hang) if Mesa's loop would go past the configured steps."""
+
+    def step(self) -> None:
+        assert self.steps <= self.config.steps, "running stayed True past the steps setting"
+        super().step()
+
+
 def test_run_model_stops_after_the_configured_steps():
     # Prepare
-    world = mobidfl.MobiDFLModel(**WORLD, steps=2, seed=0)
+    world = Capped(**WORLD, steps=2, seed=0)
     assert world.running
     # Execute: Mesa's loop is `while self.running: self.step()`
     world.run_model()
@@ -27,7 +35,7 @@ def test_batch_run_returns_runs_of_the_configured_steps_whatever_max_steps():
     # Prepare / Execute: one sweep with Mesa's default max_steps (1000), one with 5; seeds
     # as Mesa names them (rng) and as a setting (seed)
     runs = {
-        max_steps: mesa.batch_run(mobidfl.MobiDFLModel, parameters={**WORLD, "steps": 2},
+        max_steps: mesa.batch_run(Capped, parameters={**WORLD, "steps": 2},
                                   rng=[0, 1], max_steps=max_steps, display_progress=False)
         for max_steps in (1000, 5)
     }
