@@ -34,7 +34,7 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -58,11 +58,13 @@ from analysis.bench_stats import (
     CONFIDENCE,
     EQUIVALENCE_MARGIN,
     HALF_WIDTH,
+    MAX_SEEDS,
     SCORE_FLOOR,
     compare_column,
     first_time_at,
     paired_difference,
     run_numbers,
+    seeds_for_column,
     seeds_needed,
     t_interval,
     time_to_target,
@@ -101,22 +103,26 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@=-]+", "_", text)
 
 
-def plan_runs(cells: Sequence[Cell], seeds: Sequence[int], *, extra: dict[str, Any]) -> dict[
-        str, list[Any]]:
+def plan_runs(cells: Sequence[Cell], seeds: Sequence[int] | Mapping[str, Sequence[int]], *,
+              extra: dict[str, Any]) -> dict[str, list[Any]]:
     """``cell key -> [RunSpec per seed]`` of every runnable cell (seed-major order is the
-    caller's). ``extra``: run settings (device, workers), the same for every cell."""
+    caller's). ``seeds``: one list for every cell, or a list per column key (seeds added
+    column by column, ``--until-half-width``: the cells of a column keep the same seeds, so
+    its policies stay paired). ``extra``: run settings (device, workers), the same for
+    every cell."""
     from analysis.sweep import RunSpec
 
     plan: dict[str, list[Any]] = {}
     for cell in cells:
         if cell.refusal:
             continue
+        mine = seeds[cell.column.key] if isinstance(seeds, Mapping) else seeds
         settings = {**cell.settings, **RUN_SETTINGS, **extra}
         steps = int(settings["steps"])
         plan[cell.key] = [
             RunSpec(run_id=_run_id(settings, seed), point=0, replicate=i, seed=seed,
                     params={"policy": cell.policy}, settings=settings, steps=steps)
-            for i, seed in enumerate(seeds)
+            for i, seed in enumerate(mine)
         ]
     return plan
 
@@ -128,7 +134,8 @@ def _unique(names: Sequence[str]) -> list[str]:
 
 def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
                  processes: int | None, cpus_per_run: float, gpus_per_run: float,
-                 device: str | None) -> None:
+                 device: str | None, until_half_width: float | None = None,
+                 max_seeds: int = MAX_SEEDS) -> None:
     """Every option of a bench checked before any world is built or folder touched."""
     from analysis.sweep import BACKENDS, MAX_RUNS
     from model.config import SEED_MAX
@@ -143,6 +150,16 @@ def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
     if not 0 <= first_seed <= SEED_MAX - (seeds - 1):
         raise ConfigError("--first-seed", first_seed, "an integer >= 0 with first seed + "
                           f"seeds - 1 <= {SEED_MAX} (seeds are int64)")
+    if until_half_width is not None:
+        if not (math.isfinite(until_half_width) and 0 < until_half_width < 1):
+            raise ConfigError("--until-half-width", until_half_width, "a number in (0, 1): "
+                              "the 95 % half-width of final accuracy to reach, e.g. 0.02")
+        if not seeds <= max_seeds <= MAX_RUNS:
+            raise ConfigError("--max-seeds", max_seeds, f"an integer in [--seeds = {seeds}, "
+                              f"{MAX_RUNS}]")
+        if first_seed + max_seeds - 1 > SEED_MAX:
+            raise ConfigError("--max-seeds", max_seeds, "at most "
+                              f"{SEED_MAX - first_seed + 1} from --first-seed {first_seed}")
     if processes is not None and processes < 0:
         raise ConfigError("--processes", processes, "an integer >= 0 (0 = in this process)")
     for flag, value in (("--cpus-per-run", cpus_per_run), ("--gpus-per-run", gpus_per_run)):
@@ -405,6 +422,8 @@ def run_bench(
     batch_runs: bool = False,
     device: str | None = None,
     retry_errors: bool = False,
+    until_half_width: float | None = None,
+    max_seeds: int = MAX_SEEDS,
     progress: bool = True,
     command: str = "",
     say: Callable[[str], None] | None = None,
@@ -416,12 +435,17 @@ def run_bench(
     is damaged is run again (``say``, one line each). Raises ``KeyboardInterrupt`` on
     Ctrl-C (finished runs are kept: the same call resumes) and
     :class:`analysis.sweep.SweepStopped` when a write fails (the message says why only).
+
+    ``until_half_width``: after the ``seeds`` seeds, seeds are added column by column (all
+    its policies together, so they stay paired) until every cell's 95 % half-width of final
+    accuracy is at most this, or ``max_seeds`` is reached (issue 42, item 5;
+    :func:`analysis.bench_stats.seeds_for_column`); the manifest keeps each column's seeds.
     """
     from analysis.folders import check_output_folder
 
     _check_flags(backend=backend, batch_runs=batch_runs, seeds=seeds, first_seed=first_seed,
                  processes=processes, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run,
-                 device=device)
+                 device=device, until_half_width=until_half_width, max_seeds=max_seeds)
     if study is not None and (scenarios is not None or links is not None):
         raise ConfigError("--study", study, "without --scenarios and --links (a study fixes "
                           "its worlds, on the ideal link)")
@@ -441,25 +465,63 @@ def run_bench(
     if device is not None:
         extra = {"device": device, "backend": "batched" if device == "cuda" else "loop"}
     seed_list = list(range(first_seed, first_seed + seeds))
-    plan = plan_runs(cells, seed_list, extra=extra)
+    out = Path(out)
+    column_seeds = {c.key: seed_list for c in cols}
+    if until_half_width is not None:
+        column_seeds = _grown_before(out, column_seeds)
+    plan = plan_runs(cells, column_seeds, extra=extra)
     if not plan:  # every pair refused: nothing would run, and an empty table would say ok
         reasons = sorted({cell.refusal for cell in cells})
         raise ConfigError("--policies", ",".join(chosen),
                           "at least one policy that can run on the chosen worlds (every pair "
                           f"is refused: {reasons[0]})")
-    out = Path(out)
     check_output_folder(out)
     _check_same_bench(out, cells, plan)  # before any file is written or repaired
     out.mkdir(parents=True, exist_ok=True)
     _repair_runs(out, cells, plan, say=say)
     started = datetime.now(UTC)
     clock = time.perf_counter()
+    adaptive = None if until_half_width is None else {
+        "half_width": until_half_width, "max_seeds": max_seeds}
+    while True:
+        _run_plan(out, cells=cells, cols=cols, chosen=chosen, plan=plan, seed_list=seed_list,
+                  scale=scale, command=command, started=started, backend=backend,
+                  processes=processes, address=address, cpus=cpus_per_run, gpus=gpus_per_run,
+                  batch_runs=batch_runs, retry_errors=retry_errors, progress=progress,
+                  column_seeds=column_seeds, adaptive=adaptive)
+        if until_half_width is None:
+            break
+        grown = _grow_seeds(out, column_seeds, half_width=until_half_width, cap=max_seeds)
+        if grown == column_seeds:
+            break
+        if say is not None:
+            more = {k: len(v) for k, v in grown.items() if len(v) > len(column_seeds[k])}
+            say(f"mobidfl: seeds added until the 95 % half-width is <= {until_half_width:g}: "
+                + ", ".join(f"{k} -> {n}" for k, n in more.items()))
+        column_seeds = grown
+        plan = plan_runs(cells, column_seeds, extra=extra)
+    write_descriptors(out, cols, seed=seed_list[0])
+    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
+                command=command, started=started, wall_s=time.perf_counter() - clock,
+                plan=plan, column_seeds=column_seeds, adaptive=adaptive)
+    return write_report(out)
+
+
+def _run_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
+              chosen: Sequence[str], plan: dict[str, list[Any]], seed_list: Sequence[int],
+              scale: str, command: str, started: datetime, backend: str,
+              processes: int | None, address: str | None, cpus: float, gpus: float,
+              batch_runs: bool, retry_errors: bool, progress: bool,
+              column_seeds: Mapping[str, Sequence[int]], adaptive: dict[str, Any] | None,
+              ) -> None:
+    """Run every run of ``plan`` not finished yet (the plan is written first: a folder
+    holding cells/ always says which bench they belong to)."""
+    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
+                command=command, started=started, wall_s=None, plan=plan,
+                column_seeds=column_seeds, adaptive=adaptive)
     manifests: dict[str, Any] = {}
     owner: dict[str, str] = {}
     todo: list[Any] = []
-    # the plan first: a folder holding cells/ always says which bench they belong to
-    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
-                command=command, started=started, wall_s=None, plan=plan)
     manifest_class = _cell_manifest()
     for cell in cells:
         if cell.key not in plan:
@@ -475,13 +537,41 @@ def run_bench(
     todo.sort(key=lambda spec: spec.replicate)  # seed-major: a partial table has every cell
     total = sum(len(specs) for specs in plan.values())
     _execute(todo, manifests, owner, total=total, backend=backend, processes=processes,
-             address=address, cpus=cpus_per_run, gpus=gpus_per_run, batch_runs=batch_runs,
-             progress=progress)
-    write_descriptors(out, cols, seed=seed_list[0])
-    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
-                command=command, started=started, wall_s=time.perf_counter() - clock,
-                plan=plan)
-    return write_report(out)
+             address=address, cpus=cpus, gpus=gpus, batch_runs=batch_runs, progress=progress)
+
+
+def _grown_before(out: Path, column_seeds: dict[str, list[int]]) -> dict[str, list[int]]:
+    """On resume of an adaptive bench: each column's seeds as its last session left them,
+    where they extend this command's first seeds (anything else is checked as a new bench
+    by :func:`_check_same_bench`)."""
+    if not (out / PLAN).is_file():
+        return column_seeds
+    try:
+        before = read_plan(out).get("column_seeds") or {}
+    except BenchDamaged:
+        return column_seeds
+    grown = dict(column_seeds)
+    for key, seeds in column_seeds.items():
+        had = before.get(key)
+        if isinstance(had, list) and had[:len(seeds)] == list(seeds):
+            grown[key] = [int(s) for s in had]
+    return grown
+
+
+def _grow_seeds(out: Path, column_seeds: Mapping[str, Sequence[int]], *, half_width: float,
+                cap: int) -> dict[str, list[int]]:
+    """Each column's seeds after this round: :func:`seeds_for_column` over the spread of
+    its finished cells (the next seeds follow its last one)."""
+    _, runs, _ = load_results(out)
+    grown: dict[str, list[int]] = {}
+    for key, seeds in column_seeds.items():
+        done = runs[(runs["column"] == key) & (runs["status"] == "ok")] if not runs.empty \
+            else runs
+        stds = [sample_std(group["final_acc"].astype(float)) if len(group) > 1 else math.nan
+                for _, group in done.groupby("policy")] if not done.empty else []
+        n = seeds_for_column(stds, have=len(seeds), half_width=half_width, cap=cap)
+        grown[key] = [*seeds, *range(seeds[-1] + 1, seeds[-1] + 1 + n - len(seeds))]
+    return grown
 
 
 def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], *, total: int,
@@ -566,7 +656,9 @@ def _machine() -> dict[str, Any]:
 
 def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
                 policies: Sequence[str], seeds: Sequence[int], scale: str, command: str,
-                started: datetime, wall_s: float | None, plan: dict[str, list[Any]]) -> None:
+                started: datetime, wall_s: float | None, plan: dict[str, list[Any]],
+                column_seeds: Mapping[str, Sequence[int]] | None = None,
+                adaptive: dict[str, Any] | None = None) -> None:
     from analysis.scenarios import SET_VERSION
 
     previous: dict[str, Any] = {}
@@ -583,6 +675,10 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         "command": command,
         "scale": scale,
         "seeds": list(seeds),
+        # each column's seeds where --until-half-width added some (else every column: seeds)
+        "column_seeds": {k: list(v) for k, v in (column_seeds or {}).items()
+                         if list(v) != list(seeds)},
+        "until_half_width": adaptive,
         "confidence": CONFIDENCE,
         "scenario_set": SET_VERSION,
         "scenarios": {
@@ -915,6 +1011,28 @@ def _column_notes(rows: pd.DataFrame) -> list[str]:
     return notes if len(notes) > 1 else []
 
 
+def _adaptive_lines(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
+    """With ``--until-half-width``: the target, and per column its seeds and whether every
+    cell reached the target or the cap stopped it (the power each column has)."""
+    rule = plan.get("until_half_width")
+    if not rule:
+        return []
+    target, cap = float(rule["half_width"]), int(rule["max_seeds"])
+    parts = []
+    for column in plan["columns"]:
+        mine = board[(board["column"] == column["key"])
+                     & board["status"].isin(["ok", "partial"])]
+        if mine.empty or "final_acc_ci" not in mine:
+            continue
+        widest = float(pd.to_numeric(mine["final_acc_ci"], errors="coerce").max())
+        n = int(mine["seeds_ok"].max())
+        state = "reached" if widest <= target else (
+            f"cap {cap} reached" if n >= cap else "not reached")
+        parts.append(f"{column['label']}: {n} seeds, widest ± {widest * 100:.1f} pp ({state})")
+    return [f"* seeds added per world until every cell's 95 % half-width of final accuracy is "
+            f"<= ± {target * 100:g} pp or {cap} seeds: " + "; ".join(parts)]
+
+
 def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatmap.png",
              plots: Sequence[str] = ()) -> str:
     """The leaderboard page: summary tables (score, final accuracy), refusals, one detail
@@ -926,6 +1044,7 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
         f"* command: `{plan['command'] or 'mobidfl bench'}`",
         f"* scale `{plan['scale']}`, seeds {plan['seeds']}, scenario set "
         f"{plan['scenario_set']}",
+        *_adaptive_lines(plan, board),
         f"* started {plan['started']}, finished {plan.get('finished') or 'not yet'}, wall time "
         f"{wall / 60:.1f} min over {len(plan.get('wall_s_sessions', []))} session(s)",
         f"* machine: {machine['cpu']} ({machine['cores']} cores"
@@ -1190,6 +1309,11 @@ def add_bench_parser(sub: Any) -> None:
                        + ", ".join(link_axis()) + ")")
     bench.add_argument("--seeds", type=int, default=5, help="seeds per cell (default 5)")
     bench.add_argument("--first-seed", type=int, default=0)
+    bench.add_argument("--until-half-width", type=float, metavar="H", help="then add seeds "
+                       "world by world (all its policies together) until every cell's 95 %% "
+                       "half-width of final accuracy is <= H (e.g. 0.02) or --max-seeds")
+    bench.add_argument("--max-seeds", type=int, default=MAX_SEEDS, help="with "
+                       f"--until-half-width: seeds per world at most (default {MAX_SEEDS})")
     bench.add_argument("--scale", default="small", choices=["ci", "small", "full"],
                        help="ci (tiny, for tests), small (the CPU table), full (the papers' "
                        "models and sizes, for a GPU with --batch-runs --device cuda)")
@@ -1224,6 +1348,9 @@ def bench_command(args: argparse.Namespace) -> str:
     for flag, value in (("--study", args.study), ("--scenarios", args.scenarios),
                         ("--links", args.links),
                         ("--first-seed", args.first_seed or None),
+                        ("--until-half-width", args.until_half_width),
+                        ("--max-seeds", None if args.until_half_width is None
+                         or args.max_seeds == MAX_SEEDS else args.max_seeds),
                         ("--backend", None if args.backend == "local" else args.backend),
                         ("--address", args.address), ("--processes", args.processes),
                         ("--cpus-per-run", None if args.cpus_per_run == 1.0
@@ -1302,6 +1429,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 address=args.address, cpus_per_run=args.cpus_per_run,
                 gpus_per_run=args.gpus_per_run, batch_runs=args.batch_runs,
                 device=args.device, retry_errors=args.retry_errors,
+                until_half_width=args.until_half_width, max_seeds=args.max_seeds,
                 progress=not args.quiet, command=command,
                 say=lambda line: print(line, file=sys.stderr),
             )

@@ -403,6 +403,22 @@ def seeds_needed(sd: float, *, half_width: float = HALF_WIDTH, cap: int = MAX_SE
     return cap
 
 
+
+def seeds_for_column(stds: Sequence[float], *, have: int, half_width: float = HALF_WIDTH,
+                     cap: int = MAX_SEEDS, confidence: float = CONFIDENCE) -> int:
+    """How many seeds a column runs next when seeds are added until every cell's 95 %
+    half-width is at most ``half_width`` or ``cap`` seeds are reached (issue 42, item 5).
+
+    ``stds``: each cell's sample standard deviation of final accuracy over the ``have``
+    seeds run so far (NaN: unknown). The column grows to the largest :func:`seeds_needed`
+    among its cells, never shrinks below ``have`` and never passes ``cap``; all cells of a
+    column share their seeds, so the policies stay paired seed by seed."""
+    if have < 0 or cap < 1:
+        raise ValueError(f"have = {have} and cap = {cap}: need have >= 0 and cap >= 1")
+    need = [seeds_needed(float(sd), half_width=half_width, cap=cap, confidence=confidence)
+            for sd in stds]
+    return max(have, min(cap, max(need, default=have)))
+
 # --- the score --------------------------------------------------------------------------------
 def normalised(value: pd.Series, low: pd.Series, high: pd.Series) -> pd.Series:
     """``(value - low) / (high - low)`` seed by seed (index): 0 = ``local``'s accuracy, 1 =

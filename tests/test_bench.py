@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -225,3 +226,38 @@ def test_acc_p10_is_the_agents_10th_percentile():
     assert last["acc_p10"] == pytest.approx(float(np.percentile(accuracy, 10.0)))
     assert accuracy.min() <= last["acc_p10"] <= accuracy.max()
     assert last["acc_min"] == pytest.approx(accuracy.min())
+
+
+def test_seeds_are_added_world_by_world_until_the_half_width_or_the_cap(tmp_path, capsys):
+    """--until-half-width: each world's policies get the same added seeds (still paired), up
+    to --max-seeds; the manifest keeps them, the page says why each world stopped, and the
+    same command resumes without running anything again."""
+    out = tmp_path / "bench"
+    argv = ["bench", "--scale", "ci", "--seeds", "2", "--processes", "0", "--quiet",
+            "--scenarios", "cars_manhattan", "--links", "ideal", "--policies",
+            "local,dpsgd", "--out", str(out), "--until-half-width", "0.0001",
+            "--max-seeds", "3"]
+    assert main(argv) == 0
+    assert "seeds added until the 95 % half-width" in capsys.readouterr().err
+    plan = json.loads((out / "manifest.json").read_text())
+    assert plan["seeds"] == [0, 1] and plan["until_half_width"] == {
+        "half_width": 0.0001, "max_seeds": 3}
+    assert list(plan["column_seeds"].values()) == [[0, 1, 2]]
+    assert all(len(cell["runs"]) == 3 for cell in plan["cells"])
+    board = pd.read_csv(out / "leaderboard.csv")
+    assert board["seeds_ok"].eq(3).all()
+    assert "3 seeds" in (out / "leaderboard.md").read_text()
+    assert "cap 3 reached" in (out / "leaderboard.md").read_text()
+    runs = sorted(out.glob("cells/*/runs/*.parquet"))
+    assert len(runs) == 6
+    stamps = [p.stat().st_mtime_ns for p in runs]
+    assert main(argv) == 0  # resumed: the grown plan is this bench's, nothing runs again
+    assert [p.stat().st_mtime_ns for p in runs] == stamps
+    # a loose target adds nothing
+    loose = tmp_path / "loose"
+    assert main([*argv[:-5], str(loose), "--until-half-width", "0.9"]) == 0
+    plan = json.loads((loose / "manifest.json").read_text())
+    assert plan["column_seeds"] == {} and len(list(loose.glob("cells/*/runs/*.parquet"))) == 4
+    assert main([*argv[:-5], str(tmp_path / "x"), "--until-half-width", "0.02",
+                 "--max-seeds", "1"]) == 2
+    assert "--max-seeds" in capsys.readouterr().err
