@@ -5,7 +5,8 @@ test checks that the runs advance together and that their agents stand at the sa
 with the same contacts, at every step (a policy never changes the world), while their
 learning differs. The world's point on the regime map must be the one ``mobidfl bench
 --describe`` measures. The browser test opens the Compare tab of ``solara run app.py``, steps
-it and reads one accuracy curve per policy from the plot (and saves docs/images/app_compare.png).
+it and reads one accuracy and one bytes curve per policy from the plots (its screenshot is
+docs/images/app_compare.png).
 """
 
 from __future__ import annotations
@@ -185,6 +186,18 @@ def test_bytes_figure_draws_each_run_over_a_link_model() -> None:
         assert cumulative_bytes(table)[-1] == table["bytes_sent"].sum() > 0
 
 
+def test_docs_name_the_default_policies() -> None:
+    # Prepare: the app page's sentence on the default policies.
+    from analysis.app.compare_view import default_policies
+
+    text = (REPO_ROOT / "docs" / "getting-started" / "app.md").read_text(encoding="utf-8")
+    said = re.search(r"by default the two the regime map's rule names \(([^)]*)\)", text)
+
+    # Assert: it names the policies the published rule predicts (fails if the rule changes).
+    assert said is not None
+    assert re.findall(r"`(\w+)`", said.group(1)) == default_policies()
+
+
 def test_policy_settings_set_every_kind() -> None:
     assert policy_settings("psfl") == {f"{kind}.policy": "psfl" for kind in KINDS}
 
@@ -208,8 +221,9 @@ APP = REPO_ROOT / "app.py"
 SETUP_HINT = "run .ci/browser_deps.sh and .ci/solara_assets.sh"
 COMPARE_SETTINGS = (
     "map=grid:5x5 vehicles=8 pedestrians=3 sensors=0 uavs=0 model=mlp local_steps=1 "
-    "test_size=60 batch_size=8 seed=4"
+    "test_size=60 batch_size=8 seed=4 link=fixed_rate"
 )
+"""A small world (steps in about a second) over a 6 Mbit/s link, whose model counts bytes."""
 PLOT_SVG = """
 async (selector) => {
   const src = document.querySelector(selector).getAttribute('src');
@@ -260,12 +274,20 @@ def test_compare_tab_steps_two_policies_side_by_side(tmp_path: Path) -> None:
             svg = base64.b64decode(page.evaluate(PLOT_SVG, plot)).decode()
         for policy in ("cached_lru", "psfl"):
             assert _markers(svg, f"compare-acc-{policy}") == 2, policy
+        sent = base64.b64decode(
+            page.evaluate(PLOT_SVG, ".mobidfl-compare-bytes-plot img")).decode()
+        for policy in ("cached_lru", "psfl"):  # steps 0..2
+            assert _markers(sent, f"compare-bytes-{policy}") == 3, policy
         regime = base64.b64decode(
             page.evaluate(PLOT_SVG, ".mobidfl-compare-regime-plot img")).decode()
         assert 'id="compare-world"' in regime
         expect(view).to_contain_text("The rule predicts")
         shot = tmp_path / "app_compare.png"
         view.screenshot(path=str(shot))
+
+        # Execute + Assert: Rebuild starts the runs again, unbuilt until the next step.
+        view.get_by_role("button", name="Rebuild", exact=True).click()
+        expect(status).to_contain_text("step 0 · the runs are built on the first step")
         assert browser.problems == [], browser.problems
         assert server.cdn_misses == [], server.cdn_misses
     print(f"\nscreenshot: {shot}")

@@ -109,12 +109,15 @@ class Comparison:
         its one-line reason and left out."""
         if self.built:
             return
+        models, refused = {}, {}
         for policy in self.policies:
             try:
-                self.models[policy] = MobiDFLModel(config=self.base, world=self.world,
-                                                   **policy_settings(policy))
+                models[policy] = MobiDFLModel(config=self.base, world=self.world,
+                                              **policy_settings(policy))
             except (ConfigError, ValueError, RuntimeError) as exc:
-                self.refused[policy] = f"{type(exc).__name__}: {exc}"
+                refused[policy] = f"{type(exc).__name__}: {exc}"
+        # whole dicts at once: a redraw from another thread never sees one half-filled
+        self.models, self.refused = models, refused
         self.built = True
         if len(self.models) < 2:
             self.note = "fewer than two of the chosen policies run on this world"
@@ -152,6 +155,8 @@ class Comparison:
         if not self.built:
             return head + (f" · {self.note}" if self.note else
                            " · the runs are built on the first step")
+        if self.steps == 0:  # built, first step under way (or nothing to run): no table yet
+            return head + " · " + (self.note or "runs: " + ", ".join(self.models))
         parts = [head]
         for policy, table in self.tables().items():
             acc = table["acc_mean"].dropna() if "acc_mean" in table else pd.Series(dtype=float)
@@ -318,7 +323,9 @@ def regime_text(point: RegimePoint | None, *, drawn: Rule | None = None,
     drawn = drawn or rule()
     where = (f"The rule, drawn from the controlled study `{RULE_STUDY}` (one base world, "
              f"one factor changed at a time), names the winner of {drawn.train_hits} of the "
-             f"{drawn.train_n} worlds it was drawn on; elsewhere it is an extrapolation.")
+             f"{drawn.train_n} worlds it was drawn on; elsewhere it is an extrapolation. "
+             "How far to trust it (in many worlds several policies are level): "
+             "docs/benchmark/study.md.")
     if point is None:
         return "Step once to measure this world's contacts. " + where
     said = drawn(point.neighbours_per_step, point.label_skew) or "no policy"

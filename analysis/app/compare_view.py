@@ -78,7 +78,8 @@ def CompareView(model: MobiDFLModel) -> None:
     point = solara.use_memo(
         lambda: regime_point(next(iter(current.models.values()))) if current.models else None,
         [current, done])
-    status = solara.use_memo(current.status_text, [current, done, current.built])
+    status = solara.use_memo(current.status_text,
+                             [current, done, current.built, current.running])
     with solara.Column(classes=["mobidfl-compare-view"],
                        style={"width": "100%", "padding": "4px 8px"}):
         with solara.Row(gap="12px", style={"align-items": "center", "flex-wrap": "wrap"}):
