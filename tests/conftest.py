@@ -45,9 +45,10 @@ def pytest_configure(config: pytest.Config) -> None:
     data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
 
 LONG_FILES = (
-    "test_ray_cluster.py", "test_bad_inputs.py", "test_app_browser.py", "test_docs.py",
-    "test_bench.py", "test_perf.py", "test_validation_psfl.py", "test_gpu_script.py",
-    "test_exp_002.py", "test_preset_directions.py", "test_validation_cached_dfl.py",
+    "test_ray_cluster.py", "test_bad_inputs.py", "test_app_browser.py", "test_app_compare.py",
+    "test_docs.py", "test_bench.py", "test_perf.py", "test_validation_psfl.py",
+    "test_gpu_script.py", "test_exp_002.py", "test_preset_directions.py",
+    "test_validation_cached_dfl.py",
     "test_resume_cli.py", "test_report.py", "test_sweep.py", "test_presets.py",
     "test_browser_harness.py", "test_exp_004.py", "test_layers.py", "test_exp_003.py",
 )

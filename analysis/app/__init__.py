@@ -7,8 +7,10 @@ Layers point one way: ``look`` (colours, shapes) → ``layers`` (GeoJSON), ``pan
 ``figures`` (matplotlib), all pure functions of a running :class:`model.world.MobiDFLModel`
 and testable without a browser → ``components`` (Solara components that arrange them) →
 ``controller`` (Step/Play/Reset, the page). ``inputs`` builds the parameter widgets and
-``app_model`` the model the app runs (:class:`AppModel`). Each module says why it is our
-own rather than Mesa's or mesa-geo's.
+``app_model`` the model the app runs (:class:`AppModel`). ``compare`` (pure) and
+``compare_view`` (its tab) run the City tab's world under several policies side by side and
+place it on the regime map. Each module says why it is our own rather than Mesa's or
+mesa-geo's.
 
 Map data © OpenStreetMap contributors (ODbL).
 """
@@ -32,6 +34,14 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys((
         "AppPage", "QueuedController", "StepQueue",
     ), "analysis.app.controller"),
+    **dict.fromkeys((
+        "Comparison", "RegimePoint", "compare_accuracy_figure", "compare_bytes_figure",
+        "cumulative_bytes", "policy_settings", "regime_point", "regime_point_figure",
+        "regime_text", "study_worlds",
+    ), "analysis.app.compare"),
+    **dict.fromkeys((
+        "CompareView",
+    ), "analysis.app.compare_view"),
     **dict.fromkeys((
         "accuracy_figure", "contacts_figure", "energy_figure", "energy_per_kind",
         "energy_split_columns", "link_figure", "link_on", "neighbours_figure",
