@@ -120,3 +120,42 @@ def test_exchange_messages_read_rows_when_a_policy_does_not_count():
     silent = exchange_messages([(np.array([0, 1]), Exchange(assign={0: ()})),
                                 (np.array([2, 3]), Exchange())], n)
     assert np.isnan(silent.sent[:2]).all() and (silent.sent[2:] == 0).all()  # never a silent 0
+
+
+def _ctx(adjacency: np.ndarray, speed: np.ndarray | None = None):
+    from model.policies import AgentTable, ExchangeContext
+
+    n = adjacency.shape[0]
+    agents = AgentTable(kind=np.array(["pedestrian"] * n), data_size=np.full(n, 10),
+                        speed=np.zeros(n) if speed is None else speed,
+                        area=np.zeros(n, int), label_hist=np.ones((n, 2)),
+                        hm=np.zeros(n, bool), pos=np.zeros((n, 2)))
+    return ExchangeContext(step=1, members=np.arange(n), adjacency=sp.csr_matrix(adjacency),
+                           engine=None, agents=agents, rng=np.random.default_rng(0))
+
+
+PATH = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], bool)  # 0 - 1 - 2
+
+
+def test_mobility_aware_counts_the_models_swapped_even_at_weight_zero():
+    from types import SimpleNamespace
+
+    from model.policies.mobility_aware import MobilityAwarePolicy
+
+    # alpha = 1 and standing neighbours: the weight of a neighbour's model is 0, yet it was sent
+    policy = MobilityAwarePolicy(settings=SimpleNamespace(**{"mobility_aware.alpha": 1.0}))
+    ex = policy.exchange(_ctx(PATH, speed=np.array([0.0, 1.0, 0.0])))
+    assert ex.rows[1, 0] == 0 and ex.rows[1, 2] == 0  # row 1 would say nothing arrived
+    np.testing.assert_array_equal(ex.messages.sent, [1, 2, 1])  # 2 pairs, one model each way
+    np.testing.assert_array_equal(ex.messages.received, [1, 2, 1])
+
+
+def test_defedavg_counts_one_model_per_agent_that_met_somebody():
+    from types import SimpleNamespace
+
+    from model.policies.defedavg import DeFedAvgPolicy
+
+    ex = DeFedAvgPolicy(settings=SimpleNamespace(seed=0)).exchange(_ctx(PATH))
+    # each of the three gets its one peer's model; 1 is the only peer of 0 and of 2
+    np.testing.assert_array_equal(ex.messages.received, [1, 1, 1])
+    assert ex.messages.sent[1] >= 2 and ex.messages.sent.sum() == 3
