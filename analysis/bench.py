@@ -70,6 +70,14 @@ from analysis.bench_stats import (
     time_to_target,
 )
 from analysis.bench_stats import score as normalised_score
+from analysis.comm import (
+    CURVE,
+    PER_AGENT,
+    accuracy_over_bytes,
+    bytes_to_target,
+    cumulative_per_agent,
+    pareto_front,
+)
 from analysis.stats import sample_std
 from analysis.study import load_study, study_names
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
@@ -828,7 +836,8 @@ def _agents(settings: dict[str, Any]) -> int:
 
 # --- the report -----------------------------------------------------------------------------
 def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """``(plan, per-run numbers, accuracy curves)`` of a bench folder (finished runs only)."""
+    """``(plan, per-run numbers, curves)`` of a bench folder (finished runs only); the curves
+    hold :data:`analysis.comm.CURVE` per evaluation."""
     from analysis.sweep import read_manifest, run_path
 
     plan = read_plan(out)
@@ -851,19 +860,20 @@ def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]
                 rows.append(base)
                 continue
             table = pd.read_parquet(path)
+            table = table.assign(**{PER_AGENT: cumulative_per_agent(table,
+                                                                    agents=cell["agents"])})
             rows.append({**base, **run_numbers(table, agents=cell["agents"]),
-                         "_table": table[[c for c in ("time_s", "acc_mean") if c in table]]})
+                         "_table": table[[c for c in CURVE if c in table]]})
             if "acc_mean" in table:
                 evaluated = table[np.isfinite(pd.to_numeric(table["acc_mean"],
                                                             errors="coerce"))]
                 curves.append(pd.DataFrame({
                     "column": cell["column"], "policy": cell["policy"], "seed": base["seed"],
-                    "time_s": evaluated["time_s"].to_numpy(float),
-                    "acc_mean": evaluated["acc_mean"].to_numpy(float),
+                    **{c: evaluated[c].to_numpy(float) for c in CURVE},
                 }))
     runs = pd.DataFrame(rows)
     curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(
-        columns=["column", "policy", "seed", "time_s", "acc_mean"])
+        columns=["column", "policy", "seed", *CURVE])
     return plan, runs, curve
 
 
@@ -947,6 +957,9 @@ def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
             row["time_to_target_fastest_s"] = reach.fastest
             row["time_to_target_slowest_s"] = reach.slowest
             row["target_reached"] = f"{reach.reached}/{reach.n}"
+            # the same first evaluation at the target, read on the bytes sent by then
+            row["bytes_to_target_per_agent"] = bytes_to_target(
+                {seed: series.loc[seed, "_table"] for seed in known}, target).median
             scored = normalised_score(series["final_acc"], low, high)
             row["score"], row["score_ci"] = scored.interval.mean, scored.interval.half
             row["score_reason"] = scored.reason
@@ -967,7 +980,21 @@ def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
                 row.update(diff_vs_best=0.0, diff_vs_best_ci=0.0, p_value=float("nan"),
                            verdict="best", distinguishable=False)
             rows.append(row)
+        _mark_front(rows[len(rows) - len(cells):])
     return pd.DataFrame(rows)
+
+
+def _mark_front(rows: list[dict[str, Any]]) -> None:
+    """``pareto``: each finished cell of one column on the front of mean bytes per agent
+    (low) and mean final accuracy (high) (:func:`analysis.comm.pareto_front`); NaN where
+    no cell of the column has both."""
+    done = [r for r in rows if r.get("status") in ("ok", "partial")]
+    cost = np.array([r.get("bytes_per_agent", math.nan) for r in done], float)
+    value = np.array([r.get("final_acc", math.nan) for r in done], float)
+    front = pareto_front(cost, value)
+    known = bool((np.isfinite(cost) & np.isfinite(value)).any())
+    for row, on in zip(done, front, strict=True):
+        row["pareto"] = bool(on) if known else math.nan
 
 
 def _fmt(value: Any, half: Any, digits: int = 3, factor: float = 1.0) -> str:
@@ -1034,7 +1061,7 @@ def _adaptive_lines(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
 
 
 def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatmap.png",
-             plots: Sequence[str] = ()) -> str:
+             plots: Sequence[str] = (), comm: Sequence[str] = ()) -> str:
     """The leaderboard page: summary tables (score, final accuracy), refusals, one detail
     table per column, scenarios, links, policies' settings and the metrics' definitions."""
     machine, versions = plan["machine"], plan["versions"]
@@ -1103,23 +1130,26 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
     for column in plan["columns"]:
         lines += [f"### {column['label']}", "",
                   "| policy | final acc | 10th-pct agent acc | time to target (h) | reached "
-                  "| MB on air / agent | energy J / agent | score | vs best (pp) | p (Holm) "
-                  "| level p (TOST, Holm) | verdict "
+                  "| MB to target / agent | MB on air / agent | energy J / agent | score "
+                  "| vs best (pp) | p (Holm) | level p (TOST, Holm) | verdict "
                   f"| seeds for ± {HALF_WIDTH * 100:g} pp |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for _, row in board[board["column"] == column["key"]].iterrows():
             if row["status"] in ("refused", "error", "pending"):
                 lines.append(f"| {row['policy']} | {row['status']}: {row['reason']} "
-                             "|  |  |  |  |  |  |  |  |  |  |  |")
+                             "|  |  |  |  |  |  |  |  |  |  |  |  |")
                 continue
             reached = row.get("time_to_target_s")
+            spent = row.get("bytes_to_target_per_agent")
+            front = " ◆" if row.get("pareto") is True else ""
             verdict = row.get("verdict")
             lines.append(
                 f"| {row['policy']}{_mark(row)} | {_fmt(row['final_acc'], row['final_acc_ci'])} "
                 f"| {_fmt(row['p10_acc'], row['p10_acc_ci'])} "
                 f"| {'never' if reached == math.inf else _fmt(reached, None, 2, 1 / 3600)} "
                 f"| {row['target_reached']} "
-                f"| {_fmt(row['bytes_per_agent'], row['bytes_per_agent_ci'], 2, 1e-6)} "
+                f"| {'never' if spent == math.inf else _fmt(spent, None, 2, 1e-6)} "
+                f"| {_fmt(row['bytes_per_agent'], row['bytes_per_agent_ci'], 2, 1e-6)}{front} "
                 f"| {_fmt(row['energy_per_agent'], row['energy_per_agent_ci'], 2)} "
                 f"| {_fmt(row['score'], row['score_ci'], 2)} "
                 f"| {_fmt(row.get('diff_vs_best'), row.get('diff_vs_best_ci'), 1, 100)} "
@@ -1131,6 +1161,8 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
         lines += [*_column_notes(board[board["column"] == column["key"]]), ""]
     for plot in plots:
         lines += [f"![accuracy over time]({plot})", ""]
+    for plot in comm:
+        lines += [f"![accuracy over bytes and the accuracy-bytes Pareto front]({plot})", ""]
     lines += ["## Scenarios", "", "| scenario | version | world | provenance | why in the set "
               "| this scale |", "|---|---|---|---|---|---|"]
     for name, about in plan["scenarios"].items():
@@ -1158,9 +1190,21 @@ METRICS = """## Metrics
   FedAvg's run), and the time is the median over every one of them with a seed that never
   got there counted as never (the Kaplan-Meier median of runs of equal length): "never" when
   half or more did not reach it. A mean over the seeds that reached it would hide the others.
-* **MB on air / agent**, **energy J / agent**: bytes put on the air (finished or not) and
-  radio + training + flight energy, summed over the run and divided by the agents; only a
-  link model accounts them, so they are n/a at the ideal link.
+* **MB on air / agent**: the bytes the agents sent, summed over the run and divided by the
+  agents. With a link model, what was put on the air (finished or not); at the ideal link,
+  counted, not limited: every model message the policy sent (one per receiver) x one
+  model's bytes (`link.params` x `link.dtype` + `link.overhead_bytes`), none cut or lost.
+  Uploads to a server count (central FedAvg, MoFeL), downloads from it do not (the server
+  is not an agent; they are `bytes_received`). ◆ = on the world's Pareto front of mean
+  final accuracy (higher) and mean MB per agent (lower): no other policy of the world is
+  at least as accurate for no more bytes, and better in one (the figures per world draw
+  it).
+* **MB to target / agent**: the MB per agent sent by the evaluation that reached the
+  target of *time to target*, with the same median over every seed (never counted as
+  never).
+* **energy J / agent**: radio + training + flight energy, summed over the run and divided
+  by the agents; only a link model accounts it (it needs a rate), so it is n/a at the ideal
+  link.
 * **score**: (final acc − local's) / (central FedAvg's − local's), seed by seed, then mean
   and interval; local and central FedAvg of the column's ideal-link twin where they cannot
   run (central FedAvg ignores the link and is refused with 802.11p). Given only where central
@@ -1270,8 +1314,74 @@ def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> lis
     return paths
 
 
+def comm_plots(plan: dict[str, Any], board: pd.DataFrame, curves: pd.DataFrame,
+               out: Path) -> list[Path]:
+    """One figure per world whose runs counted bytes: per column (link), mean accuracy over
+    the MB per agent sent so far (top), and each policy's mean final accuracy against its
+    mean MB per agent with the Pareto front (:func:`analysis.comm.pareto_front`) joined and
+    ringed (bottom)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mean = accuracy_over_bytes(curves)
+    worlds: dict[str, list[dict[str, Any]]] = {}
+    for column in plan["columns"]:
+        name = column["scenario"] + (f"-{column['variant']}" if column["variant"] else "")
+        worlds.setdefault(name, []).append(column)
+    policies = list(plan["policies"])
+    colours = {p: plt.get_cmap("tab20")(i % 20) for i, p in enumerate(policies)}
+    done = board[board["status"].isin(["ok", "partial"])] if "status" in board else board
+    paths = []
+    for name, cols in worlds.items():
+        cells = done[done["column"].isin([c["key"] for c in cols])] if not done.empty else done
+        if cells.empty or not np.isfinite(cells["bytes_per_agent"].astype(float)).any():
+            continue  # no bytes counted (runs made before the ideal link counted them)
+        fig, axes = plt.subplots(2, len(cols), figsize=(5.0 * len(cols), 7.0), squeeze=False)
+        for k, column in enumerate(cols):
+            top, bottom = axes[0][k], axes[1][k]
+            lines = mean[mean["column"] == column["key"]]
+            for policy, curve in lines.groupby("policy", sort=False):
+                top.plot(curve[PER_AGENT] / 1e6, curve["acc_mean"], label=policy,
+                         color=colours.get(policy), lw=1.2)
+            mine = cells[cells["column"] == column["key"]]
+            mine = mine[np.isfinite(mine["bytes_per_agent"].astype(float))
+                        & np.isfinite(mine["final_acc"].astype(float))]
+            for _, row in mine.iterrows():
+                bottom.scatter(row["bytes_per_agent"] / 1e6, row["final_acc"], s=30,
+                               color=colours.get(row["policy"]), label=row["policy"], zorder=3)
+            front = mine[mine["pareto"] == True].sort_values("bytes_per_agent")  # noqa: E712
+            if not front.empty:
+                bottom.step(front["bytes_per_agent"] / 1e6, front["final_acc"], where="post",
+                            color="black", lw=0.8, zorder=2, label="Pareto front")
+                bottom.scatter(front["bytes_per_agent"] / 1e6, front["final_acc"], s=110,
+                               facecolors="none", edgecolors="black", zorder=4)
+            for ax in (top, bottom):
+                ax.set_xscale("symlog", linthresh=0.1)  # local sends 0 B; others span decades
+                ax.set_xlabel("MB sent per agent (symlog below 0.1)")
+                ax.grid(alpha=0.3)
+            top.set_title(column["label"], fontsize=9)
+            top.set_ylabel("mean accuracy (mean over seeds)")
+            bottom.set_ylabel("final mean accuracy (mean over seeds)")
+        handles, labels = axes[1][0].get_legend_handles_labels()
+        for ax in [*axes[0], *axes[1]]:
+            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="center right", fontsize=7)
+        fig.tight_layout(rect=(0, 0, 0.82, 1))
+        path = out / f"comm_{_safe(name)}.png"
+        write_figure(fig, path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
 def write_report(out: str | Path) -> list[Path]:
-    """Leaderboard (.md, .csv), heat-map and accuracy plots of a bench folder."""
+    """Leaderboard (.md, .csv), heat-map, accuracy and communication plots of a bench
+    folder."""
     out = Path(out)
     plan, runs, curves = load_results(out)
     board = leaderboard(plan, runs)
@@ -1279,10 +1389,12 @@ def write_report(out: str | Path) -> list[Path]:
     write_text_atomic(csv, board.to_csv(index=False))
     heat = heatmap(plan, board, out / "heatmap.png")
     plots = accuracy_plots(plan, curves, out)
+    comm = comm_plots(plan, board, curves, out)
     md = out / "leaderboard.md"
     write_text_atomic(md, markdown(plan, board, heatmap=heat.name,
-                                   plots=[p.name for p in plots]) + "\n")
-    return [md, csv, heat, *plots, out / PLAN]
+                                   plots=[p.name for p in plots],
+                                   comm=[p.name for p in comm]) + "\n")
+    return [md, csv, heat, *plots, *comm, out / PLAN]
 
 
 # --- the command ------------------------------------------------------------------------

@@ -480,7 +480,8 @@ class TimeToTarget:
 
 
 def time_to_target(times: Sequence[float] | np.ndarray | pd.Series) -> TimeToTarget:
-    """Time to target over every seed: NaN (never reached) counts as +inf.
+    """Time (or bytes, :func:`analysis.comm.bytes_to_target`) to target over every seed:
+    NaN (never reached) counts as +inf.
 
     The mean over the seeds that reached the target says nothing of the others (one of five
     reaching it early gives a fast "mean"). Here every seed counts: the median with
@@ -526,13 +527,15 @@ def run_numbers(table: pd.DataFrame, *, agents: int) -> dict[str, float]:
     ``final_acc``: the last evaluated ``acc_mean``; ``p10_acc``: the last evaluated
     ``acc_p10`` (the accuracy 90 % of the agents reach or beat); ``bytes_per_agent`` and
     ``energy_per_agent``: the run's ``bytes_sent`` and ``energy_j`` (summed over agents per
-    step) summed over steps, over ``agents`` (NaN without a link model: nothing is
-    accounted); ``end_s``: the simulated time of the last row.
+    step) summed over steps, over ``agents`` (NaN when the run has no such column: energy at
+    the ideal link, bytes in runs made before the ideal link counted them; NaN too when a
+    step's value is unknown, never a silent 0); ``end_s``: the simulated time of the last row.
     """
     def total(column: str) -> float:
         if column not in table or agents <= 0:
             return float("nan")
-        return float(pd.to_numeric(table[column], errors="coerce").fillna(0.0).sum()) / agents
+        values = pd.to_numeric(table[column], errors="coerce")
+        return float(values.sum(skipna=False)) / agents
 
     return {
         "final_acc": last_value(table, "acc_mean"),

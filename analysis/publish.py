@@ -5,7 +5,9 @@ bench into ``DEST`` (``published/benchmark/<name>/``): ``runs.parquet`` (every r
 which is the hash of its settings and seed, its cell, column, policy, seed, status and final
 numbers), ``curves.parquet`` (every run's evaluated accuracy over simulated time),
 ``descriptors.csv`` (each world's measured regime) and ``manifest.json`` (the plan: worlds,
-policies, seeds, and every session's command, machine, versions and commit).
+policies, seeds, and every session's command, machine, versions and commit). The curves
+carry the bytes sent per agent by each evaluation (:data:`analysis.comm.CURVE`) for runs
+that counted them; the page's communication section is written from them when present.
 
 ``python -m analysis.publish --page DEST PAGE`` writes the findings page from those files
 only: it recomputes the leaderboard from the runs (:func:`analysis.bench.leaderboard`), the
@@ -27,9 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.comm import CURVE
 from analysis.regime_map import RULE_SUFFIX, X, Y, answer, regime_figure, rule_json
 
-__all__ = ["load_published", "publish_bench", "recompute", "study_page"]
+__all__ = ["communication", "load_published", "publish_bench", "recompute", "study_page"]
 
 RULE = "regime_rule.json"
 """The decision rule drawn from the published study (``mobidfl bench --describe W --rule``)."""
@@ -62,9 +65,10 @@ def load_published(dest: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.D
     plan = json.loads((dest / "manifest.json").read_text())
     runs = pd.read_parquet(dest / RUNS)
     curves = pd.read_parquet(dest / CURVES)
-    by_run = {key: group[["time_s", "acc_mean"]].reset_index(drop=True)
+    cols = [c for c in CURVE if c in curves]  # bytes per agent: runs that counted them
+    by_run = {key: group[cols].reset_index(drop=True)
               for key, group in curves.groupby(["column", "policy", "seed"], sort=False)}
-    runs["_table"] = [by_run.get((c, p, s), pd.DataFrame(columns=["time_s", "acc_mean"]))
+    runs["_table"] = [by_run.get((c, p, s), pd.DataFrame(columns=cols))
                       for c, p, s in zip(runs["column"], runs["policy"], runs["seed"],
                                          strict=True)]
     return plan, runs, pd.read_csv(dest / "descriptors.csv")
@@ -171,7 +175,49 @@ def study_page(dest: str | Path, *, figure: str) -> str:
     lines.append("|---|" + "---|" * len(order))
     for policy, row in pivot.iterrows():
         lines.append(f"| {policy} | " + " | ".join(_num(row[c], 3) for c in order) + " |")
+    lines += ["", *communication(plan, board)]
     return "\n".join(lines) + "\n"
+
+
+def communication(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
+    """The page's communication section: per world the policies on the Pareto front of
+    final accuracy and bytes per agent, and the MB per agent of every policy; when no run
+    counted bytes (runs made before the ideal link counted them), one paragraph saying so
+    and what fills it."""
+    lines = ["## Communication: accuracy against bytes", ""]
+    done = board[board["status"] == "ok"]
+    if done.empty or not np.isfinite(done["bytes_per_agent"].astype(float)).any():
+        return lines + [
+            "These runs did not count bytes: they were made before the ideal link counted "
+            "the bytes of every model message, so no run has `bytes_per_agent`. A re-run of "
+            "the study at the current commit fills this section from the same data files "
+            "(each policy's MB per agent, bytes to target, the accuracy-bytes Pareto front)."]
+    lines += ["Per world, the policies no other beats on both final mean accuracy and MB "
+              "sent per agent (the Pareto front, cheapest first: policy final accuracy / MB "
+              "per agent), and the MB to the time-to-target's target (median over every "
+              "seed, never counted as never). At the ideal link bytes are counted, not "
+              "limited: every model message the policy sent, one per receiver.", "",
+              "| world | Pareto front | MB to target / agent of the front |", "|---|---|---|"]
+    for column in plan["columns"]:
+        mine = done[(done["column"] == column["key"]) & (done["pareto"] == True)]  # noqa: E712
+        if mine.empty:
+            continue
+        mine = mine.sort_values("bytes_per_agent")
+        front = ", ".join(f"{r['policy']} {_num(r['final_acc'], 3)} / "
+                          f"{_num(r['bytes_per_agent'] / 1e6, 2)}" for _, r in mine.iterrows())
+        spent = ", ".join(
+            f"{r['policy']} " + ("never" if r["bytes_to_target_per_agent"] == np.inf
+                                 else _num(r["bytes_to_target_per_agent"] / 1e6, 2))
+            for _, r in mine.iterrows())
+        lines.append(f"| {column['variant']} | {front} | {spent} |")
+    pivot = done.pivot_table(index="policy", columns="variant", values="bytes_per_agent",
+                             sort=False) / 1e6
+    order = [c["variant"] for c in plan["columns"] if c["variant"] in pivot.columns]
+    lines += ["", "MB sent per agent over the run (mean over seeds):", "",
+              "| policy | " + " | ".join(order) + " |", "|---|" + "---|" * len(order)]
+    for policy, row in pivot.iterrows():
+        lines.append(f"| {policy} | " + " | ".join(_num(row[c], 2) for c in order) + " |")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

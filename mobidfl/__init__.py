@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "ExchangePolicy": "model.policies.base",
     "ExchangeContext": "model.policies.base",
     "Exchange": "model.policies.base",
+    "Messages": "model.policies.base",
     "register_policy": "model.policies.base",
     "MobilityModel": "agents.mobility.base",
     "MobilityContext": "agents.mobility.base",

@@ -129,6 +129,10 @@ LINK_COLUMNS = (
 """Per-step (``model.csv``: sum over agents) and per-agent (``agents.parquet``: running
 total since step 0) link columns, present when ``link.model`` is not ``ideal``."""
 
+IDEAL_LINK_COLUMNS = ("bytes_sent", "bytes_received")
+"""The link columns of a learning run at ``link = "ideal"``: the bytes of every model
+message the policies sent, counted, not limited (no rate, so no airtime or radio energy)."""
+
 
 def link_total(model: World, column: str) -> float:
     """This step's ``column`` summed over agents (0 before step 1)."""
@@ -181,6 +185,6 @@ def model_reporters(model: World) -> dict[str, Callable[[World], Any]]:
     for name in model.learner.metric_names:
         reporters[name] = partial(policy_metric, name=name)
     if model.link_totals is not None:
-        for column in LINK_COLUMNS:
+        for column in model.link_totals:
             reporters[column] = partial(link_total, column=column)
     return reporters

@@ -48,7 +48,7 @@ from model.errors import ConfigError
 from model.learning.results import Evaluation, StepResult
 from model.links import make_link
 from model.regime import SATURATED_SHARE
-from model.reporters import LINK_COLUMNS, model_reporters
+from model.reporters import IDEAL_LINK_COLUMNS, LINK_COLUMNS, model_reporters
 from model.world_view import ModelWorldView
 
 __all__ = ["LINK_COLUMNS", "SATURATED_SHARE", "MobiDFLModel", "shared_world_map"]
@@ -195,9 +195,11 @@ class MobiDFLModel(mesa.Model):
         self.trajectory: np.ndarray | None = None
         """The last step's sampled positions ``[F + 1, N, 2]`` (the chords every contact test
         uses; replayed in ns-3 by ``validation/ns3_link.py``)."""
-        self.link_totals = {c: np.zeros(start) for c in LINK_COLUMNS} if not self.link.ideal \
-            else None
-        """Per agent, link costs summed since step 0 (``agents.parquet``)."""
+        totals = LINK_COLUMNS if not self.link.ideal else \
+            IDEAL_LINK_COLUMNS if config.learning else ()
+        self.link_totals = {c: np.zeros(start) for c in totals} if totals else None
+        """Per agent, link costs summed since step 0 (``agents.parquet``); at the ideal link
+        only the bytes (:data:`model.reporters.IDEAL_LINK_COLUMNS`), none without learning."""
         self.neighbours_now = np.zeros(self.n_agents, int)
         self.distinct_neighbours = np.zeros(self.n_agents, int)
         self.label_hist: np.ndarray | None = None
@@ -309,8 +311,8 @@ class MobiDFLModel(mesa.Model):
         self.last_step = result
         self.policy_metrics = result.metrics
         if result.link is not None and self.link_totals is not None:
-            for column in LINK_COLUMNS:
-                self.link_totals[column] += result.link[column]
+            for column, total in self.link_totals.items():
+                total += result.link[column]
         if result.evaluation is not None:
             self.evaluation = result.evaluation
         if result.stop:

@@ -45,8 +45,8 @@ def state_dict(model: World) -> dict[str, Any]:
         "model_vars": {k: list(v) for k, v in model.datacollector.model_vars.items()},
         "records": model.records.blocks(),
         "learner": None if model.learner is None else model.learner.state_dict(),
-        "link": None if model.link.ideal else {
-            "model": model.link.state_dict(),
+        "link": None if model.link_totals is None else {
+            "model": None if model.link.ideal else model.link.state_dict(),
             "totals": model.link_totals,
         },
         "contacts": None if not model.record_contacts else {
@@ -137,8 +137,9 @@ def load_state_dict(model: World, state: dict[str, Any]) -> None:
         model.records.append(block)
     if model.learner is not None:
         model.learner.load_state_dict(state["learner"])
-    if state.get("link") is not None and not model.link.ideal:
-        model.link.load_state_dict(state["link"]["model"])
+    if state.get("link") is not None and model.link_totals is not None:
+        if not model.link.ideal:
+            model.link.load_state_dict(state["link"]["model"])
         model.link_totals = {c: np.asarray(v, float) for c, v in state["link"]["totals"].items()}
     contacts = state.get("contacts")
     if contacts is None and state.get("link") is not None:  # checkpoints before contacts_out

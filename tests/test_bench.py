@@ -155,13 +155,25 @@ def test_bench_ci_table(tmp_path, capsys):
     assert (both["central_fedavg"] >= both["local"]).all(), both
     ok = board[board["status"] == "ok"]
     assert ok["seeds_ok"].eq(2).all()
-    assert ok.loc[ok["link"] == "dsrc", "bytes_per_agent"].notna().all()
-    assert ok.loc[ok["link"] == "ideal", "bytes_per_agent"].isna().all()
+    # bytes in every column, counted at the ideal link; energy only where a link has a rate
+    assert ok["bytes_per_agent"].notna().all()
+    assert ok.loc[ok["link"] == "ideal", "energy_per_agent"].isna().all()
+    assert ok.loc[ok["link"] == "dsrc", "energy_per_agent"].notna().all()
+    assert ok.loc[ok["policy"] == "local", "bytes_per_agent"].eq(0).all()
+    # central FedAvg: one upload per agent per step of the MLP (784-128-10, fp32, 64 B header)
+    plan = json.loads((out / "manifest.json").read_text())
+    steps = {c["key"]: c["world"]["steps"] for c in plan["columns"]}
+    central = ok[ok["policy"] == "central_fedavg"]
+    size = (784 * 128 + 128 + 128 * 10 + 10) * 4 + 64
+    assert (central["bytes_per_agent"] == central["column"].map(steps) * size).all()
+    # local sends nothing, so it is on every world's accuracy-bytes Pareto front
+    assert ok.loc[ok["policy"] == "local", "pareto"].astype(bool).all()
     assert ok.loc[ok["policy"] == "local", "score"].abs().max() < 1e-9
     md = (out / "leaderboard.md").read_text()
     assert "| local |" in md and "ignores the link" in md and "heatmap.png" in md
+    assert "MB to target / agent" in md and "comm_static_sensors.png" in md and " ◆" in md
     for name in ("heatmap.png", "manifest.json", "accuracy_static_sensors.png",
-                 "accuracy_uav_ferry-dcm.png"):
+                 "accuracy_uav_ferry-dcm.png", "comm_static_sensors.png"):
         assert (out / name).stat().st_size > 0, name
     # resume: a lost run is the only one run again
     runs = sorted(out.glob("cells/*/runs/*.parquet"))

@@ -103,8 +103,11 @@ def test_run_numbers_sum_link_columns_over_steps_per_agent():
     numbers = run_numbers(table, agents=4)
     assert numbers == {"final_acc": 0.4, "p10_acc": 0.2, "bytes_per_agent": 1000.0,
                        "energy_per_agent": 2.0, "end_s": 240.0}
-    ideal = run_numbers(table.drop(columns=["bytes_sent", "energy_j"]), agents=4)
-    assert math.isnan(ideal["bytes_per_agent"]) and math.isnan(ideal["energy_per_agent"])
+    older = run_numbers(table.drop(columns=["bytes_sent", "energy_j"]), agents=4)
+    assert math.isnan(older["bytes_per_agent"]) and math.isnan(older["energy_per_agent"])
+    # a step whose bytes are unknown (a policy that did not count them) is no 0
+    unknown = run_numbers(table.assign(bytes_sent=[1000.0, math.nan]), agents=4)
+    assert math.isnan(unknown["bytes_per_agent"])
 
 
 def test_a_constant_difference_gets_the_exact_sign_flip_p_not_zero():

@@ -264,9 +264,12 @@ def test_ideal_and_an_unlimited_link_give_the_same_run_and_the_link_adds_columns
     np.testing.assert_array_equal(
         table[ideal.columns].to_numpy(float), ideal.to_numpy(float)
     )
+    # the ideal link counts the same bytes (compared above with every ideal column) and
+    # accounts nothing that needs a rate
     assert {"bytes_sent", "bytes_received", "transfers_aborted", "airtime_s", "energy_j"} <= set(
         table.columns
-    ) and not {"bytes_sent", "energy_j"} & set(ideal.columns)
+    ) and {"bytes_sent", "bytes_received"} <= set(ideal.columns)
+    assert not {"transfers_aborted", "airtime_s", "energy_j"} & set(ideal.columns)
     assert table["bytes_received"].iloc[1:].gt(0).all()
     size = unlimited.learner.engine.num_params * 4 + 64  # fp32 + 64 B per message
     assert (table["bytes_received"] % size == 0).all()
@@ -277,6 +280,65 @@ def test_ideal_and_an_unlimited_link_give_the_same_run_and_the_link_adds_columns
     contacts = unlimited.contacts_table()
     assert list(contacts.columns) == ["step", "a", "b", "t_start", "t_end", "d_min"]
     assert set(contacts["step"]) == {1, 2}
+
+
+# --- bytes at the ideal link: counted, not limited --------------------------------------------
+KING_3X3 = {  # 9 static sensors, one per 100 m cell of a 3 x 3 grid, each hearing its 8 cells
+    "map": "grid:4x4:100", "cell_m": 100.0, "vehicles": 0, "pedestrians": 0, "sensors": 9,
+    "uavs": 0, "sensor.mobility": "static", "radius_m": 150.0, "steps": 2, "test_size": 50,
+    "local_steps": 1, "seed": 3,
+}
+KING_EDGES = 20  # 3 x 2 across + 2 x 3 down + 2 x (2 x 2) diagonals of a 3 x 3 king's graph
+KING_DEGREES = [3, 3, 3, 3, 5, 5, 5, 5, 8]  # 4 corners, 4 edge centres, the middle
+MLP_PARAMS = 784 * 128 + 128 + 128 * 10 + 10  # the 784-128-10 MLP: 101,770 parameters
+
+
+def test_ideal_dpsgd_sends_two_models_per_contact_on_a_fixed_graph():
+    from model.world import MobiDFLModel
+
+    # Execute: plain D-PSGD on the fixed king's graph, no link model
+    model = MobiDFLModel(**KING_3X3, **{"sensor.policy": "dpsgd"}).run()
+    table = model.model_table()
+    # Assert: each contact swaps one model each way every step, at fp32 + 64 B
+    size = MLP_PARAMS * 4 + 64
+    assert model.learner.engine.num_params == MLP_PARAMS
+    assert table["contacts"].iloc[1:].tolist() == [KING_EDGES] * 2
+    assert table["bytes_sent"].tolist() == [0.0] + [2 * KING_EDGES * size] * 2
+    assert table["bytes_received"].tolist() == table["bytes_sent"].tolist()
+    agents = model.agent_table()
+    last = agents[agents["step"] == 2]
+    assert sorted(last["bytes_sent"] / size) == [2 * d for d in KING_DEGREES]  # two steps
+    assert sorted(last["bytes_received"] / size) == [2 * d for d in KING_DEGREES]
+
+
+def test_ideal_counts_the_size_on_the_air_and_central_fedavg_s_uploads_and_downloads():
+    from model.world import MobiDFLModel
+
+    # Execute: a central server, the model on the air weighed as 1,000 bf16 parameters
+    model = MobiDFLModel(**KING_3X3, **{"sensor.policy": "central_fedavg",
+                                        "link.params": 1000, "link.dtype": "bf16"}).run()
+    table = model.model_table()
+    # Assert: every sensor uploads one model and downloads one per step, whatever it meets;
+    # the server is not an agent, so an upload counts as sent and a download as received
+    size = 1000 * 2 + 64
+    assert table["bytes_sent"].tolist() == [0.0, 9 * size, 9 * size]
+    assert table["bytes_received"].tolist() == [0.0, 9 * size, 9 * size]
+
+
+def test_ideal_bytes_survive_a_checkpoint(tmp_path):
+    from model.checkpoint import load, save_atomic
+    from model.world import MobiDFLModel
+
+    settings = {**KING_3X3, "sensor.policy": "dpsgd"}
+    whole = MobiDFLModel(**settings).run()
+    half = MobiDFLModel(**settings).run(steps=1)
+    save_atomic(half.state_dict(), tmp_path / "state.pt")
+    resumed = MobiDFLModel(**settings)
+    resumed.load_state_dict(load(tmp_path / "state.pt"))
+    resumed.run()
+    for column in ("bytes_sent", "bytes_received"):
+        np.testing.assert_array_equal(resumed.link_totals[column], whole.link_totals[column])
+        assert resumed.model_table()[column].tolist() == whole.model_table()[column].tolist()
 
 
 def test_a_slow_link_delivers_less_and_costs_energy():

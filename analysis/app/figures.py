@@ -117,8 +117,9 @@ MB = 1e6
 
 
 def link_on(model: MobiDFLModel) -> bool:
-    """Whether the model reports link columns (a link model other than ``ideal``)."""
-    return "bytes_sent" in model.datacollector.model_vars
+    """Whether the model reports a link model's columns (one other than ``ideal``, which
+    counts bytes only: no aborted transfers, airtime or energy to draw)."""
+    return "transfers_aborted" in model.datacollector.model_vars
 
 
 def energy_split_columns(model: MobiDFLModel) -> list[str]:

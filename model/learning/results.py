@@ -64,7 +64,8 @@ class StepResult:
     link: Mapping[str, np.ndarray] | None = None
     """Per agent, what this step's exchanges cost over the link (``bytes_sent``,
     ``bytes_received``, ``transfers_aborted``, ``airtime_s``, ``energy_j`` and its radio,
-    compute and flight parts); ``None`` under ``link = "ideal"``."""
+    compute and flight parts); under ``link = "ideal"`` only ``bytes_sent`` and
+    ``bytes_received``, counted, not limited (no rate: no airtime, no radio energy)."""
     transfers: Mapping[str, np.ndarray] | None = None
     """Per direction of each exchange of this step, :meth:`model.links.LinkPlan.transfers`
     (``sender``, ``receiver``, ``bytes_sent``, ``bytes_received``, ``aborted``; read-only);

@@ -22,7 +22,7 @@ from model.maths.energy import compute_energy, flight_energy
 from model.maths.link import message_bytes, training_flops
 from model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step
 from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
-from model.policies.base import ExchangePolicy, check_metrics, metric_columns
+from model.policies.base import ExchangePolicy, check_metrics, exchange_messages, metric_columns
 
 __all__ = ["Evaluation", "LearningSession", "StepResult"]
 
@@ -205,20 +205,34 @@ class LearningSession:
             metrics=metrics,
             evaluation=evaluation,
             stop=bool(stop),
-            link=None if plan is None else self.link_costs(plan, mask),
+            link=self.ideal_bytes(exchanges) if plan is None else self.link_costs(plan, mask),
             transfers=None if plan is None else plan.transfers(),
         )
+
+    def message_bytes(self) -> int:
+        """Bytes of one model message on the air: ``link.params`` (0 = the run's network)
+        x ``link.dtype``'s bytes + ``link.overhead_bytes`` (every link, ``ideal`` too)."""
+        o = self.model.link.options
+        params = o.params or self.engine.num_params
+        return message_bytes(params, dtype=o.dtype, overhead=o.overhead_bytes)
+
+    def ideal_bytes(self, exchanges: list[tuple[np.ndarray, Exchange]]) -> dict[str, np.ndarray]:
+        """At the ideal link, per agent: the bytes this step's exchanges sent and received,
+        counted, not limited (:func:`model.policies.base.exchange_messages` x
+        :meth:`message_bytes`): what a link model would carry if every contact were long
+        enough."""
+        messages = exchange_messages(exchanges, self.model.n_agents)
+        size = float(self.message_bytes())
+        return {"bytes_sent": messages.sent * size, "bytes_received": messages.received * size}
 
     def link_plan(self) -> LinkPlan | None:
         """This step's link plan (what each contact can carry); ``None`` under the ideal link."""
         model = self.model
         if model.contact_table is None:
             return None
-        o = model.link.options
-        params = o.params or self.engine.num_params
-        size = message_bytes(params, dtype=o.dtype, overhead=o.overhead_bytes)
         return model.link.plan(
-            model.contact_table, kinds=model.kind_of, message_bytes=size, n=model.n_agents
+            model.contact_table, kinds=model.kind_of, message_bytes=self.message_bytes(),
+            n=model.n_agents,
         )
 
     def link_costs(self, plan: LinkPlan, trained: np.ndarray) -> dict[str, np.ndarray]:

@@ -63,9 +63,11 @@ __all__ = [
     "Exchange",
     "ExchangeContext",
     "ExchangePolicy",
+    "Messages",
     "apply_assignments",
     "check_metrics",
     "combine_rows",
+    "exchange_messages",
     "make_policy",
     "metric_columns",
     "policy_metric_column",
@@ -131,6 +133,66 @@ class ExchangeContext:
     ``None`` under ``link = "ideal"``, where every contact carries everything."""
 
 
+SERVER = -1
+"""The sender or receiver id of a message to or from a server (not an agent): only the
+agent's end of it is counted (:meth:`Messages.between`)."""
+
+
+@dataclass(frozen=True)
+class Messages:
+    """Whole model messages each agent sent and received in one step, counted at the ideal
+    link (``link = "ideal"``), where nothing limits them; ``[N]`` floats by global agent id.
+
+    The session turns them into bytes (``bytes_sent`` / ``bytes_received`` = messages x
+    one model message's bytes, :func:`model.maths.link.message_bytes`), the bytes a link
+    model would have carried had every contact been long enough: the same messages a policy
+    sends over :class:`model.links.LinkPlan` (one per receiver, unicast).
+
+    Parameters
+    ----------
+    sent, received
+        ``[N]`` model messages each agent sent and received (:meth:`between` and
+        :meth:`swapped` build them from who sent to whom).
+    """
+
+    sent: np.ndarray
+    received: np.ndarray
+
+    @classmethod
+    def none(cls, n: int) -> Messages:
+        """No message at all (``local``)."""
+        return cls(np.zeros(n), np.zeros(n))
+
+    @classmethod
+    def between(
+        cls, n: int, senders: np.ndarray, receivers: np.ndarray, count: np.ndarray | float = 1.0
+    ) -> Messages:
+        """``count`` messages from each ``senders[k]`` to ``receivers[k]`` (one bincount per
+        side, no loop over agents); :data:`SERVER` (-1) on either side is a server, whose
+        end is not counted (an upload counts only as sent, a download only as received)."""
+        senders = np.asarray(senders, np.int64).reshape(-1)
+        receivers = np.asarray(receivers, np.int64).reshape(-1)
+        weight = np.broadcast_to(np.asarray(count, float), senders.shape)
+        out, into = senders >= 0, receivers >= 0
+        return cls(
+            np.bincount(senders[out], weights=weight[out], minlength=n).astype(float),
+            np.bincount(receivers[into], weights=weight[into], minlength=n).astype(float),
+        )
+
+    @classmethod
+    def swapped(cls, n: int, pairs: np.ndarray, count: np.ndarray | float = 1.0) -> Messages:
+        """Each pair ``(a, b)`` sends ``count`` messages each way (D-PSGD's model swap)."""
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+        count = np.broadcast_to(np.asarray(count, float), (len(pairs),))
+        return cls.between(
+            n, np.concatenate([pairs[:, 0], pairs[:, 1]]),
+            np.concatenate([pairs[:, 1], pairs[:, 0]]), np.concatenate([count, count]),
+        )
+
+    def __add__(self, other: Messages) -> Messages:
+        return Messages(self.sent + other.sent, self.received + other.received)
+
+
 @dataclass
 class Exchange:
     """What a policy returns: linear mixing rows and/or explicit new parameters.
@@ -145,11 +207,18 @@ class Exchange:
         mapping may compute each when read (read once, in any order).
     metrics
         This step's metrics, each declared in the policy's ``metric_names``.
+    messages
+        The model messages this step's exchange sent, at the ideal link (where a link
+        model is set, :class:`model.links.LinkPlan` counts what it carries instead).
+        ``None``: read off ``rows`` (row ``i`` holding ``j`` = one message from ``j`` to
+        ``i``; no rows and no ``assign`` = none); a policy that assigns parameters must
+        say, else its bytes are unknown (NaN) (:func:`exchange_messages`).
     """
 
     rows: scipy.sparse.csr_matrix | None = None  # N x N; only rows of members are used
     assign: Mapping[int, tuple[torch.Tensor, ...]] = field(default_factory=dict)  # new params
     metrics: dict[str, float] = field(default_factory=dict)  # per-step metrics
+    messages: Messages | None = None  # ideal link: model messages sent and received
 
 
 class ExchangePolicy(ABC):
@@ -350,6 +419,32 @@ def combine_rows(
     w.eliminate_zeros()
     w.sort_indices()
     return w
+
+
+def exchange_messages(exchanges: Iterable[tuple[np.ndarray, Exchange]], n: int) -> Messages:
+    """Every policy group's model messages of one step at the ideal link, summed per agent.
+
+    Per ``(members, exchange)``: ``exchange.messages`` when the policy counted them; else
+    read off its mixing rows (member ``i``'s row holding ``j != i`` = one message from
+    ``j`` to ``i``: the model ``i`` averaged had to reach it); a group with neither rows nor
+    assignments sent nothing; one that assigned parameters without counting gets NaN for
+    its members (unknown, never a silent 0).
+    """
+    total = Messages.none(n)
+    for members, ex in exchanges:
+        idx = np.asarray(members, dtype=np.int64).reshape(-1)
+        if ex.messages is not None:
+            total = total + ex.messages
+        elif ex.rows is not None:
+            pick = np.zeros(n)
+            pick[idx] = 1.0
+            held = (scipy.sparse.diags(pick) @ scipy.sparse.csr_matrix(ex.rows)).tocoo()
+            off = (held.row != held.col) & (held.data != 0)
+            total = total + Messages.between(n, held.col[off], held.row[off])
+        elif len(ex.assign):
+            total.sent[idx] = np.nan
+            total.received[idx] = np.nan
+    return total
 
 
 def apply_assignments(engine: Engine, exchanges: Sequence[Exchange]) -> None:

@@ -60,6 +60,7 @@ from model.policies.base import (
     Exchange,
     ExchangeContext,
     ExchangePolicy,
+    Messages,
     register_policy,
 )
 from model.settings import PluginSettings, at_least_one, setting
@@ -104,9 +105,14 @@ def replay_encounters(
     now: int,
     tau_max: int,
     passes: int = 1,
+    tally: Messages | None = None,
     **limits: Any,
 ) -> dict[int, dict[int, CacheEntry]]:
     """One step's cache updates: :func:`exchange_pair` for every encounter, ``passes`` times.
+
+    ``tally`` (updated in place): at each encounter each side sends its own model and every
+    model it holds in cache then ("they not only exchange their own local models, but also
+    share their cached models"), the messages :meth:`CachedPolicy.outbox` sends over a link.
 
     Cached-DFL, Alg. 2 per encounter, in the given order. ``passes = 1`` is Alg. 1 and the
     authors' training loop (``trainer_single.py``, ``Decentralized_Cache_process``: one pass of
@@ -121,6 +127,12 @@ def replay_encounters(
     pairs = np.asarray(edges, dtype=np.int64).reshape(-1, 2).tolist()
     for _ in range(int(passes)):
         for i, j in pairs:
+            if tally is not None:  # the caches held when they met (before the update)
+                to_j, to_i = 1 + len(out[i]), 1 + len(out[j])
+                tally.sent[i] += to_j
+                tally.received[j] += to_j
+                tally.sent[j] += to_i
+                tally.received[i] += to_i
             out[i], out[j] = exchange_pair(
                 out[i], out[j], own[i], own[j], now=now, tau_max=tau_max, **limits
             )
@@ -278,10 +290,12 @@ class CachedPolicy(ExchangePolicy):
             for i in members
         }
         edges = self._encounter_order(ctx)
+        messages = None
         if ctx.link is None:
+            messages = Messages.none(ctx.adjacency.shape[0])
             caches = replay_encounters(
                 caches, own, edges, now=now, tau_max=tau_max, passes=self.options.passes,
-                **limits,
+                tally=messages, **limits,
             )
         else:  # one pass: model.config_checks refuses cached.passes > 1 with a link
             for i, j in edges.tolist():
@@ -301,7 +315,8 @@ class CachedPolicy(ExchangePolicy):
         if members:
             count, age = cache_stats(caches.values(), now=now)
             metrics = {"cache_size_mean": count, "cache_age_mean": age}
-        return Exchange(assign=Aggregation(ctx.engine, recipes), metrics=metrics)
+        return Exchange(assign=Aggregation(ctx.engine, recipes), metrics=metrics,
+                        messages=messages)
 
     @staticmethod
     def outbox(own: CacheEntry, cache: Mapping[int, CacheEntry], size: int) -> list:

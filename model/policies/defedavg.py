@@ -31,7 +31,13 @@ import scipy.sparse as sp
 
 from model.errors import ConfigError
 from model.maths.mixing import member_mask
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from model.policies.base import (
+    Exchange,
+    ExchangeContext,
+    ExchangePolicy,
+    Messages,
+    register_policy,
+)
 from model.policies.dpsgd import member_degree_mean
 
 RNG_TAG = 0xDEFED
@@ -104,9 +110,11 @@ class DeFedAvgPolicy(ExchangePolicy):
             ctx.adjacency, ctx.agents.data_size, ctx.members, rng=self.rng
         )
         paired = float((peer[ctx.members] >= 0).mean()) if ctx.members.size else 0.0
+        chooser = np.flatnonzero(peer >= 0)  # each gets its one peer's model
         return Exchange(
             rows=rows,
             metrics={"degree_mean": member_degree_mean(ctx), "paired_fraction": paired},
+            messages=Messages.between(peer.size, peer[chooser], chooser),
         )
 
     def state_dict(self) -> dict:

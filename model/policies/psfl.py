@@ -69,6 +69,7 @@ from model.policies.base import (
     Exchange,
     ExchangeContext,
     ExchangePolicy,
+    Messages,
     register_policy,
 )
 
@@ -297,9 +298,11 @@ class PsflPolicy(ExchangePolicy):
         leader_local = field.leader_of
         groups = federations(leader_local)
         assign: dict[int, tuple[torch.Tensor, ...]] = {}
+        messages = None
         if ctx.link is not None:
             self._federate_over_link(ctx.link, engine, field, groups, assign)
         else:
+            messages = self._messages(ctx.adjacency.shape[0], adjacency, field)
             for fed in groups:
                 if fed.size < 2:
                     continue
@@ -329,7 +332,18 @@ class PsflPolicy(ExchangePolicy):
         if self._is_eval_step(ctx.step):
             self._acc = self._accuracy(ctx, groups, assign)
         metrics["area_acc_mean"], metrics["federation_acc_mean"] = self._acc
-        return Exchange(assign=assign, metrics=metrics)
+        return Exchange(assign=assign, metrics=metrics, messages=messages)
+
+    def _messages(self, n: int, adjacency: sp.csr_matrix, field: GradientField) -> Messages:
+        """At the ideal link, what Alg. 1 sends (as over a link, :meth:`_models_crossed`
+        and :meth:`_federate_over_link`): line 4's model both ways per member contact, then
+        per hop of the field one model up (collect, line 7) and one down (distribute, line
+        9)."""
+        members, parent = self.members, field.parent
+        child = np.flatnonzero(parent >= 0)
+        hops = np.stack([members[child], members[parent[child]]], axis=1)
+        return Messages.swapped(n, self.members[member_pairs(adjacency)]) + Messages.swapped(
+            n, hops)
 
     # --- over a link (a link model is set) -----------------------------------------------
     def _models_crossed(self, link: LinkPlan, adjacency: sp.csr_matrix) -> sp.csr_matrix:
