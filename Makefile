@@ -44,11 +44,13 @@ test: $(VENV)/.browser
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The suite in a random order (pytest-randomly: files, then the tests in each, shuffled; off
-# in `make test`). The seed is printed in the header; RANDOM_SEED=N runs that order again.
+# in `make test`). The seed is printed first; RANDOM_SEED=N runs that order again.
 test-random: $(VENV)/.browser
+	@seed=$(or $(RANDOM_SEED),$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')); \
+	echo "test-random: RANDOM_SEED=$$seed (make test-random RANDOM_SEED=$$seed repeats it)"; \
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -p randomly \
-		$(if $(RANDOM_SEED),--randomly-seed=$(RANDOM_SEED)) \
-		-n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+		--randomly-seed=$$seed -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder \
+		$(PYTEST_ARGS)
 
 # The suite under nice with BUSY_CPUS busy loops beside it, started and stopped by the test
 # session (tests/busy_cpu.py: each ends with the session, or after 4 h). A verdict that

@@ -77,6 +77,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 LONG_FILES = (
     "test_ray_cluster.py", "test_bad_inputs.py", "test_app_browser.py", "test_docs.py",
+    "test_doc_commands.py",
     "test_bench.py", "test_perf.py", "test_validation_psfl.py", "test_gpu_script.py",
     "test_exp_002.py", "test_preset_directions.py", "test_validation_cached_dfl.py",
     "test_resume_cli.py", "test_report.py", "test_sweep.py", "test_presets.py",
@@ -89,7 +90,9 @@ and both cores finish together."""
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.pluginmanager.has_plugin("randomly"):
+        return  # make test-random: its shuffled order of the files stands
     rank = {name: i for i, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
 
