@@ -201,6 +201,28 @@ def fresh_copy(dest: Path) -> Path:
     return dest
 
 
+def run_commands(script: list[str], *, cwd: Path, env: dict[str, str] | None = None,
+                 timeout: float = 900) -> tuple[int, list[str], str]:
+    """Run ``script`` in one bash with ``set -euo pipefail`` in ``cwd``: its exit status, the
+    commands that started (each says so on stderr first) and what they printed."""
+    lines = ["set -euo pipefail"]
+    for command in script:
+        lines += [f"echo {shlex.quote(MARK + command)} >&2", command]
+    done = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    ran = [line[len(MARK):] for line in done.stderr.splitlines() if line.startswith(MARK)]
+    return done.returncode, ran, done.stdout + done.stderr
+
+
+def test_a_failing_command_stops_the_page_and_is_named(tmp_path):
+    # the runner is real: a failing command (or a failing part of a pipe) fails the page,
+    # and the commands after it do not run
+    assert run_commands(["true", "echo ok | grep -q ok"], cwd=tmp_path)[:2] == (
+        0, ["true", "echo ok | grep -q ok"])
+    code, ran, _ = run_commands(["true", "false | cat", "echo never"], cwd=tmp_path)
+    assert code != 0 and ran == ["true", "false | cat"]
+
+
 def test_the_pages_show_commands_and_label_them():
     for page in PAGES:
         text = (ROOT / page).read_text()
@@ -257,16 +279,10 @@ def test_every_command_of_the_page_runs_as_written(page, tmp_path):
     shared = ROOT.parent / "shared"  # the references' seed beside the checkout (refcache.py)
     if shared.is_dir():
         env.setdefault("MOBIDFL_REF_SEED", str(shared))
-    lines = ["set -euo pipefail"]
-    for command in script:
-        lines += [f"echo {shlex.quote(MARK + command)} >&2", command]
     # Execute
-    done = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=900)
+    code, ran, log = run_commands(script, cwd=repo, env=env)
     # Assert
-    assert done.returncode == 0, (
-        f"{page}: a command failed ({done.returncode}):\n{(done.stdout + done.stderr)[-4000:]}")
-    ran = [line[len(MARK):] for line in done.stderr.splitlines() if line.startswith(MARK)]
-    assert ran == script, done.stderr[-2000:]
+    assert code == 0, f"{page}: a command failed ({code}):\n{log[-4000:]}"
+    assert ran == script, log[-2000:]
     if missing:  # the rest ran and passed; say what could not run here
         pytest.skip(f"{page}: all ran but " + "; ".join(missing))
