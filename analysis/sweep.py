@@ -458,17 +458,26 @@ def _worker_context() -> Any:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "mesa", "model.world", "analysis.sweep"])
+    # first: the server ends with this process (mobidfl/lifetime.py), even mid-import
+    context.set_forkserver_preload(
+        ["mobidfl.forkserver_preload", "torch", "mesa", "model.world", "analysis.sweep"]
+    )
     return context
 
 
 def _init_worker(driver: int) -> None:
     """One torch thread; exit when the driver process is gone (killed sweeps leave no
-    orphans: pool workers would otherwise wait forever on their task queue)."""
+    orphans: pool workers would otherwise wait forever on their task queue, holding the
+    driver's standard streams). Two ways: the parent-death signal (the fork server, or the
+    driver under ``spawn``), and a poll of the driver for a parent that died before it was
+    set (:mod:`mobidfl.lifetime`)."""
     import threading
 
     import torch
 
+    from mobidfl.lifetime import die_with_parent
+
+    die_with_parent()
     torch.set_num_threads(1)
     # Ctrl-C reaches the whole process group (or the driver forwards it): a worker abandons
     # its run, which the driver records as pending; an idle worker ignores it. Either way
@@ -497,13 +506,13 @@ def _interrupt_run(signum: int, frame: Any) -> None:
 
 
 def _exit_with(driver: int, *, every_s: float = 1.0) -> None:
+    """Exit once ``driver`` has ended; a killed driver that its caller has not reaped yet
+    (a zombie, while the caller still reads the streams this worker holds) counts as ended."""
+    from mobidfl.lifetime import process_gone
+
     while True:
         time.sleep(every_s)
-        try:
-            os.kill(driver, 0)
-        except ProcessLookupError:
-            os._exit(1)
-        except PermissionError:  # the pid was reused by another user's process
+        if process_gone(driver):
             os._exit(1)
 
 

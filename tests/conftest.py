@@ -32,9 +32,28 @@ os.environ["MOBIDFL_FASHION_DIR"] = "/nonexistent/mobidfl-tests-use-small-data"
 import pytest  # noqa: E402
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mobidfl")
+    group.addoption("--busy-cpu", type=int, default=0, metavar="N",
+                    help="run N busy loops beside the tests for the whole session, at the "
+                    "session's niceness (tests/busy_cpu.py; make test-busy)")
+    group.addoption("--busy-cpu-max-s", type=float, default=4 * 3600.0, metavar="S",
+                    help="each busy loop ends by itself after S seconds (default 4 h, beyond "
+                    "any suite run)")
+
+
+BURNERS = pytest.StashKey[list]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """One torch thread and no system Fashion-MNIST in every process that runs tests. The
-    pytest-xdist controller runs none, so it does not import torch (4 CPU s here)."""
+    pytest-xdist controller runs none, so it does not import torch (4 CPU s here). The
+    session's process (the controller under xdist) starts the CPU burners of ``--busy-cpu``."""
+    if config.getoption("busy_cpu", 0) > 0 and not hasattr(config, "workerinput"):
+        from tests import busy_cpu
+
+        config.stash[BURNERS] = busy_cpu.start(config.getoption("busy_cpu"),
+                                               max_s=config.getoption("busy_cpu_max_s"))
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return
     import torch
@@ -44,11 +63,23 @@ def pytest_configure(config: pytest.Config) -> None:
     torch.set_num_threads(1)
     data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
 
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if BURNERS in config.stash:
+        from tests import busy_cpu
+
+        busy_cpu.stop(config.stash[BURNERS])
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    n = config.getoption("busy_cpu", 0)
+    return f"busy-cpu: {n} busy loops beside the tests" if n > 0 else None
+
 LONG_FILES = (
     "test_ray_cluster.py", "test_bad_inputs.py", "test_app_browser.py", "test_app_compare.py",
-    "test_docs.py", "test_bench.py", "test_perf.py", "test_validation_psfl.py",
-    "test_gpu_script.py", "test_exp_002.py", "test_preset_directions.py",
-    "test_validation_cached_dfl.py",
+    "test_docs.py", "test_doc_commands.py",
+    "test_bench.py", "test_perf.py", "test_validation_psfl.py", "test_gpu_script.py",
+    "test_exp_002.py", "test_preset_directions.py", "test_validation_cached_dfl.py",
     "test_resume_cli.py", "test_report.py", "test_sweep.py", "test_presets.py",
     "test_browser_harness.py", "test_exp_004.py", "test_layers.py", "test_exp_003.py",
 )
@@ -59,7 +90,9 @@ and both cores finish together."""
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.pluginmanager.has_plugin("randomly"):
+        return  # make test-random: its shuffled order of the files stands
     rank = {name: i for i, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
 
