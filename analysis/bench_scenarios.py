@@ -24,9 +24,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import POLICIES
 from model.config import KINDS, Config, canonical_name
-from model.errors import ConfigError
-from model.plugins import POLICIES
 
 __all__ = [
     "Cell",

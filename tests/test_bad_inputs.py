@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from analysis.cli import main
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--set", "map=grid:3x3", "--set", "learning=false", "--set", "steps=2",

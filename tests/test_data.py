@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError, DatasetUnavailable
 from model.learning import data as data_mod
-from model.learning.data import DatasetUnavailable, load_dataset, read_idx
+from model.learning.data import load_dataset, read_idx
 
 
 def write_idx(path, array: np.ndarray) -> None:
