@@ -48,7 +48,6 @@ P_LABEL = "p (proportion of high-mobility clients)"
 FINAL_METRICS = ("acc_mean", "acc_hm", "acc_lm", "hm_lm_gap", "consensus", "federations",
                  "ntc", "nfc")
 STEP_MEAN_METRICS = ("cache_size_mean", "cache_age_mean")
-RUN_COLUMNS = ("run_id", "point", "replicate", "seed")
 STYLE = {
     "figure.dpi": 110,
     "axes.grid": True,

@@ -390,9 +390,4 @@ class MobiDFLModel(mesa.Model):
         """Continue from :meth:`state_dict` of a run built with the same config."""
         world_state.load_state_dict(self, state)
 
-    def neighbour_lists(self) -> list[np.ndarray]:
-        return [
-            self.adjacency.indices[self.adjacency.indptr[i] : self.adjacency.indptr[i + 1]]
-            for i in range(self.n_agents)
-        ]
 
