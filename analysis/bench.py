@@ -82,7 +82,7 @@ from analysis.stats import sample_std
 from analysis.study import load_study, study_names
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
 from mobidfl.cores import cpu_model, unloaded_cores, usable_cores
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 __all__ = ["add_bench_parser", "cmd_bench", "plan_runs", "run_bench", "write_report"]
 

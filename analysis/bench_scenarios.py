@@ -24,14 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import POLICIES
 from model.config import KINDS, Config, canonical_name
-from model.errors import ConfigError
-from model.plugins import POLICIES
 
 __all__ = [
     "Cell",
     "Column",
-    "POLICY_SETTING_OWNERS",
     "REQUIRED_WORLD",
     "SCALES",
     "Scenario",
@@ -40,6 +39,7 @@ __all__ = [
     "link_axis",
     "load_scenario",
     "policy_names",
+    "policy_setting_owners",
     "policy_settings",
     "scenario_names",
     "world_values",
@@ -74,10 +74,6 @@ def policy_setting_owners() -> frozenset[str]:
     A namespace shared with a mobility model (PSFL's walker) counts as the policy's."""
     owners = {getattr(cls, "settings_class", None) for _, cls in POLICIES.items()}
     return frozenset(own.namespace for own in owners if own is not None)
-
-
-POLICY_SETTING_OWNERS = policy_setting_owners
-"""Alias kept short for callers: the namespaces of the policies' own settings."""
 
 
 def is_world_setting(name: str, *, owners: frozenset[str]) -> bool:

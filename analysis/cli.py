@@ -30,9 +30,9 @@ from mobidfl.atomic import (
     write_parquet,
 )
 from mobidfl.atomic import write_text_atomic as _write_text
+from mobidfl.errors import ConfigError
 from model.config import Config, canonical_name, parse_assignments, settings_table
 from model.contacts import one_connection_events
-from model.errors import ConfigError
 
 CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_STATE = "state.pt"
@@ -843,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted before step 1: nothing was written", 130, prefix="mobidfl: ")
     except ValueError as exc:
-        from model.errors import DatasetUnavailable
+        from mobidfl.errors import DatasetUnavailable
 
         if not isinstance(exc, DatasetUnavailable):  # DatasetDamaged included
             raise

@@ -85,7 +85,7 @@ def load_rule(path: str | Path) -> Rule:
     (``regime_rule.json``), or a shipped study's name for the rule published with it; a
     file that is not one is one :class:`ConfigError`."""
     from analysis.study import PACKAGE, study_names
-    from model.errors import ConfigError
+    from mobidfl.errors import ConfigError
 
     if str(path) in study_names():  # the rule published with a shipped study
         shipped = resources.files(PACKAGE).joinpath(f"{path}{RULE_SUFFIX}")

@@ -41,8 +41,8 @@ import pandas as pd
 
 from analysis.stats import format_ci, mean_std, sample_std
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
+from mobidfl.errors import ConfigError
 from model.config import Config, canonical_name
-from model.errors import ConfigError
 
 __all__ = [
     "Claim",

@@ -33,8 +33,8 @@ from analysis.bench_scenarios import (
     link_axis,
     policy_setting_owners,
 )
+from mobidfl.errors import ConfigError
 from model.config import KINDS, canonical_name
-from model.errors import ConfigError
 
 __all__ = [
     "BASE",

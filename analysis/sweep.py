@@ -72,6 +72,7 @@ from analysis.interrupts import CtrlC
 from mobidfl.atomic import open_atomic
 from mobidfl.atomic import write_text_atomic as _write_text
 from mobidfl.cores import unloaded_cores
+from mobidfl.errors import ConfigError
 from mobidfl.toml_text import toml_value
 from model.config import (
     KINDS,
@@ -82,7 +83,6 @@ from model.config import (
     public_names,
     read_toml,
 )
-from model.errors import ConfigError
 
 SWEEP_KEYS = ("replicates", "seeds", "base", "grid")
 MANIFEST = "manifest.csv"

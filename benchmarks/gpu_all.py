@@ -350,8 +350,8 @@ def child_city(args: argparse.Namespace) -> int:
     exchange), evaluation every 10 epochs on 1,000 shared test images, and peak memory."""
     import torch
 
+    from mobidfl.errors import ConfigError
     from model import MobiDFLModel
-    from model.errors import ConfigError
 
     cuda = args.device == "cuda"
 

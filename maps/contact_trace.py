@@ -1,7 +1,7 @@
 """Contact traces in: published contact data drive exchanges without a map.
 
 Three formats, each read whole and checked whole (a bad file is one
-:class:`~model.errors.ConfigError` naming ``contact_trace.file``, never a traceback):
+:class:`~mobidfl.errors.ConfigError` naming ``contact_trace.file``, never a traceback):
 
 * ``mobidfl``: MobiDFL's own contact table (``contacts.csv`` / ``contacts.parquet`` of a
   run, :data:`model.contacts.CONTACT_COLUMNS`): columns ``a, b, t_start, t_end`` and

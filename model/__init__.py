@@ -1,8 +1,8 @@
 """MobiDFL core: the Mesa model, its configuration, learning engine and exchange policies.
 
 The front door: ``from model import MobiDFLModel, Config``. Names are resolved lazily
-(PEP 562), so ``import model.errors`` from a lower floor (``maps``, ``agents``) runs this
-file without importing the Mesa model above it.
+(PEP 562), so importing a ground-floor module such as ``model.config`` runs this file
+without importing the Mesa model above it. Errors have one home, :mod:`mobidfl.errors`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from mobidfl.exports import resolve
 _EXPORTS = {
     "MobiDFLModel": "model.world",
     "Config": "model.config",
-    "ConfigError": "model.errors",
 }
 
 __all__ = sorted(_EXPORTS)

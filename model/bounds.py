@@ -13,8 +13,8 @@ import math
 import os
 from typing import Any
 
+from mobidfl.errors import ConfigError
 from model.config import COUNT_SETTING, KINDS, Config
-from model.errors import ConfigError
 
 MAX_GRID_CELLS = 1_000_000
 """Grid cells over the map: every cell is a polygon in the GIS export and a candidate cell."""
@@ -69,7 +69,7 @@ def held_model_copies(config: Config) -> int:
     Counted once however many caches share a snapshot (a Cached-DFL cache entry is a
     reference: :meth:`ExchangePolicy.held_models` bounds the distinct snapshots per member).
     """
-    from model.plugins import POLICIES
+    from mobidfl.plugins import POLICIES
 
     return sum(
         config.count(kind) * POLICIES[config.policy_of(kind)].held_models(config)

@@ -18,7 +18,7 @@ The parts, one job each: :mod:`model.config_fields` (the fields), :mod:`model.co
 :mod:`model.config_checks` (the whole-config checks), :mod:`model.config_resolve` (the
 resolution step), :mod:`model.config_io` (TOML). Their public names are re-exported here.
 
-A bad value fails at once with :class:`model.errors.ConfigError`, whose one-line message
+A bad value fails at once with :class:`mobidfl.errors.ConfigError`, whose one-line message
 names the setting (as it was written), the value and what is allowed.
 """
 

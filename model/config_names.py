@@ -18,7 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
+from mobidfl.errors import ConfigError
 from mobidfl.kinds import COUNT_SETTING, KINDS
+from mobidfl.settings import PluginSettings
 from model.config_fields import (
     FIELD_NAMES,
     ConfigFields,
@@ -28,8 +30,6 @@ from model.config_fields import (
     setting_fields,
 )
 from model.config_values import coerce, is_optional
-from model.errors import ConfigError
-from model.settings import PluginSettings
 
 __all__ = [
     "PAPER_WORDS",

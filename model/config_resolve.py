@@ -15,7 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mobidfl.errors import ConfigError
 from mobidfl.kinds import KINDS
+from mobidfl.plugins import MOBILITY_MODELS, POLICIES
 from model import config_names as names
 from model.config_checks import validated
 from model.config_fields import (
@@ -27,9 +29,7 @@ from model.config_fields import (
     registered_plugins,
 )
 from model.config_values import coerce
-from model.errors import ConfigError
 from model.inert import warn_inert
-from model.plugins import MOBILITY_MODELS, POLICIES
 
 __all__ = [
     "SOURCE_USER",

@@ -1,6 +1,6 @@
 """One value of one setting: its type (coercion) and its check.
 
-Ground floor: the checks of names read the plug-in registries (:mod:`model.plugins`),
+Ground floor: the checks of names read the plug-in registries (:mod:`mobidfl.plugins`),
 which load the plug-in modules themselves on first lookup. Whole-config checks (several
 settings together) are in :mod:`model.config_checks`.
 """
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from mobidfl.cores import usable_cores
-from model.errors import ConfigError
-from model.plugins import DATASETS, MOBILITY_MODELS
-from model.registry import Registry
-from model.settings import Check, check_value
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import DATASETS, MOBILITY_MODELS
+from mobidfl.registry import Registry
+from mobidfl.settings import Check, check_value
 
 __all__ = [
     "CONTACT_OUTPUTS",

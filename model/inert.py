@@ -36,9 +36,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from mobidfl.kinds import KINDS
+from mobidfl.plugins import LINKS, MOBILITY_MODELS, POLICIES
 from mobidfl.registry import COMMAND_ENV, warned_by_parent
-from model.plugins import LINKS, MOBILITY_MODELS, POLICIES
-from model.settings import plugin_settings_classes
+from mobidfl.settings import plugin_settings_classes
 
 
 class InertSettingWarning(UserWarning):

@@ -8,7 +8,7 @@ simultaneous contacts. Policies that honour the link (``ExchangePolicy.honours_l
 send their messages in their own order and count only those that arrive before the
 contact ends; the others refuse a non-ideal link (the link checks of :mod:`model.config_checks`).
 
-Plug-ins, registered by name in :data:`model.plugins.LINKS`:
+Plug-ins, registered by name in :data:`mobidfl.plugins.LINKS`:
 
 * ``ideal`` (default): no link model; every result is what it was without link models.
 * ``fixed_rate``: one rate (``link.fixed_rate.rate_bps``), or one per pair of kinds
@@ -39,6 +39,15 @@ import numpy as np
 
 from mobidfl.contact_table import ContactTable
 from mobidfl.kinds import KINDS
+from mobidfl.plugins import LINKS
+from mobidfl.settings import (
+    PluginSettings,
+    at_least_one,
+    non_negative,
+    one_of,
+    positive,
+    setting,
+)
 from model.maths.energy import J_PER_FLOP, parse_kind_values
 from model.maths.link import (
     delivered_prefix,
@@ -50,15 +59,6 @@ from model.maths.link import (
     parse_rate_table,
     shannon_rate,
     table_rate,
-)
-from model.plugins import LINKS
-from model.settings import (
-    PluginSettings,
-    at_least_one,
-    non_negative,
-    one_of,
-    positive,
-    setting,
 )
 
 __all__ = [
@@ -282,7 +282,7 @@ class LinkModel(ABC):
     it). How a model gets there is its own: a rate over the pair's distance
     (:class:`RateLink`) or a packet-level replay (``ns3``).
 
-    A link model is one class registered by name in :data:`model.plugins.LINKS`; the
+    A link model is one class registered by name in :data:`mobidfl.plugins.LINKS`; the
     settings it alone reads are its :attr:`settings_class` under the namespace
     ``link.<name>`` (``link.fixed_rate.rate_bps``), the ones every model reads are
     :class:`LinkSettings` (``link.efficiency``). docs/reference/layout.md, "Adding a link
@@ -310,7 +310,7 @@ class LinkModel(ABC):
     """The settings every link model reads (namespace ``link``), composed by
     :class:`model.config.Config` once for the whole family."""
     settings_class: ClassVar[type[PluginSettings] | None] = None
-    """This model's own settings (a frozen :class:`~model.settings.PluginSettings`
+    """This model's own settings (a frozen :class:`~mobidfl.settings.PluginSettings`
     dataclass whose ``namespace`` is ``link.<name>``); :class:`model.config.Config`
     composes, documents and validates them. Checked when the class is defined."""
     ideal: ClassVar[bool] = False

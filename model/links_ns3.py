@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from mobidfl.contact_table import ContactTable
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import LINKS
 from model.links import KINDS, PROFILES, LinkModel, LinkPlan, radio_share
-from model.plugins import LINKS
 
 __all__ = ["MAX_AGENTS", "SEGMENT", "Ns3Link", "replay_pair"]
 

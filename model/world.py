@@ -12,7 +12,7 @@ One step is one global epoch t of ``step_s`` seconds (Cached-DFL: 120 s):
 Steps 3-5 are the learning session's (:mod:`model.learning.session`): it returns a frozen
 :class:`model.learning.results.StepResult` that the model stores (:meth:`MobiDFLModel.store`)
 and its reporters read. Policies and mobility models see the model only through
-:attr:`MobiDFLModel.view` (:mod:`model.views`).
+:attr:`MobiDFLModel.view` (:mod:`agents.views`).
 
 The app, the CLI, sweeps and the analysis import this model; it imports none of them.
 """
@@ -35,6 +35,7 @@ from agents.mobility import MobilityContext, MobilityModel, make_mobility
 from maps.contact_trace import ContactTrace
 from maps.world import WorldMap
 from mobidfl.contact_table import CONTACT_COLUMNS, ContactTable
+from mobidfl.errors import ConfigError
 from model import bounds, outputs, regime, world_state
 from model.config import KINDS, Config
 from model.contacts import (
@@ -44,7 +45,6 @@ from model.contacts import (
     contact_times,
     sub_samples,
 )
-from model.errors import ConfigError
 from model.learning.results import Evaluation, StepResult
 from model.links import make_link
 from model.regime import SATURATED_SHARE
@@ -210,7 +210,7 @@ class MobiDFLModel(mesa.Model):
         self.policy_metrics: Mapping[str, float] = MappingProxyType({})
         """The latest step's policy metrics (columns of ``model.csv``)."""
         self.view = ModelWorldView(self, world_map=self.world_map)
-        """What policies and mobility models may read of this model (:mod:`model.views`)."""
+        """What policies and mobility models may read of this model (:mod:`agents.views`)."""
         self.learner = None
         if config.learning:
             from model.learning.session import LearningSession
@@ -392,9 +392,4 @@ class MobiDFLModel(mesa.Model):
         """Continue from :meth:`state_dict` of a run built with the same config."""
         world_state.load_state_dict(self, state)
 
-    def neighbour_lists(self) -> list[np.ndarray]:
-        return [
-            self.adjacency.indices[self.adjacency.indptr[i] : self.adjacency.indptr[i + 1]]
-            for i in range(self.n_agents)
-        ]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.maths.mofel import Selection, Visits, feasible
 
 

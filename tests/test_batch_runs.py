@@ -13,7 +13,7 @@ import torch
 from analysis.cli import main
 from analysis.reproduce import paper_spec, reproduce, variant_settings
 from analysis.sweep import Sweep, load_runs, read_manifest, run_sweep
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.backends import Hyper, hyper_stretches
 from model.learning.multirun import (
     CUDA_SAMPLES_PER_CALL,

@@ -23,7 +23,7 @@ from analysis.bench_scenarios import (
     world_values,
 )
 from analysis.cli import main
-from model.plugins import POLICIES
+from mobidfl.plugins import POLICIES
 from model.policies.base import Exchange, ExchangeContext, ExchangePolicy
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mobidfl.errors import ConfigError
 from model.config import Config
-from model.errors import ConfigError
 from model.maths.cache import CacheEntry
 from model.policies.cached import replay_encounters
 

@@ -10,7 +10,7 @@ import pytest
 from maps.network import StreetNetwork
 from maps.sources import grid_table, load_edges, load_graph, manhattan_grid
 from maps.world import WorldMap, street_networks
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 PROBS = (0.5, 0.25, 0.25)
 

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.params import mix_columns, mix_stacks, mixing_operator
 from model.learning.partition import (
     MIN_SHARD_SIZE,
@@ -104,10 +104,10 @@ def test_cached_dfl_snapshot_bound_is_reached_and_never_exceeded(tau_max):
     from types import SimpleNamespace
 
     import model.world  # noqa: F401 - registers the policies
+    from mobidfl.plugins import POLICIES
     from model.learning.data import load_dataset
     from model.learning.engine import make_engine
     from model.learning.partition import partition_iid
-    from model.plugins import POLICIES
     from model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
 
     n = 16
@@ -144,7 +144,7 @@ def test_cached_dfl_snapshot_bound_is_reached_and_never_exceeded(tau_max):
 
 
 def test_cached_dfl_holds_no_more_distinct_snapshots_than_estimated():
-    from model.plugins import POLICIES
+    from mobidfl.plugins import POLICIES
     from model.world import MobiDFLModel
 
     model = MobiDFLModel(map="manhattan_cdfl", vehicles=150, pedestrians=0, sensors=0, uavs=0,

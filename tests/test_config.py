@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from mobidfl.errors import ConfigError
 from model.config import Config, public_names, settings_table
-from model.errors import ConfigError
 
 
 def test_dotted_underscored_and_nested_names_reach_the_same_setting(tmp_path):

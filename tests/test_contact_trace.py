@@ -18,8 +18,8 @@ import pytest
 
 from analysis.cli import main
 from maps.contact_trace import ContactTrace, read_contacts
+from mobidfl.errors import ConfigError
 from model.contacts import one_connection_events
-from model.errors import ConfigError
 
 SMALL = ["--set", "map=grid:8x8", "--set", "vehicles=14", "--set", "pedestrians=0",
          "--set", "sensors=0", "--set", "uavs=0", "--set", "steps=3", "--set", "seed=5",

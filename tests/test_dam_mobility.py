@@ -12,8 +12,8 @@ from agents.mobility import MobilityContext, make_mobility
 from agents.mobility.dam import NO_DESTINATION, DistributionAwareGrid
 from agents.mobility.distribution import coverage_matrix, label_distribution_at_cells
 from maps.world import WorldMap
+from mobidfl.errors import ConfigError
 from model.config import Config
-from model.errors import ConfigError
 from model.world import MobiDFLModel
 from model.world_view import ModelWorldView
 

@@ -27,7 +27,7 @@ from agents.mobility.distribution import (
     random_grid_destination,
     step_toward,
 )
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 SQRT2 = math.sqrt(2.0)
 

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.engine import make_engine
 from model.learning.partition import partition_iid, partition_shards
 from model.maths.mixing import dpsgd_weights, global_average_weights

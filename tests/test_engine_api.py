@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.engine import make_engine
 from model.learning.partition import partition_iid
 from model.policies import Exchange, ExchangeContext, ExchangePolicy

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from maps.edges import EdgeTable
 from maps.sources import load_edges, street_grid
 from maps.traces import read_trace
+from mobidfl.errors import ConfigError, DatasetUnavailable
 from model.config import Config, parse_assignments, public_names
-from model.errors import ConfigError, DatasetUnavailable
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -21,7 +21,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.errors import DatasetDamaged, DatasetUnavailable
+from mobidfl.errors import DatasetDamaged, DatasetUnavailable
 from model.learning import data as data_mod
 from model.learning.data import load_dataset, read_idx
 

@@ -18,8 +18,8 @@ import torch
 import maps.contact_trace as contact_trace
 from analysis.cli import main
 from maps.contact_trace import inflate, read_contacts
+from mobidfl.errors import ConfigError
 from model.config import KINDS, Config, plugin_namespaces
-from model.errors import ConfigError
 from model.inert import KINDS as INERT_KINDS
 from model.inert import InertSettingWarning, inert_settings
 

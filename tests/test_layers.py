@@ -24,14 +24,12 @@ type Floors = tuple[tuple[int, str, tuple[str, ...]], ...]
 
 FLOORS: Floors = (
     (0, "ground: errors, settings, registries, config, presets, io", (
-        "mobidfl.*", "model.errors", "model.settings", "model.registry", "model.plugins",
-        "model.config", "model.config_values", "model.config_fields", "model.config_names",
-        "model.config_checks", "model.config_resolve", "model.config_io", "model.presets",
-        "model.atomic", "model.checkpoint", "model.ray_local", "model.inert",
+        "mobidfl.*", "model.config", "model.config_values", "model.config_fields",
+        "model.config_names", "model.config_checks", "model.config_resolve", "model.config_io",
+        "model.presets", "model.checkpoint", "model.ray_local", "model.inert",
     )),
     (1, "maps, pure maths, the typed views plug-ins read", (
-        "maps.*", "model.maths.*", "model.contacts", "model.views",
-        "agents.views",
+        "maps.*", "model.maths.*", "model.contacts", "agents.views",
     )),
     (2, "learning, policies, mobility", (
         "model.learning.*", "model.policies.*", "agents.mobility.*", "model.bounds",
@@ -224,7 +222,7 @@ def test_every_import_goes_to_the_same_or_a_lower_floor_without_cycles():
         ("model.config", "def f():\n    from agents.mobility import MOBILITY_MODELS\n"),
         ("agents.kinds", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                          "    from analysis.cli import main\n"),
-        ("model.registry", "import importlib\nimportlib.import_module('model.policies')\n"),
+        ("model.config_values", "import importlib\nimportlib.import_module('model.policies')\n"),
         ("model.maths.cache", "from model import world\n"),
     ],
 )
@@ -242,8 +240,8 @@ def test_a_cycle_on_one_floor_and_a_module_without_floor_are_found():
     # Prepare: two ground modules importing each other, and a new module nobody placed
     sources = {
         **project_sources(),
-        "model.errors": "from model.settings import setting\n",
-        "model.settings": "from model.errors import ConfigError\n",
+        "model.config_names": "from model.config_values import registered\n",
+        "model.config_values": "from model.config_names import canonical\n",
         "model.newthing": "x = 1\n",
     }
     # Execute
@@ -251,7 +249,7 @@ def test_a_cycle_on_one_floor_and_a_module_without_floor_are_found():
     # Assert
     assert problems == [
         "model.newthing: no floor in FLOORS",
-        "model.errors -> model.settings -> model.errors",
+        "model.config_names -> model.config_values -> model.config_names",
     ]
 
 
@@ -262,7 +260,7 @@ def test_the_front_door_does_not_import_the_mesa_model_for_lower_floors():
     import sys
 
     code = (
-        "import sys, model.errors, model.config; "
+        "import sys, mobidfl.errors, model.config; "
         "print('model.world' in sys.modules, 'agents' in sys.modules); "
         "from model import MobiDFLModel, Config; print(MobiDFLModel.__module__, Config.__module__)"
     )
@@ -286,9 +284,9 @@ def test_packages_import_each_other_only_downwards():
 @pytest.mark.parametrize(
     "module, source, culprit",
     [
-        ("maps.sources", "from model.errors import ConfigError\n", "model.errors"),
+        ("maps.sources", "from model.config import Config\n", "model.config"),
         ("maps.world", "def f():\n    from agents.kinds import Vehicle\n", "agents.kinds"),
-        ("agents.mobility.base", "from model.settings import setting\n", "model.settings"),
+        ("agents.mobility.base", "from model.inert import one_report\n", "model.inert"),
         ("mobidfl.errors", "from maps.network import StreetNetwork\n", "maps.network"),
         ("model.world", "from analysis.cli import main\n", "analysis.cli"),
         ("app", "import mobidfl\n", "mobidfl"),

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.world import MobiDFLModel
 from tests.worlds import NO_AGENTS, UWS_CARS
 

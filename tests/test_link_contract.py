@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from mobidfl.contact_table import ContactTable
+from mobidfl.plugins import LINKS
 from model.links import LinkModel, LinkPlan, RateLink
 from model.links_ns3 import Ns3Link
-from model.plugins import LINKS
 
 SMALL = {
     "map": "grid:5x5", "vehicles": 8, "pedestrians": 6, "sensors": 0, "uavs": 0, "steps": 2,

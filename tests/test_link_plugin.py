@@ -24,12 +24,12 @@ import pytest
 
 import mobidfl.registry as registry
 from analysis.cli import main
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import LINKS
+from mobidfl.settings import PluginSettings, setting
 from model.config import Config, settings_table
-from model.errors import ConfigError
 from model.inert import InertSettingWarning
 from model.links import RateLink
-from model.plugins import LINKS
-from model.settings import PluginSettings, setting
 
 LAYOUT = Path(__file__).resolve().parent.parent / "docs" / "reference" / "layout.md"
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from analysis.cli import main
+from mobidfl.errors import ConfigError
 from model.config import Config
 from model.contacts import contact_intervals
-from model.errors import ConfigError
 from model.maths.energy import (
     J_PER_FLOP,
     ZENG_2019,

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from analysis.cli import main
+from mobidfl.errors import ConfigError
 from model.config import Config
 from model.contacts import contact_intervals, contact_matrix, sub_samples
-from model.errors import ConfigError
 from model.links import PROFILES, make_link
 from model.maths.cache import CacheEntry
 from model.maths.link import (

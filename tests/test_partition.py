@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.partition import (
     label_histograms,
     make_partition,

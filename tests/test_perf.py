@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import model.contacts as contacts
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.engine import AUTO_WORKERS_MIN_FLOP, auto_workers, make_engine
 from model.learning.partition import partition_shards
 from model.world import MobiDFLModel

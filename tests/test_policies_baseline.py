@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.engine import make_engine
 from model.learning.partition import partition_shards
 from model.maths.mixing import dpsgd_weights, fedavg_weights

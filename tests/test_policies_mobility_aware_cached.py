@@ -11,8 +11,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from mobidfl.errors import ConfigError
 from model.checkpoint import load, save_atomic
-from model.errors import ConfigError
 from model.learning.data import load_dataset
 from model.learning.engine import make_engine
 from model.learning.partition import partition_shards

@@ -10,9 +10,9 @@ from scipy.sparse.csgraph import dijkstra
 from agents.mobility import MobilityContext, make_mobility
 from agents.mobility.routes import shortest_paths
 from maps.world import WorldMap
+from mobidfl.errors import ConfigError
 from model.checkpoint import load, save_atomic
 from model.config import Config
-from model.errors import ConfigError
 from model.maths.mofel import Cycle, Selection, Visits, feasible
 from model.policies.mofel import client_train_times
 from model.world import MobiDFLModel

@@ -16,9 +16,9 @@ from agents.mobility import MobilityContext, make_mobility
 from agents.mobility.distribution import area_label_lists
 from agents.mobility.walker import area_layout, rectangle_areas, snake_order
 from maps.world import WorldMap
+from mobidfl.errors import ConfigError
 from model.checkpoint import load, save_atomic
 from model.config import Config
-from model.errors import ConfigError
 from model.learning.engine import make_engine
 from model.learning.partition import partition_area
 from model.maths.psfl import gradient_field

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from analysis.cli import run_summary
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import POLICIES
 from model.config import KINDS, Config
-from model.errors import ConfigError
-from model.plugins import POLICIES
 from model.policies.base import metric_columns, policy_metric_column
 from model.presets import preset_names
 from model.world import MobiDFLModel

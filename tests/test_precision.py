@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.engine import make_engine
 from model.learning.partition import partition_shards
 

@@ -13,8 +13,8 @@ import pytest
 
 from analysis.cli import main
 from analysis.reproduce import PAPERS, Claim, claim_effects, claim_verdict, run_metrics
+from mobidfl.errors import ConfigError
 from model.config import Config
-from model.errors import ConfigError
 from model.presets import load_preset, preset_names, resolve_auto_dataset
 from model.world import MobiDFLModel
 
@@ -277,7 +277,7 @@ def test_every_spec_has_a_ci_scale_and_the_cli_runs_a_spec_by_its_own_name(
 def test_reproduce_set_and_variants_are_checked_before_any_run_and_reported(tmp_path):
     from analysis.cli import reproduce_overrides
     from analysis.reproduce import CACHED, chosen_variants, variant_settings, write_report
-    from model.errors import ConfigError
+    from mobidfl.errors import ConfigError
 
     # Prepare: the GPU settings a user adds; a synthetic per-step table of two variants
     extra = reproduce_overrides(["backend=batched", "workers=1"], preset=CACHED.preset)

@@ -19,12 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_public_name_is_the_object_its_module_implements():
     # Prepare / Execute: resolve every exported name through the front door
     resolved = {name: getattr(mobidfl, name) for name in mobidfl.__all__}
-    # Assert: the very object of the implementing module, and the old paths agree
+    # Assert: the very object of the implementing module, and the model package's door agrees
     for name, value in resolved.items():
         assert value is getattr(importlib.import_module(mobidfl._EXPORTS[name]), name), name
-    from model import Config, ConfigError, MobiDFLModel
-    from model.plugins import POLICIES
-    from model.settings import PluginSettings
+    from mobidfl.errors import ConfigError
+    from mobidfl.plugins import POLICIES
+    from mobidfl.settings import PluginSettings
+    from model import Config, MobiDFLModel
 
     assert (mobidfl.MobiDFLModel, mobidfl.Config, mobidfl.ConfigError) == (
         MobiDFLModel, Config, ConfigError)

@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 
 from agents.mobility import MOBILITY_MODELS, MobilityModel, register_mobility
+from mobidfl.errors import ConfigError
+from mobidfl.registry import Registry, plugin_modules
+from mobidfl.settings import PluginSettings, positive, setting
 from model.config import Config, public_names, settings_table
-from model.errors import ConfigError
 from model.policies import (
     POLICIES,
     Exchange,
@@ -20,8 +22,6 @@ from model.policies import (
     ExchangePolicy,
     register_policy,
 )
-from model.registry import Registry, plugin_modules
-from model.settings import PluginSettings, positive, setting
 
 
 class _Plugin:

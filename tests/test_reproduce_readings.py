@@ -20,8 +20,8 @@ from analysis.reproduce import (
     world_sentence,
     write_report,
 )
+from mobidfl.errors import ConfigError
 from model.config import Config
-from model.errors import ConfigError
 
 
 def _steps(values: dict[str, list[float]]) -> pd.DataFrame:

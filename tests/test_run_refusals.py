@@ -24,11 +24,11 @@ import pytest
 
 from analysis.cli import main
 from mobidfl import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from mobidfl.errors import DatasetUnavailable
+from mobidfl.plugins import POLICIES
 from model.checkpoint import load, save_atomic
 from model.config import Config
-from model.errors import DatasetUnavailable
 from model.inert import InertSettingWarning
-from model.plugins import POLICIES
 from model.world import MobiDFLModel
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -59,7 +59,7 @@ def test_the_mobility_skew_study_has_the_issue_s_axes():
 
 def test_a_level_equal_to_the_base_is_refused_in_one_line(tmp_path, monkeypatch):
     import analysis.study as study_module
-    from model.errors import ConfigError
+    from mobidfl.errors import ConfigError
 
     # Prepare: a copy of the study whose static level repeats the base's mobility
     text = study_module.resources.files(study_module.PACKAGE).joinpath(

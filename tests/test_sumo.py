@@ -11,8 +11,8 @@ import pytest
 
 from analysis.cli import main
 from maps import sumo_net
+from mobidfl.errors import ConfigError
 from model.checkpoint import load, save_atomic
-from model.errors import ConfigError
 from model.world import MobiDFLModel
 
 

@@ -14,8 +14,8 @@ from analysis.cli import main
 from analysis.report import make_report
 from analysis.sweep import Sweep, load_runs, read_manifest, run_path, run_sweep
 from maps.sources import _package_file
+from mobidfl.errors import ConfigError
 from model.config import Config
-from model.errors import ConfigError
 from model.world import MobiDFLModel
 
 BASE = """

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from maps.traces import positions_at, read_trace, resolution
+from mobidfl.errors import ConfigError
 from model.config import Config
-from model.errors import ConfigError
 from model.world import MobiDFLModel
 
 UTM = "EPSG:32618"

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

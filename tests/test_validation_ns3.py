@@ -107,8 +107,8 @@ def _head_on(radius: float = 100.0, speed: float = 13.89, step_s: float = 20.0):
 
 
 def test_ns3_link_refuses_big_worlds_and_frame_loss_with_one_line():
+    from mobidfl.errors import ConfigError
     from model.config import Config
-    from model.errors import ConfigError
     from model.links import make_link
 
     with pytest.raises(ConfigError, match="at most 50 agents .*has 100"):

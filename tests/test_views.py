@@ -1,4 +1,4 @@
-"""The world as plug-ins see it (model.views.WorldView over the Mesa model)."""
+"""The world as plug-ins see it (agents.views.WorldView over the Mesa model)."""
 
 from __future__ import annotations
 

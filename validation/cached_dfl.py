@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from mobidfl.atomic import write_text_atomic
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation import Row
 from validation.refcache import cache_root, ensure
 

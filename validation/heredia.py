@@ -44,9 +44,9 @@ from scipy import stats
 
 from agents.mobility.random_walk import DIRECTIONS, reflect
 from mobidfl.atomic import write_text_atomic
+from mobidfl.errors import ConfigError
 from model.config import Config
 from model.contacts import contact_matrix, pairs_within, symmetric_adjacency
-from model.errors import ConfigError
 from model.maths.mixing import member_pairs, mobility_aware_weights
 from model.world import MobiDFLModel
 from validation import Row

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from mobidfl.atomic import write_text_atomic
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation import Row
 
 REFERENCE = "ns-3 3.44 (the ns3 package), 802.11p ad hoc"

@@ -41,8 +41,8 @@ import torch
 import torch.nn.functional as F
 
 from mobidfl.atomic import write_text_atomic
+from mobidfl.errors import ConfigError, DatasetUnavailable
 from model.contacts import pairs_within
-from model.errors import ConfigError, DatasetUnavailable
 from model.learning.data import FASHION_SYSTEM_DIR, Dataset, load_dataset
 from model.learning.engine import make_engine
 from model.maths.psfl import (

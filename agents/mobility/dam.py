@@ -8,7 +8,7 @@ for DCM, only among the cluster centres of Alg. 1 (eq. 9); it keeps the destinat
 gets there (eq. 8) and flies toward it at most ``R_m`` cells per step (eq. 7).
 
 As in the paper, mobile clients know the static clients' cells and label histograms (read
-through the world view: groups with a ``static`` mobility, ``label_hist``; :mod:`model.views`).
+through the world view: groups with a ``static`` mobility, ``label_hist``; :mod:`agents.views`).
 Radii: ``R_c = radius_m / cell_m`` and ``R_m = dam.rm_cells``; both in cells, Euclidean between
 cell centres. The maths lives in :mod:`agents.mobility.distribution`; this file only wires it
 to the model.

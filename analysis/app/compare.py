@@ -31,8 +31,8 @@ from matplotlib.figure import Figure
 
 from analysis.describe import label_skew_index
 from analysis.regime_map import Rule, load_rule
+from mobidfl.errors import ConfigError
 from model.config import KINDS, Config
-from model.errors import ConfigError
 from model.world import MobiDFLModel
 
 __all__ = [

@@ -30,8 +30,8 @@ def _choices(registry: str) -> list[str]:
 
 def _link_choices() -> tuple[list[str], list[str]]:
     """Link model names and ``distance_rate`` radio profiles."""
+    from mobidfl.plugins import LINKS
     from model.links import PROFILES
-    from model.plugins import LINKS
 
     return list(LINKS.names()), list(PROFILES)
 

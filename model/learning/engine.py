@@ -60,8 +60,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import vmap
 
+from mobidfl.errors import ConfigError
 from model.config import check_setting
-from model.errors import ConfigError
 from model.learning.backends import (
     EVAL_CHUNK_CONV,
     EVAL_CHUNK_DENSE,

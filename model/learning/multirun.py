@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.backends import (
     evaluate_agents,
     hyper_stretches,

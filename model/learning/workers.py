@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from mobidfl.cores import idle_cores
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.learning.backends import (
     Functional,
     Hyper,

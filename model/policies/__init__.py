@@ -1,7 +1,7 @@
 """Exchange policies, registered by name in :data:`POLICIES` (setting ``policy``).
 
 Importing this package imports every policy module once; add one line per new policy. The
-registry (:mod:`model.plugins`) imports this package on its first lookup (entry point
+registry (:mod:`mobidfl.plugins`) imports this package on its first lookup (entry point
 ``mobidfl.plugins``); a policy's own settings are its ``settings_class``.
 """
 

@@ -26,7 +26,7 @@ How the policies MobiDFL needs fit this interface:
   gives the dissimilarity terms of eq. 3; leaders' FedAvg is ``engine.average(...)``;
   ``assign`` distributes the federation model; federation counts go to ``metrics``.
 * **Infrastructure / client selection** (MoFeL): ``setup(..., world=...)`` and
-  ``ctx.world`` (a read-only :class:`model.views.WorldView`) give the map's areas and the
+  ``ctx.world`` (a read-only :class:`agents.views.WorldView`) give the map's areas and the
   clients' routes; ``before_training`` reads this step's departures, ``train_mask`` returns
   which members train this step; server models live in the policy and are handed out
   through ``assign``.
@@ -46,16 +46,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import scipy.sparse
 
-from model.errors import ConfigError
-from model.plugins import POLICIES
-from model.settings import PluginSettings
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import POLICIES
+from mobidfl.settings import PluginSettings
 
 if TYPE_CHECKING:
     import torch
 
+    from agents.views import WorldView
     from model.learning.engine import Engine
     from model.links import LinkPlan
-    from model.views import WorldView
 
 __all__ = [
     "POLICIES",

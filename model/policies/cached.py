@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.settings import PluginSettings, at_least_one, setting
 from model.maths.cache import (
     CacheEntry,
     aggregation_weights,
@@ -63,12 +64,11 @@ from model.policies.base import (
     Messages,
     register_policy,
 )
-from model.settings import PluginSettings, at_least_one, setting
 
 if TYPE_CHECKING:
+    from agents.views import WorldView
     from model.learning.engine import Engine
     from model.links import LinkPlan
-    from model.views import WorldView
 
 STATE_FORMAT = 1
 RNG_TAG = 0xCAC4E

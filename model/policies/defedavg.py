@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.maths.mixing import member_mask
 from model.policies.base import (
     Exchange,

@@ -43,7 +43,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from maps.grid import area_of_points, split_areas
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.settings import (
+    PluginSettings,
+    at_least_one,
+    non_negative,
+    positive,
+    setting,
+    unit_interval,
+)
 from model.maths.link import stay_seconds
 from model.maths.mofel import Cycle, Visits
 from model.policies.base import (
@@ -54,22 +62,14 @@ from model.policies.base import (
     ExchangePolicy,
     Messages,
 )
-from model.settings import (
-    PluginSettings,
-    at_least_one,
-    non_negative,
-    positive,
-    setting,
-    unit_interval,
-)
 
 if TYPE_CHECKING:
     import torch
 
+    from agents.views import RouteView, WorldView
     from maps.network import StreetNetwork
     from model.learning.engine import Engine
     from model.links import LinkPlan
-    from model.views import RouteView, WorldView
 
 __all__ = ["TIME_TOL", "MofelBase", "client_train_times", "server_accuracy"]
 

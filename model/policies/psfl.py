@@ -46,7 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from agents.mobility.walker import PsflSettings
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from model.maths.mixing import member_pairs
 from model.maths.psfl import (
     ElectionState,
@@ -76,9 +76,9 @@ from model.policies.base import (
 if TYPE_CHECKING:
     import torch
 
+    from agents.views import WorldView
     from model.learning.engine import Engine
     from model.links import LinkPlan
-    from model.views import WorldView
 
 __all__ = ["PsflPolicy", "area_accuracy", "set_agent_data"]
 
