@@ -95,7 +95,8 @@ def test_straightest_rule_draws_half_straight_where_classes_draw_two_thirds(nyc,
     for rule in ("classes", "straightest"):
         rng = np.random.default_rng(seed)
         mover = make_mobility("manhattan", world=nyc, kind="vehicle", count=300,
-                              settings=Config(turn_rule=rule), rng=rng)
+                              settings=Config().with_overrides([f"manhattan.turn_rule={rule}"]),
+                              rng=rng)
         mover.decisions = []
         for _ in range(20):
             mover.advance(_ctx(rng))

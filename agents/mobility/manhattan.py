@@ -35,7 +35,6 @@ class ManhattanSettings(PluginSettings):
         "continue straight and 0.1667 per road among three options': the road closest to "
         "straight gets turn_straight, the other roads share the rest equally)",
         one_of(*TURN_RULES),
-        alias="turn_rule",
     )
     area_free: int = setting(
         0, "area_restricted: members free to leave their home area (Cached-DFL)", non_negative,
