@@ -272,6 +272,22 @@ CACHED = PaperSpec(
     map_fallback=("manhattan_cdfl", "grid:40x40:150"),
     skip={"ci": ("CFL",), "small": ("CFL",)},
     world=_cached_world,
+    reading_of_record="turns by class (`manhattan.turn_rule = classes`: straight 0.5, left "
+    "0.25, right 0.25 by turn angle, renormalised over the classes an intersection offers), "
+    "the preset's reading since its first release, kept so that the published runs stay its",
+    readings=(
+        Reading(
+            "straightest", {"manhattan.turn_rule": "straightest"},
+            "Mobile DFL Simulation: 'turning left, right, or going straight at intersections "
+            "according to specified probabilities (e.g., 0.5 to continue straight and 0.1667 "
+            "per road among three options)': per road, not per class. The authors' "
+            "road_sim.py get_road_choice_probability gives the road closest to straight 0.5 "
+            "and the other roads equal shares of 0.5; the two readings agree at a four-way "
+            "crossing and differ at T, Y, skewed and five-way ones. Chosen from mobility "
+            "alone (validation/cdfl_remeet.py, docs/validation 'Who meets whom again'), "
+            "before any learning run under it",
+        ),
+    ),
     claims=(
         Claim("Fig. 2", "LRU caching ends more accurate than DFL without cache (non-i.i.d.)",
               "final_acc", "LRU", "DFL", None,

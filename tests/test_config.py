@@ -36,6 +36,7 @@ def test_resolved_toml_round_trips(tmp_path):
         ("vehicle.speed=-1", "vehicle.speed"),
         ("hm_fraction=1.5", "hm_fraction"),
         ("turn_left=0.5", "turn_straight+turn_left+turn_right"),
+        ("manhattan.turn_rule=zigzag", "manhattan.turn_rule"),
         ("walk_q=0.5,0.5,0.5,0.5", "walk_q"),
         ("policy=gossip", "policy"),
         ("vehicle.mobility=teleport", "vehicle.mobility"),

@@ -48,6 +48,9 @@ def test_every_reading_names_real_variants_and_valid_settings():
     assert Config.from_settings(preset=DAM.preset).optimizer_state == "keep"  # the record
     assert MOFEL.readings[0].overrides == {"mofel.horizon": 1.0}
     assert Config.from_settings(preset=MOFEL.preset).setting("mofel.horizon") == 2.0
+    # Cached-DFL's turn rule (issue 45): the authors' rule is the alternative, classes the record
+    assert CACHED.readings[0].overrides == {"manhattan.turn_rule": "straightest"}
+    assert Config.from_settings(preset=CACHED.preset).setting("manhattan.turn_rule") == "classes"
 
 
 def test_sensitivity_table_shows_each_readings_verdict_and_keeps_the_record(tmp_path):
