@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation import cdfl_remeet as cr
 
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from agents.mobility import MobilityContext, make_mobility
+from mobidfl.errors import ConfigError
 from model.config import Config
-from model.errors import ConfigError
 
 _AUTHORS = """
 import json, sys

@@ -45,7 +45,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from mobidfl.atomic import write_text_atomic
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation.cached_dfl import (
     LOCAL_EP,
     NUM_CAR,
