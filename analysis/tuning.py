@@ -427,10 +427,11 @@ def _timed_run(spec: Any) -> tuple[Any, float]:
 
 
 def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *,
-                   processes: int | None, progress: bool, cpu: dict[str, float]
-                   ) -> dict[str, list[Any]]:
+                   processes: int | None, progress: bool, cpu: dict[str, float],
+                   before: Any = None) -> dict[str, list[Any]]:
     """Run every cell's runs not finished yet (the bench's cells and manifests), each run's
-    CPU seconds into ``cpu`` (run id -> s); returns the plan."""
+    CPU seconds into ``cpu`` (run id -> s); ``before(plan)`` is called before the first
+    run (to write the folder's plan); returns the plan."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from tqdm import tqdm
@@ -441,6 +442,8 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
 
     with memo_setting_names():
         plan = plan_runs(cells, seeds, extra={})
+    if before is not None:  # the folder says whose cells these are before any run
+        before(plan)
     manifests, owner, todo = {}, {}, []
     manifest_class = _cell_manifest()
     for cell in cells:
@@ -580,25 +583,26 @@ def run_tuning(*, study: str, kind: str, out: str | Path, scale: str,
     clock, cpu = time.perf_counter(), _cpu_s()
     records: list[dict[str, Any]] = []
     cpu_runs: dict[str, float] = dict(previous.get("cpu_s_runs", {}))
+    def stage(cells: list[TuneCell], seeds: Sequence[int]) -> None:
+        done = list(records)
+
+        def write_plan(plan: dict[str, list[Any]]) -> None:
+            records[:] = done + [_cell_record(c, seeds, plan) for c in cells]
+            _write(out, tuning, kind, scale, records, previous, results_seeds, command, None,
+                   cpu_runs=cpu_runs)
+
+        _execute_cells(out, cells, seeds, processes=processes, progress=progress,
+                       cpu=cpu_runs, before=write_plan)
+
     if kind == "recipe":
-        cells = recipe_cells(tuning, scale)
-        plan = _execute_cells(out, cells, tuning.seeds, processes=processes, progress=progress,
-                              cpu=cpu_runs)
-        records += [_cell_record(c, tuning.seeds, plan) for c in cells]
+        stage(recipe_cells(tuning, scale), tuning.seeds)
         sizes: dict[str, Any] = {}
     else:
-        cells = tune_cells(tuning, scale, chosen)
-        plan = _execute_cells(out, cells, tuning.seeds, processes=processes, progress=progress,
-                              cpu=cpu_runs)
-        records += [_cell_record(c, tuning.seeds, plan) for c in cells]
+        stage(tune_cells(tuning, scale, chosen), tuning.seeds)
         _write(out, tuning, kind, scale, records, previous, results_seeds, command, None,
                cpu_runs=cpu_runs)
         _, runs, _ = load_tuning_runs(out)
-        choices = _policy_choices(tuning, runs)
-        results = result_cells(tuning, scale, choices)
-        plan = _execute_cells(out, results, results_seeds, processes=processes,
-                              progress=progress, cpu=cpu_runs)
-        records += [_cell_record(c, results_seeds, plan) for c in results]
+        stage(result_cells(tuning, scale, _policy_choices(tuning, runs)), results_seeds)
         psfl = [v for p, k in tuning.knobs.items() if p == "psfl" and p in chosen
                 for v in k.columns]
         sizes = _data_sizes(tuning, scale, psfl, list(results_seeds)[:1]) if psfl else {}
