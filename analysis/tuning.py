@@ -736,6 +736,10 @@ def tuning_page(dest: str | Path, *, study_dest: str | Path) -> str:
     for kind, plan in plans.items():  # worker processes: each run's own CPU
         runs_cpu = sum(float(v) for v in plan.get("cpu_s_runs", {}).values()) / 60
         cpu_min[kind] = max(cpu_min[kind], runs_cpu)
+    wall_min = {k: sum(float(s.get("wall_s", 0.0)) for s in p.get("sessions", [])) / 60
+                for k, p in plans.items()}
+    loads = [s["machine"].get("load_at_write", [None])[0] for s in sessions]
+    loads = [x for x in loads if isinstance(x, int | float)]
     shown = _shown(dest)
     lines = [
         f"# Tuning: the {next(iter(plans.values()))['study']} study's recipe and its "
@@ -747,7 +751,10 @@ def tuning_page(dest: str | Path, *, study_dest: str | Path) -> str:
         f"`{next(iter(plans.values()))['scale']}`; commit(s) "
         f"{', '.join(f'`{c}`' for c in commits) or 'unknown'}; machine(s) "
         f"{', '.join(machines) or 'unknown'}; CPU time "
-        + ", ".join(f"{k} {v:.1f} min" for k, v in cpu_min.items()) + "). "
+        + ", ".join(f"{k} {v:.1f} min" for k, v in cpu_min.items()) + ", wall time "
+        + ", ".join(f"{k} {v:.1f} min" for k, v in wall_min.items())
+        + (f", at a load of {min(loads):.1f}-{max(loads):.1f} on "
+           f"{sessions[0]['machine'].get('cores', '?')} cores" if loads else "") + "). "
         "The protocol, declared before these runs: "
         "[Recipe and tuning protocol](controlled.md#recipe-and-tuning-protocol).", "",
     ]
@@ -855,7 +862,8 @@ def _policies_section(plan: dict[str, Any], runs: pd.DataFrame, study_dest: Path
     lines += ["### The grid on the tuning seeds", "",
               "Mean final accuracy over the tuning seeds (PSFL: its own-area accuracy, each "
               "car's model on the test images of its own labels, and its federations at the "
-              "end, beside it). ★ = chosen; (paper) = the paper's value.", "",
+              "end, beside it). ★ = chosen; (paper) = the value the study ran: its paper's "
+              "(MoFeL's Δ: the bench's own, the paper gives none).", "",
               "| policy | column | value | final acc | own-area acc | federations |",
               "|---|---|---|---|---|---|"]
     chosen_of = {(r["policy"], r["column"]): r["chosen"] for r in choices.to_dict("records")}
@@ -899,6 +907,16 @@ def _policies_section(plan: dict[str, Any], runs: pd.DataFrame, study_dest: Path
     if study_plan.get("scale") != plan["scale"]:  # another scale's runs: no ranking
         return lines + _sigma_section(plan, decl) + [""]
     study = _study_means(study_dest, rseeds)
+    published = pd.read_parquet(study_dest / "runs.parquet").set_index("run_id")["final_acc"]
+    again = result[result["paper"] & result["run_id"].isin(published.index)]
+    gap = (again["final_acc"].to_numpy(float)
+           - published.loc[again["run_id"]].to_numpy(float)) if len(again) else np.empty(0)
+    lines += ["", f"The paper-value runs above have the study's run ids (same settings and "
+              f"seed): {len(again)} of {int(result['paper'].sum())} are in the published "
+              f"study, {int((np.abs(gap) <= 1e-9).sum())} of them with the same final "
+              "accuracy to 1e-9"
+              + (f" (largest difference {np.abs(gap).max() * 100:.2f} points)"
+                 if gap.size and np.abs(gap).max() > 1e-9 else "") + "."]
     lines += ["", "### Does tuning change a column's winner?", "",
               f"Mean final accuracy over seeds {_range(rseeds)} (central FedAvg left out): "
               "every policy at its paper's value (the published study's runs), then with each "
