@@ -517,7 +517,9 @@ def load_tuning_runs(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFr
             table = pd.read_parquet(path)
             rows.append({**base, **run_numbers(table, agents=cell["agents"]),
                          "area_acc": last_finite(table, "area_acc_mean"),
-                         "federations": last_finite(table, "federations")})
+                         "federations": last_finite(table, "federations"),
+                         "cache_models": last_finite(table, "cache_size_mean"),
+                         "cache_age": last_finite(table, "cache_age_mean")})
             evaluated = table[np.isfinite(pd.to_numeric(table["acc_mean"], errors="coerce"))]
             curves.append(pd.DataFrame({
                 "run_id": record["run_id"], "time_s": evaluated["time_s"].to_numpy(float),
@@ -857,22 +859,25 @@ def _policies_section(plan: dict[str, Any], runs: pd.DataFrame, study_dest: Path
     # table 1: the grid on the tuning seeds
     means = seed_means(tune, by=["policy", "column", "label"], seeds=tseeds)
     area = seed_means(tune, by=["policy", "column", "label"], seeds=tseeds, metric="area_acc")
-    feds = seed_means(tune, by=["policy", "column", "label"], seeds=tseeds,
-                      metric="federations")
+    state = {m: seed_means(tune, by=["policy", "column", "label"], seeds=tseeds, metric=m)
+             for m in ("federations", "cache_models", "cache_age")}
     lines += ["### The grid on the tuning seeds", "",
-              "Mean final accuracy over the tuning seeds (PSFL: its own-area accuracy, each "
-              "car's model on the test images of its own labels, and its federations at the "
-              "end, beside it). ★ = chosen; (paper) = the value the study ran: its paper's "
+              "Mean final accuracy over the tuning seeds; PSFL's own-area accuracy (each car's "
+              "model on the test images of its own labels) beside it; and what the knob acts "
+              "on at the end of the run, mean over the seeds: PSFL's federations, the "
+              "Cached-DFL caches' models per car and their mean age in steps (a cache that "
+              "holds fewer models than C_max, or models younger than τ_max, is not bounded "
+              "by that knob). ★ = chosen; (paper) = the value the study ran: its paper's "
               "(MoFeL's Δ: the bench's own, the paper gives none).", "",
-              "| policy | column | value | final acc | own-area acc | federations |",
+              "| policy | column | value | final acc | own-area acc | at the end |",
               "|---|---|---|---|---|---|"]
     chosen_of = {(r["policy"], r["column"]): r["chosen"] for r in choices.to_dict("records")}
     for (policy, column, label), value in means.items():
         marks = (" ★" if chosen_of.get((policy, column)) == label else "") + (
             " (paper)" if paper.get(policy) == label else "")
+        key = (policy, column, label)
         lines.append(f"| {policy} | {column} | {label}{marks} | {_num(value)} | "
-                     f"{_num(area.get((policy, column, label), math.nan))} | "
-                     f"{_num(feds.get((policy, column, label), math.nan), 1)} |")
+                     f"{_num(area.get(key, math.nan))} | {_state(state, key)} |")
     # table 2: papers' values vs tuned on the results seeds
     result = runs[runs["stage"] == "result"]
     rows = []
@@ -937,6 +942,18 @@ def _policies_section(plan: dict[str, Any], runs: pd.DataFrame, study_dest: Path
                      f"{_num(swapped.get(second, math.nan))} |")
     lines += _sigma_section(plan, decl)
     return lines + [""]
+
+
+def _state(state: dict[str, pd.Series], key: tuple[str, str, str]) -> str:
+    """What the knob acts on at the end of a run (empty for a policy that records none)."""
+    got = {m: float(v.get(key, math.nan)) for m, v in state.items()}
+    parts = []
+    if math.isfinite(got["federations"]):
+        parts.append(f"{got['federations']:.1f} federations")
+    if math.isfinite(got["cache_models"]):
+        parts.append(f"{got['cache_models']:.1f} cached models, age "
+                     f"{_num(got['cache_age'], 2)}")
+    return "; ".join(parts)
 
 
 def _diff(test: Any) -> str:
