@@ -1407,6 +1407,10 @@ def add_bench_parser(sub: Any) -> None:
     bench.add_argument("--study", metavar="NAME", help="a controlled study instead of the "
                        "paper worlds: one base world, one factor per column ("
                        + ", ".join(study_names()) + ")")
+    bench.add_argument("--tune", choices=["recipe", "policies"], help="with --study: run "
+                       "the study's declared [tuning] on its tuning seeds: recipe (the lr "
+                       "grid on central_fedavg) or policies (each policy's knob, then the "
+                       "chosen and the paper's value on the results seeds --first-seed ..)")
     bench.add_argument("--describe", metavar="WORLD", help="print the regime descriptors of "
                        "WORLD (a scenario, a study, or a TOML file of settings) without "
                        "training, and exit")
@@ -1457,7 +1461,8 @@ def bench_command(args: argparse.Namespace) -> str:
 
     parts = ["mobidfl", "bench", "--out", str(args.out), "--scale", args.scale,
              "--seeds", str(args.seeds), "--policies", args.policies]
-    for flag, value in (("--study", args.study), ("--scenarios", args.scenarios),
+    for flag, value in (("--study", args.study), ("--tune", args.tune),
+                        ("--scenarios", args.scenarios),
                         ("--links", args.links),
                         ("--first-seed", args.first_seed or None),
                         ("--until-half-width", args.until_half_width),
@@ -1489,6 +1494,41 @@ def _saved(out: Path) -> str:
         return f"the finished runs are saved in {out}"
 
 
+def _cmd_tune(args: argparse.Namespace, out: Path, command: str) -> int:
+    """``mobidfl bench --study S --tune recipe|policies``: the study's declared tuning."""
+    from analysis.tuning import run_tuning
+
+    if args.study is None:
+        raise ConfigError("--tune", args.tune, "with --study (the tuning is a study's)")
+    for flag, value in (("--scenarios", args.scenarios), ("--links", args.links),
+                        ("--backend", None if args.backend == "local" else args.backend),
+                        ("--batch-runs", args.batch_runs or None), ("--device", args.device)):
+        if value is not None:
+            raise ConfigError(flag, value, "not with --tune (it runs on this machine's "
+                              "processes)")
+    if args.processes is not None and args.processes < 0:
+        raise ConfigError("--processes", args.processes, "an integer >= 0 (0 = this process)")
+    _check_flags(backend="local", batch_runs=False, seeds=args.seeds,
+                 first_seed=args.first_seed, processes=args.processes, cpus_per_run=1.0,
+                 gpus_per_run=0.0, device=None)
+    import torch
+
+    torch.set_num_threads(1)
+    policies = None if args.policies == "all" else _list(args.policies)
+    try:
+        page = run_tuning(study=args.study, kind=args.tune, out=out, scale=args.scale,
+                          results_seeds=range(args.first_seed, args.first_seed + args.seeds),
+                          policies=policies,
+                          processes=0 if args.processes is None else args.processes,
+                          progress=not args.quiet, command=command)
+    except KeyboardInterrupt:
+        print(f"mobidfl: interrupted: the finished runs are saved in {out}; resume with: "
+              f"{command}", file=sys.stderr)
+        return 130
+    print(page.read_text(), end="")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from analysis.folders import OutputFailed, check_output_folder
     from analysis.sweep import SweepStopped
@@ -1503,6 +1543,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ConfigError("--out", None, "an output folder (required unless --describe)")
     out = Path(args.out)
     command = bench_command(args)
+    if args.tune is not None:
+        return _cmd_tune(args, out, command)
     if args.report_only:
         if not (out / PLAN).is_file():
             raise ConfigError("--out", str(out), f"a bench folder with {PLAN}")

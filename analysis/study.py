@@ -71,6 +71,8 @@ class Study(About):
     heldout_about: dict[str, str]
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    tuning: dict[str, Any] = field(default_factory=dict)
+    """The ``[tuning]`` table as written (checked by :func:`analysis.tuning.load_tuning`)."""
     sha256: str = ""
 
     def base_world(self, scale: str) -> dict[str, Any]:
@@ -200,6 +202,7 @@ def load_study(name: str) -> Study:
         regime=str(about.get("regime", "")), provenance=str(about["provenance"]),
         why=str(about["why"]), base=base, factors=factors, crosses=crosses, heldout=heldout,
         heldout_about=heldout_about, scales=scales, notes=notes,
+        tuning=dict(data.get("tuning", {})),
         sha256=hashlib.sha256(raw.encode()).hexdigest(),
     )
 

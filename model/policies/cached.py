@@ -194,10 +194,12 @@ class CachedSettings(PluginSettings):
 
     namespace: ClassVar[str] = "cached"
     size: int = setting(
-        10, "cached_lru: cache size C_max (Cached-DFL)", at_least_one, alias="cache_size"
+        10, "cached_lru/cached_group_lru: cache size C_max (Cached-DFL)", at_least_one,
+        alias="cache_size",
     )
     tau_max: int = setting(
-        5, "cached_lru: staleness tolerance tau_max in steps", at_least_one, alias="tau_max"
+        5, "cached_lru/cached_group_lru: staleness tolerance tau_max in steps", at_least_one,
+        alias="tau_max",
     )
     groups: str = setting(
         "", "cached_group_lru: per-area cache limits, e.g. 4,3,3 (empty = even split)",
