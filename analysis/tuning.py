@@ -104,7 +104,7 @@ def load_tuning(name: str) -> Tuning:
     """The ``[tuning]`` table of study ``name``, checked: every column a variant of the
     study, every grid point the policy's own settings (never the world's), the same number
     of points for every knob (equal budget); a bad table is one :class:`ConfigError`."""
-    from model.plugins import POLICIES
+    from mobidfl.plugins import POLICIES
 
     from analysis.bench_scenarios import SCALES, is_world_setting, policy_setting_owners
     from analysis.study import load_study
@@ -335,7 +335,7 @@ def _cell(stage: str, column: Any, policy: str, point: dict[str, Any], *, paper:
 def paper_point(policy: str, knob: Knob) -> dict[str, Any]:
     """The policy's paper values (``_policies.toml``, else its defaults) of the knob's
     settings."""
-    from model.plugins import POLICIES
+    from mobidfl.plugins import POLICIES
 
     from analysis.bench_scenarios import policy_settings
 
