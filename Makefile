@@ -114,7 +114,7 @@ validate: $(VENV)/.installed
 
 # The generated parts of the docs: the settings table and the CLI reference (docs/reference/).
 docs-reference: $(VENV)/.installed
-	$(PY) -m analysis.readme
+	$(PY) -m mobidfl.analysis.readme
 
 readme: docs-reference
 

@@ -5,10 +5,10 @@ The page is Mesa's ``SolaraViz`` sidebar (parameter inputs) with our own Step / 
 the main area and fits the world on load, the plots sit below it, and an agent's panel appears
 beside them once one is picked; with a link model (input "Link model") contacts are drawn
 with their transfer progress and two more plots show bytes, aborted transfers and energy.
-They come from :mod:`analysis.app` (its modules say why they are our own components).
+They come from :mod:`mobidfl.analysis.app` (its modules say why they are our own components).
 All that is the "City" tab; the "Compare policies" tab runs the City tab's world and seed
 under two or more policies, stepped together, with their accuracy and bytes, and shows where
-the world sits on the published regime map (:mod:`analysis.app.compare`).
+the world sits on the published regime map (:mod:`mobidfl.analysis.app.compare`).
 Everything works offline: the streets are drawn from the map's own geometry and OSM web
 tiles are an opt-in checkbox.
 
@@ -25,7 +25,7 @@ import os
 
 import torch
 
-from analysis.app import (
+from mobidfl.analysis.app import (
     AccuracyPlot,
     AgentInfo,
     AppModel,

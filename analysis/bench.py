@@ -1,13 +1,13 @@
 """``mobidfl bench``: every exchange policy on the same standard worlds, one leaderboard.
 
-The worlds are the scenarios of :mod:`analysis.bench_scenarios` (``analysis/scenarios``),
+The worlds are the scenarios of :mod:`mobidfl.analysis.bench_scenarios` (``analysis/scenarios``),
 each at the ideal link and at the calibrated 802.11p link (and, for DAM/DCM's world, at
 each of the UAVs' mobility strategies). Every registered policy (entry-point plug-ins
-included) runs on every column where :class:`model.config.Config` accepts it; a refused
+included) runs on every column where :class:`mobidfl.model.config.Config` accepts it; a refused
 pair keeps its one-line reason. Each cell runs over the same seeds, so the runs of two
 policies with one seed share mobility, data split and initial models.
 
-Runs go through the sweep machinery (:mod:`analysis.sweep`): one sweep folder per cell
+Runs go through the sweep machinery (:mod:`mobidfl.analysis.sweep`): one sweep folder per cell
 under ``OUT/cells/`` (``manifest.csv`` and one Parquet file per finished run), executed by
 its process pool, Ray, or ``--batch-runs``. Finished runs are kept, so the same command
 after a kill (or a full disk: one line saying so and that command) goes on where it
@@ -19,7 +19,7 @@ report (:func:`write_report`) then writes
 ``leaderboard.md`` / ``leaderboard.csv``, ``heatmap.png`` (score per policy and column),
 ``accuracy_<world>.png`` (mean accuracy over simulated time per policy) and
 ``manifest.json`` (settings, versions, machine) so that two machines' tables can be
-compared. Statistics: :mod:`analysis.bench_stats`.
+compared. Statistics: :mod:`mobidfl.analysis.bench_stats`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.bench_scenarios import (
+from mobidfl.analysis.bench_scenarios import (
     Cell,
     Column,
     build_cells,
@@ -54,7 +54,7 @@ from analysis.bench_scenarios import (
     policy_settings,
     scenario_names,
 )
-from analysis.bench_stats import (
+from mobidfl.analysis.bench_stats import (
     CONFIDENCE,
     EQUIVALENCE_MARGIN,
     HALF_WIDTH,
@@ -69,8 +69,8 @@ from analysis.bench_stats import (
     t_interval,
     time_to_target,
 )
-from analysis.bench_stats import score as normalised_score
-from analysis.comm import (
+from mobidfl.analysis.bench_stats import score as normalised_score
+from mobidfl.analysis.comm import (
     CURVE,
     PER_AGENT,
     accuracy_over_bytes,
@@ -78,8 +78,8 @@ from analysis.comm import (
     cumulative_per_agent,
     pareto_front,
 )
-from analysis.stats import sample_std
-from analysis.study import load_study, study_names
+from mobidfl.analysis.stats import sample_std
+from mobidfl.analysis.study import load_study, study_names
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
 from mobidfl.cores import cpu_model, unloaded_cores, usable_cores
 from mobidfl.errors import ConfigError
@@ -100,7 +100,7 @@ RUN_SETTINGS = {"workers": 1, "contacts_out": "none"}
 
 # --- planning -----------------------------------------------------------------------------
 def _run_id(settings: dict[str, Any], seed: int) -> str:
-    """As :meth:`analysis.sweep.Sweep.runs`: the hash of the run's settings and seed."""
+    """As :meth:`mobidfl.analysis.sweep.Sweep.runs`: the hash of the run's settings and seed."""
     digest = hashlib.sha1(
         json.dumps({"settings": settings, "seed": seed}, sort_keys=True, default=str).encode()
     ).hexdigest()
@@ -118,7 +118,7 @@ def plan_runs(cells: Sequence[Cell], seeds: Sequence[int] | Mapping[str, Sequenc
     column by column, ``--until-half-width``: the cells of a column keep the same seeds, so
     its policies stay paired). ``extra``: run settings (device, workers), the same for
     every cell."""
-    from analysis.sweep import RunSpec
+    from mobidfl.analysis.sweep import RunSpec
 
     plan: dict[str, list[Any]] = {}
     for cell in cells:
@@ -145,8 +145,8 @@ def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
                  device: str | None, until_half_width: float | None = None,
                  max_seeds: int = MAX_SEEDS) -> None:
     """Every option of a bench checked before any world is built or folder touched."""
-    from analysis.sweep import BACKENDS, MAX_RUNS
-    from model.config import SEED_MAX
+    from mobidfl.analysis.sweep import BACKENDS, MAX_RUNS
+    from mobidfl.model.config import SEED_MAX
 
     if backend not in BACKENDS:
         raise ConfigError("--backend", backend, "one of " + ", ".join(BACKENDS))
@@ -184,9 +184,9 @@ def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
 
 
 def _cell_manifest() -> type:
-    """The sweep's :class:`~analysis.sweep.Manifest`, whose failed write says only why: the
+    """The sweep's :class:`~mobidfl.analysis.sweep.Manifest`, whose failed write says only why: the
     bench adds what is saved and the bench command that resumes (not a cell's sweep)."""
-    from analysis.sweep import Manifest
+    from mobidfl.analysis.sweep import Manifest
 
     class CellManifest(Manifest):
         def stopped(self, why: str) -> str:
@@ -269,7 +269,7 @@ def _short(text: str, path: Path) -> str:
 def _cell_rows(folder: Path, runs: Sequence[str]) -> Any:
     """A cell's ``manifest.csv`` read whole (a row for each of ``runs``, no other), or
     :class:`BenchDamaged` naming it."""
-    from analysis.sweep import MANIFEST, read_manifest
+    from mobidfl.analysis.sweep import MANIFEST, read_manifest
 
     path = folder / MANIFEST
     try:
@@ -303,7 +303,7 @@ def check_bench_folder(out: Path) -> dict[str, Any]:
     """Check a bench folder whole before its report: ``manifest.json``, each cell's
     ``manifest.csv`` and the file of every run listed ok. Raises :class:`BenchDamaged`
     naming the first file that is cut, damaged or missing; returns the plan."""
-    from analysis.sweep import run_path
+    from mobidfl.analysis.sweep import run_path
 
     plan = read_plan(out)
     for cell in plan["cells"]:
@@ -324,7 +324,7 @@ def check_bench_folder(out: Path) -> dict[str, Any]:
 
 def _bench_entries(out: Path) -> list[str]:
     """What a folder holds besides temporaries and a sweep lock."""
-    from analysis.sweep import LOCK
+    from mobidfl.analysis.sweep import LOCK
     from mobidfl.atomic import TEMP_PREFIX
 
     if not out.is_dir():
@@ -384,7 +384,7 @@ def _repair_runs(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any]], *
                  say: Callable[[str], None] | None) -> None:
     """Resume: a damaged ``manifest.json`` or cell ``manifest.csv`` is written again, a
     damaged run file removed so that its run runs again; one line (``say``) each."""
-    from analysis.sweep import MANIFEST, run_path
+    from mobidfl.analysis.sweep import MANIFEST, run_path
 
     tell = say or (lambda _: None)
     if (out / PLAN).exists():
@@ -442,14 +442,14 @@ def run_bench(
     and scale: anything else is refused before a file is written); there a run whose file
     is damaged is run again (``say``, one line each). Raises ``KeyboardInterrupt`` on
     Ctrl-C (finished runs are kept: the same call resumes) and
-    :class:`analysis.sweep.SweepStopped` when a write fails (the message says why only).
+    :class:`mobidfl.analysis.sweep.SweepStopped` when a write fails (the message says why only).
 
     ``until_half_width``: after the ``seeds`` seeds, seeds are added column by column (all
     its policies together, so they stay paired) until every cell's 95 % half-width of final
     accuracy is at most this, or ``max_seeds`` is reached (issue 42, item 5;
-    :func:`analysis.bench_stats.seeds_for_column`); the manifest keeps each column's seeds.
+    :func:`mobidfl.analysis.bench_stats.seeds_for_column`); the manifest keeps each column's seeds.
     """
-    from analysis.folders import check_output_folder
+    from mobidfl.analysis.folders import check_output_folder
 
     _check_flags(backend=backend, batch_runs=batch_runs, seeds=seeds, first_seed=first_seed,
                  processes=processes, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run,
@@ -588,8 +588,8 @@ def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], 
     """Run ``todo`` on the sweep's executors, recording each result in its cell's manifest."""
     from tqdm import tqdm
 
-    from analysis import sweep
-    from analysis.interrupts import CtrlC
+    from mobidfl.analysis import sweep
+    from mobidfl.analysis.interrupts import CtrlC
 
     with CtrlC() as ctrl_c, tqdm(total=total, initial=total - len(todo), desc="bench runs",
                                  unit="run", disable=not progress) as bar:
@@ -667,7 +667,7 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
                 started: datetime, wall_s: float | None, plan: dict[str, list[Any]],
                 column_seeds: Mapping[str, Sequence[int]] | None = None,
                 adaptive: dict[str, Any] | None = None) -> None:
-    from analysis.scenarios import SET_VERSION
+    from mobidfl.analysis.scenarios import SET_VERSION
 
     previous: dict[str, Any] = {}
     if (out / PLAN).exists():
@@ -751,7 +751,7 @@ def _commit() -> str:
 
 
 DESCRIPTORS = "descriptors.csv"
-"""Per column, the regime descriptors of its world (:mod:`analysis.describe`)."""
+"""Per column, the regime descriptors of its world (:mod:`mobidfl.analysis.describe`)."""
 
 
 def _world_without_link(settings: dict[str, Any]) -> dict[str, Any]:
@@ -761,7 +761,7 @@ def _world_without_link(settings: dict[str, Any]) -> dict[str, Any]:
 def write_descriptors(out: Path, cols: Sequence[Column], *, seed: int) -> Path:
     """Measure each column's regime descriptors (once per world: the links share one) at
     ``seed`` and write them to ``out/descriptors.csv``; columns already there are kept."""
-    from analysis.describe import describe_world
+    from mobidfl.analysis.describe import describe_world
 
     path = out / DESCRIPTORS
     old = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["column"])
@@ -798,7 +798,7 @@ def _is_scenario_file(path: str) -> bool:
 def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None) -> str:
     """``mobidfl bench --describe WORLD``: the descriptors of a scenario's, a study's or a
     settings file's worlds, as a Markdown table (no training; seconds per world)."""
-    from analysis.describe import describe_world
+    from mobidfl.analysis.describe import describe_world
 
     if world in scenario_names() or (world.endswith(".toml") and _is_scenario_file(world)):
         cols = columns([world], scale=scale, links=["ideal"])
@@ -807,7 +807,7 @@ def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None
         worlds = [(c.variant, _world_without_link(c.settings))
                   for c in load_study(world).columns(scale)]
     elif world.endswith(".toml"):
-        from model.config import Config
+        from mobidfl.model.config import Config
 
         settings = Config.from_toml(world, source="--describe").explicit_settings()
         worlds = [(Path(world).stem, settings)]
@@ -815,7 +815,7 @@ def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None
         raise ConfigError("--describe", world, "a scenario (" + ", ".join(scenario_names())
                           + "), a study (" + ", ".join(study_names())
                           + ") or a .toml file of settings")
-    from analysis.regime_map import load_rule
+    from mobidfl.analysis.regime_map import load_rule
 
     predict = load_rule(rule) if rule is not None else None  # refused before any world runs
     head = ("| world | agents | steps | neighbours/step | contact s | inter-contact s | "
@@ -837,8 +837,8 @@ def _agents(settings: dict[str, Any]) -> int:
 # --- the report -----------------------------------------------------------------------------
 def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """``(plan, per-run numbers, curves)`` of a bench folder (finished runs only); the curves
-    hold :data:`analysis.comm.CURVE` per evaluation."""
-    from analysis.sweep import read_manifest, run_path
+    hold :data:`mobidfl.analysis.comm.CURVE` per evaluation."""
+    from mobidfl.analysis.sweep import read_manifest, run_path
 
     plan = read_plan(out)
     rows, curves = [], []
@@ -897,7 +897,7 @@ def _by_seed(runs: pd.DataFrame, column: str, policy: str, metric: str) -> pd.Se
 
 def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: status or reason, and every metric's mean and CI half-width; the
-    comparison with the column's best (:func:`analysis.bench_stats.compare_column`: all
+    comparison with the column's best (:func:`mobidfl.analysis.bench_stats.compare_column`: all
     pairs, Holm-adjusted p, TOST, verdict), the column's detectable difference, the seeds
     the cell needs, the score where its scale is clear (else ``score_reason``) and the time
     to target over every seed (median, never = inf; ``target_reached``)."""
@@ -986,7 +986,7 @@ def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
 
 def _mark_front(rows: list[dict[str, Any]]) -> None:
     """``pareto``: each finished cell of one column on the front of mean bytes per agent
-    (low) and mean final accuracy (high) (:func:`analysis.comm.pareto_front`); NaN where
+    (low) and mean final accuracy (high) (:func:`mobidfl.analysis.comm.pareto_front`); NaN where
     no cell of the column has both."""
     done = [r for r in rows if r.get("status") in ("ok", "partial")]
     cost = np.array([r.get("bytes_per_agent", math.nan) for r in done], float)
@@ -1318,7 +1318,7 @@ def comm_plots(plan: dict[str, Any], board: pd.DataFrame, curves: pd.DataFrame,
                out: Path) -> list[Path]:
     """One figure per world whose runs counted bytes: per column (link), mean accuracy over
     the MB per agent sent so far (top), and each policy's mean final accuracy against its
-    mean MB per agent with the Pareto front (:func:`analysis.comm.pareto_front`) joined and
+    mean MB per agent with the Pareto front (:func:`mobidfl.analysis.comm.pareto_front`) joined and
     ringed (bottom)."""
     import matplotlib
 
@@ -1483,7 +1483,7 @@ def bench_command(args: argparse.Namespace) -> str:
 
 def _saved(out: Path) -> str:
     """How many of the bench's runs are saved (best effort: for a line after a failure)."""
-    from analysis.sweep import run_path
+    from mobidfl.analysis.sweep import run_path
 
     try:
         cells = read_plan(out)["cells"]
@@ -1496,7 +1496,7 @@ def _saved(out: Path) -> str:
 
 def _cmd_tune(args: argparse.Namespace, out: Path, command: str) -> int:
     """``mobidfl bench --study S --tune recipe|policies``: the study's declared tuning."""
-    from analysis.tuning import run_tuning
+    from mobidfl.analysis.tuning import run_tuning
 
     if args.study is None:
         raise ConfigError("--tune", args.tune, "with --study (the tuning is a study's)")
@@ -1530,8 +1530,8 @@ def _cmd_tune(args: argparse.Namespace, out: Path, command: str) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from analysis.folders import OutputFailed, check_output_folder
-    from analysis.sweep import SweepStopped
+    from mobidfl.analysis.folders import OutputFailed, check_output_folder
+    from mobidfl.analysis.sweep import SweepStopped
 
     if args.describe is not None:
         print(describe_table(args.describe, scale=args.scale, seed=args.first_seed,

@@ -22,7 +22,7 @@ Holm over the same family), or *undecided*. :func:`detectable_difference` states
 seeds can detect (statsmodels' power of the paired t-test).
 
 Non-finite values (a metric a run did not record, a target never reached) are left out of
-means, as in :mod:`analysis.stats` (whose sample standard deviation this reuses); the time
+means, as in :mod:`mobidfl.analysis.stats` (whose sample standard deviation this reuses); the time
 to target is the exception (:func:`time_to_target`): a seed that never reached the target
 counts as never, not as missing.
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.stats import sample_std
+from mobidfl.analysis.stats import sample_std
 
 __all__ = [
     "CONFIDENCE",
@@ -123,7 +123,7 @@ def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
 
 def t_interval(values: Sequence[float] | np.ndarray, *, confidence: float = CONFIDENCE) -> Interval:
     """Mean and Student-t confidence half-width ``t_{1-a/2, n-1} s / sqrt(n)`` of the finite
-    values (``s`` the sample standard deviation, :func:`analysis.stats.sample_std`)."""
+    values (``s`` the sample standard deviation, :func:`mobidfl.analysis.stats.sample_std`)."""
     from scipy import stats
 
     v = _finite(values)
@@ -480,7 +480,7 @@ class TimeToTarget:
 
 
 def time_to_target(times: Sequence[float] | np.ndarray | pd.Series) -> TimeToTarget:
-    """Time (or bytes, :func:`analysis.comm.bytes_to_target`) to target over every seed:
+    """Time (or bytes, :func:`mobidfl.analysis.comm.bytes_to_target`) to target over every seed:
     NaN (never reached) counts as +inf.
 
     The mean over the seeds that reached the target says nothing of the others (one of five

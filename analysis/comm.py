@@ -9,7 +9,7 @@ per-step tables, pure functions:
   accuracy over bytes);
 * :func:`bytes_to_target`: per seed the bytes per agent sent by the first evaluation at a
   target accuracy, and the median over every seed with a seed that never got there counted
-  as never (:func:`analysis.bench_stats.time_to_target`, as for time);
+  as never (:func:`mobidfl.analysis.bench_stats.time_to_target`, as for time);
 * :func:`pareto_front`: which policies of a world no other beats on both final accuracy and
   bytes (Pareto 1906; the accuracy-communication trade-off of communication-efficient FL,
   e.g. McMahan et al. 2017, Fig. 2's rounds to target);
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from analysis.bench_stats import TimeToTarget
+    from mobidfl.analysis.bench_stats import TimeToTarget
 
 __all__ = [
     "CURVE", "PER_AGENT", "accuracy_over_bytes", "bytes_to_target", "cumulative_per_agent",
@@ -58,17 +58,17 @@ def cumulative_per_agent(table: pd.DataFrame, *, agents: int,
 def bytes_to_target(curves: Mapping[Any, pd.DataFrame],
                     targets: Mapping[Any, float]) -> TimeToTarget:
     """Bytes per agent to a target accuracy over seeds, as
-    :func:`analysis.bench_stats.time_to_target` does for time.
+    :func:`mobidfl.analysis.bench_stats.time_to_target` does for time.
 
     ``curves``: per seed a run's curve (:data:`CURVE` columns: ``acc_mean`` and the bytes
     per agent sent by each evaluation); ``targets``: per seed the target accuracy. Per seed,
     the bytes sent by the first evaluation at ``acc_mean >= target``
-    (:func:`analysis.bench_stats.first_time_at` on the bytes instead of the time), never
+    (:func:`mobidfl.analysis.bench_stats.first_time_at` on the bytes instead of the time), never
     reached = +inf; the median over every seed, never counting as never. Seeds whose bytes
     are unknown (a run made before the ideal link counted them) or without a target are
     left out: unknown is not never.
     """
-    from analysis.bench_stats import first_time_at, time_to_target
+    from mobidfl.analysis.bench_stats import first_time_at, time_to_target
 
     spent = []
     for seed, curve in curves.items():

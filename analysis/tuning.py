@@ -17,7 +17,7 @@ tuning run, on which seeds and columns and by which rule two things are chosen:
 The choice is :func:`choose` (pure, tested on numbers worked by hand); runs go through the
 bench's sweep machinery (one resumable folder, one cell per grid point and stage). The page
 (:func:`tuning_page`) is generated from the published per-run data only
-(``python -m analysis.tuning publish`` / ``--page``), and ``tests/test_published_tuning.py``
+(``python -m mobidfl.analysis.tuning publish`` / ``--page``), and ``tests/test_published_tuning.py``
 fails when it drifts from them.
 """
 
@@ -104,11 +104,10 @@ def load_tuning(name: str) -> Tuning:
     """The ``[tuning]`` table of study ``name``, checked: every column a variant of the
     study, every grid point the policy's own settings (never the world's), the same number
     of points for every knob (equal budget); a bad table is one :class:`ConfigError`."""
+    from mobidfl.analysis.bench_scenarios import SCALES, is_world_setting, policy_setting_owners
+    from mobidfl.analysis.study import load_study
+    from mobidfl.model.config import canonical_name
     from mobidfl.plugins import POLICIES
-
-    from analysis.bench_scenarios import SCALES, is_world_setting, policy_setting_owners
-    from analysis.study import load_study
-    from model.config import canonical_name
 
     study = load_study(name)
     table = study.tuning
@@ -288,7 +287,7 @@ def sigma_per_sample(sigma: float, sizes: Sequence[int] | np.ndarray, *, batch: 
     """What PSFL's bound ``sigma`` is in per-sample mean loss, car by car.
 
     eq. 3's L(D_i, nn_j) at ``psfl.loss = batch_sum`` is about the per-sample mean times
-    the number of batch terms (:func:`model.maths.psfl.eq3_loss`): ``ceil(n_i / batch)``
+    the number of batch terms (:func:`mobidfl.model.maths.psfl.eq3_loss`): ``ceil(n_i / batch)``
     for ``batches = 0`` (the car's own data), else ``batches``. ``sigma`` divided by that
     count is the per-sample loss it tolerates: the same for every car only when
     ``batches > 0``."""
@@ -318,8 +317,8 @@ class TuneCell:
 
 def _cell(stage: str, column: Any, policy: str, point: dict[str, Any], *, paper: bool
           ) -> TuneCell:
-    from analysis.bench_scenarios import cell_settings
-    from model.config import Config
+    from mobidfl.analysis.bench_scenarios import cell_settings
+    from mobidfl.model.config import Config
 
     settings = {**cell_settings(column, policy), **point}
     refusal = ""
@@ -335,9 +334,8 @@ def _cell(stage: str, column: Any, policy: str, point: dict[str, Any], *, paper:
 def paper_point(policy: str, knob: Knob) -> dict[str, Any]:
     """The policy's paper values (``_policies.toml``, else its defaults) of the knob's
     settings."""
+    from mobidfl.analysis.bench_scenarios import policy_settings
     from mobidfl.plugins import POLICIES
-
-    from analysis.bench_scenarios import policy_settings
 
     _, own = policy_settings(policy)
     defaults = POLICIES[policy].settings_class()
@@ -349,7 +347,7 @@ def paper_point(policy: str, knob: Knob) -> dict[str, Any]:
 
 
 def _columns(tuning: Tuning, scale: str) -> dict[str, Any]:
-    from analysis.study import load_study
+    from mobidfl.analysis.study import load_study
 
     return {c.variant: c for c in load_study(tuning.study).columns(scale)}
 
@@ -392,7 +390,7 @@ def result_cells(tuning: Tuning, scale: str, choices: pd.DataFrame) -> list[Tune
 
 def _check_folder(out: Path, *, kind: str, study: str, scale: str) -> dict[str, Any]:
     """``out`` is new or empty, or this same tuning's folder; returns its plan (or {})."""
-    from analysis.bench import _bench_entries
+    from mobidfl.analysis.bench import _bench_entries
 
     entries = _bench_entries(out)
     if not entries:
@@ -421,7 +419,7 @@ def _cpu_s() -> float:
 
 def _timed_run(spec: Any) -> tuple[Any, float]:
     """One run and the CPU seconds its process spent on it (all its threads)."""
-    from analysis.sweep import execute_run
+    from mobidfl.analysis.sweep import execute_run
 
     started = time.process_time()
     result = execute_run(spec)
@@ -438,9 +436,9 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
 
     from tqdm import tqdm
 
-    from analysis.bench import CELLS, _cell_manifest, _safe, plan_runs
-    from analysis.bench_scenarios import memo_setting_names
-    from analysis.sweep import _worker_context
+    from mobidfl.analysis.bench import CELLS, _cell_manifest, _safe, plan_runs
+    from mobidfl.analysis.bench_scenarios import memo_setting_names
+    from mobidfl.analysis.sweep import _worker_context
 
     with memo_setting_names():
         plan = plan_runs(cells, seeds, extra={})
@@ -480,7 +478,7 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
 
 def _cell_record(cell: TuneCell, seeds: Sequence[int], plan: dict[str, list[Any]]
                  ) -> dict[str, Any]:
-    from analysis.bench import CELLS, _agents, _safe
+    from mobidfl.analysis.bench import CELLS, _agents, _safe
 
     return {"key": cell.key, "stage": cell.stage, "variant": cell.variant,
             "policy": cell.policy, "label": cell.label, "point": cell.point,
@@ -492,8 +490,8 @@ def _cell_record(cell: TuneCell, seeds: Sequence[int], plan: dict[str, list[Any]
 def load_tuning_runs(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """``(plan, runs, curves)`` of a tuning folder: one row per planned run (final numbers,
     PSFL's own-area accuracy and federations where the run recorded them)."""
-    from analysis.bench_stats import run_numbers
-    from analysis.sweep import read_manifest, run_path
+    from mobidfl.analysis.bench_stats import run_numbers
+    from mobidfl.analysis.sweep import read_manifest, run_path
 
     plan = json.loads((out / PLAN).read_text())
     rows, curves = [], []
@@ -538,8 +536,8 @@ def _data_sizes(tuning: Tuning, scale: str, variants: Sequence[str], seeds: Sequ
     learners built, never stepped), for the page's reading of PSFL's sigma."""
     import warnings
 
-    from model.inert import InertSettingWarning
-    from model.world import MobiDFLModel
+    from mobidfl.model.inert import InertSettingWarning
+    from mobidfl.model.world import MobiDFLModel
 
     cols = _columns(tuning, scale)
     out: dict[str, dict[str, list[int]]] = {}
@@ -560,8 +558,8 @@ def run_tuning(*, study: str, kind: str, out: str | Path, scale: str,
                say: Any = None) -> Path:
     """Run ``--tune recipe`` or ``--tune policies`` of ``study`` into ``out`` (resumable)
     and write its ``tuning.json`` and ``tuning.md``; returns the Markdown table's path."""
-    from analysis.bench import _commit, _machine, _versions
-    from analysis.folders import check_output_folder
+    from mobidfl.analysis.bench import _commit, _machine, _versions
+    from mobidfl.analysis.folders import check_output_folder
     from mobidfl.atomic import write_text_atomic
 
     if kind not in KINDS:
@@ -696,7 +694,7 @@ def publish_tuning(folders: Sequence[str | Path], dest: str | Path) -> list[Path
 
 
 def _mean_ci(values: pd.Series) -> str:
-    from analysis.bench_stats import t_interval
+    from mobidfl.analysis.bench_stats import t_interval
 
     return t_interval(values.to_numpy(float)).text(3)
 
@@ -726,7 +724,7 @@ def winner(means: Mapping[str, float], *, reference: str = "central_fedavg") -> 
 def tuning_page(dest: str | Path, *, study_dest: str | Path) -> str:
     """The tuning page, every number computed from the published tuning data ``dest`` (and,
     for the ranking at the papers' values, the published study ``study_dest``)."""
-    from analysis.bench_stats import holm, paired_difference
+    from mobidfl.analysis.bench_stats import holm, paired_difference
 
     dest, study_dest = Path(dest), Path(study_dest)
     plans = json.loads((dest / MANIFEST).read_text())
@@ -748,7 +746,7 @@ def tuning_page(dest: str | Path, *, study_dest: str | Path) -> str:
     lines = [
         f"# Tuning: the {next(iter(plans.values()))['study']} study's recipe and its "
         "policies' knobs", "",
-        "<!-- generated by `python -m analysis.tuning --page "
+        "<!-- generated by `python -m mobidfl.analysis.tuning --page "
         f"{shown} {_shown(study_dest)} <this page>` from the published per-run data; "
         "tests/test_published_tuning.py fails when this page and the data disagree -->", "",
         f"Data: `{shown}/` ({len(ok)} finished runs of {len(runs)}; scale "
@@ -1008,7 +1006,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in publish_tuning(args[2:], args[1]):
             print(path)
         return 0
-    print("usage: python -m analysis.tuning publish DEST FOLDER... | --page DEST STUDY_DEST "
+    print("usage: python -m mobidfl.analysis.tuning publish DEST FOLDER... | --page DEST STUDY_DEST "
           "PAGE", file=sys.stderr)
     return 2
 

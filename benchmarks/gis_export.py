@@ -24,8 +24,8 @@ from machine import machine_line  # noqa: E402
 
 CHILD = r"""
 import json, sys, tempfile, time
-from analysis.gis import export_layers, write_gis
-from model import MobiDFLModel
+from mobidfl.analysis.gis import export_layers, write_gis
+from mobidfl.model import MobiDFLModel
 settings = json.loads(sys.argv[1])
 model = MobiDFLModel(**settings, steps=2, learning=False, seed=0)
 model.step(); model.step()

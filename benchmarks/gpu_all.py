@@ -325,8 +325,8 @@ def machine_info(device: str) -> dict[str, Any]:
 # --- children: fig2 and city -------------------------------------------------------------------
 def child_fig2(argv: list[str]) -> int:
     """``mobidfl reproduce ...`` in this process, every run's finished epoch logged."""
-    from analysis.cli import main as cli_main
-    from model import MobiDFLModel
+    from mobidfl.analysis.cli import main as cli_main
+    from mobidfl.model import MobiDFLModel
 
     started = time.perf_counter()
     step = MobiDFLModel.step
@@ -351,7 +351,7 @@ def child_city(args: argparse.Namespace) -> int:
     import torch
 
     from mobidfl.errors import ConfigError
-    from model import MobiDFLModel
+    from mobidfl.model import MobiDFLModel
 
     cuda = args.device == "cuda"
 

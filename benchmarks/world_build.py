@@ -5,7 +5,7 @@ on the generated borough GraphML of ``benchmarks/map_load.py`` (17,956 intersect
 54,131 directed street segments). Each measurement runs in a fresh Python process, as a
 user's ``mobidfl run`` starts:
 
-* ``import``: ``from model import MobiDFLModel`` (Mesa, mesa-geo, the map and agent code);
+* ``import``: ``from mobidfl.model import MobiDFLModel`` (Mesa, mesa-geo, the map and agent code);
 * ``cold``: ``MobiDFLModel(map=FILE, map_cache=EMPTY, learning=False)``: the GraphML parsed
   and the street networks built and written to the cache (the GraphML itself is in the OS
   page cache: the first checkout to read it would otherwise pay the disk for all);
@@ -41,7 +41,7 @@ CHILD = r"""
 import json, sys, time
 clock = lambda: (time.perf_counter(), time.process_time())
 t0 = clock()
-from model import MobiDFLModel
+from mobidfl.model import MobiDFLModel
 t1 = clock()
 before = set(sys.modules)
 MobiDFLModel(map=sys.argv[1], map_cache=sys.argv[2], learning=False, seed=0)

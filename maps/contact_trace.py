@@ -19,7 +19,7 @@ Three formats, each read whole and checked whole (a bad file is one
 Times are seconds; trace time ``start_s`` is MobiDFL time 0 and step ``s`` covers
 ``[(s - 1) step_s, s step_s]``: a contact spanning a step boundary is one row in each step
 it touches (as a map run writes it). :class:`ContactTrace` indexes the rows by step once
-(one sort), so a step's :class:`~model.contacts.ContactTable` is a slice, no per-contact
+(one sort), so a step's :class:`~mobidfl.model.contacts.ContactTable` is a slice, no per-contact
 Python.
 """
 
@@ -444,7 +444,7 @@ class ContactTrace:
 
     def encounters(self, table: ContactTable) -> tuple[np.ndarray, np.ndarray]:
         """Pairs sorted by (a, b) and the fraction of the step of their first contact (as
-        :func:`model.contacts.contact_times`)."""
+        :func:`mobidfl.model.contacts.contact_times`)."""
         first = table.first_rows()
         pairs = np.stack([table.a[first], table.b[first]], axis=1).astype(np.int64)
         return pairs.reshape(-1, 2), table.t_start[first] / self.step_s

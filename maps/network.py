@@ -18,7 +18,7 @@ import shapely
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from maps.edges import EdgeTable, ranges
+from mobidfl.maps.edges import EdgeTable, ranges
 
 STRAIGHT, LEFT, RIGHT, BACK = 0, 1, 2, 3
 _MIN_LENGTH = 0.01

@@ -1,7 +1,7 @@
 """MobiDFL core: the Mesa model, its configuration, learning engine and exchange policies.
 
-The front door: ``from model import MobiDFLModel, Config``. Names are resolved lazily
-(PEP 562), so importing a ground-floor module such as ``model.config`` runs this file
+The front door: ``from mobidfl.model import MobiDFLModel, Config``. Names are resolved lazily
+(PEP 562), so importing a ground-floor module such as ``mobidfl.model.config`` runs this file
 without importing the Mesa model above it. Errors have one home, :mod:`mobidfl.errors`.
 """
 
@@ -13,8 +13,8 @@ import mobidfl.deferred  # noqa: F401  (before mesa-geo: libpysal on first use)
 from mobidfl.exports import resolve
 
 _EXPORTS = {
-    "MobiDFLModel": "model.world",
-    "Config": "model.config",
+    "MobiDFLModel": "mobidfl.model.world",
+    "Config": "mobidfl.model.config",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -4,7 +4,7 @@ Each field's metadata carries its help text and its check (:func:`mobidfl.settin
 Per-kind settings (``vehicle.mobility``) live in a nested :class:`KindSettings`, one field
 per kind of :data:`mobidfl.kinds.AGENT_KINDS`; each policy, mobility model and link model
 owns its settings (:class:`mobidfl.settings.PluginSettings`, e.g. ``psfl.sigma``), held in
-:class:`PluginValues` by namespace. :class:`model.config.Config` adds the entry points
+:class:`PluginValues` by namespace. :class:`mobidfl.model.config.Config` adds the entry points
 (names, resolution, checks, files) to these fields.
 
 Ground floor: plug-in names are checked against the registry instances, which load the
@@ -19,6 +19,7 @@ from typing import Any
 
 from mobidfl.errors import ConfigError
 from mobidfl.kinds import AGENT_KINDS, COUNT_SETTING, KIND_POLICY, KINDS, auto_policies
+from mobidfl.model.config_values import contact_outputs, dataset_check, registered
 from mobidfl.plugins import LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
 from mobidfl.settings import (
     PluginSettings,
@@ -29,7 +30,6 @@ from mobidfl.settings import (
     positive,
 )
 from mobidfl.settings import setting as _setting
-from model.config_values import contact_outputs, dataset_check, registered
 
 __all__ = [
     "FIELD_NAMES",
@@ -89,7 +89,7 @@ class PluginValues:
 class Provenance:
     """How a config's values came about (not a setting: never compared, never written).
 
-    Filled by the resolution step (:func:`model.config_resolve.resolve`); a config built
+    Filled by the resolution step (:func:`mobidfl.model.config_resolve.resolve`); a config built
     directly (``Config(...)``) has none of it: nothing explicit, nothing derived.
     """
 

@@ -20,8 +20,7 @@ from typing import Any
 
 from mobidfl.errors import ConfigError
 from mobidfl.kinds import COUNT_SETTING, KINDS
-from mobidfl.settings import PluginSettings
-from model.config_fields import (
+from mobidfl.model.config_fields import (
     FIELD_NAMES,
     ConfigFields,
     KindSettings,
@@ -29,7 +28,8 @@ from model.config_fields import (
     plugin_namespaces,
     setting_fields,
 )
-from model.config_values import coerce, is_optional
+from mobidfl.model.config_values import coerce, is_optional
+from mobidfl.settings import PluginSettings
 
 __all__ = [
     "PAPER_WORDS",

@@ -1,6 +1,6 @@
 """The ``model.csv`` columns: one named Mesa DataCollector reporter per column.
 
-Each reporter is a small function of the running :class:`model.world.MobiDFLModel`;
+Each reporter is a small function of the running :class:`mobidfl.model.world.MobiDFLModel`;
 :func:`model_reporters` picks the ones a run has (per kind, per policy, high/low mobility,
 policy metrics, link costs).
 """
@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from model.links import LinkPlan
+from mobidfl.model.links import LinkPlan
 
 World = Any
-"""The running :class:`model.world.MobiDFLModel` (not imported: that module imports this one)."""
+"""The running :class:`mobidfl.model.world.MobiDFLModel` (not imported: that module imports this
+one)."""
 
 
 def simulated_time_s(model: World) -> float:

@@ -3,7 +3,7 @@
 :func:`state_dict` gathers everything needed to continue a run exactly (random generators,
 positions, mobility, contacts so far, learning, link totals, the collected tables);
 :func:`load_state_dict` puts it into a model built with the same config.
-:mod:`model.checkpoint` writes and reads the files.
+:mod:`mobidfl.model.checkpoint` writes and reads the files.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import scipy.sparse as sp
 from mesa.time import EventGenerator, Priority, Schedule
 
 from mobidfl.contact_table import CONTACT_COLUMNS
-from model.learning.results import Evaluation
-from model.outputs import ColumnLog
+from mobidfl.model.learning.results import Evaluation
+from mobidfl.model.outputs import ColumnLog
 
 World = Any
-"""The running :class:`model.world.MobiDFLModel` (not imported: that module imports this one)."""
+"""The running :class:`mobidfl.model.world.MobiDFLModel` (not imported: that module imports this
+one)."""
 
 
 def state_dict(model: World) -> dict[str, Any]:
@@ -158,7 +159,8 @@ def restart_clock(model: World, steps: int) -> None:
     Mesa 3.5 drives ``step`` from a recurring event it keeps privately
     (``Model._default_schedule``, calling ``Model._do_step``) and has no public call to move
     it; a resumed model must continue at step ``steps + 1``, so the event is replaced (with
-    :meth:`model.world.MobiDFLModel.sync_geometries`, the only use of Mesa's private members).
+    :meth:`mobidfl.model.world.MobiDFLModel.sync_geometries`, the only use of Mesa's private
+    members).
     """
     model.steps = steps
     model.time = float(steps)

@@ -58,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     import torch
 
-    from model.learning import data
+    from mobidfl.model.learning import data
 
     torch.set_num_threads(1)
     data.FASHION_SYSTEM_DIR = Path(os.environ["MOBIDFL_FASHION_DIR"])
@@ -99,7 +99,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def nyc():
-    from maps.world import WorldMap
+    from mobidfl.maps.world import WorldMap
 
     return WorldMap.build("nyc_uws", cell_m=100.0, areas=3, seed=0)
 
@@ -107,7 +107,7 @@ def nyc():
 @pytest.fixture(scope="session")
 def ds():
     """The bundled MNIST subset with a shared test sample of 200 (split seed 0)."""
-    from model.learning.data import load_dataset
+    from mobidfl.model.learning.data import load_dataset
 
     return load_dataset("mnist5k", root=None, test_size=200, seed=0)
 
@@ -115,7 +115,7 @@ def ds():
 @pytest.fixture(scope="session")
 def ds300():
     """The bundled MNIST subset with a shared test sample of 300 (split seed 0)."""
-    from model.learning.data import load_dataset
+    from mobidfl.model.learning.data import load_dataset
 
     return load_dataset("mnist5k", root=None, test_size=300, seed=0)
 

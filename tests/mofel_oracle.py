@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mobidfl.errors import ConfigError
-from model.maths.mofel import Selection, Visits, feasible
+from mobidfl.model.maths.mofel import Selection, Visits, feasible
 
 
 def visits_from_routes(

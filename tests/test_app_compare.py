@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.app import (
+from mobidfl.analysis.app import (
     AppModel,
     Comparison,
     RegimePoint,
@@ -32,9 +32,9 @@ from analysis.app import (
     regime_point_figure,
     regime_text,
 )
-from analysis.app.compare import rule
-from analysis.describe import describe_world
-from model.config import KINDS
+from mobidfl.analysis.app.compare import rule
+from mobidfl.analysis.describe import describe_world
+from mobidfl.model.config import KINDS
 from tests.browser import (
     CHROMIUM,
     REPO_ROOT,
@@ -188,7 +188,7 @@ def test_bytes_figure_draws_each_run_over_a_link_model() -> None:
 
 def test_docs_name_the_default_policies() -> None:
     # Prepare: the app page's sentence on the default policies.
-    from analysis.app.compare_view import default_policies
+    from mobidfl.analysis.app.compare_view import default_policies
 
     text = (REPO_ROOT / "docs" / "getting-started" / "app.md").read_text(encoding="utf-8")
     said = re.search(r"by default the two the regime map's rule names \(([^)]*)\)", text)

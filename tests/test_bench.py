@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import pandas as pd
 import pytest
 
-from analysis.bench_scenarios import (
+from mobidfl.analysis.bench_scenarios import (
     REQUIRED_WORLD,
     build_cells,
     columns,
@@ -22,9 +22,9 @@ from analysis.bench_scenarios import (
     scenario_names,
     world_values,
 )
-from analysis.cli import main
+from mobidfl.analysis.cli import main
+from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy
 from mobidfl.plugins import POLICIES
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy
 
 ROOT = Path(__file__).resolve().parent.parent
 MOFEL = ("mofel", "mofel_a1", "mofel_a2")
@@ -213,7 +213,7 @@ def test_the_tutorial_plugin_enters_the_bench_as_its_own_row(tmp_path):
     env["MPLBACKEND"] = "Agg"
     out = tmp_path / "bench"
     done = subprocess.run(
-        [sys.executable, "-m", "analysis.cli", "bench", "--scale", "ci", "--seeds", "2",
+        [sys.executable, "-m", "mobidfl.analysis.cli", "bench", "--scale", "ci", "--seeds", "2",
          "--scenarios", "static_sensors", "--links", "ideal", "--processes", "1", "--quiet",
          "--policies", "local,central_fedavg,lazy_dpsgd", "--out", str(out)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
@@ -229,7 +229,7 @@ def test_the_tutorial_plugin_enters_the_bench_as_its_own_row(tmp_path):
 def test_acc_p10_is_the_agents_10th_percentile():
     import numpy as np
 
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     model = MobiDFLModel(map="grid:4x4:100", vehicles=0, pedestrians=0, sensors=9, uavs=0,
                          steps=2, test_size=50, local_steps=1, seed=3).run()

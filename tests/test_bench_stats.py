@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.bench_stats import (
+from mobidfl.analysis.bench_stats import (
     EQUIVALENCE_MARGIN,
     compare_column,
     detectable_difference,
@@ -284,7 +284,7 @@ def test_a_column_grows_to_its_widest_cell_and_stops_at_the_cap():
     By hand, with sd 0.02 and a ± 0.02 target: n = 6 gives t(0.975, 5) 0.02 / sqrt(6) =
     2.5706 x 0.008165 = 0.02099 > 0.02, and n = 7 gives 2.4469 x 0.007559 = 0.01850: 7 seeds.
     sd 0.01 needs 4 (n = 3: 4.3027 x 0.005774 = 0.0248; n = 4: 3.1824 x 0.005 = 0.0159)."""
-    from analysis.bench_stats import seeds_for_column
+    from mobidfl.analysis.bench_stats import seeds_for_column
 
     assert seeds_for_column([0.01], have=3) == 4
     assert seeds_for_column([0.01, 0.02], have=3) == 7

@@ -1,4 +1,4 @@
-"""Tests for model.maths.cache (Cached-DFL: Alg. 1 and Alg. 2 LRU, group-based LRU)."""
+"""Tests for mobidfl.model.maths.cache (Cached-DFL: Alg. 1 and Alg. 2 LRU, group-based LRU)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.maths.cache import (
+from mobidfl.model.maths.cache import (
     CacheEntry,
     aggregation_weights,
     cache_stats,

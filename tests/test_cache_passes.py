@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from mobidfl.errors import ConfigError
-from model.config import Config
-from model.maths.cache import CacheEntry
-from model.policies.cached import replay_encounters
+from mobidfl.model.config import Config
+from mobidfl.model.maths.cache import CacheEntry
+from mobidfl.model.policies.cached import replay_encounters
 
 
 def _own(n: int, now: int) -> dict[int, CacheEntry]:
@@ -54,7 +54,7 @@ def test_bad_passes_fail_with_one_line(bad):
 
 
 def test_preset_uses_one_pass_and_the_table2_variants_ten():
-    from analysis.reproduce import CACHED
+    from mobidfl.analysis.reproduce import CACHED
 
     # Assert: the reading of record, written before any accuracy result (validation/README.md)
     assert Config.from_settings(preset="cached_dfl_003").cached.passes == 1

@@ -99,8 +99,8 @@ def reference():
 def test_one_node_moves_equal_the_authors_car_move(reference, tmp_path):
     # Prepare: a ring of roads of 2 to 40 m (no choices, so no draw decides the path) and a
     # car at 19.23 m per second: short roads are where one node per move shows
-    from maps.edges import from_segments
-    from maps.network import StreetNetwork
+    from mobidfl.maps.edges import from_segments
+    from mobidfl.maps.network import StreetNetwork
 
     ring = np.array([[0, 0], [3, 0], [28, 0], [35, 0], [35, 40], [35, 42], [20, 42], [0, 42]],
                     float) + np.array([500_000.0, 4_500_000.0])

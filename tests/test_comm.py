@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from analysis.comm import (
+from mobidfl.analysis.comm import (
     PER_AGENT,
     accuracy_over_bytes,
     bytes_to_target,
     cumulative_per_agent,
     pareto_front,
 )
-from model.policies.base import SERVER, Exchange, Messages, exchange_messages
+from mobidfl.model.policies.base import SERVER, Exchange, Messages, exchange_messages
 
 
 # --- analysis/comm.py ------------------------------------------------------------------------
@@ -123,7 +123,7 @@ def test_exchange_messages_read_rows_when_a_policy_does_not_count():
 
 
 def _ctx(adjacency: np.ndarray, speed: np.ndarray | None = None):
-    from model.policies import AgentTable, ExchangeContext
+    from mobidfl.model.policies import AgentTable, ExchangeContext
 
     n = adjacency.shape[0]
     agents = AgentTable(kind=np.array(["pedestrian"] * n), data_size=np.full(n, 10),
@@ -140,7 +140,7 @@ PATH = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], bool)  # 0 - 1 - 2
 def test_mobility_aware_counts_the_models_swapped_even_at_weight_zero():
     from types import SimpleNamespace
 
-    from model.policies.mobility_aware import MobilityAwarePolicy
+    from mobidfl.model.policies.mobility_aware import MobilityAwarePolicy
 
     # alpha = 1 and standing neighbours: the weight of a neighbour's model is 0, yet it was sent
     policy = MobilityAwarePolicy(settings=SimpleNamespace(**{"mobility_aware.alpha": 1.0}))
@@ -153,7 +153,7 @@ def test_mobility_aware_counts_the_models_swapped_even_at_weight_zero():
 def test_defedavg_counts_one_model_per_agent_that_met_somebody():
     from types import SimpleNamespace
 
-    from model.policies.defedavg import DeFedAvgPolicy
+    from mobidfl.model.policies.defedavg import DeFedAvgPolicy
 
     ex = DeFedAvgPolicy(settings=SimpleNamespace(seed=0)).exchange(_ctx(PATH))
     # each of the three gets its one peer's model; 1 is the only peer of 0 and of 2

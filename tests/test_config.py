@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mobidfl.errors import ConfigError
-from model.config import Config, public_names, settings_table
+from mobidfl.model.config import Config, public_names, settings_table
 
 
 def test_dotted_underscored_and_nested_names_reach_the_same_setting(tmp_path):
@@ -130,7 +130,7 @@ def test_every_public_setting_is_documented():
 
 
 def test_settings_page_documents_every_setting():
-    from analysis.readme import SETTINGS_PAGE
+    from mobidfl.analysis.readme import SETTINGS_PAGE
 
     page = SETTINGS_PAGE.read_text()
     missing = [name for name in public_names() if f"`{name}`" not in page]
@@ -138,7 +138,7 @@ def test_settings_page_documents_every_setting():
 
 
 def test_settings_page_table_is_generated_from_the_config():
-    from analysis.readme import SETTINGS_PAGE, with_settings_table
+    from mobidfl.analysis.readme import SETTINGS_PAGE, with_settings_table
 
     # Prepare
     page = SETTINGS_PAGE.read_text()

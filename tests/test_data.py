@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from mobidfl.errors import ConfigError, DatasetUnavailable
-from model.learning import data as data_mod
-from model.learning.data import load_dataset, read_idx
+from mobidfl.model.learning import data as data_mod
+from mobidfl.model.learning.data import load_dataset, read_idx
 
 
 def write_idx(path, array: np.ndarray) -> None:

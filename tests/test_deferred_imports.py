@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = r"""
 import json, sys
-from model import MobiDFLModel
+from mobidfl.model import MobiDFLModel
 model = MobiDFLModel(map="grid:3x3", vehicles=3, pedestrians=2, sensors=1, uavs=1, steps=2,
                      learning=False, seed=0)
 model.step()

@@ -34,7 +34,8 @@ BUILTIN_EXCEPTIONS = frozenset(
 
 
 def module_name(path: Path) -> str:
-    """``model/maths/psfl.py`` -> ``model.maths.psfl`` (a package's ``__init__`` is the package)."""
+    """``model/maths/psfl.py`` -> ``mobidfl.model.maths.psfl`` (a package's ``__init__`` is the
+    package)."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -111,12 +112,12 @@ def test_every_error_is_imported_from_the_module_that_defines_it():
 @pytest.mark.parametrize(
     "source, problem",
     [
-        ("from model.learning.data import DatasetUnavailable\n",
-         "imports DatasetUnavailable from model.learning.data (home: mobidfl.errors)"),
+        ("from mobidfl.model.learning.data import DatasetUnavailable\n",
+         "imports DatasetUnavailable from mobidfl.model.learning.data (home: mobidfl.errors)"),
         ("def f():\n    from mobidfl import ConfigError\n",
          "imports ConfigError from mobidfl (home: mobidfl.errors)"),
-        ("from maps.sources import MapDataError, street_grid\n",
-         "imports MapDataError from maps.sources (home: maps.edges)"),
+        ("from mobidfl.maps.sources import MapDataError, street_grid\n",
+         "imports MapDataError from mobidfl.maps.sources (home: mobidfl.maps.edges)"),
     ],
 )
 def test_an_error_imported_from_a_re_export_is_found(source, problem):
@@ -131,7 +132,7 @@ def test_an_error_imported_from_a_re_export_is_found(source, problem):
 def test_the_pure_maths_never_names_config_error():
     # Prepare
     maths = {name: text for name, text in sources(("model",)).items()
-             if name.startswith("model.maths")}
+             if name.startswith("mobidfl.model.maths")}
     # Execute
     named = sorted(name for name, text in maths.items()
                    if any(isinstance(node, ast.Name | ast.alias | ast.Attribute)
@@ -140,6 +141,6 @@ def test_the_pure_maths_never_names_config_error():
                                                 getattr(node, "attr", None))
                           for node in ast.walk(ast.parse(text))))
     # Assert: the modules were read (psfl, mixing, cache, the MoFeL package), none names it
-    assert {"model.maths.psfl", "model.maths.mixing", "model.maths.cache",
-            "model.maths.mofel.selection"} <= set(maths)
+    assert {"mobidfl.model.maths.psfl", "mobidfl.model.maths.mixing", "mobidfl.model.maths.cache",
+            "mobidfl.model.maths.mofel.selection"} <= set(maths)
     assert named == []

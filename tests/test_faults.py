@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import analysis.sweep as sweep_module
-from analysis.cli import main
-from analysis.sweep import load_runs, read_manifest, run_path
+import mobidfl.analysis.sweep as sweep_module
+from mobidfl.analysis.cli import main
+from mobidfl.analysis.sweep import load_runs, read_manifest, run_path
 from mobidfl.atomic import TEMP_PREFIX, write_bytes_atomic
 
 SWEEP = """

@@ -1,5 +1,5 @@
 """No helper process outlives a SIGKILLed ``mobidfl sweep`` (``bench`` runs its runs through
-the same pool, ``analysis.sweep._run_local``).
+the same pool, ``mobidfl.analysis.sweep._run_local``).
 
 The case: a caller runs the command with its output piped and reads until the end of the
 output before it reaps the command (``subprocess.run(..., capture_output=True)`` does). The
@@ -99,7 +99,7 @@ def test_no_helper_outlives_a_killed_sweep_whose_caller_holds_its_pipes(tmp_path
     (tmp_path / "sweep.toml").write_text(SWEEP)
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "analysis.cli", "sweep", str(tmp_path / "sweep.toml"),
+        [sys.executable, "-m", "mobidfl.analysis.cli", "sweep", str(tmp_path / "sweep.toml"),
          "--out", str(out), "--processes", "2", "--quiet"],
         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )

@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from analysis.cli import main
+from mobidfl.analysis.cli import main
 from mobidfl.errors import ConfigError
-from model.config import Config
-from model.contacts import contact_intervals, contact_matrix, sub_samples
-from model.links import PROFILES, make_link
-from model.maths.cache import CacheEntry
-from model.maths.link import (
+from mobidfl.model.config import Config
+from mobidfl.model.contacts import contact_intervals, contact_matrix, sub_samples
+from mobidfl.model.links import PROFILES, make_link
+from mobidfl.model.maths.cache import CacheEntry
+from mobidfl.model.maths.link import (
     delivered_prefix,
     expected_attempts,
     fair_split,
@@ -24,7 +24,7 @@ from model.maths.link import (
     shannon_rate,
     table_rate,
 )
-from model.policies.cached import CachedPolicy
+from mobidfl.model.policies.cached import CachedPolicy
 
 SPEED = 13.89  # Cached-DFL: "a speed of 13.89 m/s and a communication distance of 100 m"
 R = 100.0
@@ -251,7 +251,7 @@ SMALL = {
 
 
 def test_ideal_and_an_unlimited_link_give_the_same_run_and_the_link_adds_columns():
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Execute: cached_lru cars and dpsgd pedestrians, without and with the link code path
     ideal = MobiDFLModel(**SMALL).run().model_table()
@@ -294,7 +294,7 @@ MLP_PARAMS = 784 * 128 + 128 + 128 * 10 + 10  # the 784-128-10 MLP: 101,770 para
 
 
 def test_ideal_dpsgd_sends_two_models_per_contact_on_a_fixed_graph():
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Execute: plain D-PSGD on the fixed king's graph, no link model
     model = MobiDFLModel(**KING_3X3, **{"sensor.policy": "dpsgd"}).run()
@@ -312,7 +312,7 @@ def test_ideal_dpsgd_sends_two_models_per_contact_on_a_fixed_graph():
 
 
 def test_ideal_counts_the_size_on_the_air_and_central_fedavg_s_uploads_and_downloads():
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Execute: a central server, the model on the air weighed as 1,000 bf16 parameters
     model = MobiDFLModel(**KING_3X3, **{"sensor.policy": "central_fedavg",
@@ -326,8 +326,8 @@ def test_ideal_counts_the_size_on_the_air_and_central_fedavg_s_uploads_and_downl
 
 
 def test_ideal_bytes_survive_a_checkpoint(tmp_path):
-    from model.checkpoint import load, save_atomic
-    from model.world import MobiDFLModel
+    from mobidfl.model.checkpoint import load, save_atomic
+    from mobidfl.model.world import MobiDFLModel
 
     settings = {**KING_3X3, "sensor.policy": "dpsgd"}
     whole = MobiDFLModel(**settings).run()
@@ -342,7 +342,7 @@ def test_ideal_bytes_survive_a_checkpoint(tmp_path):
 
 
 def test_a_slow_link_delivers_less_and_costs_energy():
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     slow = MobiDFLModel(
         **SMALL, **{"link": "fixed_rate", "link.rate_bps": 2e5, "link.params": 1000,
@@ -403,8 +403,8 @@ def test_replayed_meetings_and_a_link_are_refused_together():
 
 
 def test_a_checkpoint_keeps_the_link_state(tmp_path):
-    from model.checkpoint import load, save_atomic
-    from model.world import MobiDFLModel
+    from mobidfl.model.checkpoint import load, save_atomic
+    from mobidfl.model.world import MobiDFLModel
 
     settings = {**SMALL, "link": "fixed_rate", "link.rate_bps": 3e5,
                 "link.resume": True, "link.loss": 0.05}

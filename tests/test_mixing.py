@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from model.maths.mixing import (
+from mobidfl.model.maths.mixing import (
     check_row_stochastic,
     dpsgd_weights,
     fedavg_weights,

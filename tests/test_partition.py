@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mobidfl.errors import ConfigError
-from model.learning.partition import (
+from mobidfl.model.learning.partition import (
     label_histograms,
     make_partition,
     partition_area,

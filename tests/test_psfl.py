@@ -1,4 +1,4 @@
-"""Tests for model.maths.psfl (PSFL: eq. 3, G field, S election, eqs. 6-7)."""
+"""Tests for mobidfl.model.maths.psfl (PSFL: eq. 3, G field, S election, eqs. 6-7)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.maths.psfl import (
+from mobidfl.model.maths.psfl import (
     correctness,
     dissimilarity_edges,
     dissimilarity_matrix,

@@ -23,9 +23,9 @@ def test_every_public_name_is_the_object_its_module_implements():
     for name, value in resolved.items():
         assert value is getattr(importlib.import_module(mobidfl._EXPORTS[name]), name), name
     from mobidfl.errors import ConfigError
+    from mobidfl.model import Config, MobiDFLModel
     from mobidfl.plugins import POLICIES
     from mobidfl.settings import PluginSettings
-    from model import Config, MobiDFLModel
 
     assert (mobidfl.MobiDFLModel, mobidfl.Config, mobidfl.ConfigError) == (
         MobiDFLModel, Config, ConfigError)
@@ -42,7 +42,7 @@ def test_an_unknown_name_is_an_attribute_error():
 def test_the_ground_floor_imports_nothing_above_it():
     # Prepare / Execute: a fresh interpreter importing the ground floor and the maps
     code = (
-        "import sys, mobidfl.errors, mobidfl.settings, mobidfl.plugins, maps.world; "
+        "import sys, mobidfl.errors, mobidfl.settings, mobidfl.plugins, mobidfl.maps.world; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'model', 'agents', 'analysis'}))"
     )
     out = subprocess.run(

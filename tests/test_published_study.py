@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.publish import publish_bench, recompute, study_page
-from analysis.study import load_study
+from mobidfl.analysis.publish import publish_bench, recompute, study_page
+from mobidfl.analysis.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "published" / "benchmark" / "mobility_skew"
@@ -28,7 +28,7 @@ PAGE = ROOT / "docs" / "benchmark" / "study.md"
 
 
 def _mobidfl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "analysis.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
@@ -106,5 +106,5 @@ def test_the_committed_findings_page_is_what_the_published_data_give():
         assert "did not count bytes" in page
     assert PAGE.read_text() == page, (
         "docs/benchmark/study.md differs from its data: regenerate it with "
-        "python -m analysis.publish --page published/benchmark/mobility_skew "
+        "python -m mobidfl.analysis.publish --page published/benchmark/mobility_skew "
         "docs/benchmark/study.md")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.tuning import knob_choices, point_label, tuning_page
+from mobidfl.analysis.tuning import knob_choices, point_label, tuning_page
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "published" / "benchmark" / "mobility_skew" / "tuning"
@@ -30,7 +30,7 @@ def test_the_committed_tuning_page_is_what_the_published_data_give():
     page = tuning_page(PUBLISHED, study_dest=STUDY)
     assert PAGE.read_text() == page, (
         "docs/benchmark/tuning.md differs from its data: regenerate it with python -m "
-        "analysis.tuning --page published/benchmark/mobility_skew/tuning "
+        "mobidfl.analysis.tuning --page published/benchmark/mobility_skew/tuning "
         "published/benchmark/mobility_skew docs/benchmark/tuning.md")
 
 

@@ -8,7 +8,7 @@ import tomllib
 import pandas as pd
 import pytest
 
-from analysis.reproduce import (
+from mobidfl.analysis.reproduce import (
     CACHED,
     DAM,
     MOFEL,
@@ -21,7 +21,7 @@ from analysis.reproduce import (
     write_report,
 )
 from mobidfl.errors import ConfigError
-from model.config import Config
+from mobidfl.model.config import Config
 
 
 def _steps(values: dict[str, list[float]]) -> pd.DataFrame:
@@ -154,7 +154,7 @@ def test_table2_claims_state_what_the_authors_code_gives():
         {"variant": v, "seed": s, "cache_count": c, "cache_age": a}
         for s in range(3) for v, c, a in (("cache_tau1", 1.5, 0.0), ("cache_tau10", 25.0, 5.3))
     ])
-    from analysis.reproduce import verdict_rows
+    from mobidfl.analysis.reproduce import verdict_rows
 
     rows = {r["claim"]: r for r in verdict_rows(CACHED, per_run)}
     count = rows["cached models grow with tau_max: count(10) - count(1)"]
@@ -165,7 +165,7 @@ def test_table2_claims_state_what_the_authors_code_gives():
 
 
 def test_the_data_line_names_the_set_and_the_papers_set_it_stands_in_for():
-    from analysis.reproduce import data_sentence
+    from mobidfl.analysis.reproduce import data_sentence
 
     # Execute: DAM (the paper: MNIST) on Fashion-MNIST; Cached-DFL on its own Fashion-MNIST
     dam = data_sentence(DAM, Config.from_settings(preset=DAM.preset, dataset="fashion_mnist"))
@@ -179,12 +179,12 @@ def test_the_data_line_names_the_set_and_the_papers_set_it_stands_in_for():
 
 def test_a_fallback_map_is_checked_by_reading_its_edges_not_building_a_graph(monkeypatch):
     # Prepare: building a networkx graph fails loudly, so a check that built one would fail
-    import maps.sources
+    import mobidfl.maps.sources
 
     def no_graph(*_: object, **__: object) -> None:
         raise AssertionError("map_available built a networkx graph")
 
-    monkeypatch.setattr(maps.sources, "graph_from_table", no_graph)
+    monkeypatch.setattr(mobidfl.maps.sources, "graph_from_table", no_graph)
     # Execute + Assert: Cached-DFL's Manhattan is there; an absent file or unknown name is not
     assert map_available("manhattan_cdfl")
     assert not map_available("/nonexistent/streets.graphml")

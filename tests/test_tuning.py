@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import study as study_module
-from analysis.tuning import (
+from mobidfl.analysis import study as study_module
+from mobidfl.analysis.tuning import (
     choose,
     knob_choices,
     last_finite,
@@ -137,7 +137,7 @@ def test_a_bad_tuning_table_is_refused_naming_what(monkeypatch, change, names):
 
 # --- the command ----------------------------------------------------------------------------
 def _mobidfl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "analysis.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
@@ -151,8 +151,8 @@ def test_results_seeds_overlapping_the_tuning_seeds_are_refused_in_one_line(tmp_
 
 
 def test_tune_policies_at_ci_chooses_then_runs_paper_and_chosen_on_results_seeds(tmp_path):
-    from analysis.bench import plan_runs
-    from analysis.bench_scenarios import build_cells
+    from mobidfl.analysis.bench import plan_runs
+    from mobidfl.analysis.bench_scenarios import build_cells
 
     out = tmp_path / "tune"
     done = _mobidfl("bench", "--study", "mobility_skew", "--tune", "policies", "--scale", "ci",

@@ -16,9 +16,9 @@ import sys
 import numpy as np
 import pytest
 
-from agents.mobility import MobilityContext, make_mobility
+from mobidfl.agents.mobility import MobilityContext, make_mobility
 from mobidfl.errors import ConfigError
-from model.config import Config
+from mobidfl.model.config import Config
 
 _AUTHORS = """
 import json, sys

@@ -12,7 +12,7 @@ training:
   position read after each 1 s move (:mod:`validation.cdfl_remeet_driver`);
 * MobiDFL's model itself (preset ``cached_dfl_003``, learning off: 34 sub-samples per epoch,
   the exact closest-approach test between them);
-* MobiDFL's mobility, driven second by second through its own code (:mod:`maps.network`:
+* MobiDFL's mobility, driven second by second through its own code (:mod:`mobidfl.maps.network`:
   ``random_edges``, ``turn_table``, ``advance``) with one of the authors' choices put in at a
   time (:data:`CHANGES`), then all of them together.
 
@@ -130,7 +130,7 @@ class Mobility:
     """One way to move the cars: MobiDFL's choice or the authors' for each part.
 
     ``turn``: ``classes`` (MobiDFL's turn classes) or ``straightest`` (the authors' rule,
-    :meth:`maps.network.StreetNetwork.turn_table`); ``start``: ``length`` (uniform along the
+    :meth:`mobidfl.maps.network.StreetNetwork.turn_table`); ``start``: ``length`` (uniform along the
     streets, MobiDFL) or ``node`` (a uniform node and one of its roads, the authors);
     ``steps``: ``carry`` (distance left at a node carries into the next road, MobiDFL) or
     ``one_node`` (the authors' ``Car.move``: at most one node per 1 s move, the rest of the
@@ -166,10 +166,10 @@ def _networks() -> dict[str, object]:
     (lon, lat) times 100 / 0.00145 as flat coordinates (so one unit is one of the authors'
     nominal metres in both directions; shifted into UTM's domain, which moves nothing).
     """
-    from maps.edges import from_segments
-    from maps.network import StreetNetwork
-    from maps.sources import BUNDLED_DATA
-    from maps.world import street_networks
+    from mobidfl.maps.edges import from_segments
+    from mobidfl.maps.network import StreetNetwork
+    from mobidfl.maps.sources import BUNDLED_DATA
+    from mobidfl.maps.world import street_networks
 
     metres = street_networks("manhattan_cdfl")[0]
     with np.load(BUNDLED_DATA / "manhattan_cdfl.npz") as z:
@@ -219,8 +219,8 @@ def simulate(net, mob: Mobility, *, speed: float, seed: int,  # noqa: ANN001
              count: int = NUM_CAR, seconds: int = SECONDS) -> np.ndarray:
     """Positions ``[seconds, count, 2]`` after each 1 s move of MobiDFL's mobility under ``mob``.
 
-    ``carry`` is :meth:`maps.network.StreetNetwork.advance` itself (what
-    :class:`agents.mobility.manhattan.Manhattan` runs); ``one_node`` is :func:`authors_move`
+    ``carry`` is :meth:`mobidfl.maps.network.StreetNetwork.advance` itself (what
+    :class:`mobidfl.agents.mobility.manhattan.Manhattan` runs); ``one_node`` is :func:`authors_move`
     on the same roads and turn table (the roads of ``manhattan_cdfl`` are straight segments).
     """
     rng = np.random.default_rng(seed)
@@ -267,10 +267,10 @@ def epoch_pairs(xy: np.ndarray, radius: float, contact: str, *, seed: int) -> li
     """Each epoch's pairs in the order they first met (the order the cache maths replays).
 
     ``seconds``: first 1 s position within range, ties in a random order (the authors
-    shuffle each second's pairs); ``chords``: :func:`model.contacts.contact_times` on the
+    shuffle each second's pairs); ``chords``: :func:`mobidfl.model.contacts.contact_times` on the
     epoch's 1 s positions, the previous epoch's last position first (as the model does).
     """
-    from model.contacts import contact_times
+    from mobidfl.model.contacts import contact_times
 
     n = xy.shape[1]
     rng = np.random.default_rng(seed)
@@ -392,7 +392,7 @@ def rows() -> list[Row]:
 
 def model_pairs(*, seed: int, overrides: dict | None = None) -> list[np.ndarray]:
     """MobiDFL's model (learning off) per epoch, first-contact order."""
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     m = MobiDFLModel(preset="cached_dfl_003", learning=False, map="manhattan_cdfl",
                      step_s=float(EPOCH), steps=ROUNDS, seed=seed, vehicles=NUM_CAR,

@@ -10,9 +10,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from maps.network import TURN_RULES, StreetNetwork
+from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from mobidfl.kinds import kinds_where
+from mobidfl.maps.network import TURN_RULES, StreetNetwork
 from mobidfl.settings import PluginSettings, non_negative, one_of, setting, unit_interval
 
 
@@ -61,7 +61,7 @@ class Manhattan(MobilityModel):
     is drawn by turn class (straight / left / right, ``manhattan.turn_*`` settings) or, with
     ``manhattan.turn_rule = "straightest"``, as Cached-DFL's code draws it (the straightest
     road ``turn_straight``, the others an equal share of the rest); U-turns only at dead
-    ends (:meth:`maps.network.StreetNetwork.turn_table`). Distance left at the end of
+    ends (:meth:`mobidfl.maps.network.StreetNetwork.turn_table`). Distance left at the end of
     an edge is carried into the next. Vehicles use the directed drive network (one-way
     streets respected); pedestrians the walk network (both directions).
     """

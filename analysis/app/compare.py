@@ -2,15 +2,16 @@
 stepped together, their plots, and where the world sits on the regime map.
 
 WHY: the bench answers "which policy wins where" in a table; here a user sees it happen. Every
-run is a :class:`model.world.MobiDFLModel` built from the same :class:`model.config.Config`
-(so the same world and seed) with only the exchange policy of every kind replaced. A policy
-never changes the world, so the agents' positions must be equal in every run at every step:
+run is a :class:`mobidfl.model.world.MobiDFLModel` built from the same
+:class:`mobidfl.model.config.Config` (so the same world and seed) with only the exchange policy of
+every kind replaced. A policy never changes the world, so the agents' positions must be equal in
+every run at every step:
 :meth:`Comparison.step` checks that and stops with an error when they are not.
 
 The regime point is measured from the runs as ``mobidfl bench --describe`` measures a world
-(:mod:`analysis.describe`): contacts per agent per step averaged over the steps run so far
+(:mod:`mobidfl.analysis.describe`): contacts per agent per step averaged over the steps run so far
 (``neighbours_mean`` of the model table, steps 1..t) and the label-skew index of the data
-split. The published rule of the controlled study (:func:`analysis.regime_map.load_rule`)
+split. The published rule of the controlled study (:func:`mobidfl.analysis.regime_map.load_rule`)
 then names the policy it predicts for this world.
 """
 
@@ -29,11 +30,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.describe import label_skew_index
-from analysis.regime_map import Rule, load_rule
+from mobidfl.analysis.describe import label_skew_index
+from mobidfl.analysis.regime_map import Rule, load_rule
 from mobidfl.errors import ConfigError
-from model.config import KINDS, Config
-from model.world import MobiDFLModel
+from mobidfl.model.config import KINDS, Config
+from mobidfl.model.world import MobiDFLModel
 
 __all__ = [
     "RULE_STUDY",
@@ -245,7 +246,7 @@ class RegimePoint:
 
 def regime_point(model: MobiDFLModel) -> RegimePoint | None:
     """Contacts per agent per step (mean of ``neighbours_mean`` over steps 1..t) and the
-    label-skew index of the data split, as :func:`analysis.describe.describe_world` measures
+    label-skew index of the data split, as :func:`mobidfl.analysis.describe.describe_world` measures
     them; ``None`` before the first step or without learning (no data split)."""
     table = model.model_table()
     moving = table[table["step"] > 0]

@@ -1,8 +1,8 @@
 """The Compare view (a tab of the page): the City tab's world under two or more policies,
 stepped side by side, with their accuracy and bytes, and the world on the regime map.
 
-Only arranges what :mod:`analysis.app.compare` computes; the Step / Play / Rebuild buttons
-are the page's own queued controller (:func:`analysis.app.controller.QueuedController`), so
+Only arranges what :mod:`mobidfl.analysis.app.compare` computes; the Step / Play / Rebuild buttons
+are the page's own queued controller (:func:`mobidfl.analysis.app.controller.QueuedController`), so
 clicks during a step are queued here too.
 """
 
@@ -14,7 +14,7 @@ import matplotlib
 import solara
 from mesa.visualization.utils import update_counter
 
-from analysis.app.compare import (
+from mobidfl.analysis.app.compare import (
     Comparison,
     compare_accuracy_figure,
     compare_bytes_figure,
@@ -24,12 +24,12 @@ from analysis.app.compare import (
     regime_text,
     rule,
 )
-from analysis.app.controller import QueuedController
-from model.world import MobiDFLModel
+from mobidfl.analysis.app.controller import QueuedController
+from mobidfl.model.world import MobiDFLModel
 
 
 def _policy_names() -> list[str]:
-    from model.policies import POLICIES
+    from mobidfl.model.policies import POLICIES
 
     return list(POLICIES)
 

@@ -17,7 +17,7 @@ from mesa.visualization.solara_viz import (
 from mesa.visualization.utils import force_update
 from solara.server import kernel_context
 
-from model.world import MobiDFLModel
+from mobidfl.model.world import MobiDFLModel
 
 
 class StepQueue:
@@ -162,7 +162,7 @@ def AppPage(
     place of Mesa's ``ModelController``; in the main area ``map_view`` on its whole width,
     then the ``plots`` side by side with ``side`` (the agent panel) after them. A plot
     whose ``shown(model)`` is false is left out (the link plots under ``link = "ideal"``).
-    With ``compare`` (:func:`analysis.app.compare_view.CompareView`) all that is the "City"
+    With ``compare`` (:func:`mobidfl.analysis.app.compare_view.CompareView`) all that is the "City"
     tab and ``compare(model)`` the "Compare policies" tab, on the City tab's world.
 
     WHY: ``SolaraViz`` hard-wires its controller, and its component grid (``ComponentsView``)

@@ -16,12 +16,12 @@ import matplotlib.ticker
 import numpy as np
 from matplotlib.figure import Figure
 
-from analysis.app.look import (
+from mobidfl.analysis.app.look import (
     CONTACT_COLOUR,
     KIND_COLOURS,
 )
-from model.config import KINDS
-from model.world import MobiDFLModel
+from mobidfl.model.config import KINDS
+from mobidfl.model.world import MobiDFLModel
 
 
 def _figure() -> tuple[Figure, Any]:

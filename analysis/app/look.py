@@ -80,7 +80,7 @@ NOTHING_SENT = -1
 
 def progress_labels() -> dict[int, str]:
     """Legend text of every progress class (``progress`` of
-    :func:`analysis.app.layers.link_progress`)."""
+    :func:`mobidfl.analysis.app.layers.link_progress`)."""
     edges = (0.0, *PROGRESS_EDGES)
     labels = {
         k: f"{edges[k]:.0%}-{edges[k + 1]:.0%} arrived" for k in range(len(PROGRESS_EDGES))

@@ -3,7 +3,7 @@
 Every builder returns a row-stochastic ``scipy.sparse.csr_matrix`` ``W`` (N x N, float64)
 with ``W_ij = 0`` unless ``j`` is a neighbour of ``i`` or ``j == i``. The learning engine
 applies it to all agents at once as one sparse matmul per layer
-(:meth:`model.learning.engine.Engine.mix`), i.e. ``x_i <- sum_j W_ij x_j`` (de Heredia 2024,
+(:meth:`mobidfl.model.learning.engine.Engine.mix`), i.e. ``x_i <- sum_j W_ij x_j`` (de Heredia 2024,
 Alg. 1 line 6; Reza et al., ``X(t) = X(t-1/2) W(t)``).
 
 Conventions shared by all builders:
@@ -268,7 +268,7 @@ def global_average_weights(
 
     Centralised FedAvg (McMahan et al., as used as the CFL baseline of Cached-DFL) with
     ``weights`` = sample counts. Dense M x M block: fine for small M; the engine's
-    :meth:`~model.learning.engine.Engine.average` is cheaper for large M.
+    :meth:`~mobidfl.model.learning.engine.Engine.average` is cheaper for large M.
     """
     mask = member_mask(n, members)
     idx = np.flatnonzero(mask)

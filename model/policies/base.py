@@ -14,7 +14,7 @@ How the policies MobiDFL needs fit this interface:
 
 * **Linear neighbourhood averaging** (D-PSGD, de Heredia 2024 Alg. 1; FedAvg-weighted, Reza et al.
   eq. 2; mobility-aware, de Heredia 2024 Sec. 5.4): return ``Exchange(rows=W)`` built by
-  :mod:`model.maths.mixing` from ``ctx.adjacency`` and ``ctx.agents`` (speed, data_size).
+  :mod:`mobidfl.model.maths.mixing` from ``ctx.adjacency`` and ``ctx.agents`` (speed, data_size).
   Rows of all policies are stacked into one global W (:func:`combine_rows`).
 * **Model caches** (Cached-DFL LRU / group LRU, Alg. 2): keep per-agent caches in
   the policy object; on contact store ``ctx.engine.snapshot(j)`` (shared immutable
@@ -26,14 +26,14 @@ How the policies MobiDFL needs fit this interface:
   gives the dissimilarity terms of eq. 3; leaders' FedAvg is ``engine.average(...)``;
   ``assign`` distributes the federation model; federation counts go to ``metrics``.
 * **Infrastructure / client selection** (MoFeL): ``setup(..., world=...)`` and
-  ``ctx.world`` (a read-only :class:`agents.views.WorldView`) give the map's areas and the
+  ``ctx.world`` (a read-only :class:`mobidfl.agents.views.WorldView`) give the map's areas and the
   clients' routes; ``before_training`` reads this step's departures, ``train_mask`` returns
   which members train this step; server models live in the policy and are handed out
   through ``assign``.
 * **Sensing** (PSFL's moving sensors): ``before_training`` swaps a moved sensor's data
   (``ctx.engine``), so the step's training already uses it.
 * **Centralised FL baseline** (Cached-DFL's CFL): ``engine.average`` over all members, then
-  ``assign`` the global model to every member (:mod:`model.policies.central_fedavg`).
+  ``assign`` the global model to every member (:mod:`mobidfl.model.policies.central_fedavg`).
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ from mobidfl.settings import PluginSettings
 if TYPE_CHECKING:
     import torch
 
-    from agents.views import WorldView
-    from model.learning.engine import Engine
-    from model.links import LinkPlan
+    from mobidfl.agents.views import WorldView
+    from mobidfl.model.learning.engine import Engine
+    from mobidfl.model.links import LinkPlan
 
 __all__ = [
     "POLICIES",
@@ -126,10 +126,10 @@ class ExchangeContext:
     their members (MoFeL, PSFL); ``None`` outside a model (tests)."""
     encounters: tuple[np.ndarray, np.ndarray] | None = None
     """This step's contact pairs ``[E, 2]`` (i < j) and their first-contact times (fraction
-    of the step, :func:`model.contacts.contact_times`); only for policies that set
+    of the step, :func:`mobidfl.model.contacts.contact_times`); only for policies that set
     ``needs_encounter_times`` (``None`` otherwise)."""
     link: LinkPlan | None = None
-    """This step's link plan (:class:`model.links.LinkPlan`: what each contact can carry);
+    """This step's link plan (:class:`mobidfl.model.links.LinkPlan`: what each contact can carry);
     ``None`` under ``link = "ideal"``, where every contact carries everything."""
 
 
@@ -144,9 +144,9 @@ class Messages:
     link (``link = "ideal"``), where nothing limits them; ``[N]`` floats by global agent id.
 
     The session turns them into bytes (``bytes_sent`` / ``bytes_received`` = messages x
-    one model message's bytes, :func:`model.maths.link.message_bytes`), the bytes a link
+    one model message's bytes, :func:`mobidfl.model.maths.link.message_bytes`), the bytes a link
     model would have carried had every contact been long enough: the same messages a policy
-    sends over :class:`model.links.LinkPlan` (one per receiver, unicast).
+    sends over :class:`mobidfl.model.links.LinkPlan` (one per receiver, unicast).
 
     Parameters
     ----------
@@ -201,7 +201,7 @@ class Exchange:
     ----------
     rows
         ``N x N`` mixing matrix; only the rows of members are used (each row sums to 1,
-        :func:`model.maths.mixing.check_row_stochastic`). ``None``: no mixing this step.
+        :func:`mobidfl.model.maths.mixing.check_row_stochastic`). ``None``: no mixing this step.
     assign
         New parameters per global agent id (one tensor per layer), set after mixing; a
         mapping may compute each when read (read once, in any order).
@@ -209,7 +209,7 @@ class Exchange:
         This step's metrics, each declared in the policy's ``metric_names``.
     messages
         The model messages this step's exchange sent, at the ideal link (where a link
-        model is set, :class:`model.links.LinkPlan` counts what it carries instead).
+        model is set, :class:`mobidfl.model.links.LinkPlan` counts what it carries instead).
         ``None``: read off ``rows`` (row ``i`` holding ``j`` = one message from ``j`` to
         ``i``; no rows and no ``assign`` = none); a policy that assigns parameters must
         say, else its bytes are unknown (NaN) (:func:`exchange_messages`).
@@ -236,29 +236,29 @@ class ExchangePolicy(ABC):
     """True: the model computes ``ExchangeContext.encounters`` (time order of contacts)."""
     honours_link: ClassVar[bool] = False
     """True: :meth:`exchange` sends over ``ctx.link`` when a link model is set; a non-ideal
-    link with a policy that ignores it is refused (model.config), since the link would
+    link with a policy that ignores it is refused (mobidfl.model.config), since the link would
     otherwise change nothing and the run would silently be an ideal-link run."""
     resumes_transfers: ClassVar[bool] = False
     """True: a message cut at a contact's end continues at the pair's next contact when
-    ``link.resume`` is set (:meth:`model.links.LinkPlan.send`); other policies refuse it."""
+    ``link.resume`` is set (:meth:`mobidfl.model.links.LinkPlan.send`); other policies refuse it."""
     metric_names: ClassVar[tuple[str, ...]] = ()
     """Every metric ``exchange`` may put in ``Exchange.metrics`` (columns of ``model.csv``);
     an undeclared one raises (:func:`check_metrics`) instead of being dropped."""
     requires: ClassVar[dict[str, Any]] = {}
     """Settings this policy cannot run without (``{kind}`` = the kind using it): checked,
     never applied; a world without them is refused in one line naming the setting
-    (:func:`model.config.policy_requirements`). A policy never changes the world, so it has
+    (:func:`mobidfl.model.config.policy_requirements`). A policy never changes the world, so it has
     no ``defaults``: what a paper pairs with its system (partition, radius, map) is written,
     cited, in that paper's preset (``model/presets``)."""
     settings_class: ClassVar[type[PluginSettings] | None] = None
     """This policy's own settings (a frozen dataclass under a namespace, e.g. ``psfl``);
-    :class:`model.config.Config` composes, documents and validates them."""
+    :class:`mobidfl.model.config.Config` composes, documents and validates them."""
 
     @classmethod
     def held_models(cls, settings: Any) -> int:
         """Most model copies this policy keeps per member besides the member's own model.
 
-        Read before step 1 by :func:`model.bounds.check_memory` (a cache of C models per car
+        Read before step 1 by :func:`mobidfl.model.bounds.check_memory` (a cache of C models per car
         is C copies per car); default 0 for policies that only mix live models.
         """
         return 0

@@ -7,11 +7,11 @@ or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
    proximal term ``prox_rho``);
 2. cache update (line 17, Alg. 2): stale models (``t - tau >= tau_max``) leave every cache
    at the start of the epoch; then each encounter of two members during the step runs
-   :func:`model.maths.cache.exchange_pair` (both sides computed from the caches they held
+   :func:`mobidfl.model.maths.cache.exchange_pair` (both sides computed from the caches they held
    when they met, each sending its freshly trained model ``x~_j(t)`` with timestamp ``t``
    and its cache). Encounters are processed one after another, so a model can travel
    several hops within one epoch, in the order of first contact within the step
-   (:func:`model.contacts.contact_times`: the moment the pair's sampled motion first comes
+   (:func:`mobidfl.model.contacts.contact_times`: the moment the pair's sampled motion first comes
    within R), as in the authors' code where cars advance in 1 s sub-steps and exchange as
    they meet. Ties (all pairs under ``contact = end``, which has no time) keep the order
    of a random permutation drawn from the policy's own generator (seeded by ``seed``, so
@@ -22,7 +22,7 @@ or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
    :func:`replay_encounters` and validation/README.md);
 3. aggregation (lines 10-13, 18): ``x_i(t+1) = sum_j alpha_j x~_j(tau)`` over the own model
    and the cached ones with ``alpha_j = n_j / sum n`` (sample counts,
-   :func:`model.maths.cache.aggregation_weights`).
+   :func:`mobidfl.model.maths.cache.aggregation_weights`).
 
 Cache entries hold the tuples returned by ``engine.snapshot(i)`` (immutable, shared): a
 model cached by 30 agents is stored once; nothing is ever copied. ``cached_group_lru``
@@ -45,8 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from mobidfl.errors import ConfigError
-from mobidfl.settings import PluginSettings, at_least_one, setting
-from model.maths.cache import (
+from mobidfl.model.maths.cache import (
     CacheEntry,
     aggregation_weights,
     cache_stats,
@@ -55,8 +54,8 @@ from model.maths.cache import (
     group_lru_update,
     lru_update,
 )
-from model.maths.mixing import member_pairs
-from model.policies.base import (
+from mobidfl.model.maths.mixing import member_pairs
+from mobidfl.model.policies.base import (
     AgentTable,
     Exchange,
     ExchangeContext,
@@ -64,11 +63,12 @@ from model.policies.base import (
     Messages,
     register_policy,
 )
+from mobidfl.settings import PluginSettings, at_least_one, setting
 
 if TYPE_CHECKING:
-    from agents.views import WorldView
-    from model.learning.engine import Engine
-    from model.links import LinkPlan
+    from mobidfl.agents.views import WorldView
+    from mobidfl.model.learning.engine import Engine
+    from mobidfl.model.links import LinkPlan
 
 STATE_FORMAT = 1
 RNG_TAG = 0xCAC4E
@@ -299,7 +299,7 @@ class CachedPolicy(ExchangePolicy):
                 caches, own, edges, now=now, tau_max=tau_max, passes=self.options.passes,
                 tally=messages, **limits,
             )
-        else:  # one pass: model.config_checks refuses cached.passes > 1 with a link
+        else:  # one pass: mobidfl.model.config_checks refuses cached.passes > 1 with a link
             for i, j in edges.tolist():
                 caches[i], caches[j] = self._exchange_over_link(
                     ctx.link, caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max,
@@ -443,7 +443,7 @@ class CachedGroupLRUPolicy(CachedPolicy):
 
     Sub-cache sizes come from ``cache_groups`` (e.g. ``4,3,3``) or an even split of
     ``cache_size`` over ``areas``. Within a group, Alg. 2 lines 17-18 keep the newest
-    models (:func:`model.maths.cache.group_lru_update`, variant ``partition`` = the paper's
+    models (:func:`mobidfl.model.maths.cache.group_lru_update`, variant ``partition`` = the paper's
     text: a group never borrows room another leaves free).
     """
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from model.policies.base import (
+from mobidfl.model.policies.base import (
     SERVER,
     Exchange,
     ExchangeContext,
@@ -59,7 +59,7 @@ class CentralFedAvgPolicy(ExchangePolicy):
         PSFL (Domini et al., ACSOS 2024) scores every node on the test data of its area
         (Fig. 6: "we average the accuracy of all nodes" for centralised FL), which under area
         label skew is the test samples of the labels the node holds: the same scoring as
-        ``psfl``'s ``area_acc_mean`` (:func:`model.policies.psfl.area_accuracy`), so the two
+        ``psfl``'s ``area_acc_mean`` (:func:`mobidfl.model.policies.psfl.area_accuracy`), so the two
         compare on the same test samples. One evaluation per distinct label set.
         """
         engine = ctx.engine

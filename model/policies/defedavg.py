@@ -30,15 +30,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from mobidfl.errors import ConfigError
-from model.maths.mixing import member_mask
-from model.policies.base import (
+from mobidfl.model.maths.mixing import member_mask
+from mobidfl.model.policies.base import (
     Exchange,
     ExchangeContext,
     ExchangePolicy,
     Messages,
     register_policy,
 )
-from model.policies.dpsgd import member_degree_mean
+from mobidfl.model.policies.dpsgd import member_degree_mean
 
 RNG_TAG = 0xDEFED
 """Second word of the policy generator's seed ``[seed, RNG_TAG]``."""

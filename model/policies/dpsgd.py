@@ -11,8 +11,8 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from model.maths.mixing import dpsgd_weights, member_pairs
-from model.policies.base import (
+from mobidfl.model.maths.mixing import dpsgd_weights, member_pairs
+from mobidfl.model.policies.base import (
     Exchange,
     ExchangeContext,
     ExchangePolicy,
@@ -47,7 +47,7 @@ def received_graph(ctx: ExchangeContext) -> tuple[sp.csr_matrix, bool]:
 
 def swap_messages(ctx: ExchangeContext) -> Messages | None:
     """At the ideal link, the models this step's member contacts swap: one each way per
-    pair, as :meth:`model.links.LinkPlan.swap_models` sends them over a link (``None``
+    pair, as :meth:`mobidfl.model.links.LinkPlan.swap_models` sends them over a link (``None``
     with a link model, whose plan counts what it carried)."""
     if ctx.link is not None:
         return None

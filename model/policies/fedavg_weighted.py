@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from model.maths.mixing import fedavg_weights
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
-from model.policies.dpsgd import member_degree_mean, received_graph, swap_messages
+from mobidfl.model.maths.mixing import fedavg_weights
+from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from mobidfl.model.policies.dpsgd import member_degree_mean, received_graph, swap_messages
 
 
 @register_policy

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mobidfl.model.maths.mixing import mobility_aware_weights
+from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from mobidfl.model.policies.dpsgd import member_degree_mean, received_graph, swap_messages
 from mobidfl.settings import PluginSettings, setting, unit_interval
-from model.maths.mixing import mobility_aware_weights
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
-from model.policies.dpsgd import member_degree_mean, received_graph, swap_messages
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,18 +5,18 @@ Networks*, Sensors 2023). :class:`MofelBase` keeps the servers' territories and 
 tracks which client is where, runs the selected cycles (start, frustration, FedAvg at the
 end), counts NTC/NFC and offers the selections their view of the clients
 (:meth:`MofelBase.predicted_visits`, :meth:`MofelBase.current_visits`). The selections
-themselves live in :mod:`model.policies.mofel` (the station) and
-:mod:`model.policies.mofel_baselines` (A1, A2).
+themselves live in :mod:`mobidfl.model.policies.mofel` (the station) and
+:mod:`mobidfl.model.policies.mofel_baselines` (A1, A2).
 
 How MobiDFL maps the paper onto its world (choices, not in the paper):
 
 * **Territories** are areas of the map: with ``servers == areas`` the world map's areas,
   otherwise the road nodes are split into ``servers`` areas by the same k-means
-  (:func:`maps.grid.split_areas`, seeded by ``seed``). A road segment belongs to the
+  (:func:`mobidfl.maps.grid.split_areas`, seeded by ``seed``). A road segment belongs to the
   territory of its midpoint, so membership changes only at intersections and follows from
   the route exactly (the paper's territorial reach d_s is the path length inside s).
 * **Clients** are the policy's members; their mobility must be ``route``
-  (:mod:`agents.mobility.routes`), which discloses the planned route.
+  (:mod:`mobidfl.agents.mobility.routes`), which discloses the planned route.
 * **Time.** Step k covers ``((k-1) step_s, k step_s]``. Cycles start at step ends (the
   station rounds predicted entries up and exits down to step ends, so a prediction can
   only be pessimistic). A client starting at time t must stay in the territory until
@@ -42,8 +42,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from maps.grid import area_of_points, split_areas
 from mobidfl.errors import ConfigError
+from mobidfl.maps.grid import area_of_points, split_areas
+from mobidfl.model.maths.link import stay_seconds
+from mobidfl.model.maths.mofel import Cycle, Visits
+from mobidfl.model.policies.base import (
+    SERVER,
+    AgentTable,
+    Exchange,
+    ExchangeContext,
+    ExchangePolicy,
+    Messages,
+)
 from mobidfl.settings import (
     PluginSettings,
     at_least_one,
@@ -52,24 +62,14 @@ from mobidfl.settings import (
     setting,
     unit_interval,
 )
-from model.maths.link import stay_seconds
-from model.maths.mofel import Cycle, Visits
-from model.policies.base import (
-    SERVER,
-    AgentTable,
-    Exchange,
-    ExchangeContext,
-    ExchangePolicy,
-    Messages,
-)
 
 if TYPE_CHECKING:
     import torch
 
-    from agents.views import RouteView, WorldView
-    from maps.network import StreetNetwork
-    from model.learning.engine import Engine
-    from model.links import LinkPlan
+    from mobidfl.agents.views import RouteView, WorldView
+    from mobidfl.maps.network import StreetNetwork
+    from mobidfl.model.learning.engine import Engine
+    from mobidfl.model.links import LinkPlan
 
 __all__ = ["TIME_TOL", "MofelBase", "client_train_times", "server_accuracy"]
 

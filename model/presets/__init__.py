@@ -50,7 +50,7 @@ def preset_names() -> list[str]:
 @functools.cache
 def load_preset(name: str) -> Preset:
     """Read one preset; its names are checked, as every setting's, when a config applies it
-    (:class:`model.config.Config`, which imports this module, not the reverse).
+    (:class:`mobidfl.model.config.Config`, which imports this module, not the reverse).
 
     Parameters
     ----------

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.maths.mofel.selection import Cycle, Selection
-from model.maths.mofel.visits import Visits, connected_until
+from mobidfl.model.maths.mofel.selection import Cycle, Selection
+from mobidfl.model.maths.mofel.visits import Visits, connected_until
 
 __all__ = ["select_a1", "select_a2"]
 

@@ -1,6 +1,6 @@
 """MoFeL (Macedo et al., Sensors 2023): the central station's selection (eqs. 1-8, 10).
 
-See :mod:`model.maths.mofel` for how each equation is read.
+See :mod:`mobidfl.model.maths.mofel` for how each equation is read.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from model.maths.mofel.visits import Visits
+from mobidfl.model.maths.mofel.visits import Visits
 
 __all__ = [
     "METHODS",
