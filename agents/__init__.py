@@ -14,7 +14,8 @@ import mobidfl.deferred  # noqa: F401  (before mesa-geo: libpysal on first use)
 from mobidfl.exports import resolve
 
 _EXPORTS = dict.fromkeys(
-    ("AGENT_CLASSES", "UAV", "DeviceAgent", "Pedestrian", "Sensor", "Vehicle"), "mobidfl.agents.kinds"
+    ("AGENT_CLASSES", "UAV", "DeviceAgent", "Pedestrian", "Sensor", "Vehicle"),
+    "mobidfl.agents.kinds",
 )
 
 __all__ = sorted(_EXPORTS)

@@ -459,9 +459,8 @@ def _worker_context() -> Any:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     # first: the server ends with this process (mobidfl/lifetime.py), even mid-import
-    context.set_forkserver_preload(
-        ["mobidfl.forkserver_preload", "torch", "mesa", "mobidfl.model.world", "mobidfl.analysis.sweep"]
-    )
+    context.set_forkserver_preload(["mobidfl.forkserver_preload", "torch", "mesa",
+                                    "mobidfl.model.world", "mobidfl.analysis.sweep"])
     return context
 
 

@@ -257,8 +257,8 @@ class LinkSettings(PluginSettings):
     kind_j_per_flop: str = setting(
         "",
         "energy of one training FLOP per kind, J, e.g. vehicle:1.1e-11,sensor:1.5e-10 (kinds "
-        "left out: mobidfl.model.maths.energy.J_PER_FLOP, data-sheet peaks of a vehicle SoC, a phone "
-        "GPU, a Cortex-M4F sensor MCU and a UAV's Jetson Nano)",
+        "left out: mobidfl.model.maths.energy.J_PER_FLOP, data-sheet peaks of a vehicle SoC, a "
+        "phone GPU, a Cortex-M4F sensor MCU and a UAV's Jetson Nano)",
         _kind_values_check,
     )
     server_up_bps: float = setting(

@@ -108,7 +108,8 @@ class MobiDFLModel(mesa.Model):
         **settings: Any,
     ) -> None:
         if config is not None and not isinstance(config, Config):
-            raise TypeError(f"config must be a mobidfl.model.config.Config, not {type(config).__name__}")
+            raise TypeError("config must be a mobidfl.model.config.Config, "
+                            f"not {type(config).__name__}")
         # ``seed`` is a setting like any other, not a parameter of the signature: Mesa's
         # batch_run would otherwise give every run ``seed=None`` (it passes its ``rng`` list
         # under the name ``seed`` when the signature has one)

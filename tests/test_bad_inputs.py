@@ -456,9 +456,9 @@ def test_the_real_entry_point_gives_the_same_line(tmp_path):
     for extra, fragment in runs:
         out = tmp_path / "out"
         # Execute
-        proc = subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", "run", "--out", str(out),
-                               *TINY, *extra], cwd=ROOT, env=_env(), capture_output=True,
-                              text=True, timeout=300)
+        proc = subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", "run", "--out",
+                               str(out), *TINY, *extra], cwd=ROOT, env=_env(),
+                              capture_output=True, text=True, timeout=300)
         # Assert
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and fragment in proc.stderr, proc.stderr
@@ -769,8 +769,9 @@ SLOW = ["--set", "map=grid:3x3", "--set", "learning=false", "--set", "vehicles=3
 def _start(args: list[str]) -> subprocess.Popen:
     """The CLI in its own session, with SIGINT's default action as under a terminal: a test
     runner started in the background inherits SIGINT as ignored, and so would the CLI."""
-    return subprocess.Popen([sys.executable, "-m", "mobidfl.analysis.cli", *args], cwd=ROOT, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen([sys.executable, "-m", "mobidfl.analysis.cli", *args], cwd=ROOT,
+                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True,
                             start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 

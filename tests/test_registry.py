@@ -188,8 +188,9 @@ def test_plugin_modules_come_from_the_entry_points_of_the_project_file():
     # Prepare / Execute
     modules = plugin_modules()
     # Assert: the built-ins are declared (pyproject.toml), and loaded into the registries
-    assert modules[:5] == ["mobidfl.model.policies", "mobidfl.agents.mobility", "mobidfl.model.learning.data",
-                           "mobidfl.model.learning.partition", "mobidfl.model.learning.nets"]
+    assert modules[:5] == ["mobidfl.model.policies", "mobidfl.agents.mobility",
+                           "mobidfl.model.learning.data", "mobidfl.model.learning.partition",
+                           "mobidfl.model.learning.nets"]
     assert {"psfl", "mofel"} <= set(POLICIES) and "route" in MOBILITY_MODELS
 
 

@@ -166,7 +166,8 @@ class LearningSession:
             if chosen is not None:  # a bool per member (ExchangePolicy.train_mask)
                 mask[members] = np.asarray(chosen, bool)
         losses = self.engine.train(mask=None if mask.all() else mask)
-        if self.config.lr_plateau_patience:  # Cached-DFL: ReduceLROnPlateau (mobidfl.model.maths.schedule)
+        # Cached-DFL: ReduceLROnPlateau (mobidfl.model.maths.schedule)
+        if self.config.lr_plateau_patience:
             trained = losses[np.isfinite(losses)]
             self.plateau = plateau_step(
                 self.plateau,
