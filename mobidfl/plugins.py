@@ -42,8 +42,9 @@ LINKS: Registry[Any] = Registry("link", group=PLUGIN_GROUP)
 """Link model classes (``mobidfl.model.links``; setting ``link.model``, alias ``link``)."""
 
 
-OWN_PACKAGES = frozenset({"model", "agents", "maps", "mobidfl", "analysis"})
-"""MobiDFL's own packages: their plug-ins are MobiDFL's code, not a third party's."""
+OWN_PACKAGES = frozenset({"mobidfl"})
+"""MobiDFL's own top-level package (``mobidfl.model``, ``mobidfl.agents``, ... are in it): its
+plug-ins are MobiDFL's code, not a third party's."""
 
 
 def failing_plugin(exc: BaseException) -> str | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import mobidfl.deferred  # noqa: F401  (before mesa-geo: libpysal on first use)
 from mobidfl.exports import resolve
 
 _EXPORTS = {

@@ -31,6 +31,33 @@ os.environ["MOBIDFL_FASHION_DIR"] = "/nonexistent/mobidfl-tests-use-small-data"
 
 import pytest  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = {"mobidfl": "mobidfl", "mobidfl.model": "model", "mobidfl.agents": "agents",
+           "mobidfl.maps": "maps", "mobidfl.analysis": "analysis"}
+"""Each package of the one ``mobidfl`` namespace -> its folder in this checkout."""
+
+
+def checkout_problem(root: Path = ROOT) -> str | None:
+    """Why ``import mobidfl.<package>`` would not run this checkout's folders, or ``None``.
+
+    WHY: ``mobidfl.model`` is found through the editable install's mapping (pyproject.toml,
+    package-dir), not beside ``mobidfl/``; an install made from another checkout would run
+    that checkout's model under this one's tests, silently.
+    """
+    import importlib.util
+
+    for name, folder in FOLDERS.items():
+        try:
+            spec = importlib.util.find_spec(name)  # imports only ``mobidfl``'s light front door
+        except ImportError:
+            spec = None
+        found = spec and spec.origin and Path(spec.origin).resolve().parent
+        if found != root / folder:
+            where = f"comes from {found}" if found else "is not installed"
+            return (f"{name} {where}, not {root / folder}: install this checkout with "
+                    "`pip install -e .` (make setup)")
+    return None
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mobidfl")
@@ -47,8 +74,12 @@ BURNERS = pytest.StashKey[list]()
 
 def pytest_configure(config: pytest.Config) -> None:
     """One torch thread and no system Fashion-MNIST in every process that runs tests. The
-    pytest-xdist controller runs none, so it does not import torch (4 CPU s here). The
+    pytest-xdist controller runs none, so it does not import torch (4 CPU s here). Every
+    process first checks that ``mobidfl`` is this checkout (:func:`checkout_problem`). The
     session's process (the controller under xdist) starts the CPU burners of ``--busy-cpu``."""
+    problem = checkout_problem()
+    if problem:
+        raise pytest.UsageError(problem)
     if config.getoption("busy_cpu", 0) > 0 and not hasattr(config, "workerinput"):
         from tests import busy_cpu
 
@@ -82,6 +113,7 @@ LONG_FILES = (
     "test_exp_002.py", "test_preset_directions.py", "test_validation_cached_dfl.py",
     "test_resume_cli.py", "test_report.py", "test_sweep.py", "test_presets.py",
     "test_browser_harness.py", "test_exp_004.py", "test_layers.py", "test_exp_003.py",
+    "test_namespace.py",
 )
 """Files that take about 20 s or more (``--durations``), longest first: handed out first
 (``make test`` passes ``--no-loadscope-reorder``, so xdist keeps this order instead of

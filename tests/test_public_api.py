@@ -43,7 +43,8 @@ def test_the_ground_floor_imports_nothing_above_it():
     # Prepare / Execute: a fresh interpreter importing the ground floor and the maps
     code = (
         "import sys, mobidfl.errors, mobidfl.settings, mobidfl.plugins, mobidfl.maps.world; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'model', 'agents', 'analysis'}))"
+        "print(sorted({'.'.join(m.split('.')[:2]) for m in sys.modules}"
+        " & {'mobidfl.model', 'mobidfl.agents', 'mobidfl.analysis'}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
