@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import cpu_model
+from machine import checkout_program, cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,8 @@ MobiDFLModel(map=sys.argv[1], map_cache=sys.argv[2], learning=False, seed=0)
 t2 = clock()
 MobiDFLModel(map=sys.argv[1], map_cache=sys.argv[2], learning=False, seed=1)
 t3 = clock()
-new = sorted({m.split(".")[0] for m in set(sys.modules) - before})
+new = sorted({".".join(m.split(".")[:2 if m.startswith("mobidfl.") else 1])
+              for m in set(sys.modules) - before})
 out = {"torch": "torch" in sys.modules, "imported_by_build": new}
 for name, (a, b) in {"import": (t0, t1), "build": (t1, t2), "again": (t2, t3)}.items():
     out[name], out[name + "_cpu"] = b[0] - a[0], b[1] - a[1]
@@ -56,8 +57,8 @@ print(json.dumps(out))
 """
 
 def child(code: Path, graphml: Path, cache: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(graphml), str(cache)], env=env,
+    program, env = checkout_program(code, CHILD)
+    out = subprocess.run([sys.executable, "-c", program, str(graphml), str(cache)], env=env,
                          cwd=code, capture_output=True, text=True, check=True)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -1,10 +1,11 @@
 """MobiDFL's public entry point: ``import mobidfl`` gives everything a user or a plug-in needs.
 
-One stable, namespaced door in front of the implementation folders (``model``, ``agents``,
-``maps``, ``analysis``), so a script or a plug-in does not depend on where a class lives
-today. Those folders still install as top-level packages of the same names, so a user's own
-``model.py`` or ``maps/`` package beside a script shadows them (moving them under
-``mobidfl.`` is planned)::
+One stable door in front of the implementation, so a script or a plug-in does not depend
+on where a class lives today. Everything installs under this one name: the repository's
+folders ``model/``, ``agents/``, ``maps/`` and ``analysis/`` are the subpackages
+:mod:`mobidfl.model`, :mod:`mobidfl.agents`, :mod:`mobidfl.maps` and :mod:`mobidfl.analysis`
+(``package-dir`` in pyproject.toml), so a user's own ``model.py``, ``maps/`` or
+``analysis/`` beside a script shadows nothing (tests/test_namespace.py)::
 
     import mobidfl
 
@@ -19,8 +20,8 @@ Two floors in one package: the modules beside this file (:mod:`mobidfl.errors`,
 :mod:`mobidfl.settings`, :mod:`mobidfl.registry`, :mod:`mobidfl.plugins`,
 :mod:`mobidfl.atomic`) are the ground floor that every other package builds on; this file
 is the top floor. Its names are resolved on first use (PEP 562), so ``import mobidfl.errors``
-from ``maps/`` runs this file without importing the Mesa model (tests/test_layers.py checks
-both floors).
+from :mod:`mobidfl.maps` runs this file without importing the Mesa model
+(tests/test_layers.py checks both floors).
 """
 
 from __future__ import annotations
