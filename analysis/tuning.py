@@ -1006,8 +1006,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in publish_tuning(args[2:], args[1]):
             print(path)
         return 0
-    print("usage: python -m mobidfl.analysis.tuning publish DEST FOLDER... | --page DEST STUDY_DEST "
-          "PAGE", file=sys.stderr)
+    print("usage: python -m mobidfl.analysis.tuning publish DEST FOLDER... | --page DEST "
+          "STUDY_DEST PAGE", file=sys.stderr)
     return 2
 
 

@@ -44,7 +44,8 @@ _DRIVER = textwrap.dedent(
     """
     import json, os, runpy, sys, traceback
     cases = json.loads(sys.stdin.read())
-    import torch, mesa, mobidfl.model.world, mobidfl.model.checkpoint, mobidfl.analysis.gis, mobidfl.analysis.plots  # warm
+    import torch, mesa, mobidfl.model.world, mobidfl.model.checkpoint  # warm
+    import mobidfl.analysis.gis, mobidfl.analysis.plots  # noqa: E401
     import mobidfl.analysis.report, mobidfl.analysis.sweep  # noqa: E401
     codes = []
     for case in cases:
