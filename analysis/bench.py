@@ -1494,41 +1494,6 @@ def _saved(out: Path) -> str:
         return f"the finished runs are saved in {out}"
 
 
-def _cmd_tune(args: argparse.Namespace, out: Path, command: str) -> int:
-    """``mobidfl bench --study S --tune recipe|policies``: the study's declared tuning."""
-    from mobidfl.analysis.tuning import run_tuning
-
-    if args.study is None:
-        raise ConfigError("--tune", args.tune, "with --study (the tuning is a study's)")
-    for flag, value in (("--scenarios", args.scenarios), ("--links", args.links),
-                        ("--backend", None if args.backend == "local" else args.backend),
-                        ("--batch-runs", args.batch_runs or None), ("--device", args.device)):
-        if value is not None:
-            raise ConfigError(flag, value, "not with --tune (it runs on this machine's "
-                              "processes)")
-    if args.processes is not None and args.processes < 0:
-        raise ConfigError("--processes", args.processes, "an integer >= 0 (0 = this process)")
-    _check_flags(backend="local", batch_runs=False, seeds=args.seeds,
-                 first_seed=args.first_seed, processes=args.processes, cpus_per_run=1.0,
-                 gpus_per_run=0.0, device=None)
-    import torch
-
-    torch.set_num_threads(1)
-    policies = None if args.policies == "all" else _list(args.policies)
-    try:
-        page = run_tuning(study=args.study, kind=args.tune, out=out, scale=args.scale,
-                          results_seeds=range(args.first_seed, args.first_seed + args.seeds),
-                          policies=policies,
-                          processes=0 if args.processes is None else args.processes,
-                          progress=not args.quiet, command=command)
-    except KeyboardInterrupt:
-        print(f"mobidfl: interrupted: the finished runs are saved in {out}; resume with: "
-              f"{command}", file=sys.stderr)
-        return 130
-    print(page.read_text(), end="")
-    return 0
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
     from mobidfl.analysis.folders import OutputFailed, check_output_folder
     from mobidfl.analysis.sweep import SweepStopped
@@ -1543,8 +1508,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ConfigError("--out", None, "an output folder (required unless --describe)")
     out = Path(args.out)
     command = bench_command(args)
-    if args.tune is not None:
-        return _cmd_tune(args, out, command)
+    if args.tune is not None:  # analysis/tuning.py runs it (it builds on this module)
+        raise ConfigError("--tune", args.tune, "through `mobidfl bench` (the CLI hands "
+                          "--tune to mobidfl.analysis.tuning.cmd_tune)")
     if args.report_only:
         if not (out / PLAN).is_file():
             raise ConfigError("--out", str(out), f"a bench folder with {PLAN}")

@@ -820,7 +820,15 @@ def make_parser() -> argparse.ArgumentParser:
     from mobidfl.analysis.bench import add_bench_parser
 
     add_bench_parser(sub)  # `mobidfl bench` (analysis/bench.py)
+    sub.choices["bench"].set_defaults(func=_bench)  # --tune: analysis/tuning.py
     return parser
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """``mobidfl bench``: the tuning of a study (``--tune``) or the bench itself."""
+    from mobidfl.analysis.tuning import cmd_tune
+
+    return cmd_tune(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ fails when it drifts from them.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import resource
@@ -1009,6 +1010,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("usage: python -m mobidfl.analysis.tuning publish DEST FOLDER... | --page DEST "
           "STUDY_DEST PAGE", file=sys.stderr)
     return 2
+
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``mobidfl bench --study S --tune recipe|policies``: the study's declared tuning (here,
+    not in :mod:`mobidfl.analysis.bench`, which this module builds on: no import cycle)."""
+    import sys
+
+    from mobidfl.analysis.bench import _check_flags, _list, bench_command, cmd_bench
+
+    if args.tune is None or args.describe is not None:
+        return cmd_bench(args)
+    if args.rule is not None:
+        raise ConfigError("--rule", args.rule, "only with --describe")
+    if args.out is None:
+        raise ConfigError("--out", None, "an output folder (required unless --describe)")
+    out = Path(args.out)
+    command = bench_command(args)
+
+    if args.study is None:
+        raise ConfigError("--tune", args.tune, "with --study (the tuning is a study's)")
+    for flag, value in (("--scenarios", args.scenarios), ("--links", args.links),
+                        ("--backend", None if args.backend == "local" else args.backend),
+                        ("--batch-runs", args.batch_runs or None), ("--device", args.device)):
+        if value is not None:
+            raise ConfigError(flag, value, "not with --tune (it runs on this machine's "
+                              "processes)")
+    if args.processes is not None and args.processes < 0:
+        raise ConfigError("--processes", args.processes, "an integer >= 0 (0 = this process)")
+    _check_flags(backend="local", batch_runs=False, seeds=args.seeds,
+                 first_seed=args.first_seed, processes=args.processes, cpus_per_run=1.0,
+                 gpus_per_run=0.0, device=None)
+    import torch
+
+    torch.set_num_threads(1)
+    policies = None if args.policies == "all" else _list(args.policies)
+    try:
+        page = run_tuning(study=args.study, kind=args.tune, out=out, scale=args.scale,
+                          results_seeds=range(args.first_seed, args.first_seed + args.seeds),
+                          policies=policies,
+                          processes=0 if args.processes is None else args.processes,
+                          progress=not args.quiet, command=command)
+    except KeyboardInterrupt:
+        print(f"mobidfl: interrupted: the finished runs are saved in {out}; resume with: "
+              f"{command}", file=sys.stderr)
+        return 130
+    print(page.read_text(), end="")
+    return 0
 
 
 if __name__ == "__main__":

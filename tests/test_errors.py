@@ -21,6 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ("mobidfl", "model", "agents", "maps", "analysis")
 """Packages that define errors (``app.py`` defines none)."""
+MOVED = ("model", "agents", "maps", "analysis")
+"""Folders that install as ``mobidfl.<folder>``."""
 SCANNED = tuple(sorted(
     p.name for p in ROOT.iterdir()
     if p.is_dir() and not p.name.startswith(".") and any(p.glob("*.py"))
@@ -39,6 +41,8 @@ def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    if parts[0] in MOVED:  # installed under the one namespace (pyproject.toml, package-dir)
+        parts.insert(0, "mobidfl")
     return ".".join(parts)
 
 
