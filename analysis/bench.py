@@ -34,7 +34,7 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -835,42 +835,50 @@ def _agents(settings: dict[str, Any]) -> int:
 
 
 # --- the report -----------------------------------------------------------------------------
-def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """``(plan, per-run numbers, curves)`` of a bench folder (finished runs only); the curves
-    hold :data:`mobidfl.analysis.comm.CURVE` per evaluation."""
+def planned_records(out: Path, plan: dict[str, Any]) -> Iterator[tuple[
+        dict[str, Any], dict[str, Any], Path | None]]:
+    """``(cell, manifest record, run file or None)`` of every planned run of a bench-shaped
+    folder (a bench's or a study tuning's): the run file only where the run is ok and its
+    file exists."""
     from mobidfl.analysis.sweep import read_manifest, run_path
 
-    plan = read_plan(out)
-    rows, curves = [], []
     for cell in plan["cells"]:
         folder = out / cell["folder"]
         if cell["refusal"] or not (folder / "manifest.csv").exists():
             continue
-        manifest = read_manifest(folder)
         wanted = set(cell["runs"])
-        for record in manifest.to_dict("records"):
+        for record in read_manifest(folder).to_dict("records"):
             if record["run_id"] not in wanted:
                 continue
-            base = {"run_id": record["run_id"], "cell": cell["key"],
-                    "column": cell["column"], "policy": cell["policy"],
-                    "seed": int(record["seed"]), "status": record["status"],
-                    "error": record.get("error", "")}
             path = run_path(folder, record["run_id"])
-            if record["status"] != "ok" or not path.exists():
-                rows.append(base)
-                continue
-            table = pd.read_parquet(path)
-            table = table.assign(**{PER_AGENT: cumulative_per_agent(table,
-                                                                    agents=cell["agents"])})
-            rows.append({**base, **run_numbers(table, agents=cell["agents"]),
-                         "_table": table[[c for c in CURVE if c in table]]})
-            if "acc_mean" in table:
-                evaluated = table[np.isfinite(pd.to_numeric(table["acc_mean"],
-                                                            errors="coerce"))]
-                curves.append(pd.DataFrame({
-                    "column": cell["column"], "policy": cell["policy"], "seed": base["seed"],
-                    **{c: evaluated[c].to_numpy(float) for c in CURVE},
-                }))
+            yield cell, record, path if record["status"] == "ok" and path.exists() else None
+
+
+def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    """``(plan, per-run numbers, curves)`` of a bench folder (finished runs only); the curves
+    hold :data:`mobidfl.analysis.comm.CURVE` per evaluation."""
+    plan = read_plan(out)
+    rows, curves = [], []
+    for cell, record, path in planned_records(out, plan):
+        base = {"run_id": record["run_id"], "cell": cell["key"],
+                "column": cell["column"], "policy": cell["policy"],
+                "seed": int(record["seed"]), "status": record["status"],
+                "error": record.get("error", "")}
+        if path is None:
+            rows.append(base)
+            continue
+        table = pd.read_parquet(path)
+        table = table.assign(**{PER_AGENT: cumulative_per_agent(table,
+                                                                agents=cell["agents"])})
+        rows.append({**base, **run_numbers(table, agents=cell["agents"]),
+                     "_table": table[[c for c in CURVE if c in table]]})
+        if "acc_mean" in table:
+            evaluated = table[np.isfinite(pd.to_numeric(table["acc_mean"],
+                                                        errors="coerce"))]
+            curves.append(pd.DataFrame({
+                "column": cell["column"], "policy": cell["policy"], "seed": base["seed"],
+                **{c: evaluated[c].to_numpy(float) for c in CURVE},
+            }))
     runs = pd.DataFrame(rows)
     curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(
         columns=["column", "policy", "seed", *CURVE])
@@ -1297,16 +1305,7 @@ def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> lis
             ax.set_xlabel("simulated time (h)")
             ax.grid(alpha=0.3)
         axes[0][0].set_ylabel("mean accuracy (mean over seeds)")
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        for ax in axes[0][1:]:
-            more = ax.get_legend_handles_labels()
-            for h, lab in zip(*more, strict=True):
-                if lab not in labels:
-                    handles.append(h)
-                    labels.append(lab)
-        if handles:
-            fig.legend(handles, labels, loc="center right", fontsize=7)
-        fig.tight_layout(rect=(0, 0, 0.85, 1))
+        _one_legend(fig, axes[0], right=0.85)
         path = out / f"accuracy_{_safe(name)}.png"
         write_figure(fig, path, dpi=100)
         plt.close(fig)
@@ -1364,19 +1363,27 @@ def comm_plots(plan: dict[str, Any], board: pd.DataFrame, curves: pd.DataFrame,
             top.set_title(column["label"], fontsize=9)
             top.set_ylabel("mean accuracy (mean over seeds)")
             bottom.set_ylabel("final mean accuracy (mean over seeds)")
-        handles, labels = axes[1][0].get_legend_handles_labels()
-        for ax in [*axes[0], *axes[1]]:
-            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-                if lab not in labels:
-                    handles.append(h)
-                    labels.append(lab)
-        fig.legend(handles, labels, loc="center right", fontsize=7)
-        fig.tight_layout(rect=(0, 0, 0.82, 1))
+        _one_legend(fig, [*axes[1], *axes[0]], right=0.82)
         path = out / f"comm_{_safe(name)}.png"
         write_figure(fig, path, dpi=100)
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def _one_legend(fig: Any, axes: Sequence[Any], *, right: float) -> None:
+    """One legend at the figure's right for all ``axes`` (each label once, first seen
+    first), the plots laid out left of ``right``."""
+    handles: list[Any] = []
+    labels: list[str] = []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    if handles:
+        fig.legend(handles, labels, loc="center right", fontsize=7)
+    fig.tight_layout(rect=(0, 0, right, 1))
 
 
 def write_report(out: str | Path) -> list[Path]:

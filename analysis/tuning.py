@@ -491,40 +491,31 @@ def _cell_record(cell: TuneCell, seeds: Sequence[int], plan: dict[str, list[Any]
 def load_tuning_runs(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """``(plan, runs, curves)`` of a tuning folder: one row per planned run (final numbers,
     PSFL's own-area accuracy and federations where the run recorded them)."""
+    from mobidfl.analysis.bench import planned_records
     from mobidfl.analysis.bench_stats import run_numbers
-    from mobidfl.analysis.sweep import read_manifest, run_path
 
     plan = json.loads((out / PLAN).read_text())
     rows, curves = [], []
-    for cell in plan["cells"]:
-        folder = out / cell["folder"]
-        if cell["refusal"] or not (folder / "manifest.csv").exists():
+    for cell, record, path in planned_records(out, plan):
+        base = {"run_id": record["run_id"], "kind": plan["kind"], "stage": cell["stage"],
+                "variant": cell["variant"], "policy": cell["policy"],
+                "label": cell["label"], "paper": bool(cell["paper"]),
+                "seed": int(record["seed"]), "status": record["status"],
+                "error": record.get("error", ""), "wall_s": float(record["wall_s"] or "nan")
+                if str(record.get("wall_s", "")) else math.nan}
+        if path is None:
+            rows.append(base)
             continue
-        manifest = read_manifest(folder)
-        wanted = set(cell["runs"])
-        for record in manifest.to_dict("records"):
-            if record["run_id"] not in wanted:
-                continue
-            base = {"run_id": record["run_id"], "kind": plan["kind"], "stage": cell["stage"],
-                    "variant": cell["variant"], "policy": cell["policy"],
-                    "label": cell["label"], "paper": bool(cell["paper"]),
-                    "seed": int(record["seed"]), "status": record["status"],
-                    "error": record.get("error", ""), "wall_s": float(record["wall_s"] or "nan")
-                    if str(record.get("wall_s", "")) else math.nan}
-            path = run_path(folder, record["run_id"])
-            if record["status"] != "ok" or not path.exists():
-                rows.append(base)
-                continue
-            table = pd.read_parquet(path)
-            rows.append({**base, **run_numbers(table, agents=cell["agents"]),
-                         "area_acc": last_finite(table, "area_acc_mean"),
-                         "federations": last_finite(table, "federations"),
-                         "cache_models": last_finite(table, "cache_size_mean"),
-                         "cache_age": last_finite(table, "cache_age_mean")})
-            evaluated = table[np.isfinite(pd.to_numeric(table["acc_mean"], errors="coerce"))]
-            curves.append(pd.DataFrame({
-                "run_id": record["run_id"], "time_s": evaluated["time_s"].to_numpy(float),
-                "acc_mean": evaluated["acc_mean"].to_numpy(float)}))
+        table = pd.read_parquet(path)
+        rows.append({**base, **run_numbers(table, agents=cell["agents"]),
+                     "area_acc": last_finite(table, "area_acc_mean"),
+                     "federations": last_finite(table, "federations"),
+                     "cache_models": last_finite(table, "cache_size_mean"),
+                     "cache_age": last_finite(table, "cache_age_mean")})
+        evaluated = table[np.isfinite(pd.to_numeric(table["acc_mean"], errors="coerce"))]
+        curves.append(pd.DataFrame({
+            "run_id": record["run_id"], "time_s": evaluated["time_s"].to_numpy(float),
+            "acc_mean": evaluated["acc_mean"].to_numpy(float)}))
     runs = pd.DataFrame(rows)
     curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(
         columns=["run_id", "time_s", "acc_mean"])
