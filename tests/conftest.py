@@ -185,3 +185,16 @@ def fill_disk() -> Callable[..., None]:
             os.truncate(mount / "filler", max(0, os.path.getsize(mount / "filler") - leave_free))
 
     return fill
+
+
+@pytest.fixture(scope="module")
+def cached_dfl_reference() -> Path:
+    """The authors' Cached-DFL code at its pinned commit, from the offline cache (skipped,
+    with the reason, where it cannot be had offline)."""
+    from mobidfl.errors import ConfigError
+    from validation.refcache import ensure
+
+    try:
+        return ensure("cached_dfl", fetch=False)
+    except ConfigError as exc:
+        pytest.skip(f"the authors' Cached-DFL code cannot be had offline here: {exc}")

@@ -15,7 +15,6 @@ import sys
 import numpy as np
 import pytest
 
-from mobidfl.errors import ConfigError
 from validation import cdfl_remeet as cr
 
 
@@ -86,17 +85,8 @@ json.dump(out, open(sys.argv[3], "w"))
 """
 
 
-@pytest.fixture(scope="module")
-def reference():
-    from validation.refcache import ensure
 
-    try:
-        return ensure("cached_dfl", fetch=False)
-    except ConfigError as exc:
-        pytest.skip(f"the authors' Cached-DFL code cannot be had offline here: {exc}")
-
-
-def test_one_node_moves_equal_the_authors_car_move(reference, tmp_path):
+def test_one_node_moves_equal_the_authors_car_move(cached_dfl_reference, tmp_path):
     # Prepare: a ring of roads of 2 to 40 m (no choices, so no draw decides the path) and a
     # car at 19.23 m per second: short roads are where one node per move shows
     from mobidfl.maps.edges import from_segments
@@ -118,8 +108,9 @@ def test_one_node_moves_equal_the_authors_car_move(reference, tmp_path):
         "seconds": seconds}))
     # Execute: the authors' Car.move(1), and the emulation
     done = subprocess.run(
-        [sys.executable, "-c", _CAR, str(reference / "cached_dfl"), str(tmp_path / "req.json"),
-         str(tmp_path / "out.json")], capture_output=True, text=True, timeout=300, check=False)
+        [sys.executable, "-c", _CAR, str(cached_dfl_reference / "cached_dfl"),
+         str(tmp_path / "req.json"), str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     theirs = np.asarray(json.loads((tmp_path / "out.json").read_text()))
     edges, offsets, ours = edge, np.zeros(1), []

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from mobidfl.agents.mobility import MobilityContext, make_mobility
-from mobidfl.errors import ConfigError
 from mobidfl.model.config import Config
 
 _AUTHORS = """
@@ -36,18 +35,9 @@ json.dump(out, open(sys.argv[3], "w"))
 """
 
 
-@pytest.fixture(scope="module")
-def reference():
-    from validation.refcache import ensure
-
-    try:
-        return ensure("cached_dfl", fetch=False)
-    except ConfigError as exc:
-        pytest.skip(f"the authors' Cached-DFL code cannot be had offline here: {exc}")
-
 
 def test_straightest_table_equals_the_authors_road_choice_at_every_intersection(
-    reference, tmp_path
+    cached_dfl_reference, tmp_path
 ):
     # Prepare: MobiDFL's network of the authors' map in their plane ((lon, lat) as flat x/y,
     # where road_sim takes its cosines), and its table under the authors' rule
@@ -68,7 +58,7 @@ def test_straightest_table_equals_the_authors_road_choice_at_every_intersection(
     (tmp_path / "req.json").write_text(json.dumps({"pos": xy.tolist(), "cases": cases}))
     # Execute: the authors' function on the same intersections, headings and candidates
     done = subprocess.run(
-        [sys.executable, "-c", _AUTHORS, str(reference / "cached_dfl"),
+        [sys.executable, "-c", _AUTHORS, str(cached_dfl_reference / "cached_dfl"),
          str(tmp_path / "req.json"), str(tmp_path / "out.json")],
         capture_output=True, text=True, timeout=600, check=False,
     )
