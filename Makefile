@@ -40,8 +40,13 @@ run: $(VENV)/.installed
 # Bytecode is cached even where the environment says not to (PYTHONDONTWRITEBYTECODE): each
 # of the suite's ~150 interpreters would otherwise compile MobiDFL from source, and each
 # pytest process rewrite every test file's asserts again (8 s of CPU per collection here).
+# A worker that dies is not replaced (--max-worker-restart 0): the session ends at once and
+# names the test it died in ("worker 'gwN' crashed while running ..."); replacing it under
+# --dist loadfile can leave the session waiting forever at the end of the run
+# (pytest-dev/pytest-xdist#1378, open; seen here in a random-order run).
+XDIST = -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder --max-worker-restart 0
 test: $(VENV)/.browser
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(PYTEST_ARGS)
 
 # The suite in a random order (pytest-randomly: files, then the tests in each, shuffled; off
 # in `make test`). The seed is printed first; RANDOM_SEED=N runs that order again.
@@ -49,8 +54,7 @@ test-random: $(VENV)/.browser
 	@seed=$(or $(RANDOM_SEED),$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')); \
 	echo "test-random: RANDOM_SEED=$$seed (make test-random RANDOM_SEED=$$seed repeats it)"; \
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -p randomly \
-		--randomly-seed=$$seed -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder \
-		$(PYTEST_ARGS)
+		--randomly-seed=$$seed $(XDIST) $(PYTEST_ARGS)
 
 # The suite under nice with BUSY_CPUS busy loops beside it, started and stopped by the test
 # session (tests/busy_cpu.py: each ends with the session, or after 4 h). A verdict that
@@ -58,8 +62,7 @@ test-random: $(VENV)/.browser
 BUSY_CPUS ?= $(shell nproc 2>/dev/null || echo 1)
 test-busy: $(VENV)/.browser
 	env -u PYTHONDONTWRITEBYTECODE nice -n 10 $(PY) -m pytest -q -p no:cacheprovider \
-		--busy-cpu $(BUSY_CPUS) -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder \
-		$(PYTEST_ARGS)
+		--busy-cpu $(BUSY_CPUS) $(XDIST) $(PYTEST_ARGS)
 
 # The test files with float bounds (each derived from the arithmetic or measured here, see
 # docs/performance/measurements.md), once per CPU dispatch this machine can emulate: oneDNN's
@@ -87,7 +90,7 @@ test-cpu-matrix: $(VENV)/.installed
 		vars=$$([ "$$variant" = default ] || echo "$${variant//,/ }"); \
 		echo "== $$variant"; start=$$SECONDS; \
 		if env -u PYTHONDONTWRITEBYTECODE $$vars $(PY) -m pytest -q -p no:cacheprovider \
-			-n $(TEST_JOBS) --dist loadfile $(NUMERIC_TESTS) $(PYTEST_ARGS); \
+			$(XDIST) $(NUMERIC_TESTS) $(PYTEST_ARGS); \
 		then result=pass; else result=FAIL; failed=1; fi; \
 		summary+=("$$result $$((SECONDS - start)) s  $$variant"); \
 	done; \

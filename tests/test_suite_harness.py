@@ -155,3 +155,28 @@ def test_random_order_is_off_unless_asked(tmp_path):
     shuffled = order("-p", "randomly", "--randomly-seed", "1")
     assert sorted(shuffled) == in_file_order and shuffled != in_file_order
     assert order("-p", "randomly", "--randomly-seed", "1") == shuffled  # a seed repeats it
+
+
+def test_a_worker_that_dies_ends_the_session_and_names_its_test(tmp_path):
+    # Prepare: two test files, one whose test kills its own worker (a hard crash: no
+    # Python shutdown, as a segfault or the kernel's OOM killer would)
+    (tmp_path / "test_a_crash.py").write_text(
+        "import os, signal\n\ndef test_dies():\n    os.kill(os.getpid(), signal.SIGKILL)\n\n"
+        "def test_after():\n    pass\n")
+    (tmp_path / "test_b_fine.py").write_text("def test_fine():\n    pass\n")
+    (tmp_path / "conftest.py").write_text("")
+    xdist = next(line.split("=", 1)[1].split() for line in
+                 (ROOT / "Makefile").read_text().splitlines() if line.startswith("XDIST ="))
+    xdist = [a.replace("$(TEST_JOBS)", "2") for a in xdist]
+    # Execute: the suite's own xdist options (the Makefile's XDIST)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:randomly", *xdist, str(tmp_path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    # Assert: the session ends (no wait for a replaced worker), fails, and names the test
+    assert done.returncode != 0, done.stdout[-2000:]
+    assert "crashed while running" in done.stdout and "test_dies" in done.stdout, (
+        done.stdout[-2000:])
+    for target in ("test", "test-random", "test-busy"):
+        plan = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60).stdout
+        assert "--max-worker-restart 0" in plan, target
