@@ -27,8 +27,8 @@ from typing import Any
 import mesa
 import numpy as np
 import scipy.sparse as sp
+import shapely
 from mesa_geo import GeoSpace
-from shapely.geometry import Point
 
 from mobidfl.agents import AGENT_CLASSES
 from mobidfl.agents.kinds import DeviceAgent
@@ -97,6 +97,10 @@ class MobiDFLModel(mesa.Model):
     TypeError
         ``config`` is not a :class:`mobidfl.model.config.Config`.
     """
+
+    _clock_only: bool = False
+    """True while a resumed run's clock is brought to its step: ``step`` then does nothing
+    (:func:`mobidfl.model.world_state.restart_clock`)."""
 
     def __init__(
         self,
@@ -242,6 +246,8 @@ class MobiDFLModel(mesa.Model):
 
     # --- one step --------------------------------------------------------------------
     def step(self) -> None:
+        if self._clock_only:  # a resumed run's clock catching up: Mesa counts, nothing moves
+            return
         config = self.config
         farthest = max(m.max_step_distance(config.step_s) for *_, m in self.groups)
         if config.contact == "during":
@@ -380,11 +386,21 @@ class MobiDFLModel(mesa.Model):
         return outputs.model_table(self.datacollector)
 
     def sync_geometries(self) -> None:
-        """Copy array positions into the GeoAgents' WGS84 geometries (display, export)."""
-        lonlat = self.world_map.to_wgs84(self.position)
-        for agent, (lon, lat) in zip(self.device_agents, lonlat, strict=True):
-            agent.geometry = Point(lon, lat)
-        self.space._recreate_rtree()  # mesa-geo has no public API for moved agents
+        """Copy array positions into the GeoAgents' WGS84 geometries (display, export).
+
+        ``self.space`` is then a new ``GeoSpace`` with the same agents and layers: mesa-geo has
+        no public call for agents that moved (its r-tree and ``total_bounds`` would keep the
+        old places; https://github.com/projectmesa/mesa-geo/issues/104), and a fresh space
+        builds its r-tree from the new geometries on the first spatial query.
+        """
+        points = shapely.points(self.world_map.to_wgs84(self.position))
+        for agent, point in zip(self.device_agents, points, strict=True):
+            agent.geometry = point
+        space = GeoSpace(crs=self.space.crs, warn_crs_conversion=False)
+        for layer in self.space.layers:
+            space.add_layer(layer)
+        space.add_agents(self.space.agents)  # the device agents, and any a user added
+        self.space = space
 
     # --- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

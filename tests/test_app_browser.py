@@ -190,12 +190,14 @@ def test_reset_rebuilds_the_model_from_the_inputs_as_solaraviz_does() -> None:
                                       add_scenario_when_empty=True,
                                       require_model_accepts_scenario=True)
     again = type(first)(**kwargs)
+    ours = type(first)(**initial_settings(params))  # QueuedController's Reset: public calls only
 
     # Assert: same scenario, fresh state, no error.
-    assert again.app_error is None and again.steps == 0
-    assert again.n_agents == first.n_agents == 8
-    assert again.config == first.config and again.config.radius_m == 150.0
-    assert np.array_equal(again.position, first.position)
+    for rebuilt in (again, ours):
+        assert rebuilt.app_error is None and rebuilt.steps == 0
+        assert rebuilt.n_agents == first.n_agents == 8
+        assert rebuilt.config == first.config and rebuilt.config.radius_m == 150.0
+        assert np.array_equal(rebuilt.position, first.position)
 
 
 # --- the real page ----------------------------------------------------------------------------

@@ -38,3 +38,29 @@ def test_checkpoint_loads_with_weights_only(tmp_path):
     raw = torch.load(path, weights_only=True)
     assert raw["steps"] == 1
     assert not list(tmp_path.glob(".ckpt-*"))
+
+
+def test_a_resumed_clock_is_mesa_s_own_at_the_saved_step():
+    # Prepare: Mesa's clock (model.steps, model.time) after three steps, and a fresh model
+    first = MobiDFLModel(learning=False, **SETTINGS)
+    first.run(steps=3)
+    resumed = MobiDFLModel(learning=False, **SETTINGS)
+    # Execute
+    resumed.load_state_dict(first.state_dict())
+    # Assert: Mesa counted the three steps without running them; its own loop goes on
+    assert (resumed.steps, resumed.time) == (3, 3.0) and not resumed._clock_only
+    assert len(resumed.model_table()) == len(first.model_table()) == 4
+    resumed.run_for(1)  # Mesa 3.5's public time API: one step event
+    assert (resumed.steps, resumed.time) == (4, 4.0)
+    assert len(resumed.model_table()) == 5
+
+
+def test_a_checkpoint_does_not_load_into_a_model_that_ran_past_it():
+    # Prepare
+    saved = MobiDFLModel(learning=False, **SETTINGS)
+    saved.run(steps=1)
+    ahead = MobiDFLModel(learning=False, **SETTINGS)
+    ahead.run(steps=2)
+    # Execute / Assert: Mesa's clock does not go back
+    with pytest.raises(ValueError, match="not run past it"):
+        ahead.load_state_dict(saved.state_dict())

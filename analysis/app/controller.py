@@ -9,11 +9,7 @@ from typing import Any
 
 import solara
 import solara.lab
-from mesa.visualization.solara_viz import (
-    ModelCreator,
-    ShowSteps,
-    _build_model_init_kwargs,
-)
+from mesa.visualization.solara_viz import ModelCreator, ShowSteps
 from mesa.visualization.utils import force_update
 from solara.server import kernel_context
 
@@ -67,7 +63,7 @@ def QueuedController(
     state is per browser session); rendering happens in the worker between two steps, never
     while the model is half-way through one. ``model`` may hold anything with ``step()``,
     ``steps`` and ``running`` (the Compare view's runs); ``rebuild(old)`` then makes the
-    fresh one on Reset, which is otherwise rebuilt from the inputs as SolaraViz does.
+    fresh one on Reset, which is otherwise rebuilt from the inputs (``type(model)(**inputs)``).
     The labels and the queue line's CSS class tell two controllers on one page apart.
     """
     queue = solara.use_memo(lambda: StepQueue(step_label=step_label), [])
@@ -129,10 +125,9 @@ def QueuedController(
             model.value = rebuild(model.value)
             publish()
             return
-        kwargs = _build_model_init_kwargs(model.value, model_parameters.value,
-                                          add_scenario_when_empty=True,
-                                          require_model_accepts_scenario=True)
-        model.value = type(model.value)(**kwargs)
+        # Every input is a setting: no Mesa scenario to split off (SolaraViz's Reset adds an
+        # empty one, which the model ignores), so the inputs are the keyword arguments.
+        model.value = type(model.value)(**model_parameters.value)
         publish()
 
     playing = queue.playing
