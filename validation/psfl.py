@@ -530,6 +530,12 @@ READINGS: dict[str, str] = {
               "means (the later code's loss_based_distances)",
     "phyelds": "leaders by phyelds' rule (PhyeldsStepper, the simulator's heap order, one "
                "random priority per node), federations by its broadcast (lowest potential)",
+    "random_priority": "the policy's election (ScaFi's S) with one random priority per node, "
+                       "as ScaFi and phyelds draw it, instead of the lowest id winning",
+    "broadcast": "the policy's leaders; federations by phyelds' broadcast (each node follows "
+                 "the neighbour of lowest potential G, not the shortest path)",
+    "start_merged": "the reading of record, but in ticks 0-2 every node takes the FedAvg of "
+                    "all nodes (one federation, as the reference has from tick 3)",
 }
 """MobiDFL's side of a whole run: the reading of record and one controlled change each."""
 
@@ -579,6 +585,22 @@ def _fedavg(engine, groups: list[np.ndarray], *, weights: str) -> dict:  # noqa:
     return assign
 
 
+def apply_update(engine, assign: dict, *, tick: int, rule: str) -> None:  # noqa: ANN001
+    """Give the members their federation's model (``assign``) under ``rule``: ``replace``
+    (Alg. 1 lines 6-9, every tick) or ``impulse`` (the later code: at ticks 0, 5, 10, ...
+    0.1 x own + 0.9 x the federation's model, otherwise the own model is kept)."""
+    if rule == "replace":
+        for i, p in assign.items():
+            engine.set_agent(i, p)
+    elif rule == "impulse":
+        if tick % IMPULSE_EVERY == 0:
+            for i, p in assign.items():
+                engine.set_agent(i, engine.combine([engine.snapshot(i), p],
+                                                   [IMPULSE_OWN, 1.0 - IMPULSE_OWN]))
+    else:
+        raise ConfigError("rule", rule, "replace or impulse")
+
+
 def _mobidfl_run(ds: Dataset, run: dict, *, reading: str = "alg1") -> dict:
     """MobiDFL's ``psfl`` policy on the reference run's lattice, data and initial model, under
     ``reading`` (:data:`READINGS`: the reading of record or one controlled change)."""
@@ -609,6 +631,8 @@ def _mobidfl_run(ds: Dataset, run: dict, *, reading: str = "alg1") -> dict:
         area=area, label_hist=engine.label_hist, hm=np.zeros(n, bool),
         pos=np.asarray([d["position"] for d in nodes]),
     )
+    if reading == "random_priority":
+        policy.priority = np.random.default_rng([seed, 0x9E]).random(n)
     rng = np.random.default_rng(seed)
     ticks = len(run["federations_csv"])
     if reading == "phyelds":
@@ -635,14 +659,14 @@ def _mobidfl_run(ds: Dataset, run: dict, *, reading: str = "alg1") -> dict:
             assign = _fedavg(engine, [np.flatnonzero(stepper.fed == f)
                                       for f in np.unique(stepper.fed)], weights="size")
             count = int(stepper.leader.sum())
-        if reading == "impulse":
-            if t % IMPULSE_EVERY == 0:
-                for i, p in assign.items():
-                    engine.set_agent(i, engine.combine([engine.snapshot(i), p],
-                                                       [IMPULSE_OWN, 1.0 - IMPULSE_OWN]))
-        else:
-            for i, p in assign.items():
-                engine.set_agent(i, p)
+        elif reading == "broadcast":
+            field = policy.last_field
+            fed = follow_lowest_potential(policy.last_graph, field.G, policy.state.is_leader)
+            assign = _fedavg(engine, [np.flatnonzero(fed == f) for f in np.unique(fed[fed >= 0])],
+                             weights="size")
+        elif reading == "start_merged" and t < 3:
+            assign = _fedavg(engine, [np.arange(n)], weights="size")
+        apply_update(engine, assign, tick=t, rule="impulse" if reading == "impulse" else "replace")
         leaders.append(count)
         ds_in.append(out.metrics["ds_intra_mean"])
         ds_out.append(out.metrics["ds_inter_mean"])

@@ -15,6 +15,7 @@ Two runs of :func:`validation.psfl.whole_runs` (the reference, unmodified, and M
 (:data:`FIG5_CLAIMS`) were written down before any full-size result was looked at.
 
     python -m validation.psfl_full sweep --size full --seeds 3 --out results/psfl_full
+    python -m validation.psfl_full sweep --size full --seeds 1 --cells 5:40,3:40 --out ...
     python -m validation.psfl_full mechanism --size small --seeds 3 --out results/psfl_mech
     python -m validation.psfl_full publish --run results/psfl_full --name full \\
         --to published/validation/psfl
@@ -77,13 +78,35 @@ def _run(size: str, seeds: int, out: Path, *, cells: list[tuple[int, float]],
     return psfl.whole_runs(ds, data, out, seeds=seeds, cells=cells, readings=readings)
 
 
-def sweep(size: str, seeds: int, out: Path) -> list[dict]:
-    """The Fig. 5 grid, seed 0 of every cell first; MobiDFL under its reading of record.
+SWEEP_CELLS: tuple[tuple[int, float], ...] = tuple(
+    (a, th) for th in (20.0, 80.0, 40.0) for a in (9, 3, 5))
+"""The grid in the order it runs: sigma 20, then 80, then 40 (9 areas first in each), so a
+sweep stopped early still has the cells three of the four :data:`FIG5_CLAIMS` read."""
 
-    Cells run sigma 20 first, then 80, then 40 (9 areas first in each): a sweep stopped early
-    still has the cells three of the four :data:`FIG5_CLAIMS` read."""
-    cells = [(a, th) for th in (20.0, 80.0, 40.0) for a in (9, 3, 5)]
-    return _run(size, seeds, out, cells=cells, readings=("alg1",))
+
+def parse_cells(text: str) -> list[tuple[int, float]]:
+    """``"9:20,3:80"`` -> [(9, 20.0), (3, 80.0)]: cells of the grid, refused in one line."""
+    cells = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        a, _, s = part.partition(":")
+        try:
+            cell = (int(a), float(s))
+        except ValueError:
+            cell = None
+        if cell not in SWEEP_CELLS:
+            raise ConfigError("--cells", part, "AREAS:SIGMA with areas 3, 5 or 9 and sigma 20, "
+                              "40 or 80, comma-separated")
+        cells.append(cell)
+    if not cells:
+        raise ConfigError("--cells", text, "one or more AREAS:SIGMA")
+    return cells
+
+
+def sweep(size: str, seeds: int, out: Path, *,
+          cells: list[tuple[int, float]] | None = None) -> list[dict]:
+    """The Fig. 5 grid (or ``cells`` of it), seed 0 of every cell first; MobiDFL under its
+    reading of record. Two sweeps may share ``out`` with different ``cells``."""
+    return _run(size, seeds, out, cells=list(cells or SWEEP_CELLS), readings=("alg1",))
 
 
 def mechanism(size: str, seeds: int, out: Path) -> list[dict]:
@@ -95,7 +118,7 @@ def mechanism(size: str, seeds: int, out: Path) -> list[dict]:
 
 # --- publishing ---------------------------------------------------------------------------
 def _tag_of(path: Path) -> tuple[int, int, float]:
-    m = re.search(r"seed-(\d+)_regions-(\d+)_threshold-([\d.]+)", path.name)
+    m = re.search(r"seed-(\d+)_regions-(\d+)_threshold-(\d+(?:\.\d+)?)", path.name)
     if m is None:
         raise ConfigError("run file", path.name, "run-seed-S_regions-A_threshold-T.json")
     return int(m[1]), int(m[2]), float(m[3])
@@ -387,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--size", default="full" if name == "sweep" else "small")
         q.add_argument("--seeds", type=int, default=3)
         q.add_argument("--out", type=Path, required=True)
+        if name == "sweep":
+            q.add_argument("--cells", default="",
+                           help="AREAS:SIGMA,... (default: the whole grid, sigma 20 first)")
     q = sub.add_parser("publish")
     q.add_argument("--run", type=Path, required=True)
     q.add_argument("--name", choices=tuple(RENDERERS), required=True)
@@ -403,8 +429,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError("--size", args.size, "one of " + ", ".join(SIZES))
             if args.seeds < 1:
                 raise ConfigError("--seeds", args.seeds, "an integer >= 1")
-            fn = sweep if args.cmd == "sweep" else mechanism
-            got = fn(args.size, args.seeds, args.out.expanduser().resolve())
+            out = args.out.expanduser().resolve()
+            if args.cmd == "sweep":
+                cells = parse_cells(args.cells) if args.cells else None
+                got = sweep(args.size, args.seeds, out, cells=cells)
+            else:
+                got = mechanism(args.size, args.seeds, out)
             print(f"{args.cmd}: {len(got)} runs under {args.out}", file=sys.stderr)
         elif args.cmd == "publish":
             for path in publish(args.run, args.name, args.to):
