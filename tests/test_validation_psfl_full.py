@@ -155,3 +155,11 @@ def test_replace_every_tick_impulse_every_fifth():
     assert [float(v) for v in e.values] == pytest.approx([9.0, 9.2, 5.0])
     with pytest.raises(ConfigError):
         psfl.apply_update(e, fed, tick=0, rule="blend")
+
+
+def test_sweep_cells_parse_and_bad_ones_are_refused():
+    assert psfl_full.parse_cells("9:20, 3:80") == [(9, 20.0), (3, 80.0)]
+    assert sorted(psfl_full.SWEEP_CELLS) == [(a, s) for a in (3, 5, 9) for s in psfl.SIGMAS]
+    for bad in ("", "4:20", "9:30", "9", "x:y"):
+        with pytest.raises(ConfigError):
+            psfl_full.parse_cells(bad)

@@ -203,7 +203,7 @@ def publish(run_dir: Path, name: str, to: Path) -> list[Path]:
     paths = []
     for kind, df in got.items():
         path = to / f"{name}_{kind}.csv"
-        write_csv(df.round(6), path, index=False)
+        write_csv(df.round(5), path, index=False)
         paths.append(path)
     return paths
 
@@ -211,6 +211,11 @@ def publish(run_dir: Path, name: str, to: Path) -> list[Path]:
 # --- the page -----------------------------------------------------------------------------
 def _load(data: Path, name: str) -> dict[str, pd.DataFrame]:
     return {k: pd.read_csv(data / f"{name}_{k}.csv") for k in ("runs", "ticks", "areas")}
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell (a bare ``|`` would end the cell)."""
+    return text.replace("|", "\\|")
 
 
 def _ms(values: pd.Series, digits: int) -> str:
@@ -322,11 +327,11 @@ def render_full(data: Path) -> str:
                 + " / ".join(f"{v:.2f}" for v in per["test_acc"]) + " | "
                 + " / ".join(f"{v:.2f}" for v in per["val_acc_tail"]) + " |")
     lines += ["", "Fig. 5's claims, judged on each side (rules written before the runs; "
-              f"|F| = mean leaders over the last {TAIL} ticks, mean over seeds; `a: x / y / z` "
+              f"\\|F\\| = mean leaders over the last {TAIL} ticks, mean over seeds; `a: x / y / z` "
               "= sigma 20 / 40 / 80 at a areas):", "",
               "| claim | rule | reference | MobiDFL |", "|---|---|---|---|"]
     for claim, rule, r, o in fig5_verdicts(runs):
-        lines.append(f"| {claim} | {rule} | {r} | {o} |")
+        lines.append(f"| {claim} | {_cell(rule)} | {_cell(r)} | {_cell(o)} |")
     wall = runs.groupby("side")[["wall_s", "cpu_s"]].agg(["sum", "median"])
     lines += ["", "Cost of the runs shown: " + "; ".join(
         f"{side}: {len(_side(runs, side))} runs, {wall.loc[side, ('wall_s', 'sum')] / 60:.0f} min "
@@ -361,7 +366,7 @@ def render_mechanism(data: Path) -> str:
             settle.append(str(int(changed[-1]) + 1 if changed.size else 0))
         na = "n/a (not recorded)"
         lines.append(
-            f"| {side if side == 'reference' else 'MobiDFL ' + reading} | {what} | "
+            f"| {side if side == 'reference' else 'MobiDFL ' + reading} | {_cell(what)} | "
             f"{len(r)} | {_ms(r['federations_tail'], 2)} | {_ms(r['federations_final'], 0)} | "
             f"{', '.join(settle)} | "
             f"{na if r['ds_intra_tail'].isna().all() else _ms(r['ds_intra_tail'], 2)} | "
@@ -382,9 +387,12 @@ def blocks(data: Path) -> dict[str, str]:
 
 def page_block(text: str, name: str) -> str | None:
     """The text between ``<!-- psfl:NAME:begin ... -->`` and ``<!-- psfl:NAME:end -->``."""
-    m = re.search(rf"<!-- psfl:{name}:begin[^>]*-->\n(.*?)\n<!-- psfl:{name}:end -->", text,
-                  re.S)
-    return None if m is None else m.group(1)
+    m = re.search(_block(name), text, re.S)
+    return None if m is None else m.group(2).removesuffix("\n")
+
+
+def _block(name: str) -> str:
+    return rf"(<!-- psfl:{name}:begin[^>]*-->\n)((?:.*?\n)?)(<!-- psfl:{name}:end -->)"
 
 
 def write_page(page: Path, data: Path) -> list[str]:
@@ -394,8 +402,8 @@ def write_page(page: Path, data: Path) -> list[str]:
     for name, body in blocks(data).items():
         if page_block(text, name) is None:
             raise ConfigError("--page", str(page), f"a <!-- psfl:{name}:begin --> block")
-        text = re.sub(rf"(<!-- psfl:{name}:begin[^>]*-->\n).*?(\n<!-- psfl:{name}:end -->)",
-                      lambda m, body=body: m.group(1) + body + m.group(2), text, flags=re.S)
+        text = re.sub(_block(name), lambda m, body=body: m.group(1) + body + "\n" + m.group(3),
+                      text, flags=re.S)
         done.append(name)
     write_text_atomic(page, text)
     return done
