@@ -163,3 +163,51 @@ def test_sweep_cells_parse_and_bad_ones_are_refused():
     for bad in ("", "4:20", "9:30", "9", "x:y"):
         with pytest.raises(ConfigError):
             psfl_full.parse_cells(bad)
+
+
+def _lattice_run(tmp_path: Path, ds, *, areas: int, ticks: int) -> dict:
+    """A whole run as the driver records it, made here: 7 x 7 lattice, 4-neighbourhood, each
+    area's nodes holding its own labels (a 'Hard' split), 50-80 training images, one MLP."""
+    n, side = 49, 7
+    rng = np.random.default_rng(0)
+    cell = np.arange(n)
+    area = (cell // side) * areas // side  # bands of rows
+    labels = ds.y_train.numpy()
+    blocks = np.array_split(np.arange(10), areas)
+    nodes = {}
+    for i in range(n):
+        pool = np.flatnonzero(np.isin(labels, blocks[area[i]]))
+        pick = rng.choice(pool, size=100, replace=False)
+        test = np.flatnonzero(np.isin(ds.y_test.numpy(), blocks[area[i]]))[:20]
+        r, c = divmod(i, side)
+        nb = [j for j, (dr, dc) in ((i - side, (-1, 0)), (i + side, (1, 0)), (i - 1, (0, -1)),
+                                    (i + 1, (0, 1))) if 0 <= r + dr < side and 0 <= c + dc < side]
+        k = 50 + 10 * (i % 4)  # |D_k| differs: FedAvg's weights are not all equal
+        nodes[str(i)] = {"train": pick[:k].tolist(), "val": pick[80:].tolist(),
+                         "test": test.tolist(), "position": [c, r], "neighbours": sorted(nb)}
+    net = torch.nn.Sequential(torch.nn.Linear(784, 128), torch.nn.Linear(128, 27))
+    torch.manual_seed(0)
+    init = {"fc1.weight": net[0].weight, "fc1.bias": net[0].bias,
+            "fc2.weight": net[1].weight, "fc2.bias": net[1].bias}
+    np.savez(tmp_path / "init.npz", **{k: v.detach().numpy() for k, v in init.items()})
+    return {"seed": 0, "areas": areas, "threshold": 20.0, "nodes": nodes,
+            "init": str(tmp_path / "init.npz"), "area": area.tolist(),
+            "federations_csv": [0.0] * ticks}
+
+
+@pytest.mark.slow
+def test_every_reading_runs_and_changes_only_what_it_names(tmp_path):
+    ds = psfl._images("ci")
+    run = _lattice_run(tmp_path, ds, areas=3, ticks=3)
+    got = {r: psfl._mobidfl_run(ds, run, reading=r) for r in psfl.READINGS}
+    for r, out in got.items():
+        assert len(out["leaders"]) == 3 and np.asarray(out["val_acc_area"]).shape == (3, 3), r
+        assert len(out["test_acc"]) == 49, r
+    # the update, the weights, the membership and the forced start act after the election: the
+    # first tick's leaders are the reading of record's; the models they leave differ
+    for r in ("impulse", "equal", "broadcast", "start_merged"):
+        assert got[r]["leaders"][0] == got["alg1"]["leaders"][0], r
+        assert got[r]["val_acc"][1:] != got["alg1"]["val_acc"][1:], r
+    assert got["alg1"]["val_acc"][0] == got["impulse"]["val_acc"][0]  # same models at tick 0
+    with pytest.raises(ConfigError):
+        psfl._mobidfl_run(ds, run, reading="blend")
