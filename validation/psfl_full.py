@@ -109,11 +109,27 @@ def sweep(size: str, seeds: int, out: Path, *,
     return _run(size, seeds, out, cells=list(cells or SWEEP_CELLS), readings=("alg1",))
 
 
-def mechanism(size: str, seeds: int, out: Path) -> list[dict]:
-    """9 areas, sigma 20: the reading of record and each controlled change, one at a time."""
+def mechanism(size: str, seeds: int, out: Path, *, cells: list[tuple[int, float]] | None = None,
+              readings: tuple[str, ...] | None = None) -> list[dict]:
+    """9 areas, sigma 20 (or ``cells``): the reading of record and each controlled change
+    (or ``readings``), one at a time."""
     from validation.psfl import READINGS
 
-    return _run(size, seeds, out, cells=[MECH_CELL], readings=tuple(READINGS))
+    return _run(size, seeds, out, cells=list(cells or [MECH_CELL]),
+                readings=tuple(readings or READINGS))
+
+
+def parse_readings(text: str) -> tuple[str, ...]:
+    """``"alg1,broadcast"`` -> readings of :data:`validation.psfl.READINGS`, refused in one
+    line."""
+    from validation.psfl import READINGS
+
+    got = tuple(r.strip() for r in text.split(",") if r.strip())
+    bad = [r for r in got if r not in READINGS]
+    if bad or not got:
+        raise ConfigError("--readings", bad[0] if bad else text, "one or more of "
+                          + ", ".join(READINGS))
+    return got
 
 
 # --- publishing ---------------------------------------------------------------------------
@@ -418,9 +434,11 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--size", default="full" if name == "sweep" else "small")
         q.add_argument("--seeds", type=int, default=3)
         q.add_argument("--out", type=Path, required=True)
-        if name == "sweep":
-            q.add_argument("--cells", default="",
-                           help="AREAS:SIGMA,... (default: the whole grid, sigma 20 first)")
+        q.add_argument("--cells", default="",
+                       help="AREAS:SIGMA,... (default: sweep the whole grid, sigma 20 first; "
+                            "mechanism 9:20)")
+        if name == "mechanism":
+            q.add_argument("--readings", default="", help="READING,... (default: all)")
     q = sub.add_parser("publish")
     q.add_argument("--run", type=Path, required=True)
     q.add_argument("--name", choices=tuple(RENDERERS), required=True)
@@ -438,11 +456,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.seeds < 1:
                 raise ConfigError("--seeds", args.seeds, "an integer >= 1")
             out = args.out.expanduser().resolve()
+            cells = parse_cells(args.cells) if args.cells else None
             if args.cmd == "sweep":
-                cells = parse_cells(args.cells) if args.cells else None
                 got = sweep(args.size, args.seeds, out, cells=cells)
             else:
-                got = mechanism(args.size, args.seeds, out)
+                readings = parse_readings(args.readings) if args.readings else None
+                got = mechanism(args.size, args.seeds, out, cells=cells, readings=readings)
             print(f"{args.cmd}: {len(got)} runs under {args.out}", file=sys.stderr)
         elif args.cmd == "publish":
             for path in publish(args.run, args.name, args.to):
