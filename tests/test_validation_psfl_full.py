@@ -30,7 +30,7 @@ PAGE = ROOT / "docs" / "validation" / "psfl.md"
 
 def test_page_tables_equal_the_published_data():
     got = psfl_full.blocks(DATA)
-    assert set(got) == {"full", "mechanism"}
+    assert set(got) == {"full", "mechanism", "full_readings"}
     text = PAGE.read_text(encoding="utf-8")
     for name, body in got.items():
         assert psfl_full.page_block(text, name) == body, (

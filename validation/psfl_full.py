@@ -349,7 +349,7 @@ def render_full(data: Path) -> str:
     for claim, rule, r, o in fig5_verdicts(runs):
         lines.append(f"| {claim} | {_cell(rule)} | {_cell(r)} | {_cell(o)} |")
     wall = runs.groupby("side")[["wall_s", "cpu_s"]].agg(["sum", "median"])
-    lines += ["", "Cost of the runs shown: " + "; ".join(
+    lines += ["", "Cost of the runs in `full_runs.csv` (MobiDFL: every reading run): " + "; ".join(
         f"{side}: {len(_side(runs, side))} runs, {wall.loc[side, ('wall_s', 'sum')] / 60:.0f} min "
         f"wall, {wall.loc[side, ('cpu_s', 'sum')] / 60:.0f} min CPU (median "
         f"{wall.loc[side, ('wall_s', 'median')]:.0f} s wall per run)"
@@ -357,42 +357,53 @@ def render_full(data: Path) -> str:
     return "\n".join(lines)
 
 
-def render_mechanism(data: Path) -> str:
-    """9 areas, sigma 20: the reference and each reading of MobiDFL, one row each."""
+def render_mechanism(data: Path, name: str = "mechanism") -> str:
+    """Per cell where MobiDFL ran a reading besides its record (``alg1``): the reference and
+    each reading of MobiDFL, one row each, from ``<name>_*.csv``."""
     from validation.psfl import READINGS
 
-    d = _load(data, "mechanism")
+    d = _load(data, name)
     runs, ticks = d["runs"], d["ticks"]
-    lines = [f"| side / reading | what changes | seeds | federations, last {TAIL} ticks | "
-             f"final | first tick at the final count (per seed) | ds within areas, last "
+    ours = _side(runs, "mobidfl")
+    cells = [c for c in _cells(runs) if set(
+        ours[(ours["areas"] == c[0]) & (ours["sigma"] == c[1])]["reading"]) - {"alg1"}]
+    lines = [f"| areas | sigma | side / reading | what changes | seeds | federations, last {TAIL} "
+             f"ticks | final | first tick at the final count (per seed) | ds within areas, last "
              f"{TAIL} | ds across areas, last {TAIL} | validation accuracy, last {TAIL} | "
              "test accuracy |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     order = [("reference", "code", "the reference (davidedomini/PSFL), unmodified")] + [
         ("mobidfl", k, v) for k, v in READINGS.items()]
-    for side, reading, what in order:
-        r = _side(runs, side, reading)
-        if r.empty:
-            continue
-        t = _side(ticks, side, reading)
-        settle = []
-        for _seed, g in t.groupby("seed"):
-            f = g.sort_values("tick")["federations"].to_numpy()
-            changed = np.flatnonzero(f != f[-1])
-            settle.append(str(int(changed[-1]) + 1 if changed.size else 0))
-        na = "n/a (not recorded)"
-        lines.append(
-            f"| {side if side == 'reference' else 'MobiDFL ' + reading} | {_cell(what)} | "
-            f"{len(r)} | {_ms(r['federations_tail'], 2)} | {_ms(r['federations_final'], 0)} | "
-            f"{', '.join(settle)} | "
-            f"{na if r['ds_intra_tail'].isna().all() else _ms(r['ds_intra_tail'], 2)} | "
-            f"{na if r['ds_inter_tail'].isna().all() else _ms(r['ds_inter_tail'], 2)} | "
-            f"{_ms(r['val_acc_tail'], 3)} | {_ms(r['test_acc'], 3)} |")
+    for a, s in cells:
+        for side, reading, what in order:
+            r = _side(runs, side, reading)
+            r = r[(r["areas"] == a) & (r["sigma"] == s)]
+            if r.empty:
+                continue
+            t = _side(ticks, side, reading)
+            t = t[(t["areas"] == a) & (t["sigma"] == s)]
+            settle = []
+            for _seed, g in t.groupby("seed"):
+                f = g.sort_values("tick")["federations"].to_numpy()
+                changed = np.flatnonzero(f != f[-1])
+                settle.append(str(int(changed[-1]) + 1 if changed.size else 0))
+            na = "n/a (not recorded)"
+            lines.append(
+                f"| {a} | {s:g} | {side if side == 'reference' else 'MobiDFL ' + reading} | "
+                f"{_cell(what)} | {len(r)} | {_ms(r['federations_tail'], 2)} | "
+                f"{_ms(r['federations_final'], 0)} | {', '.join(settle)} | "
+                f"{na if r['ds_intra_tail'].isna().all() else _ms(r['ds_intra_tail'], 2)} | "
+                f"{na if r['ds_inter_tail'].isna().all() else _ms(r['ds_inter_tail'], 2)} | "
+                f"{_ms(r['val_acc_tail'], 3)} | {_ms(r['test_acc'], 3)} |")
     return "\n".join(lines)
 
 
+PUBLISHED = ("full", "mechanism")
+"""The names ``publish`` writes (``<name>_runs.csv``, ``_ticks.csv``, ``_areas.csv``)."""
 RENDERERS = {"full": (render_full, "full_runs.csv"),
-             "mechanism": (render_mechanism, "mechanism_runs.csv")}
+             "mechanism": (render_mechanism, "mechanism_runs.csv"),
+             "full_readings": (lambda data: render_mechanism(data, "full"), "full_runs.csv")}
+"""Each page block: its renderer and the file it needs."""
 
 
 def blocks(data: Path) -> dict[str, str]:
@@ -441,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             q.add_argument("--readings", default="", help="READING,... (default: all)")
     q = sub.add_parser("publish")
     q.add_argument("--run", type=Path, required=True)
-    q.add_argument("--name", choices=tuple(RENDERERS), required=True)
+    q.add_argument("--name", choices=PUBLISHED, required=True)
     q.add_argument("--to", type=Path, required=True)
     q = sub.add_parser("page")
     q.add_argument("--data", type=Path, required=True)
