@@ -12,7 +12,7 @@ RUN_ARGS ?=
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location 'file:" || true; }
 
-.PHONY: setup run test test-cpu-matrix lint bench app docs docs-reference readme fashion-mnist clean validate
+.PHONY: setup run test test-random test-busy test-cpu-matrix lint bench app docs docs-reference readme fashion-mnist clean validate
 
 $(VENV)/.installed: pyproject.toml .ci/find_python.sh .ci/solara_assets.sh .ci/fashion_mnist.sh
 	@py=$$(PYTHON="$(PYTHON)" .ci/find_python.sh); \
@@ -42,6 +42,24 @@ run: $(VENV)/.installed
 # pytest process rewrite every test file's asserts again (8 s of CPU per collection here).
 test: $(VENV)/.browser
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+# The suite in a random order (pytest-randomly: files, then the tests in each, shuffled; off
+# in `make test`). The seed is printed first; RANDOM_SEED=N runs that order again.
+test-random: $(VENV)/.browser
+	@seed=$(or $(RANDOM_SEED),$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')); \
+	echo "test-random: RANDOM_SEED=$$seed (make test-random RANDOM_SEED=$$seed repeats it)"; \
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider -p randomly \
+		--randomly-seed=$$seed -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder \
+		$(PYTEST_ARGS)
+
+# The suite under nice with BUSY_CPUS busy loops beside it, started and stopped by the test
+# session (tests/busy_cpu.py: each ends with the session, or after 4 h). A verdict that
+# depends on a free CPU fails here first.
+BUSY_CPUS ?= $(shell nproc 2>/dev/null || echo 1)
+test-busy: $(VENV)/.browser
+	env -u PYTHONDONTWRITEBYTECODE nice -n 10 $(PY) -m pytest -q -p no:cacheprovider \
+		--busy-cpu $(BUSY_CPUS) -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder \
+		$(PYTEST_ARGS)
 
 # The test files with float bounds (each derived from the arithmetic or measured here, see
 # docs/performance/measurements.md), once per CPU dispatch this machine can emulate: oneDNN's
@@ -96,7 +114,7 @@ validate: $(VENV)/.installed
 
 # The generated parts of the docs: the settings table and the CLI reference (docs/reference/).
 docs-reference: $(VENV)/.installed
-	$(PY) -m analysis.readme
+	$(PY) -m mobidfl.analysis.readme
 
 readme: docs-reference
 

@@ -5,7 +5,10 @@ The page is Mesa's ``SolaraViz`` sidebar (parameter inputs) with our own Step / 
 the main area and fits the world on load, the plots sit below it, and an agent's panel appears
 beside them once one is picked; with a link model (input "Link model") contacts are drawn
 with their transfer progress and two more plots show bytes, aborted transfers and energy.
-They come from :mod:`analysis.app` (its modules say why they are our own components).
+They come from :mod:`mobidfl.analysis.app` (its modules say why they are our own components).
+All that is the "City" tab; the "Compare policies" tab runs the City tab's world and seed
+under two or more policies, stepped together, with their accuracy and bytes, and shows where
+the world sits on the published regime map (:mod:`mobidfl.analysis.app.compare`).
 Everything works offline: the streets are drawn from the map's own geometry and OSM web
 tiles are an opt-in checkbox.
 
@@ -22,11 +25,12 @@ import os
 
 import torch
 
-from analysis.app import (
+from mobidfl.analysis.app import (
     AccuracyPlot,
     AgentInfo,
     AppModel,
     AppPage,
+    CompareView,
     ContactsPlot,
     EnergyPlot,
     LinkPlot,
@@ -48,6 +52,7 @@ page = AppPage(
     map_view=MapView,
     plots=[AccuracyPlot, ContactsPlot, NeighboursPlot, LinkPlot, EnergyPlot],
     side=AgentInfo,
+    compare=CompareView,
     model_params=params,
     name="MobiDFL: mobility-aware decentralized federated learning",
 )

@@ -1,8 +1,8 @@
 """Agent kinds and their mobility models.
 
-``from agents import Vehicle`` works as before; the names are resolved on first use (PEP
-562), so loading the mobility models (``agents.mobility``, what building a
-:class:`model.config.Config` does through the plug-in registry) does not import Mesa and
+``from mobidfl.agents import Vehicle`` works as before; the names are resolved on first use (PEP
+562), so loading the mobility models (``mobidfl.agents.mobility``, what building a
+:class:`mobidfl.model.config.Config` does through the plug-in registry) does not import Mesa and
 mesa-geo for the agent classes.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import mobidfl.deferred  # noqa: F401  (before mesa-geo: libpysal on first use)
 from mobidfl.exports import resolve
 
 _EXPORTS = dict.fromkeys(
-    ("AGENT_CLASSES", "UAV", "DeviceAgent", "Pedestrian", "Sensor", "Vehicle"), "agents.kinds"
+    ("AGENT_CLASSES", "UAV", "DeviceAgent", "Pedestrian", "Sensor", "Vehicle"),
+    "mobidfl.agents.kinds",
 )
 
 __all__ = sorted(_EXPORTS)

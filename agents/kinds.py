@@ -3,7 +3,7 @@
 The physics runs on the model's arrays (positions in metres, parameters stacked per
 layer); an agent is a thin, named view onto its row, so moving ten thousand agents
 costs no per-agent Python. ``geometry`` (WGS84) is refreshed only when something is
-displayed or exported (:meth:`model.world.MobiDFLModel.sync_geometries`), because
+displayed or exported (:meth:`mobidfl.model.world.MobiDFLModel.sync_geometries`), because
 mesa-geo rebuilds its r-tree on every move
 (https://github.com/projectmesa/mesa-geo/issues/23, .../issues/104).
 """
@@ -23,7 +23,7 @@ from mobidfl.kinds import AGENT_KINDS, AgentKind
 class AgentArrays(Protocol):
     """What an agent reads from its model: the per-agent arrays it is a view onto.
 
-    :class:`model.world.MobiDFLModel` provides them; a protocol here, because that module
+    :class:`mobidfl.model.world.MobiDFLModel` provides them; a protocol here, because that module
     imports this one (agents sit a floor below the Mesa model) and never the reverse.
     """
 

@@ -12,7 +12,7 @@ the server). Today's readers:
   label histogram.
 
 The Mesa model implements :class:`WorldView` with a thin adapter
-(:class:`model.world_view.ModelWorldView`); tests can implement it with anything that
+(:class:`mobidfl.model.world_view.ModelWorldView`); tests can implement it with anything that
 has these members. Arrays handed out are read-only views.
 """
 
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from maps.network import StreetNetwork
+    from mobidfl.maps.network import StreetNetwork
 
 __all__ = ["GroupView", "RouteView", "WalkerView", "WorldView", "read_only"]
 

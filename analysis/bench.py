@@ -1,13 +1,13 @@
 """``mobidfl bench``: every exchange policy on the same standard worlds, one leaderboard.
 
-The worlds are the scenarios of :mod:`analysis.bench_scenarios` (``analysis/scenarios``),
+The worlds are the scenarios of :mod:`mobidfl.analysis.bench_scenarios` (``analysis/scenarios``),
 each at the ideal link and at the calibrated 802.11p link (and, for DAM/DCM's world, at
 each of the UAVs' mobility strategies). Every registered policy (entry-point plug-ins
-included) runs on every column where :class:`model.config.Config` accepts it; a refused
+included) runs on every column where :class:`mobidfl.model.config.Config` accepts it; a refused
 pair keeps its one-line reason. Each cell runs over the same seeds, so the runs of two
 policies with one seed share mobility, data split and initial models.
 
-Runs go through the sweep machinery (:mod:`analysis.sweep`): one sweep folder per cell
+Runs go through the sweep machinery (:mod:`mobidfl.analysis.sweep`): one sweep folder per cell
 under ``OUT/cells/`` (``manifest.csv`` and one Parquet file per finished run), executed by
 its process pool, Ray, or ``--batch-runs``. Finished runs are kept, so the same command
 after a kill (or a full disk: one line saying so and that command) goes on where it
@@ -19,7 +19,7 @@ report (:func:`write_report`) then writes
 ``leaderboard.md`` / ``leaderboard.csv``, ``heatmap.png`` (score per policy and column),
 ``accuracy_<world>.png`` (mean accuracy over simulated time per policy) and
 ``manifest.json`` (settings, versions, machine) so that two machines' tables can be
-compared. Statistics: :mod:`analysis.bench_stats`.
+compared. Statistics: :mod:`mobidfl.analysis.bench_stats`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.bench_scenarios import (
+from mobidfl.analysis.bench_scenarios import (
     Cell,
     Column,
     build_cells,
@@ -54,25 +54,35 @@ from analysis.bench_scenarios import (
     policy_settings,
     scenario_names,
 )
-from analysis.bench_stats import (
+from mobidfl.analysis.bench_stats import (
     CONFIDENCE,
     EQUIVALENCE_MARGIN,
     HALF_WIDTH,
+    MAX_SEEDS,
     SCORE_FLOOR,
     compare_column,
     first_time_at,
     paired_difference,
     run_numbers,
+    seeds_for_column,
     seeds_needed,
     t_interval,
     time_to_target,
 )
-from analysis.bench_stats import score as normalised_score
-from analysis.stats import sample_std
-from analysis.study import load_study, study_names
+from mobidfl.analysis.bench_stats import score as normalised_score
+from mobidfl.analysis.comm import (
+    CURVE,
+    PER_AGENT,
+    accuracy_over_bytes,
+    bytes_to_target,
+    cumulative_per_agent,
+    pareto_front,
+)
+from mobidfl.analysis.stats import sample_std
+from mobidfl.analysis.study import load_study, study_names
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
 from mobidfl.cores import cpu_model, unloaded_cores, usable_cores
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 __all__ = ["add_bench_parser", "cmd_bench", "plan_runs", "run_bench", "write_report"]
 
@@ -90,7 +100,7 @@ RUN_SETTINGS = {"workers": 1, "contacts_out": "none"}
 
 # --- planning -----------------------------------------------------------------------------
 def _run_id(settings: dict[str, Any], seed: int) -> str:
-    """As :meth:`analysis.sweep.Sweep.runs`: the hash of the run's settings and seed."""
+    """As :meth:`mobidfl.analysis.sweep.Sweep.runs`: the hash of the run's settings and seed."""
     digest = hashlib.sha1(
         json.dumps({"settings": settings, "seed": seed}, sort_keys=True, default=str).encode()
     ).hexdigest()
@@ -101,22 +111,26 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@=-]+", "_", text)
 
 
-def plan_runs(cells: Sequence[Cell], seeds: Sequence[int], *, extra: dict[str, Any]) -> dict[
-        str, list[Any]]:
+def plan_runs(cells: Sequence[Cell], seeds: Sequence[int] | Mapping[str, Sequence[int]], *,
+              extra: dict[str, Any]) -> dict[str, list[Any]]:
     """``cell key -> [RunSpec per seed]`` of every runnable cell (seed-major order is the
-    caller's). ``extra``: run settings (device, workers), the same for every cell."""
-    from analysis.sweep import RunSpec
+    caller's). ``seeds``: one list for every cell, or a list per column key (seeds added
+    column by column, ``--until-half-width``: the cells of a column keep the same seeds, so
+    its policies stay paired). ``extra``: run settings (device, workers), the same for
+    every cell."""
+    from mobidfl.analysis.sweep import RunSpec
 
     plan: dict[str, list[Any]] = {}
     for cell in cells:
         if cell.refusal:
             continue
+        mine = seeds[cell.column.key] if isinstance(seeds, Mapping) else seeds
         settings = {**cell.settings, **RUN_SETTINGS, **extra}
         steps = int(settings["steps"])
         plan[cell.key] = [
             RunSpec(run_id=_run_id(settings, seed), point=0, replicate=i, seed=seed,
                     params={"policy": cell.policy}, settings=settings, steps=steps)
-            for i, seed in enumerate(seeds)
+            for i, seed in enumerate(mine)
         ]
     return plan
 
@@ -128,10 +142,11 @@ def _unique(names: Sequence[str]) -> list[str]:
 
 def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
                  processes: int | None, cpus_per_run: float, gpus_per_run: float,
-                 device: str | None) -> None:
+                 device: str | None, until_half_width: float | None = None,
+                 max_seeds: int = MAX_SEEDS) -> None:
     """Every option of a bench checked before any world is built or folder touched."""
-    from analysis.sweep import BACKENDS, MAX_RUNS
-    from model.config import SEED_MAX
+    from mobidfl.analysis.sweep import BACKENDS, MAX_RUNS
+    from mobidfl.model.config import SEED_MAX
 
     if backend not in BACKENDS:
         raise ConfigError("--backend", backend, "one of " + ", ".join(BACKENDS))
@@ -143,6 +158,16 @@ def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
     if not 0 <= first_seed <= SEED_MAX - (seeds - 1):
         raise ConfigError("--first-seed", first_seed, "an integer >= 0 with first seed + "
                           f"seeds - 1 <= {SEED_MAX} (seeds are int64)")
+    if until_half_width is not None:
+        if not (math.isfinite(until_half_width) and 0 < until_half_width < 1):
+            raise ConfigError("--until-half-width", until_half_width, "a number in (0, 1): "
+                              "the 95 % half-width of final accuracy to reach, e.g. 0.02")
+        if not seeds <= max_seeds <= MAX_RUNS:
+            raise ConfigError("--max-seeds", max_seeds, f"an integer in [--seeds = {seeds}, "
+                              f"{MAX_RUNS}]")
+        if first_seed + max_seeds - 1 > SEED_MAX:
+            raise ConfigError("--max-seeds", max_seeds, "at most "
+                              f"{SEED_MAX - first_seed + 1} from --first-seed {first_seed}")
     if processes is not None and processes < 0:
         raise ConfigError("--processes", processes, "an integer >= 0 (0 = in this process)")
     for flag, value in (("--cpus-per-run", cpus_per_run), ("--gpus-per-run", gpus_per_run)):
@@ -159,9 +184,9 @@ def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
 
 
 def _cell_manifest() -> type:
-    """The sweep's :class:`~analysis.sweep.Manifest`, whose failed write says only why: the
+    """The sweep's :class:`~mobidfl.analysis.sweep.Manifest`, whose failed write says only why: the
     bench adds what is saved and the bench command that resumes (not a cell's sweep)."""
-    from analysis.sweep import Manifest
+    from mobidfl.analysis.sweep import Manifest
 
     class CellManifest(Manifest):
         def stopped(self, why: str) -> str:
@@ -244,7 +269,7 @@ def _short(text: str, path: Path) -> str:
 def _cell_rows(folder: Path, runs: Sequence[str]) -> Any:
     """A cell's ``manifest.csv`` read whole (a row for each of ``runs``, no other), or
     :class:`BenchDamaged` naming it."""
-    from analysis.sweep import MANIFEST, read_manifest
+    from mobidfl.analysis.sweep import MANIFEST, read_manifest
 
     path = folder / MANIFEST
     try:
@@ -278,7 +303,7 @@ def check_bench_folder(out: Path) -> dict[str, Any]:
     """Check a bench folder whole before its report: ``manifest.json``, each cell's
     ``manifest.csv`` and the file of every run listed ok. Raises :class:`BenchDamaged`
     naming the first file that is cut, damaged or missing; returns the plan."""
-    from analysis.sweep import run_path
+    from mobidfl.analysis.sweep import run_path
 
     plan = read_plan(out)
     for cell in plan["cells"]:
@@ -299,7 +324,7 @@ def check_bench_folder(out: Path) -> dict[str, Any]:
 
 def _bench_entries(out: Path) -> list[str]:
     """What a folder holds besides temporaries and a sweep lock."""
-    from analysis.sweep import LOCK
+    from mobidfl.analysis.sweep import LOCK
     from mobidfl.atomic import TEMP_PREFIX
 
     if not out.is_dir():
@@ -359,7 +384,7 @@ def _repair_runs(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any]], *
                  say: Callable[[str], None] | None) -> None:
     """Resume: a damaged ``manifest.json`` or cell ``manifest.csv`` is written again, a
     damaged run file removed so that its run runs again; one line (``say``) each."""
-    from analysis.sweep import MANIFEST, run_path
+    from mobidfl.analysis.sweep import MANIFEST, run_path
 
     tell = say or (lambda _: None)
     if (out / PLAN).exists():
@@ -405,6 +430,8 @@ def run_bench(
     batch_runs: bool = False,
     device: str | None = None,
     retry_errors: bool = False,
+    until_half_width: float | None = None,
+    max_seeds: int = MAX_SEEDS,
     progress: bool = True,
     command: str = "",
     say: Callable[[str], None] | None = None,
@@ -415,13 +442,18 @@ def run_bench(
     and scale: anything else is refused before a file is written); there a run whose file
     is damaged is run again (``say``, one line each). Raises ``KeyboardInterrupt`` on
     Ctrl-C (finished runs are kept: the same call resumes) and
-    :class:`analysis.sweep.SweepStopped` when a write fails (the message says why only).
+    :class:`mobidfl.analysis.sweep.SweepStopped` when a write fails (the message says why only).
+
+    ``until_half_width``: after the ``seeds`` seeds, seeds are added column by column (all
+    its policies together, so they stay paired) until every cell's 95 % half-width of final
+    accuracy is at most this, or ``max_seeds`` is reached (issue 42, item 5;
+    :func:`mobidfl.analysis.bench_stats.seeds_for_column`); the manifest keeps each column's seeds.
     """
-    from analysis.folders import check_output_folder
+    from mobidfl.analysis.folders import check_output_folder
 
     _check_flags(backend=backend, batch_runs=batch_runs, seeds=seeds, first_seed=first_seed,
                  processes=processes, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run,
-                 device=device)
+                 device=device, until_half_width=until_half_width, max_seeds=max_seeds)
     if study is not None and (scenarios is not None or links is not None):
         raise ConfigError("--study", study, "without --scenarios and --links (a study fixes "
                           "its worlds, on the ideal link)")
@@ -441,25 +473,63 @@ def run_bench(
     if device is not None:
         extra = {"device": device, "backend": "batched" if device == "cuda" else "loop"}
     seed_list = list(range(first_seed, first_seed + seeds))
-    plan = plan_runs(cells, seed_list, extra=extra)
+    out = Path(out)
+    column_seeds = {c.key: seed_list for c in cols}
+    if until_half_width is not None:
+        column_seeds = _grown_before(out, column_seeds)
+    plan = plan_runs(cells, column_seeds, extra=extra)
     if not plan:  # every pair refused: nothing would run, and an empty table would say ok
         reasons = sorted({cell.refusal for cell in cells})
         raise ConfigError("--policies", ",".join(chosen),
                           "at least one policy that can run on the chosen worlds (every pair "
                           f"is refused: {reasons[0]})")
-    out = Path(out)
     check_output_folder(out)
     _check_same_bench(out, cells, plan)  # before any file is written or repaired
     out.mkdir(parents=True, exist_ok=True)
     _repair_runs(out, cells, plan, say=say)
     started = datetime.now(UTC)
     clock = time.perf_counter()
+    adaptive = None if until_half_width is None else {
+        "half_width": until_half_width, "max_seeds": max_seeds}
+    while True:
+        _run_plan(out, cells=cells, cols=cols, chosen=chosen, plan=plan, seed_list=seed_list,
+                  scale=scale, command=command, started=started, backend=backend,
+                  processes=processes, address=address, cpus=cpus_per_run, gpus=gpus_per_run,
+                  batch_runs=batch_runs, retry_errors=retry_errors, progress=progress,
+                  column_seeds=column_seeds, adaptive=adaptive)
+        if until_half_width is None:
+            break
+        grown = _grow_seeds(out, column_seeds, half_width=until_half_width, cap=max_seeds)
+        if grown == column_seeds:
+            break
+        if say is not None:
+            more = {k: len(v) for k, v in grown.items() if len(v) > len(column_seeds[k])}
+            say(f"mobidfl: seeds added until the 95 % half-width is <= {until_half_width:g}: "
+                + ", ".join(f"{k} -> {n}" for k, n in more.items()))
+        column_seeds = grown
+        plan = plan_runs(cells, column_seeds, extra=extra)
+    write_descriptors(out, cols, seed=seed_list[0])
+    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
+                command=command, started=started, wall_s=time.perf_counter() - clock,
+                plan=plan, column_seeds=column_seeds, adaptive=adaptive)
+    return write_report(out)
+
+
+def _run_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
+              chosen: Sequence[str], plan: dict[str, list[Any]], seed_list: Sequence[int],
+              scale: str, command: str, started: datetime, backend: str,
+              processes: int | None, address: str | None, cpus: float, gpus: float,
+              batch_runs: bool, retry_errors: bool, progress: bool,
+              column_seeds: Mapping[str, Sequence[int]], adaptive: dict[str, Any] | None,
+              ) -> None:
+    """Run every run of ``plan`` not finished yet (the plan is written first: a folder
+    holding cells/ always says which bench they belong to)."""
+    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
+                command=command, started=started, wall_s=None, plan=plan,
+                column_seeds=column_seeds, adaptive=adaptive)
     manifests: dict[str, Any] = {}
     owner: dict[str, str] = {}
     todo: list[Any] = []
-    # the plan first: a folder holding cells/ always says which bench they belong to
-    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
-                command=command, started=started, wall_s=None, plan=plan)
     manifest_class = _cell_manifest()
     for cell in cells:
         if cell.key not in plan:
@@ -475,13 +545,41 @@ def run_bench(
     todo.sort(key=lambda spec: spec.replicate)  # seed-major: a partial table has every cell
     total = sum(len(specs) for specs in plan.values())
     _execute(todo, manifests, owner, total=total, backend=backend, processes=processes,
-             address=address, cpus=cpus_per_run, gpus=gpus_per_run, batch_runs=batch_runs,
-             progress=progress)
-    write_descriptors(out, cols, seed=seed_list[0])
-    _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
-                command=command, started=started, wall_s=time.perf_counter() - clock,
-                plan=plan)
-    return write_report(out)
+             address=address, cpus=cpus, gpus=gpus, batch_runs=batch_runs, progress=progress)
+
+
+def _grown_before(out: Path, column_seeds: dict[str, list[int]]) -> dict[str, list[int]]:
+    """On resume of an adaptive bench: each column's seeds as its last session left them,
+    where they extend this command's first seeds (anything else is checked as a new bench
+    by :func:`_check_same_bench`)."""
+    if not (out / PLAN).is_file():
+        return column_seeds
+    try:
+        before = read_plan(out).get("column_seeds") or {}
+    except BenchDamaged:
+        return column_seeds
+    grown = dict(column_seeds)
+    for key, seeds in column_seeds.items():
+        had = before.get(key)
+        if isinstance(had, list) and had[:len(seeds)] == list(seeds):
+            grown[key] = [int(s) for s in had]
+    return grown
+
+
+def _grow_seeds(out: Path, column_seeds: Mapping[str, Sequence[int]], *, half_width: float,
+                cap: int) -> dict[str, list[int]]:
+    """Each column's seeds after this round: :func:`seeds_for_column` over the spread of
+    its finished cells (the next seeds follow its last one)."""
+    _, runs, _ = load_results(out)
+    grown: dict[str, list[int]] = {}
+    for key, seeds in column_seeds.items():
+        done = runs[(runs["column"] == key) & (runs["status"] == "ok")] if not runs.empty \
+            else runs
+        stds = [sample_std(group["final_acc"].astype(float)) if len(group) > 1 else math.nan
+                for _, group in done.groupby("policy")] if not done.empty else []
+        n = seeds_for_column(stds, have=len(seeds), half_width=half_width, cap=cap)
+        grown[key] = [*seeds, *range(seeds[-1] + 1, seeds[-1] + 1 + n - len(seeds))]
+    return grown
 
 
 def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], *, total: int,
@@ -490,8 +588,8 @@ def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], 
     """Run ``todo`` on the sweep's executors, recording each result in its cell's manifest."""
     from tqdm import tqdm
 
-    from analysis import sweep
-    from analysis.interrupts import CtrlC
+    from mobidfl.analysis import sweep
+    from mobidfl.analysis.interrupts import CtrlC
 
     with CtrlC() as ctrl_c, tqdm(total=total, initial=total - len(todo), desc="bench runs",
                                  unit="run", disable=not progress) as bar:
@@ -566,8 +664,10 @@ def _machine() -> dict[str, Any]:
 
 def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
                 policies: Sequence[str], seeds: Sequence[int], scale: str, command: str,
-                started: datetime, wall_s: float | None, plan: dict[str, list[Any]]) -> None:
-    from analysis.scenarios import SET_VERSION
+                started: datetime, wall_s: float | None, plan: dict[str, list[Any]],
+                column_seeds: Mapping[str, Sequence[int]] | None = None,
+                adaptive: dict[str, Any] | None = None) -> None:
+    from mobidfl.analysis.scenarios import SET_VERSION
 
     previous: dict[str, Any] = {}
     if (out / PLAN).exists():
@@ -583,6 +683,10 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         "command": command,
         "scale": scale,
         "seeds": list(seeds),
+        # each column's seeds where --until-half-width added some (else every column: seeds)
+        "column_seeds": {k: list(v) for k, v in (column_seeds or {}).items()
+                         if list(v) != list(seeds)},
+        "until_half_width": adaptive,
         "confidence": CONFIDENCE,
         "scenario_set": SET_VERSION,
         "scenarios": {
@@ -647,7 +751,7 @@ def _commit() -> str:
 
 
 DESCRIPTORS = "descriptors.csv"
-"""Per column, the regime descriptors of its world (:mod:`analysis.describe`)."""
+"""Per column, the regime descriptors of its world (:mod:`mobidfl.analysis.describe`)."""
 
 
 def _world_without_link(settings: dict[str, Any]) -> dict[str, Any]:
@@ -657,7 +761,7 @@ def _world_without_link(settings: dict[str, Any]) -> dict[str, Any]:
 def write_descriptors(out: Path, cols: Sequence[Column], *, seed: int) -> Path:
     """Measure each column's regime descriptors (once per world: the links share one) at
     ``seed`` and write them to ``out/descriptors.csv``; columns already there are kept."""
-    from analysis.describe import describe_world
+    from mobidfl.analysis.describe import describe_world
 
     path = out / DESCRIPTORS
     old = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["column"])
@@ -694,7 +798,7 @@ def _is_scenario_file(path: str) -> bool:
 def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None) -> str:
     """``mobidfl bench --describe WORLD``: the descriptors of a scenario's, a study's or a
     settings file's worlds, as a Markdown table (no training; seconds per world)."""
-    from analysis.describe import describe_world
+    from mobidfl.analysis.describe import describe_world
 
     if world in scenario_names() or (world.endswith(".toml") and _is_scenario_file(world)):
         cols = columns([world], scale=scale, links=["ideal"])
@@ -703,7 +807,7 @@ def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None
         worlds = [(c.variant, _world_without_link(c.settings))
                   for c in load_study(world).columns(scale)]
     elif world.endswith(".toml"):
-        from model.config import Config
+        from mobidfl.model.config import Config
 
         settings = Config.from_toml(world, source="--describe").explicit_settings()
         worlds = [(Path(world).stem, settings)]
@@ -711,7 +815,7 @@ def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None
         raise ConfigError("--describe", world, "a scenario (" + ", ".join(scenario_names())
                           + "), a study (" + ", ".join(study_names())
                           + ") or a .toml file of settings")
-    from analysis.regime_map import load_rule
+    from mobidfl.analysis.regime_map import load_rule
 
     predict = load_rule(rule) if rule is not None else None  # refused before any world runs
     head = ("| world | agents | steps | neighbours/step | contact s | inter-contact s | "
@@ -731,43 +835,53 @@ def _agents(settings: dict[str, Any]) -> int:
 
 
 # --- the report -----------------------------------------------------------------------------
-def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """``(plan, per-run numbers, accuracy curves)`` of a bench folder (finished runs only)."""
-    from analysis.sweep import read_manifest, run_path
+def planned_records(out: Path, plan: dict[str, Any]) -> Iterator[tuple[
+        dict[str, Any], dict[str, Any], Path | None]]:
+    """``(cell, manifest record, run file or None)`` of every planned run of a bench-shaped
+    folder (a bench's or a study tuning's): the run file only where the run is ok and its
+    file exists."""
+    from mobidfl.analysis.sweep import read_manifest, run_path
 
-    plan = read_plan(out)
-    rows, curves = [], []
     for cell in plan["cells"]:
         folder = out / cell["folder"]
         if cell["refusal"] or not (folder / "manifest.csv").exists():
             continue
-        manifest = read_manifest(folder)
         wanted = set(cell["runs"])
-        for record in manifest.to_dict("records"):
+        for record in read_manifest(folder).to_dict("records"):
             if record["run_id"] not in wanted:
                 continue
-            base = {"run_id": record["run_id"], "cell": cell["key"],
-                    "column": cell["column"], "policy": cell["policy"],
-                    "seed": int(record["seed"]), "status": record["status"],
-                    "error": record.get("error", "")}
             path = run_path(folder, record["run_id"])
-            if record["status"] != "ok" or not path.exists():
-                rows.append(base)
-                continue
-            table = pd.read_parquet(path)
-            rows.append({**base, **run_numbers(table, agents=cell["agents"]),
-                         "_table": table[[c for c in ("time_s", "acc_mean") if c in table]]})
-            if "acc_mean" in table:
-                evaluated = table[np.isfinite(pd.to_numeric(table["acc_mean"],
-                                                            errors="coerce"))]
-                curves.append(pd.DataFrame({
-                    "column": cell["column"], "policy": cell["policy"], "seed": base["seed"],
-                    "time_s": evaluated["time_s"].to_numpy(float),
-                    "acc_mean": evaluated["acc_mean"].to_numpy(float),
-                }))
+            yield cell, record, path if record["status"] == "ok" and path.exists() else None
+
+
+def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
+    """``(plan, per-run numbers, curves)`` of a bench folder (finished runs only); the curves
+    hold :data:`mobidfl.analysis.comm.CURVE` per evaluation."""
+    plan = read_plan(out)
+    rows, curves = [], []
+    for cell, record, path in planned_records(out, plan):
+        base = {"run_id": record["run_id"], "cell": cell["key"],
+                "column": cell["column"], "policy": cell["policy"],
+                "seed": int(record["seed"]), "status": record["status"],
+                "error": record.get("error", "")}
+        if path is None:
+            rows.append(base)
+            continue
+        table = pd.read_parquet(path)
+        table = table.assign(**{PER_AGENT: cumulative_per_agent(table,
+                                                                agents=cell["agents"])})
+        rows.append({**base, **run_numbers(table, agents=cell["agents"]),
+                     "_table": table[[c for c in CURVE if c in table]]})
+        if "acc_mean" in table:
+            evaluated = table[np.isfinite(pd.to_numeric(table["acc_mean"],
+                                                        errors="coerce"))]
+            curves.append(pd.DataFrame({
+                "column": cell["column"], "policy": cell["policy"], "seed": base["seed"],
+                **{c: evaluated[c].to_numpy(float) for c in CURVE},
+            }))
     runs = pd.DataFrame(rows)
     curve = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(
-        columns=["column", "policy", "seed", "time_s", "acc_mean"])
+        columns=["column", "policy", "seed", *CURVE])
     return plan, runs, curve
 
 
@@ -791,7 +905,7 @@ def _by_seed(runs: pd.DataFrame, column: str, policy: str, metric: str) -> pd.Se
 
 def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: status or reason, and every metric's mean and CI half-width; the
-    comparison with the column's best (:func:`analysis.bench_stats.compare_column`: all
+    comparison with the column's best (:func:`mobidfl.analysis.bench_stats.compare_column`: all
     pairs, Holm-adjusted p, TOST, verdict), the column's detectable difference, the seeds
     the cell needs, the score where its scale is clear (else ``score_reason``) and the time
     to target over every seed (median, never = inf; ``target_reached``)."""
@@ -851,6 +965,9 @@ def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
             row["time_to_target_fastest_s"] = reach.fastest
             row["time_to_target_slowest_s"] = reach.slowest
             row["target_reached"] = f"{reach.reached}/{reach.n}"
+            # the same first evaluation at the target, read on the bytes sent by then
+            row["bytes_to_target_per_agent"] = bytes_to_target(
+                {seed: series.loc[seed, "_table"] for seed in known}, target).median
             scored = normalised_score(series["final_acc"], low, high)
             row["score"], row["score_ci"] = scored.interval.mean, scored.interval.half
             row["score_reason"] = scored.reason
@@ -871,7 +988,21 @@ def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
                 row.update(diff_vs_best=0.0, diff_vs_best_ci=0.0, p_value=float("nan"),
                            verdict="best", distinguishable=False)
             rows.append(row)
+        _mark_front(rows[len(rows) - len(cells):])
     return pd.DataFrame(rows)
+
+
+def _mark_front(rows: list[dict[str, Any]]) -> None:
+    """``pareto``: each finished cell of one column on the front of mean bytes per agent
+    (low) and mean final accuracy (high) (:func:`mobidfl.analysis.comm.pareto_front`); NaN where
+    no cell of the column has both."""
+    done = [r for r in rows if r.get("status") in ("ok", "partial")]
+    cost = np.array([r.get("bytes_per_agent", math.nan) for r in done], float)
+    value = np.array([r.get("final_acc", math.nan) for r in done], float)
+    front = pareto_front(cost, value)
+    known = bool((np.isfinite(cost) & np.isfinite(value)).any())
+    for row, on in zip(done, front, strict=True):
+        row["pareto"] = bool(on) if known else math.nan
 
 
 def _fmt(value: Any, half: Any, digits: int = 3, factor: float = 1.0) -> str:
@@ -915,8 +1046,30 @@ def _column_notes(rows: pd.DataFrame) -> list[str]:
     return notes if len(notes) > 1 else []
 
 
+def _adaptive_lines(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
+    """With ``--until-half-width``: the target, and per column its seeds and whether every
+    cell reached the target or the cap stopped it (the power each column has)."""
+    rule = plan.get("until_half_width")
+    if not rule:
+        return []
+    target, cap = float(rule["half_width"]), int(rule["max_seeds"])
+    parts = []
+    for column in plan["columns"]:
+        mine = board[(board["column"] == column["key"])
+                     & board["status"].isin(["ok", "partial"])]
+        if mine.empty or "final_acc_ci" not in mine:
+            continue
+        widest = float(pd.to_numeric(mine["final_acc_ci"], errors="coerce").max())
+        n = int(mine["seeds_ok"].max())
+        state = "reached" if widest <= target else (
+            f"cap {cap} reached" if n >= cap else "not reached")
+        parts.append(f"{column['label']}: {n} seeds, widest ± {widest * 100:.1f} pp ({state})")
+    return [f"* seeds added per world until every cell's 95 % half-width of final accuracy is "
+            f"<= ± {target * 100:g} pp or {cap} seeds: " + "; ".join(parts)]
+
+
 def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatmap.png",
-             plots: Sequence[str] = ()) -> str:
+             plots: Sequence[str] = (), comm: Sequence[str] = ()) -> str:
     """The leaderboard page: summary tables (score, final accuracy), refusals, one detail
     table per column, scenarios, links, policies' settings and the metrics' definitions."""
     machine, versions = plan["machine"], plan["versions"]
@@ -926,6 +1079,7 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
         f"* command: `{plan['command'] or 'mobidfl bench'}`",
         f"* scale `{plan['scale']}`, seeds {plan['seeds']}, scenario set "
         f"{plan['scenario_set']}",
+        *_adaptive_lines(plan, board),
         f"* started {plan['started']}, finished {plan.get('finished') or 'not yet'}, wall time "
         f"{wall / 60:.1f} min over {len(plan.get('wall_s_sessions', []))} session(s)",
         f"* machine: {machine['cpu']} ({machine['cores']} cores"
@@ -984,23 +1138,26 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
     for column in plan["columns"]:
         lines += [f"### {column['label']}", "",
                   "| policy | final acc | 10th-pct agent acc | time to target (h) | reached "
-                  "| MB on air / agent | energy J / agent | score | vs best (pp) | p (Holm) "
-                  "| level p (TOST, Holm) | verdict "
+                  "| MB to target / agent | MB on air / agent | energy J / agent | score "
+                  "| vs best (pp) | p (Holm) | level p (TOST, Holm) | verdict "
                   f"| seeds for ± {HALF_WIDTH * 100:g} pp |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for _, row in board[board["column"] == column["key"]].iterrows():
             if row["status"] in ("refused", "error", "pending"):
                 lines.append(f"| {row['policy']} | {row['status']}: {row['reason']} "
-                             "|  |  |  |  |  |  |  |  |  |  |  |")
+                             "|  |  |  |  |  |  |  |  |  |  |  |  |")
                 continue
             reached = row.get("time_to_target_s")
+            spent = row.get("bytes_to_target_per_agent")
+            front = " ◆" if row.get("pareto") is True else ""
             verdict = row.get("verdict")
             lines.append(
                 f"| {row['policy']}{_mark(row)} | {_fmt(row['final_acc'], row['final_acc_ci'])} "
                 f"| {_fmt(row['p10_acc'], row['p10_acc_ci'])} "
                 f"| {'never' if reached == math.inf else _fmt(reached, None, 2, 1 / 3600)} "
                 f"| {row['target_reached']} "
-                f"| {_fmt(row['bytes_per_agent'], row['bytes_per_agent_ci'], 2, 1e-6)} "
+                f"| {'never' if spent == math.inf else _fmt(spent, None, 2, 1e-6)} "
+                f"| {_fmt(row['bytes_per_agent'], row['bytes_per_agent_ci'], 2, 1e-6)}{front} "
                 f"| {_fmt(row['energy_per_agent'], row['energy_per_agent_ci'], 2)} "
                 f"| {_fmt(row['score'], row['score_ci'], 2)} "
                 f"| {_fmt(row.get('diff_vs_best'), row.get('diff_vs_best_ci'), 1, 100)} "
@@ -1012,6 +1169,8 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
         lines += [*_column_notes(board[board["column"] == column["key"]]), ""]
     for plot in plots:
         lines += [f"![accuracy over time]({plot})", ""]
+    for plot in comm:
+        lines += [f"![accuracy over bytes and the accuracy-bytes Pareto front]({plot})", ""]
     lines += ["## Scenarios", "", "| scenario | version | world | provenance | why in the set "
               "| this scale |", "|---|---|---|---|---|---|"]
     for name, about in plan["scenarios"].items():
@@ -1039,9 +1198,21 @@ METRICS = """## Metrics
   FedAvg's run), and the time is the median over every one of them with a seed that never
   got there counted as never (the Kaplan-Meier median of runs of equal length): "never" when
   half or more did not reach it. A mean over the seeds that reached it would hide the others.
-* **MB on air / agent**, **energy J / agent**: bytes put on the air (finished or not) and
-  radio + training + flight energy, summed over the run and divided by the agents; only a
-  link model accounts them, so they are n/a at the ideal link.
+* **MB on air / agent**: the bytes the agents sent, summed over the run and divided by the
+  agents. With a link model, what was put on the air (finished or not); at the ideal link,
+  counted, not limited: every model message the policy sent (one per receiver) x one
+  model's bytes (`link.params` x `link.dtype` + `link.overhead_bytes`), none cut or lost.
+  Uploads to a server count (central FedAvg, MoFeL), downloads from it do not (the server
+  is not an agent; they are `bytes_received`). ◆ = on the world's Pareto front of mean
+  final accuracy (higher) and mean MB per agent (lower): no other policy of the world is
+  at least as accurate for no more bytes, and better in one (the figures per world draw
+  it).
+* **MB to target / agent**: the MB per agent sent by the evaluation that reached the
+  target of *time to target*, with the same median over every seed (never counted as
+  never).
+* **energy J / agent**: radio + training + flight energy, summed over the run and divided
+  by the agents; only a link model accounts it (it needs a rate), so it is n/a at the ideal
+  link.
 * **score**: (final acc − local's) / (central FedAvg's − local's), seed by seed, then mean
   and interval; local and central FedAvg of the column's ideal-link twin where they cannot
   run (central FedAvg ignores the link and is refused with 802.11p). Given only where central
@@ -1134,16 +1305,7 @@ def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> lis
             ax.set_xlabel("simulated time (h)")
             ax.grid(alpha=0.3)
         axes[0][0].set_ylabel("mean accuracy (mean over seeds)")
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        for ax in axes[0][1:]:
-            more = ax.get_legend_handles_labels()
-            for h, lab in zip(*more, strict=True):
-                if lab not in labels:
-                    handles.append(h)
-                    labels.append(lab)
-        if handles:
-            fig.legend(handles, labels, loc="center right", fontsize=7)
-        fig.tight_layout(rect=(0, 0, 0.85, 1))
+        _one_legend(fig, axes[0], right=0.85)
         path = out / f"accuracy_{_safe(name)}.png"
         write_figure(fig, path, dpi=100)
         plt.close(fig)
@@ -1151,8 +1313,82 @@ def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> lis
     return paths
 
 
+def comm_plots(plan: dict[str, Any], board: pd.DataFrame, curves: pd.DataFrame,
+               out: Path) -> list[Path]:
+    """One figure per world whose runs counted bytes: per column (link), mean accuracy over
+    the MB per agent sent so far (top), and each policy's mean final accuracy against its
+    mean MB per agent with the Pareto front (:func:`mobidfl.analysis.comm.pareto_front`) joined and
+    ringed (bottom)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mean = accuracy_over_bytes(curves)
+    worlds: dict[str, list[dict[str, Any]]] = {}
+    for column in plan["columns"]:
+        name = column["scenario"] + (f"-{column['variant']}" if column["variant"] else "")
+        worlds.setdefault(name, []).append(column)
+    policies = list(plan["policies"])
+    colours = {p: plt.get_cmap("tab20")(i % 20) for i, p in enumerate(policies)}
+    done = board[board["status"].isin(["ok", "partial"])] if "status" in board else board
+    paths = []
+    for name, cols in worlds.items():
+        cells = done[done["column"].isin([c["key"] for c in cols])] if not done.empty else done
+        if cells.empty or not np.isfinite(cells["bytes_per_agent"].astype(float)).any():
+            continue  # no bytes counted (runs made before the ideal link counted them)
+        fig, axes = plt.subplots(2, len(cols), figsize=(5.0 * len(cols), 7.0), squeeze=False)
+        for k, column in enumerate(cols):
+            top, bottom = axes[0][k], axes[1][k]
+            lines = mean[mean["column"] == column["key"]]
+            for policy, curve in lines.groupby("policy", sort=False):
+                top.plot(curve[PER_AGENT] / 1e6, curve["acc_mean"], label=policy,
+                         color=colours.get(policy), lw=1.2)
+            mine = cells[cells["column"] == column["key"]]
+            mine = mine[np.isfinite(mine["bytes_per_agent"].astype(float))
+                        & np.isfinite(mine["final_acc"].astype(float))]
+            for _, row in mine.iterrows():
+                bottom.scatter(row["bytes_per_agent"] / 1e6, row["final_acc"], s=30,
+                               color=colours.get(row["policy"]), label=row["policy"], zorder=3)
+            front = mine[mine["pareto"] == True].sort_values("bytes_per_agent")  # noqa: E712
+            if not front.empty:
+                bottom.step(front["bytes_per_agent"] / 1e6, front["final_acc"], where="post",
+                            color="black", lw=0.8, zorder=2, label="Pareto front")
+                bottom.scatter(front["bytes_per_agent"] / 1e6, front["final_acc"], s=110,
+                               facecolors="none", edgecolors="black", zorder=4)
+            for ax in (top, bottom):
+                ax.set_xscale("symlog", linthresh=0.1)  # local sends 0 B; others span decades
+                ax.set_xlabel("MB sent per agent (symlog below 0.1)")
+                ax.grid(alpha=0.3)
+            top.set_title(column["label"], fontsize=9)
+            top.set_ylabel("mean accuracy (mean over seeds)")
+            bottom.set_ylabel("final mean accuracy (mean over seeds)")
+        _one_legend(fig, [*axes[1], *axes[0]], right=0.82)
+        path = out / f"comm_{_safe(name)}.png"
+        write_figure(fig, path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def _one_legend(fig: Any, axes: Sequence[Any], *, right: float) -> None:
+    """One legend at the figure's right for all ``axes`` (each label once, first seen
+    first), the plots laid out left of ``right``."""
+    handles: list[Any] = []
+    labels: list[str] = []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    if handles:
+        fig.legend(handles, labels, loc="center right", fontsize=7)
+    fig.tight_layout(rect=(0, 0, right, 1))
+
+
 def write_report(out: str | Path) -> list[Path]:
-    """Leaderboard (.md, .csv), heat-map and accuracy plots of a bench folder."""
+    """Leaderboard (.md, .csv), heat-map, accuracy and communication plots of a bench
+    folder."""
     out = Path(out)
     plan, runs, curves = load_results(out)
     board = leaderboard(plan, runs)
@@ -1160,10 +1396,12 @@ def write_report(out: str | Path) -> list[Path]:
     write_text_atomic(csv, board.to_csv(index=False))
     heat = heatmap(plan, board, out / "heatmap.png")
     plots = accuracy_plots(plan, curves, out)
+    comm = comm_plots(plan, board, curves, out)
     md = out / "leaderboard.md"
     write_text_atomic(md, markdown(plan, board, heatmap=heat.name,
-                                   plots=[p.name for p in plots]) + "\n")
-    return [md, csv, heat, *plots, out / PLAN]
+                                   plots=[p.name for p in plots],
+                                   comm=[p.name for p in comm]) + "\n")
+    return [md, csv, heat, *plots, *comm, out / PLAN]
 
 
 # --- the command ------------------------------------------------------------------------
@@ -1176,6 +1414,10 @@ def add_bench_parser(sub: Any) -> None:
     bench.add_argument("--study", metavar="NAME", help="a controlled study instead of the "
                        "paper worlds: one base world, one factor per column ("
                        + ", ".join(study_names()) + ")")
+    bench.add_argument("--tune", choices=["recipe", "policies"], help="with --study: run "
+                       "the study's declared [tuning] on its tuning seeds: recipe (the lr "
+                       "grid on central_fedavg) or policies (each policy's knob, then the "
+                       "chosen and the paper's value on the results seeds --first-seed ..)")
     bench.add_argument("--describe", metavar="WORLD", help="print the regime descriptors of "
                        "WORLD (a scenario, a study, or a TOML file of settings) without "
                        "training, and exit")
@@ -1190,6 +1432,11 @@ def add_bench_parser(sub: Any) -> None:
                        + ", ".join(link_axis()) + ")")
     bench.add_argument("--seeds", type=int, default=5, help="seeds per cell (default 5)")
     bench.add_argument("--first-seed", type=int, default=0)
+    bench.add_argument("--until-half-width", type=float, metavar="H", help="then add seeds "
+                       "world by world (all its policies together) until every cell's 95 %% "
+                       "half-width of final accuracy is <= H (e.g. 0.02) or --max-seeds")
+    bench.add_argument("--max-seeds", type=int, default=MAX_SEEDS, help="with "
+                       f"--until-half-width: seeds per world at most (default {MAX_SEEDS})")
     bench.add_argument("--scale", default="small", choices=["ci", "small", "full"],
                        help="ci (tiny, for tests), small (the CPU table), full (the papers' "
                        "models and sizes, for a GPU with --batch-runs --device cuda)")
@@ -1221,9 +1468,13 @@ def bench_command(args: argparse.Namespace) -> str:
 
     parts = ["mobidfl", "bench", "--out", str(args.out), "--scale", args.scale,
              "--seeds", str(args.seeds), "--policies", args.policies]
-    for flag, value in (("--study", args.study), ("--scenarios", args.scenarios),
+    for flag, value in (("--study", args.study), ("--tune", args.tune),
+                        ("--scenarios", args.scenarios),
                         ("--links", args.links),
                         ("--first-seed", args.first_seed or None),
+                        ("--until-half-width", args.until_half_width),
+                        ("--max-seeds", None if args.until_half_width is None
+                         or args.max_seeds == MAX_SEEDS else args.max_seeds),
                         ("--backend", None if args.backend == "local" else args.backend),
                         ("--address", args.address), ("--processes", args.processes),
                         ("--cpus-per-run", None if args.cpus_per_run == 1.0
@@ -1239,7 +1490,7 @@ def bench_command(args: argparse.Namespace) -> str:
 
 def _saved(out: Path) -> str:
     """How many of the bench's runs are saved (best effort: for a line after a failure)."""
-    from analysis.sweep import run_path
+    from mobidfl.analysis.sweep import run_path
 
     try:
         cells = read_plan(out)["cells"]
@@ -1251,8 +1502,8 @@ def _saved(out: Path) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from analysis.folders import OutputFailed, check_output_folder
-    from analysis.sweep import SweepStopped
+    from mobidfl.analysis.folders import OutputFailed, check_output_folder
+    from mobidfl.analysis.sweep import SweepStopped
 
     if args.describe is not None:
         print(describe_table(args.describe, scale=args.scale, seed=args.first_seed,
@@ -1264,6 +1515,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ConfigError("--out", None, "an output folder (required unless --describe)")
     out = Path(args.out)
     command = bench_command(args)
+    if args.tune is not None:  # analysis/tuning.py runs it (it builds on this module)
+        raise ConfigError("--tune", args.tune, "through `mobidfl bench` (the CLI hands "
+                          "--tune to mobidfl.analysis.tuning.cmd_tune)")
     if args.report_only:
         if not (out / PLAN).is_file():
             raise ConfigError("--out", str(out), f"a bench folder with {PLAN}")
@@ -1302,6 +1556,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 address=args.address, cpus_per_run=args.cpus_per_run,
                 gpus_per_run=args.gpus_per_run, batch_runs=args.batch_runs,
                 device=args.device, retry_errors=args.retry_errors,
+                until_half_width=args.until_half_width, max_seeds=args.max_seeds,
                 progress=not args.quiet, command=command,
                 say=lambda line: print(line, file=sys.stderr),
             )

@@ -7,7 +7,7 @@ partition, net, local training or test set. A *column* is a scenario at one link
 (``_links.toml``) and, where the scenario has an ``[axes]`` table, one value of its second
 axis (the UAVs' mobility in DAM/DCM's world). A *cell* is a column and a policy: the
 column's world, the policy and its own settings at its paper's values (``_policies.toml``),
-or the one-line reason :class:`model.config.Config` refuses the pair (MoFeL without routes,
+or the one-line reason :class:`mobidfl.model.config.Config` refuses the pair (MoFeL without routes,
 a policy that ignores the link under 802.11p).
 """
 
@@ -24,14 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from model.config import KINDS, Config, canonical_name
-from model.errors import ConfigError
-from model.plugins import POLICIES
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import KINDS, Config, canonical_name
+from mobidfl.plugins import POLICIES
 
 __all__ = [
     "Cell",
     "Column",
-    "POLICY_SETTING_OWNERS",
     "REQUIRED_WORLD",
     "SCALES",
     "Scenario",
@@ -40,12 +39,13 @@ __all__ = [
     "link_axis",
     "load_scenario",
     "policy_names",
+    "policy_setting_owners",
     "policy_settings",
     "scenario_names",
     "world_values",
 ]
 
-PACKAGE = "analysis.scenarios"
+PACKAGE = "mobidfl.analysis.scenarios"
 SCALES = ("ci", "small", "full")
 
 REQUIRED_WORLD: tuple[str, ...] = (
@@ -74,10 +74,6 @@ def policy_setting_owners() -> frozenset[str]:
     A namespace shared with a mobility model (PSFL's walker) counts as the policy's."""
     owners = {getattr(cls, "settings_class", None) for _, cls in POLICIES.items()}
     return frozenset(own.namespace for own in owners if own is not None)
-
-
-POLICY_SETTING_OWNERS = policy_setting_owners
-"""Alias kept short for callers: the namespaces of the policies' own settings."""
 
 
 def is_world_setting(name: str, *, owners: frozenset[str]) -> bool:
@@ -357,16 +353,16 @@ def cell_settings(column: Column, policy: str) -> dict[str, Any]:
 def memo_setting_names() -> Iterator[None]:
     """Remember each setting name's split while resolving many configs.
 
-    WHY: ``model.config_names.split_name`` builds its "did you mean" error (``difflib`` over
+    WHY: ``mobidfl.model.config_names.split_name`` builds its "did you mean" error (``difflib`` over
     every setting name) before it knows whether the name is unknown, and a cell passes ~60
     names through it several times, so resolving the table was dominated by it (seconds per
     cell, docs/performance/measurements.md). Known names split the same way every
     time, so their answers are kept for the duration (unknown names still raise as before).
-    ``model.config_names.field_type`` likewise runs ``typing.get_type_hints`` over a whole
+    ``mobidfl.model.config_names.field_type`` likewise runs ``typing.get_type_hints`` over a whole
     settings class for each value it coerces (most of the remaining time); a field's type
     does not change, so it is kept too.
     """
-    import model.config_names as names
+    import mobidfl.model.config_names as names
 
     split_name, field_type = names.split_name, names.field_type
     names.split_name = functools.cache(split_name)  # type: ignore[assignment]

@@ -22,7 +22,7 @@ Holm over the same family), or *undecided*. :func:`detectable_difference` states
 seeds can detect (statsmodels' power of the paired t-test).
 
 Non-finite values (a metric a run did not record, a target never reached) are left out of
-means, as in :mod:`analysis.stats` (whose sample standard deviation this reuses); the time
+means, as in :mod:`mobidfl.analysis.stats` (whose sample standard deviation this reuses); the time
 to target is the exception (:func:`time_to_target`): a seed that never reached the target
 counts as never, not as missing.
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.stats import sample_std
+from mobidfl.analysis.stats import sample_std
 
 __all__ = [
     "CONFIDENCE",
@@ -123,7 +123,7 @@ def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
 
 def t_interval(values: Sequence[float] | np.ndarray, *, confidence: float = CONFIDENCE) -> Interval:
     """Mean and Student-t confidence half-width ``t_{1-a/2, n-1} s / sqrt(n)`` of the finite
-    values (``s`` the sample standard deviation, :func:`analysis.stats.sample_std`)."""
+    values (``s`` the sample standard deviation, :func:`mobidfl.analysis.stats.sample_std`)."""
     from scipy import stats
 
     v = _finite(values)
@@ -403,6 +403,22 @@ def seeds_needed(sd: float, *, half_width: float = HALF_WIDTH, cap: int = MAX_SE
     return cap
 
 
+
+def seeds_for_column(stds: Sequence[float], *, have: int, half_width: float = HALF_WIDTH,
+                     cap: int = MAX_SEEDS, confidence: float = CONFIDENCE) -> int:
+    """How many seeds a column runs next when seeds are added until every cell's 95 %
+    half-width is at most ``half_width`` or ``cap`` seeds are reached (issue 42, item 5).
+
+    ``stds``: each cell's sample standard deviation of final accuracy over the ``have``
+    seeds run so far (NaN: unknown). The column grows to the largest :func:`seeds_needed`
+    among its cells, never shrinks below ``have`` and never passes ``cap``; all cells of a
+    column share their seeds, so the policies stay paired seed by seed."""
+    if have < 0 or cap < 1:
+        raise ValueError(f"have = {have} and cap = {cap}: need have >= 0 and cap >= 1")
+    need = [seeds_needed(float(sd), half_width=half_width, cap=cap, confidence=confidence)
+            for sd in stds]
+    return max(have, min(cap, max(need, default=have)))
+
 # --- the score --------------------------------------------------------------------------------
 def normalised(value: pd.Series, low: pd.Series, high: pd.Series) -> pd.Series:
     """``(value - low) / (high - low)`` seed by seed (index): 0 = ``local``'s accuracy, 1 =
@@ -464,7 +480,8 @@ class TimeToTarget:
 
 
 def time_to_target(times: Sequence[float] | np.ndarray | pd.Series) -> TimeToTarget:
-    """Time to target over every seed: NaN (never reached) counts as +inf.
+    """Time (or bytes, :func:`mobidfl.analysis.comm.bytes_to_target`) to target over every seed:
+    NaN (never reached) counts as +inf.
 
     The mean over the seeds that reached the target says nothing of the others (one of five
     reaching it early gives a fast "mean"). Here every seed counts: the median with
@@ -510,13 +527,15 @@ def run_numbers(table: pd.DataFrame, *, agents: int) -> dict[str, float]:
     ``final_acc``: the last evaluated ``acc_mean``; ``p10_acc``: the last evaluated
     ``acc_p10`` (the accuracy 90 % of the agents reach or beat); ``bytes_per_agent`` and
     ``energy_per_agent``: the run's ``bytes_sent`` and ``energy_j`` (summed over agents per
-    step) summed over steps, over ``agents`` (NaN without a link model: nothing is
-    accounted); ``end_s``: the simulated time of the last row.
+    step) summed over steps, over ``agents`` (NaN when the run has no such column: energy at
+    the ideal link, bytes in runs made before the ideal link counted them; NaN too when a
+    step's value is unknown, never a silent 0); ``end_s``: the simulated time of the last row.
     """
     def total(column: str) -> float:
         if column not in table or agents <= 0:
             return float("nan")
-        return float(pd.to_numeric(table[column], errors="coerce").fillna(0.0).sum()) / agents
+        values = pd.to_numeric(table[column], errors="coerce")
+        return float(values.sum(skipna=False)) / agents
 
     return {
         "final_acc": last_value(table, "acc_mean"),

@@ -5,8 +5,9 @@
   beside the resolved ``DIR/checkpoint/config.toml``.
 * ``mobidfl run --resume DIR``: continue a killed run from its last checkpoint; the outputs
   equal those of an uninterrupted run with the same seed (tests/test_resume_cli.py).
-* ``mobidfl sweep SWEEP.toml --out DIR``: see :mod:`analysis.sweep`.
-* ``mobidfl report DIR``: figures and tables of a run or a sweep, see :mod:`analysis.report`.
+* ``mobidfl sweep SWEEP.toml --out DIR``: see :mod:`mobidfl.analysis.sweep`.
+* ``mobidfl report DIR``: figures and tables of a run or a sweep, see
+  :mod:`mobidfl.analysis.report`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from analysis.folders import OutputFailed, check_output_folder, mib
-from analysis.interrupts import CtrlC
+from mobidfl.analysis.folders import OutputFailed, check_output_folder, mib
+from mobidfl.analysis.interrupts import CtrlC
 from mobidfl.atomic import (
     publish,
     remove_temporaries,
@@ -30,9 +31,9 @@ from mobidfl.atomic import (
     write_parquet,
 )
 from mobidfl.atomic import write_text_atomic as _write_text
-from model.config import Config, canonical_name, parse_assignments, settings_table
-from model.contacts import one_connection_events
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config, canonical_name, parse_assignments, settings_table
+from mobidfl.model.contacts import one_connection_events
 
 CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_STATE = "state.pt"
@@ -89,7 +90,7 @@ def check_one_preset(given: list[tuple[str, Any]]) -> None:
 
 def clear_run_outputs(out: Path) -> list[Path]:
     """``--force``: remove what a previous run wrote (its checkpoint too), nothing else."""
-    from analysis.gis import LAYERS
+    from mobidfl.analysis.gis import LAYERS
 
     names = [*RUN_OUTPUTS, *(f"{layer}.geojson" for layer in LAYERS), CHECKPOINT_DIR]
     removed = remove_temporaries(out)
@@ -113,10 +114,10 @@ def run_summary(config: Config) -> str:
     WHY: a preset fills dozens of settings and may swap in an offline dataset; a researcher
     should see that (and the settings they changed) before waiting hours for the numbers.
     Naming each changed setting's origin keeps a changed world from being silent (a policy
-    never changes it: :meth:`model.config.Config.setting_origins`).
+    never changes it: :meth:`mobidfl.model.config.Config.setting_origins`).
     """
-    from model.config import COUNT_SETTING, KINDS
-    from model.presets import load_preset
+    from mobidfl.model.config import COUNT_SETTING, KINDS
+    from mobidfl.model.presets import load_preset
 
     counts = ", ".join(
         f"{config.count(k)} {COUNT_SETTING[k]}" for k in KINDS if config.count(k)
@@ -164,8 +165,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     import torch
 
-    from model.bounds import check_memory, estimate_output_bytes
-    from model.world import MobiDFLModel
+    from mobidfl.model.bounds import check_memory, estimate_output_bytes
+    from mobidfl.model.world import MobiDFLModel
 
     torch.set_num_threads(1)
     # memory before disk: a world too big for memory is refused by what it is, the same on
@@ -253,9 +254,9 @@ def _resume_run(args: argparse.Namespace) -> int:
         ) from None
     import torch
 
-    from model.checkpoint import config_unchanged, load
-    from model.world import MobiDFLModel
-    from model.world_state import IncompatibleCheckpoint
+    from mobidfl.model.checkpoint import config_unchanged, load
+    from mobidfl.model.world import MobiDFLModel
+    from mobidfl.model.world_state import IncompatibleCheckpoint
 
     torch.set_num_threads(1)
     state_path = folder / CHECKPOINT_STATE
@@ -337,9 +338,9 @@ def _run_to_end(
     """
     from tqdm import tqdm
 
-    from analysis.gis import write_gis
-    from analysis.plots import save_summary
-    from model.checkpoint import save_atomic
+    from mobidfl.analysis.gis import write_gis
+    from mobidfl.analysis.plots import save_summary
+    from mobidfl.model.checkpoint import save_atomic
 
     config = model.config
     sha = _config_sha(config)
@@ -496,7 +497,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from analysis.sweep import SWEEP_FILE, Sweep, SweepStopped, run_sweep
+    from mobidfl.analysis.sweep import SWEEP_FILE, Sweep, SweepStopped, run_sweep
 
     out = Path(args.out)
     if args.address and args.backend != "ray":
@@ -507,7 +508,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ConfigError("SWEEP", None, "a sweep TOML file (optional only with --resume)")
         source = out / SWEEP_FILE
     sweep = Sweep.from_toml(source)  # every setting checked before any run starts
-    from maps.sources import check_spec
+    from mobidfl.maps.sources import check_spec
 
     firsts = {}  # one run per (preset, map): a preset may name the map
     for run in sweep.runs():
@@ -544,7 +545,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _sweep_interrupted(out: Path) -> str:
     """What an interrupted sweep kept: finished runs are saved one by one."""
-    from analysis.sweep import MANIFEST, read_manifest, run_path
+    from mobidfl.analysis.sweep import MANIFEST, read_manifest, run_path
 
     if not (out / MANIFEST).exists():
         return f"interrupted before the first run: nothing was saved in {out}"
@@ -562,7 +563,7 @@ def _sweep_interrupted(out: Path) -> str:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from model.presets import load_preset, preset_names
+    from mobidfl.model.presets import load_preset, preset_names
 
     names = preset_names()
     width = max(len(n) for n in names)
@@ -589,7 +590,7 @@ def check_no_seed(extra: dict[str, Any]) -> None:
     """Refuse ``reproduce --set seed=N``, named as typed: the seeds are ``--first-seed`` and
     ``--seeds`` (the sweep underneath used to refuse it as ``base.seed``, after making
     ``--out``)."""
-    from analysis.reproduce import check_no_seed as check
+    from mobidfl.analysis.reproduce import check_no_seed as check
 
     check(extra)
 
@@ -600,8 +601,8 @@ def check_reproduce_flags(args: argparse.Namespace) -> None:
     WHY: ``--seeds 1000000000`` used to build the seed list first (a MemoryError and an
     empty output folder), ``--processes -1`` was found only when the first sweep started.
     """
-    from analysis.sweep import MAX_RUNS
-    from model.config import SEED_MAX
+    from mobidfl.analysis.sweep import MAX_RUNS
+    from mobidfl.model.config import SEED_MAX
 
     if not 1 <= args.seeds <= MAX_RUNS:
         raise ConfigError("--seeds", args.seeds, f"an integer in [1, {MAX_RUNS}]")
@@ -634,7 +635,7 @@ def reproduce_command(args: argparse.Namespace) -> str:
 
 
 def _reproduce_interrupted(args: argparse.Namespace, out: Path, total: int) -> str:
-    from analysis.sweep import RUNS
+    from mobidfl.analysis.sweep import RUNS
 
     saved = len(list(out.glob(f"{RUNS}/*/{RUNS}/*.parquet"))) if out.is_dir() else 0
     return (
@@ -647,8 +648,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     check_reproduce_flags(args)  # before torch, the presets and any folder
     import torch
 
-    from analysis.reproduce import chosen_variants, paper_spec, reproduce
-    from analysis.sweep import MAX_RUNS
+    from mobidfl.analysis.reproduce import chosen_variants, paper_spec, reproduce
+    from mobidfl.analysis.sweep import MAX_RUNS
 
     torch.set_num_threads(1)
     spec = paper_spec(args.paper)
@@ -702,7 +703,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from analysis.report import make_report
+    from mobidfl.analysis.report import make_report
 
     written = make_report(args.dir, out=args.out)
     for path in written:
@@ -816,16 +817,24 @@ def make_parser() -> argparse.ArgumentParser:
     report.add_argument("dir", help="a `mobidfl run` or `mobidfl sweep` output folder")
     report.add_argument("--out", help="where to write (default: DIR/report)")
     report.set_defaults(func=cmd_report)
-    from analysis.bench import add_bench_parser
+    from mobidfl.analysis.bench import add_bench_parser
 
     add_bench_parser(sub)  # `mobidfl bench` (analysis/bench.py)
+    sub.choices["bench"].set_defaults(func=_bench)  # --tune: analysis/tuning.py
     return parser
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """``mobidfl bench``: the tuning of a study (``--tune``) or the bench itself."""
+    from mobidfl.analysis.tuning import cmd_tune
+
+    return cmd_tune(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
-    from model.inert import one_report
+    from mobidfl.model.inert import one_report
 
     try:
         with one_report():  # each warning line once per command, not per config or worker
@@ -843,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted before step 1: nothing was written", 130, prefix="mobidfl: ")
     except ValueError as exc:
-        from model.errors import DatasetUnavailable
+        from mobidfl.errors import DatasetUnavailable
 
         if not isinstance(exc, DatasetUnavailable):  # DatasetDamaged included
             raise

@@ -123,8 +123,8 @@ def describe_world(settings: Mapping[str, Any], *, steps: int | None = None) -> 
     read from learners that are built but never stepped. ``steps`` overrides the world's
     own horizon.
     """
-    from model.inert import InertSettingWarning
-    from model.world import MobiDFLModel
+    from mobidfl.model.inert import InertSettingWarning
+    from mobidfl.model.world import MobiDFLModel
 
     world = dict(settings)
     if steps is not None:

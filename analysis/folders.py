@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from mobidfl.atomic import TEMP_PREFIX
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 __all__ = ["OutputFailed", "check_output_folder", "mib"]
 

@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 import shapely
 
-from maps.sources import ATTRIBUTION
 from mobidfl.atomic import atomic_path
-from model.world import LINK_COLUMNS, MobiDFLModel
+from mobidfl.maps.sources import ATTRIBUTION
+from mobidfl.model.world import LINK_COLUMNS, MobiDFLModel
 
 START_TIME = pd.Timestamp("2026-01-01T08:00:00")
 LAYERS = ("points", "tracks", "streets", "cells")

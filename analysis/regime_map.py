@@ -4,7 +4,8 @@ properties, with a decision rule drawn on some worlds and checked on others.
 Input: a bench folder (``leaderboard.csv``, ``descriptors.csv``, ``manifest.json``), e.g. of
 ``mobidfl bench --study mobility_skew``. Per column, the winner is the policy with the best
 mean final accuracy (central FedAvg, the oracle, left out) and its margin over the runner-up;
-the *contenders* are the policies no other one beats after Holm (:mod:`analysis.bench_stats`).
+the *contenders* are the policies no other one beats after Holm
+(:mod:`mobidfl.analysis.bench_stats`).
 
 The rule (:func:`fit_rule`) is the simplest one that can state an answer in measured terms:
 one threshold on contacts per step and one on the label-skew index split the plane into four
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.study import HELDOUT_PREFIX
+from mobidfl.analysis.study import HELDOUT_PREFIX
 
 __all__ = ["Rule", "answer", "column_outcomes", "fit_rule", "load_rule", "regime_figure",
            "rule_json", "score_rule", "write_regime_map"]
@@ -81,11 +82,11 @@ class Rule:
 
 
 def load_rule(path: str | Path) -> Rule:
-    """A rule written by :func:`write_regime_map` or ``python -m analysis.publish --page``
+    """A rule written by :func:`write_regime_map` or ``python -m mobidfl.analysis.publish --page``
     (``regime_rule.json``), or a shipped study's name for the rule published with it; a
     file that is not one is one :class:`ConfigError`."""
-    from analysis.study import PACKAGE, study_names
-    from model.errors import ConfigError
+    from mobidfl.analysis.study import PACKAGE, study_names
+    from mobidfl.errors import ConfigError
 
     if str(path) in study_names():  # the rule published with a shipped study
         shipped = resources.files(PACKAGE).joinpath(f"{path}{RULE_SUFFIX}")
@@ -241,12 +242,12 @@ def write_regime_map(folder: str | Path, out: str | Path | None = None) -> dict[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m analysis.regime_map BENCH_FOLDER [OUT]``."""
+    """``python -m mobidfl.analysis.regime_map BENCH_FOLDER [OUT]``."""
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
     if not 1 <= len(args) <= 2:
-        print("usage: python -m analysis.regime_map BENCH_FOLDER [OUT]", file=sys.stderr)
+        print("usage: python -m mobidfl.analysis.regime_map BENCH_FOLDER [OUT]", file=sys.stderr)
         return 2
     result = write_regime_map(*args)
     print(result["text"])

@@ -37,18 +37,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.stats import format_mean_std, mean_std  # noqa: E402
-from analysis.sweep import MANIFEST, load_runs, read_manifest  # noqa: E402
+from mobidfl.analysis.stats import format_mean_std, mean_std  # noqa: E402
+from mobidfl.analysis.sweep import MANIFEST, load_runs, read_manifest  # noqa: E402
 from mobidfl.atomic import write_figure, write_text_atomic  # noqa: E402
-from model.config import read_toml  # noqa: E402
-from model.errors import ConfigError  # noqa: E402
+from mobidfl.errors import ConfigError  # noqa: E402
+from mobidfl.model.config import read_toml  # noqa: E402
 
 ACC_LABEL = "test accuracy"
 P_LABEL = "p (proportion of high-mobility clients)"
 FINAL_METRICS = ("acc_mean", "acc_hm", "acc_lm", "hm_lm_gap", "consensus", "federations",
                  "ntc", "nfc")
 STEP_MEAN_METRICS = ("cache_size_mean", "cache_age_mean")
-RUN_COLUMNS = ("run_id", "point", "replicate", "seed")
 STYLE = {
     "figure.dpi": 110,
     "axes.grid": True,

@@ -5,7 +5,7 @@ the headline compares (e.g. Cached-DFL's LRU vs DFL vs CFL: settings applied on 
 preset), the CPU-sized departures of ``--scale small`` (each with its reason, fixed before
 any result was seen), and the :class:`Claim` s: the paper's number quoted with its table or
 figure. Every variant runs over the seeds through the sweep machinery
-(:func:`analysis.sweep.run_sweep`, one folder per variant under ``OUT/runs/``, resumable),
+(:func:`mobidfl.analysis.sweep.run_sweep`, one folder per variant under ``OUT/runs/``, resumable),
 then :func:`claim_verdict` computes, from the measured numbers only, one of:
 
 * ``holds``: the effect has the paper's sign on every seed (at least :data:`MIN_SEEDS`),
@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.stats import format_ci, mean_std, sample_std
+from mobidfl.analysis.stats import format_ci, mean_std, sample_std
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
-from model.config import Config, canonical_name
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config, canonical_name
 
 __all__ = [
     "Claim",
@@ -168,7 +168,7 @@ def world_sentence(spec: PaperSpec, config: Config) -> str:
 def data_sentence(spec: PaperSpec, config: Config) -> str:
     """The report's data line: the set trained on and, where it is not the paper's, the
     paper's set it stands in for (the preset's first ``auto:`` choice)."""
-    from model.presets import load_preset
+    from mobidfl.model.presets import load_preset
 
     wanted = str(load_preset(spec.preset).settings.get("dataset", config.dataset))
     paper = wanted.removeprefix("auto:").split("|")[0].strip()
@@ -272,6 +272,22 @@ CACHED = PaperSpec(
     map_fallback=("manhattan_cdfl", "grid:40x40:150"),
     skip={"ci": ("CFL",), "small": ("CFL",)},
     world=_cached_world,
+    reading_of_record="turns by class (`manhattan.turn_rule = classes`: straight 0.5, left "
+    "0.25, right 0.25 by turn angle, renormalised over the classes an intersection offers), "
+    "the preset's reading since its first release, kept so that the published runs stay its",
+    readings=(
+        Reading(
+            "straightest", {"manhattan.turn_rule": "straightest"},
+            "Mobile DFL Simulation: 'turning left, right, or going straight at intersections "
+            "according to specified probabilities (e.g., 0.5 to continue straight and 0.1667 "
+            "per road among three options)': per road, not per class. The authors' "
+            "road_sim.py get_road_choice_probability gives the road closest to straight 0.5 "
+            "and the other roads equal shares of 0.5; the two readings agree at a four-way "
+            "crossing and differ at T, Y, skewed and five-way ones. Chosen from mobility "
+            "alone (validation/cdfl_remeet.py, docs/validation 'Who meets whom again'), "
+            "before any learning run under it",
+        ),
+    ),
     claims=(
         Claim("Fig. 2", "LRU caching ends more accurate than DFL without cache (non-i.i.d.)",
               "final_acc", "LRU", "DFL", None,
@@ -810,7 +826,7 @@ def map_available(spec: str) -> bool:
 
     Reads the map's edge table, as a run does; no networkx graph is built (for Cached-DFL's
     Manhattan that was four fifths of the check's time, repeated for every variant)."""
-    from maps.sources import load_edges
+    from mobidfl.maps.sources import load_edges
 
     try:
         load_edges(spec)
@@ -845,14 +861,14 @@ def preflight(settings: Mapping[str, Any], *, seed: int) -> None:
     in one line, not after every run of every variant has failed. Each model seeds torch
     itself when built, so building one here changes no later run.
     """
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     MobiDFLModel(**{**settings, "seed": int(seed)})
 
 
 def failed_runs(folder: Path, variant: str) -> list[dict[str, Any]]:
     """``{variant, seed, error}`` of the runs of one variant's sweep that did not finish."""
-    from analysis.sweep import read_manifest
+    from mobidfl.analysis.sweep import read_manifest
 
     manifest = read_manifest(folder)
     bad = manifest[manifest["status"] != "ok"]
@@ -886,10 +902,10 @@ def reproduce(
     ``check_first`` builds each variant's model once before any run (:func:`preflight`);
     the tests, whose settings are fixed, leave it out to save a model build per variant.
     ``batch_runs`` runs every run of every variant in this process, those that share the
-    net, data and learning settings as one program (:func:`analysis.sweep.run_batched`;
+    net, data and learning settings as one program (:func:`mobidfl.analysis.sweep.run_batched`;
     ``processes`` is then unused); each run's rows equal the same run alone.
     """
-    from analysis.sweep import Sweep, load_runs, run_sweep
+    from mobidfl.analysis.sweep import Sweep, load_runs, run_sweep
 
     spec = paper_spec(paper)
     out = Path(out)
@@ -968,7 +984,7 @@ def _run_batched(
     recorded in its own variant's sweep folder, as :func:`reproduce` does run by run."""
     from tqdm import tqdm
 
-    from analysis.sweep import load_runs, open_sweep, run_batched
+    from mobidfl.analysis.sweep import load_runs, open_sweep, run_batched
 
     todo, owner = [], {}
     for _, sweep, folder in jobs:

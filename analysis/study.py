@@ -6,7 +6,7 @@ ranking that differs between two of them has no single cause. A study
 levels that each say what they change from it. Its columns are: the base; the base with one
 factor at one non-base level; and, per ``[crosses]`` entry, the base with two factors at
 non-base levels (their interaction). ``[heldout]`` worlds are run beside them but never used
-to draw the decision rule (:mod:`analysis.regime_map`), only to check it.
+to draw the decision rule (:mod:`mobidfl.analysis.regime_map`), only to check it.
 
 :func:`changed_settings` is what ``tests/test_study.py`` checks: a column differs from the
 base in exactly the settings of the levels it names.
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from analysis.bench_scenarios import (
+from mobidfl.analysis.bench_scenarios import (
     REQUIRED_WORLD,
     SCALES,
     About,
@@ -33,8 +33,8 @@ from analysis.bench_scenarios import (
     link_axis,
     policy_setting_owners,
 )
-from model.config import KINDS, canonical_name
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import KINDS, canonical_name
 
 __all__ = [
     "BASE",
@@ -44,7 +44,7 @@ __all__ = [
     "study_names",
 ]
 
-PACKAGE = "analysis.scenarios.studies"
+PACKAGE = "mobidfl.analysis.scenarios.studies"
 BASE = "base"
 """The variant name of the base column."""
 HELDOUT_PREFIX = "heldout:"
@@ -71,6 +71,9 @@ class Study(About):
     heldout_about: dict[str, str]
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    tuning: dict[str, Any] = field(default_factory=dict)
+    """The ``[tuning]`` table as written (checked by
+    :func:`mobidfl.analysis.tuning.load_tuning`)."""
     sha256: str = ""
 
     def base_world(self, scale: str) -> dict[str, Any]:
@@ -200,6 +203,7 @@ def load_study(name: str) -> Study:
         regime=str(about.get("regime", "")), provenance=str(about["provenance"]),
         why=str(about["why"]), base=base, factors=factors, crosses=crosses, heldout=heldout,
         heldout_about=heldout_about, scales=scales, notes=notes,
+        tuning=dict(data.get("tuning", {})),
         sha256=hashlib.sha256(raw.encode()).hexdigest(),
     )
 

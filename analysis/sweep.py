@@ -23,7 +23,7 @@ collects its DataCollector rows, while the parallelism is ours:
   workers watch the driver's pid and exit when it is gone (no orphans after SIGKILL).
 * ``--batch-runs`` (:func:`run_batched`): every run in this process; runs that share the
   net, data and learning settings step in lockstep as one program (their stacks
-  concatenated, :mod:`model.learning.multirun`), each table equal to the run alone.
+  concatenated, :mod:`mobidfl.model.learning.multirun`), each table equal to the run alone.
 * ``ray``: the same function as a Ray task with per-run ``num_cpus``/``num_gpus`` hints, on a
   local Ray instance or the cluster at ``address`` (``auto`` or ``ray://HOST:PORT``; every
   node needs MobiDFL installed). Tasks return their table, so workers need no shared disk.
@@ -68,12 +68,12 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.interrupts import CtrlC
+from mobidfl.analysis.interrupts import CtrlC
 from mobidfl.atomic import open_atomic
 from mobidfl.atomic import write_text_atomic as _write_text
 from mobidfl.cores import unloaded_cores
-from mobidfl.toml_text import toml_value
-from model.config import (
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import (
     KINDS,
     SEED_MAX,
     Config,
@@ -82,7 +82,7 @@ from model.config import (
     public_names,
     read_toml,
 )
-from model.errors import ConfigError
+from mobidfl.toml_text import toml_value
 
 SWEEP_KEYS = ("replicates", "seeds", "base", "grid")
 MANIFEST = "manifest.csv"
@@ -311,7 +311,7 @@ def execute_run(spec: RunSpec) -> RunResult:
     import mesa
     import torch
 
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     torch.set_num_threads(1)
     worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -356,7 +356,7 @@ def run_batched(
 ) -> None:
     """Runs together as one program (``--batch-runs``): build every run of
     ``specs`` (seeded and partitioned as alone), step those whose engines share
-    :func:`model.learning.multirun.group_key` in lockstep with their stacks concatenated
+    :func:`mobidfl.model.learning.multirun.group_key` in lockstep with their stacks concatenated
     (training and evaluation one call over runs x agents), the rest one after the other,
     and ``record`` each run's table, made by ``mesa.batch_run`` from the finished model so
     that it has the rows of the same run alone (tests/test_batch_runs.py).
@@ -366,8 +366,8 @@ def run_batched(
     """
     import torch
 
-    from model.learning.multirun import RunGroup, lockstep, plan_groups
-    from model.world import MobiDFLModel
+    from mobidfl.model.learning.multirun import RunGroup, lockstep, plan_groups
+    from mobidfl.model.world import MobiDFLModel
 
     torch.set_num_threads(1)  # as execute_run: each run's numbers as in a sweep worker
     worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -458,17 +458,25 @@ def _worker_context() -> Any:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "mesa", "model.world", "analysis.sweep"])
+    # first: the server ends with this process (mobidfl/lifetime.py), even mid-import
+    context.set_forkserver_preload(["mobidfl.forkserver_preload", "torch", "mesa",
+                                    "mobidfl.model.world", "mobidfl.analysis.sweep"])
     return context
 
 
 def _init_worker(driver: int) -> None:
     """One torch thread; exit when the driver process is gone (killed sweeps leave no
-    orphans: pool workers would otherwise wait forever on their task queue)."""
+    orphans: pool workers would otherwise wait forever on their task queue, holding the
+    driver's standard streams). Two ways: the parent-death signal (the fork server, or the
+    driver under ``spawn``), and a poll of the driver for a parent that died before it was
+    set (:mod:`mobidfl.lifetime`)."""
     import threading
 
     import torch
 
+    from mobidfl.lifetime import die_with_parent
+
+    die_with_parent()
     torch.set_num_threads(1)
     # Ctrl-C reaches the whole process group (or the driver forwards it): a worker abandons
     # its run, which the driver records as pending; an idle worker ignores it. Either way
@@ -497,13 +505,13 @@ def _interrupt_run(signum: int, frame: Any) -> None:
 
 
 def _exit_with(driver: int, *, every_s: float = 1.0) -> None:
+    """Exit once ``driver`` has ended; a killed driver that its caller has not reaped yet
+    (a zombie, while the caller still reads the streams this worker holds) counts as ended."""
+    from mobidfl.lifetime import process_gone
+
     while True:
         time.sleep(every_s)
-        try:
-            os.kill(driver, 0)
-        except ProcessLookupError:
-            os._exit(1)
-        except PermissionError:  # the pid was reused by another user's process
+        if process_gone(driver):
             os._exit(1)
 
 
@@ -847,7 +855,7 @@ def ray_session(address: str | None) -> Iterator[Any]:
         raise ConfigError("--backend", "ray", "installed Ray (pip install 'ray>=2.60')") from None
     started_here = not ray.is_initialized()
     if started_here:
-        from model.ray_local import init_ray
+        from mobidfl.model.ray_local import init_ray
 
         # A local Ray listens on 127.0.0.1 only; a cluster address is the user's choice.
         init_ray(ray, address=address, log_to_driver=False, logging_level=logging.WARNING)

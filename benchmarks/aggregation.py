@@ -18,9 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from model.learning.data import load_dataset
-from model.learning.engine import make_engine
-from model.maths.mixing import dpsgd_weights
+from mobidfl.model.learning.data import load_dataset
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.maths.mixing import dpsgd_weights
 
 
 def contact_graph(n: int, degree: float, seed: int) -> sp.csr_matrix:

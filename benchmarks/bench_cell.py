@@ -3,8 +3,9 @@
 Side by side in one process, alternating (A B A B ...) so that a change of machine load hits
 both: one seed of one ``small`` cell
 
-* **bench**: the cell's run as ``mobidfl bench`` executes it (:func:`analysis.sweep.execute_run`
-  on the cell's run spec, the path of every bench worker), and
+* **bench**: the cell's run as ``mobidfl bench`` executes it
+  (:func:`mobidfl.analysis.sweep.execute_run` on the cell's run spec, the path of every bench
+  worker), and
 * **run**: the same settings written to a TOML file and run by ``mobidfl run --config FILE
   --out DIR --quiet`` in a fresh interpreter (what a user would type), timed wall and CPU
   (the child's user + system seconds), start-up of the interpreter included, and without it
@@ -36,9 +37,9 @@ from pathlib import Path
 import torch
 from machine import cpu_model, matmul_peak
 
-from analysis import sweep
-from analysis.bench import plan_runs
-from analysis.bench_scenarios import build_cells, columns
+from mobidfl.analysis import sweep
+from mobidfl.analysis.bench import plan_runs
+from mobidfl.analysis.bench_scenarios import build_cells, columns
 from mobidfl.toml_text import toml_value
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +103,7 @@ def main() -> None:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             w0 = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-m", "analysis.cli", "run", "--config", str(config),
+                [sys.executable, "-m", "mobidfl.analysis.cli", "run", "--config", str(config),
                  "--set", "seed=0", "--out", str(out), "--quiet"],
                 env=env, capture_output=True, text=True, check=True,
             )

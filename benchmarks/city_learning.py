@@ -16,7 +16,7 @@ process builds the world, runs ``--epochs`` epochs and prints:
   shared machine);
 * memory: the process's peak RSS minus its RSS before the world was built, per agent, the
   workers' peak RSS (shared stacks are counted there too), and
-  :func:`model.bounds.estimate_memory_bytes` per agent for comparison; with a caching policy
+  :func:`mobidfl.model.bounds.estimate_memory_bytes` per agent for comparison; with a caching policy
   the distinct model snapshots the caches hold (shared ones counted once) per car.
 
 Run: ``python benchmarks/city_learning.py [--sizes 1000,10000] [--nets mlp,cached_cnn]
@@ -91,10 +91,10 @@ def settings(net: str, n: int, policy: str, args: argparse.Namespace) -> dict:
 
 def run_one(net: str, n: int, policy: str, args: argparse.Namespace) -> dict:
     """Build the world and run ``args.epochs`` epochs with every phase timed."""
-    import model.world as world
-    from model import bounds
-    from model.config import Config
-    from model.world import MobiDFLModel
+    import mobidfl.model.world as world
+    from mobidfl.model import bounds
+    from mobidfl.model.config import Config
+    from mobidfl.model.world import MobiDFLModel
 
     config = Config().updated(settings(net, n, policy, args))
     estimate = bounds.estimate_memory_bytes(config)

@@ -8,7 +8,7 @@ the current code and with the code before the item-3 rewrite, side by side in th
 * move: ``Manhattan.advance`` with the current ``StreetNetwork.xy`` / ``TurnTable.sample``
   and with the former binary-search versions (:func:`old_xy`, :func:`old_sample`, patched in);
   the two trajectories must be identical;
-* contacts: :func:`model.contacts.contact_matrix` and the former code, kept verbatim as
+* contacts: :func:`mobidfl.model.contacts.contact_matrix` and the former code, kept verbatim as
   ``tests/contacts_oracle.py``; the two contact sets must be identical.
 
 Printed: seconds (old, new, old / new), the contact pairs and pairs/s (new), and memory per
@@ -32,11 +32,11 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from agents.mobility import MobilityContext, make_mobility
-from maps.network import StreetNetwork, TurnTable
-from model.config import Config
-from model.contacts import contact_matrix, sub_samples
-from model.world import shared_world_map
+from mobidfl.agents.mobility import MobilityContext, make_mobility
+from mobidfl.maps.network import StreetNetwork, TurnTable
+from mobidfl.model.config import Config
+from mobidfl.model.contacts import contact_matrix, sub_samples
+from mobidfl.model.world import shared_world_map
 from tests.contacts_oracle import contact_matrix as old_contact_matrix
 
 

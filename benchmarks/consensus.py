@@ -1,10 +1,10 @@
 """The consensus distance of an evaluation step, squared in place against the old way.
 
-``mean_i ||x_i - x_bar||`` over every layer (:func:`model.learning.params.consensus_distance`),
-side by side, alternating, on the same stacks: the library's (one temporary per block of 256
-agents, squared in place) against the expression it replaced (``(x - x_bar).pow(2)``: a
-second temporary). Both must give the same float; prints the CPU model, the load and the
-fp32 matmul peak of one thread at the start and the end.
+``mean_i ||x_i - x_bar||`` over every layer
+(:func:`mobidfl.model.learning.params.consensus_distance`), side by side, alternating, on the same
+stacks: the library's (one temporary per block of 256 agents, squared in place) against the
+expression it replaced (``(x - x_bar).pow(2)``: a second temporary). Both must give the same float;
+prints the CPU model, the load and the fp32 matmul peak of one thread at the start and the end.
 
 Run: ``python benchmarks/consensus.py [--agents 100,600] [--repeats 5]``
 """
@@ -18,7 +18,7 @@ import time
 import torch
 from machine import machine_line, matmul_peak
 
-from model.learning.params import consensus_distance
+from mobidfl.model.learning.params import consensus_distance
 
 
 def two_temporaries(stacks: list[torch.Tensor]) -> float:

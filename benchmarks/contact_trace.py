@@ -3,8 +3,8 @@
 Writes a synthetic CRAWDAD-style table (``a b t_start t_end c n``, ids from 1, the Haggle
 iMote layout) of about the size of a conference trace: ``--contacts`` stays among
 ``--devices`` devices over ``--days`` days, overlapping stays of a pair dropped; then times
-:func:`maps.contact_trace.read_contacts` (parse and whole-file checks), the step index of
-:class:`maps.contact_trace.ContactTrace`, and per step the contact table, adjacency and
+:func:`mobidfl.maps.contact_trace.read_contacts` (parse and whole-file checks), the step index of
+:class:`mobidfl.maps.contact_trace.ContactTrace`, and per step the contact table, adjacency and
 encounter order the world takes from it.
 
 Run: ``python benchmarks/contact_trace.py`` (``--contacts 200000 --devices 98 --days 4
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from maps.contact_trace import ContactTrace, read_contacts  # noqa: E402
+from mobidfl.maps.contact_trace import ContactTrace, read_contacts  # noqa: E402
 
 
 def synthetic_trace(path: Path, *, contacts: int, devices: int, days: float, seed: int) -> int:

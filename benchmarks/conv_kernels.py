@@ -5,7 +5,7 @@ For every Conv2d of Cached-DFL's CNN, LeNet-5 and the MNIST CNN, at the training
 (forward), in NCHW and channels-last, one thread, CPU seconds: GFLOP/s and the percentage
 of a 1-thread fp32 matmul peak measured in the same run (before and after; the best is
 kept). A first layer's weight gradient is also timed as ``precision = "fp32_fast"``
-computes it (one convolution over the batch, ``model.learning.backends.conv2d_fast_wgrad``).
+computes it (one convolution over the batch, ``mobidfl.model.learning.backends.conv2d_fast_wgrad``).
 
 Why: ``benchmarks/peer_profile.py`` says which op a training step spends its time in; this
 says how fast each of those kernels runs on this CPU and in which layout, so a slow step
@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import machine_line, matmul_peak  # noqa: E402
 
-from model.learning.backends import conv2d_fast_wgrad  # noqa: E402
-from model.learning.nets import build_net  # noqa: E402
-from model.learning.workers import keep_heap  # noqa: E402
+from mobidfl.model.learning.backends import conv2d_fast_wgrad  # noqa: E402
+from mobidfl.model.learning.nets import build_net  # noqa: E402
+from mobidfl.model.learning.workers import keep_heap  # noqa: E402
 
 
 def cpu_time(fn: Callable[[], object], *, repeats: int, rounds: int = 3) -> float:

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import matmul_peak  # noqa: E402
 
 from mobidfl.cores import cpu_model  # noqa: E402
-from model.learning.backends import Functional  # noqa: E402
-from model.learning.nets import build_net, flops_per_sample  # noqa: E402
+from mobidfl.model.learning.backends import Functional  # noqa: E402
+from mobidfl.model.learning.nets import build_net, flops_per_sample  # noqa: E402
 
 
 def per_step_cpu(fn: Functional, ps: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,

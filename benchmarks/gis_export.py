@@ -20,12 +20,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import machine_line  # noqa: E402
+from machine import checkout_program, machine_line  # noqa: E402
 
 CHILD = r"""
 import json, sys, tempfile, time
-from analysis.gis import export_layers, write_gis
-from model import MobiDFLModel
+from mobidfl.analysis.gis import export_layers, write_gis
+from mobidfl.model import MobiDFLModel
 settings = json.loads(sys.argv[1])
 model = MobiDFLModel(**settings, steps=2, learning=False, seed=0)
 model.step(); model.step()
@@ -40,9 +40,9 @@ WORLDS = {"default world": {}, "nyc_uws": {"map": "nyc_uws"}}
 
 
 def child(code: Path, settings: dict) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(settings)], env=env, cwd=code,
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    program, env = checkout_program(code, CHILD)
+    out = subprocess.run([sys.executable, "-c", program, json.dumps(settings)], env=env,
+                         cwd=code, capture_output=True, text=True, check=True)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

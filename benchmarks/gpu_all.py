@@ -325,8 +325,8 @@ def machine_info(device: str) -> dict[str, Any]:
 # --- children: fig2 and city -------------------------------------------------------------------
 def child_fig2(argv: list[str]) -> int:
     """``mobidfl reproduce ...`` in this process, every run's finished epoch logged."""
-    from analysis.cli import main as cli_main
-    from model import MobiDFLModel
+    from mobidfl.analysis.cli import main as cli_main
+    from mobidfl.model import MobiDFLModel
 
     started = time.perf_counter()
     step = MobiDFLModel.step
@@ -350,8 +350,8 @@ def child_city(args: argparse.Namespace) -> int:
     exchange), evaluation every 10 epochs on 1,000 shared test images, and peak memory."""
     import torch
 
-    from model import MobiDFLModel
-    from model.errors import ConfigError
+    from mobidfl.errors import ConfigError
+    from mobidfl.model import MobiDFLModel
 
     cuda = args.device == "cuda"
 

@@ -61,7 +61,7 @@ if [ -d .data/fashion-mnist ] && [ ! -f $dst/train-images-idx3-ubyte.gz ]; then
     || echo "could not copy Fashion-MNIST to $dst (fig2 and city need it)" >&3
 fi
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1
-  $PY -c 'import torch, mesa, mesa_geo, model; print("torch", torch.__version__, "mesa", mesa.__version__, "cuda", torch.cuda.is_available())' 2>&1
+  $PY -c 'import torch, mesa, mesa_geo, mobidfl.model; print("torch", torch.__version__, "mesa", mesa.__version__, "cuda", torch.cuda.is_available())' 2>&1
   echo "set-up took $(( $(date +%s) - t0 )) s"; } >&3
 cat "$OUT/setup.log"
 # each step has its own limit inside gpu_all.py; this is the backstop for the whole

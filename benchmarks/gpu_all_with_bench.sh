@@ -12,7 +12,7 @@ bash benchmarks/gpu_all.sh --budget $((LIMIT - 90)) > "$OUT/gpu_console.log" 2>&
 GPID=$!
 for i in $(seq 120); do grep -q "set-up took" "$OUT/setup.log" 2>/dev/null && break; sleep 1; done
 export PYTHONPATH=/tmp/site:$PWD
-python3 -m analysis.cli bench --scale small --seeds 5 --processes $PROCS --quiet \
+python3 -m mobidfl.analysis.cli bench --scale small --seeds 5 --processes $PROCS --quiet \
   --scenarios static_sensors,uav_ferry,cars_manhattan,mofel_routes --out /tmp/bs \
   > "$OUT/bench.log" 2>&1 &
 BPID=$!
@@ -20,7 +20,7 @@ while [ $(( $(date +%s) - T0 )) -lt $LIMIT ]; do
   kill -0 $BPID 2>/dev/null || kill -0 $GPID 2>/dev/null || break
   sleep 5
 done
-kill -INT $BPID 2>/dev/null; sleep 8; kill -TERM $BPID 2>/dev/null; pkill -f 'analysis.cli bench' ; sleep 2
+kill -INT $BPID 2>/dev/null; sleep 8; kill -TERM $BPID 2>/dev/null; pkill -f 'mobidfl.analysis.cli bench' ; sleep 2
 wait $GPID 2>/dev/null
 echo "bench runs done: $(find /tmp/bs -name '*.parquet' | wc -l)" >> "$OUT/bench.log"
 tar czf "$OUT/bench_small.tgz" -C /tmp bs 2>>"$OUT/bench.log"

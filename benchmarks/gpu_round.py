@@ -27,9 +27,9 @@ sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 
 from peer_round import BATCH, LR, stand_in  # noqa: E402
 
-from model.learning.engine import make_engine  # noqa: E402
-from model.learning.nets import build_net, flops_per_sample  # noqa: E402
-from model.learning.partition import partition_shards  # noqa: E402
+from mobidfl.model.learning.engine import make_engine  # noqa: E402
+from mobidfl.model.learning.nets import build_net, flops_per_sample  # noqa: E402
+from mobidfl.model.learning.partition import partition_shards  # noqa: E402
 
 
 def round_times(engine, *, sync: bool) -> dict[str, float]:  # noqa: ANN001
@@ -51,7 +51,7 @@ def round_times(engine, *, sync: bool) -> dict[str, float]:  # noqa: ANN001
 
 def paper_epochs(epochs: int, *, policy: str, device: str = "cuda") -> None:
     """Time the Cached-DFL preset's epochs on CUDA: set-up, then seconds per epoch."""
-    from model import MobiDFLModel
+    from mobidfl.model import MobiDFLModel
 
     t = time.perf_counter()
     model = MobiDFLModel(preset="cached_dfl_003", backend="batched", device=device,

@@ -4,9 +4,9 @@ Builds the runs of ``mobidfl reproduce cached_dfl_003`` (``--variants`` x ``--se
 ``--scale``, plus ``--set`` values) in this process and times them twice on ``--device``:
 
 * ``sequential``: each model built and stepped to its end alone (as ``--processes 0``);
-* ``batched``: all models built, grouped (:func:`model.learning.multirun.plan_groups`) and
+* ``batched``: all models built, grouped (:func:`mobidfl.model.learning.multirun.plan_groups`) and
   stepped in lockstep, training and evaluation one call over runs x agents
-  (:class:`model.learning.multirun.RunGroup`).
+  (:class:`mobidfl.model.learning.multirun.RunGroup`).
 
 Prints the machine, the load before and after, the fp32 matmul peak measured in the same
 process (1 CPU thread, or the GPU), set-up and stepping times, runs/s, seconds per epoch
@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peer_round import machine, matmul_peak  # noqa: E402
 
-from analysis.reproduce import paper_spec, variant_settings  # noqa: E402
-from analysis.sweep import Sweep  # noqa: E402
-from model.config import parse_assignments  # noqa: E402
-from model.learning.multirun import RunGroup, lockstep, plan_groups  # noqa: E402
-from model.world import MobiDFLModel  # noqa: E402
+from mobidfl.analysis.reproduce import paper_spec, variant_settings  # noqa: E402
+from mobidfl.analysis.sweep import Sweep  # noqa: E402
+from mobidfl.model.config import parse_assignments  # noqa: E402
+from mobidfl.model.learning.multirun import RunGroup, lockstep, plan_groups  # noqa: E402
+from mobidfl.model.world import MobiDFLModel  # noqa: E402
 
 
 def cuda_peak(size: int = 8192, repeats: int = 5) -> float:

@@ -21,9 +21,9 @@ from collections import defaultdict
 
 import numpy as np
 
-import model.links as links
-import model.world as world
-from model.world import MobiDFLModel
+import mobidfl.model.links as links
+import mobidfl.model.world as world
+from mobidfl.model.world import MobiDFLModel
 
 TIMED: dict[str, float] = defaultdict(float)
 

@@ -20,13 +20,38 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 import time
+import tomllib
+from pathlib import Path
 from typing import NamedTuple
 
 from mobidfl.cores import cpu_model
 
-__all__ = ["Peak", "cpu_model", "machine_line", "matmul_peak", "onednn_peak",
-           "theoretical_peak", "yardsticks"]
+__all__ = ["Peak", "checkout_program", "cpu_model", "machine_line", "matmul_peak",
+           "onednn_peak", "theoretical_peak", "yardsticks"]
+
+
+def checkout_program(code: Path, program: str) -> tuple[str, dict[str, str]]:
+    """``program`` (written for ``mobidfl.model`` ...) and the environment that run checkout
+    ``code``'s own packages in a child process, for benchmarks that compare checkouts.
+
+    WHY: ``model/`` installs as ``mobidfl.model`` (package-dir in pyproject.toml), and the
+    editable install maps that name to the checkout it was made from, whichever
+    ``mobidfl`` is first on ``PYTHONPATH``. So the child appends ``code`` to ``mobidfl``'s
+    search path, where ``model/`` ... are then found first. A checkout from before the one
+    namespace (top-level ``model`` ...) is refused in one line: in this environment the
+    installed entry points and its own pyproject.toml would register every built-in plug-in
+    twice; it runs from an environment of its own.
+    """
+    project = tomllib.loads((code / "pyproject.toml").read_text())
+    dirs = project.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+    if dirs.get("mobidfl.model") != "model":
+        print(f"{code}: a checkout from before the mobidfl namespace (model/ is not "
+              "mobidfl.model there); measure it from an environment of its own", file=sys.stderr)
+        raise SystemExit(2)
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    return f"import mobidfl; mobidfl.__path__.append({str(code)!r})\n{program}", env
 
 
 def machine_line() -> str:

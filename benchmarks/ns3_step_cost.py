@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 
-from model.config import Config
-from model.links import make_link
-from model.world import MobiDFLModel
+from mobidfl.model.config import Config
+from mobidfl.model.links import make_link
+from mobidfl.model.world import MobiDFLModel
 
 MESSAGE = 116_200
 """Cached-DFL's CNN in fp32 plus 64 B: one model message."""

@@ -23,18 +23,18 @@ from pathlib import Path
 import torch
 
 from mobidfl.atomic import write_text_atomic
-from model import MobiDFLModel
+from mobidfl.model import MobiDFLModel
 
 VARIANTS = {"cached_lru": "LRU", "defedavg": "DFL", "central_fedavg": "CFL"}
-"""Policy -> the variant name of ``analysis.reproduce.CACHED`` (Fig. 2)."""
+"""Policy -> the variant name of ``mobidfl.analysis.reproduce.CACHED`` (Fig. 2)."""
 
 
 def report(runs: Path, out: Path) -> Path:
     """reproduction.md of the runs under ``runs`` (folders ``<policy>_s<seed>``)."""
     import pandas as pd
 
-    from analysis.reproduce import CACHED, variant_settings, write_report
-    from model.config import Config
+    from mobidfl.analysis.reproduce import CACHED, variant_settings, write_report
+    from mobidfl.model.config import Config
 
     frames, resolved, seeds = [], {}, set()
     for folder in sorted(runs.glob("*_s*")):

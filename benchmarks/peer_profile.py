@@ -10,7 +10,7 @@ script says what the remaining seconds are spent on, on the same images and the 
    seconds; then torch.profiler's ops by self time, with input shapes (so per layer).
 2. **Evaluation, one car in-process**: ``evaluate_agents`` on the test set; ops by self time.
 3. **Heap probe**: one car's evaluation in a fresh spawned process with glibc's default heap
-   thresholds and with :func:`model.learning.workers.keep_heap` (minor page faults, user and
+   thresholds and with :func:`mobidfl.model.learning.workers.keep_heap` (minor page faults, user and
    system CPU seconds): the cause of the slow evaluation in worker processes.
 4. **Workers**: the engine's ``train()`` and ``evaluate()`` over ``--cars`` cars with
    ``workers = 1`` and ``2``: wall and CPU seconds of the call, and per worker the seconds
@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-import model.learning.session as session_module
-from model.learning.backends import (
+import mobidfl.model.learning.session as session_module
+from mobidfl.model.learning.backends import (
     EVAL_CHUNK_CONV,
     Functional,
     Hyper,
@@ -44,8 +44,8 @@ from model.learning.backends import (
     nchw_forward,
     sgd_update,
 )
-from model.learning.nets import build_net, flops_per_sample
-from model.learning.workers import keep_heap, minor_faults
+from mobidfl.model.learning.nets import build_net, flops_per_sample
+from mobidfl.model.learning.workers import keep_heap, minor_faults
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_round  # noqa: E402

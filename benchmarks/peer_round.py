@@ -47,10 +47,10 @@ import torch.nn.functional as F
 from machine import cpu_model, matmul_peak, onednn_peak, theoretical_peak
 from torch.utils.data import DataLoader, Subset, TensorDataset
 
-import model.learning.session as session_module
-from model.learning.data import Dataset, load_dataset
-from model.learning.nets import build_net, flops_per_sample
-from model.world import MobiDFLModel
+import mobidfl.model.learning.session as session_module
+from mobidfl.model.learning.data import Dataset, load_dataset
+from mobidfl.model.learning.nets import build_net, flops_per_sample
+from mobidfl.model.world import MobiDFLModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests import _peer  # noqa: E402

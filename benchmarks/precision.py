@@ -23,7 +23,7 @@ import time
 import numpy as np
 import torch
 
-from model.world import MobiDFLModel
+from mobidfl.model.world import MobiDFLModel
 
 RUNS = {
     "cached_dfl_003": {"vehicles": 10, "steps": 8, "test_size": 500, "eval_every": 1,

@@ -30,14 +30,14 @@ mkdir -p "$OUT"
     echo "cpu: $(lscpu | grep 'Model name' | sed 's/ \+/ /g')"; echo "load: $(uptime)"
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 } > "$OUT/machine.txt" 2>&1 || true
-"$PY" -c "from model.learning.data import load_dataset as l; l('fashion_mnist', test_size=1)" \
+"$PY" -c "from mobidfl.model.learning.data import load_dataset as l; l('fashion_mnist', test_size=1)" \
     || { echo "repro10: Fashion-MNIST is not installed (make fashion-mnist)" >&2; exit 2; }
 
 run() {  # NAME ARGS...: one reproduction, timed
     local name=$1 t0; shift
     if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
     t0=$(date +%s)
-    "$PY" -m analysis.cli reproduce "$@" --device "$DEVICE" --set backend=batched --batch-runs \
+    "$PY" -m mobidfl.analysis.cli reproduce "$@" --device "$DEVICE" --set backend=batched --batch-runs \
         --out "$OUT/$name" --quiet
     echo "$name $(( $(date +%s) - t0 )) s" | tee -a "$OUT/timings.txt"
 }

@@ -80,7 +80,7 @@ def soak(family: str, steps: int, every: int, seed: int, trim: bool = False,
     (with ``trim``, also the live RSS after ``malloc_trim``, which then resets the heap)."""
     import torch
 
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     torch.set_num_threads(1)
     settings = {**WORLD, **FAMILIES[family], **(overrides or {}), "steps": steps}
@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="override one setting of every family's world (bisecting growth)")
     args = parser.parse_args()
-    from model.config import parse_assignments
+    from mobidfl.model.config import parse_assignments
 
     overrides = parse_assignments(args.set)
     context = multiprocessing.get_context("spawn")

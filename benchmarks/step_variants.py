@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import machine_line, matmul_peak  # noqa: E402
 
-from model.learning import backends  # noqa: E402
-from model.learning.nets import build_net, flops_per_sample  # noqa: E402
-from model.learning.workers import keep_heap  # noqa: E402
+from mobidfl.model.learning import backends  # noqa: E402
+from mobidfl.model.learning.nets import build_net, flops_per_sample  # noqa: E402
+from mobidfl.model.learning.workers import keep_heap  # noqa: E402
 
 PLAIN = F.conv2d
 

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from model.world import MobiDFLModel
+from mobidfl.model.world import MobiDFLModel
 
 torch.set_num_threads(1)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from analysis.sweep import Sweep, run_sweep
+from mobidfl.analysis.sweep import Sweep, run_sweep
 
 
 def make_sweep(*, runs: int, steps: int, vehicles: int) -> Sweep:

@@ -20,8 +20,8 @@ import time
 
 import torch
 
-from model.learning.backends import Functional, Hyper, sgd_update
-from model.learning.nets import NETS
+from mobidfl.model.learning.backends import Functional, Hyper, sgd_update
+from mobidfl.model.learning.nets import NETS
 
 
 def run(name: str, layout: str, steps: int, seed: int = 0) -> tuple[float, list[float]]:

@@ -22,10 +22,10 @@ import scipy.sparse as sp
 import torch
 from machine import matmul_peak
 
-from model.learning.data import load_dataset
-from model.learning.engine import make_engine
-from model.learning.nets import build_net, flops_per_sample
-from model.maths.mixing import dpsgd_weights
+from mobidfl.model.learning.data import load_dataset
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.nets import build_net, flops_per_sample
+from mobidfl.model.maths.mixing import dpsgd_weights
 
 
 def overlapping_parts(n: int, n_train: int, per_agent: int, seed: int) -> list[np.ndarray]:

@@ -5,7 +5,7 @@ on the generated borough GraphML of ``benchmarks/map_load.py`` (17,956 intersect
 54,131 directed street segments). Each measurement runs in a fresh Python process, as a
 user's ``mobidfl run`` starts:
 
-* ``import``: ``from model import MobiDFLModel`` (Mesa, mesa-geo, the map and agent code);
+* ``import``: ``from mobidfl.model import MobiDFLModel`` (Mesa, mesa-geo, the map and agent code);
 * ``cold``: ``MobiDFLModel(map=FILE, map_cache=EMPTY, learning=False)``: the GraphML parsed
   and the street networks built and written to the cache (the GraphML itself is in the OS
   page cache: the first checkout to read it would otherwise pay the disk for all);
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import cpu_model
+from machine import checkout_program, cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,14 +41,15 @@ CHILD = r"""
 import json, sys, time
 clock = lambda: (time.perf_counter(), time.process_time())
 t0 = clock()
-from model import MobiDFLModel
+from mobidfl.model import MobiDFLModel
 t1 = clock()
 before = set(sys.modules)
 MobiDFLModel(map=sys.argv[1], map_cache=sys.argv[2], learning=False, seed=0)
 t2 = clock()
 MobiDFLModel(map=sys.argv[1], map_cache=sys.argv[2], learning=False, seed=1)
 t3 = clock()
-new = sorted({m.split(".")[0] for m in set(sys.modules) - before})
+new = sorted({".".join(m.split(".")[:2 if m.startswith("mobidfl.") else 1])
+              for m in set(sys.modules) - before})
 out = {"torch": "torch" in sys.modules, "imported_by_build": new}
 for name, (a, b) in {"import": (t0, t1), "build": (t1, t2), "again": (t2, t3)}.items():
     out[name], out[name + "_cpu"] = b[0] - a[0], b[1] - a[1]
@@ -56,8 +57,8 @@ print(json.dumps(out))
 """
 
 def child(code: Path, graphml: Path, cache: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(graphml), str(cache)], env=env,
+    program, env = checkout_program(code, CHILD)
+    out = subprocess.run([sys.executable, "-c", program, str(graphml), str(cache)], env=env,
                          cwd=code, capture_output=True, text=True, check=True)  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -1,8 +1,8 @@
 """Street maps (real OpenStreetMap graphs), grid cells and areas."""
 
-from maps.grid import Grid, area_of_points, split_areas
-from maps.network import StreetNetwork, TurnTable
-from maps.sources import ATTRIBUTION, BUNDLED, load_graph, street_grid
+from mobidfl.maps.grid import Grid, area_of_points, split_areas
+from mobidfl.maps.network import StreetNetwork, TurnTable
+from mobidfl.maps.sources import ATTRIBUTION, BUNDLED, load_graph, street_grid
 
 __all__ = [
     "ATTRIBUTION",

@@ -1,7 +1,7 @@
 """Contact traces in: published contact data drive exchanges without a map.
 
 Three formats, each read whole and checked whole (a bad file is one
-:class:`~model.errors.ConfigError` naming ``contact_trace.file``, never a traceback):
+:class:`~mobidfl.errors.ConfigError` naming ``contact_trace.file``, never a traceback):
 
 * ``mobidfl``: MobiDFL's own contact table (``contacts.csv`` / ``contacts.parquet`` of a
   run, :data:`model.contacts.CONTACT_COLUMNS`): columns ``a, b, t_start, t_end`` and
@@ -19,7 +19,7 @@ Three formats, each read whole and checked whole (a bad file is one
 Times are seconds; trace time ``start_s`` is MobiDFL time 0 and step ``s`` covers
 ``[(s - 1) step_s, s step_s]``: a contact spanning a step boundary is one row in each step
 it touches (as a map run writes it). :class:`ContactTrace` indexes the rows by step once
-(one sort), so a step's :class:`~model.contacts.ContactTable` is a slice, no per-contact
+(one sort), so a step's :class:`~mobidfl.model.contacts.ContactTable` is a slice, no per-contact
 Python.
 """
 
@@ -444,7 +444,7 @@ class ContactTrace:
 
     def encounters(self, table: ContactTable) -> tuple[np.ndarray, np.ndarray]:
         """Pairs sorted by (a, b) and the fraction of the step of their first contact (as
-        :func:`model.contacts.contact_times`)."""
+        :func:`mobidfl.model.contacts.contact_times`)."""
         first = table.first_rows()
         pairs = np.stack([table.a[first], table.b[first]], axis=1).astype(np.int64)
         return pairs.reshape(-1, 2), table.t_start[first] / self.step_s

@@ -22,7 +22,7 @@ _NOT_METRIC = (3857, 900913)  # web Mercator: projected, but metres grow with la
 class MapDataError(ValueError):
     """A map file's content is not a usable street map (bad coordinates or projection).
 
-    Readers turn it into a one-line :class:`model.errors.ConfigError` naming the file."""
+    Readers turn it into a one-line :class:`mobidfl.errors.ConfigError` naming the file."""
 
 
 ROUND_TRIP_M = 1.0

@@ -21,8 +21,8 @@ from typing import BinaryIO
 import numpy as np
 import shapely
 
-from maps.edges import EdgeTable, check_no_stray_text
-from maps.network import _with_geometries
+from mobidfl.maps.edges import EdgeTable, check_no_stray_text
+from mobidfl.maps.network import _with_geometries
 
 _NS = "{http://graphml.graphdrawing.org/xmlns}"
 _TRUE = ("true", "1", "yes", "-1")

@@ -18,10 +18,35 @@ import shapely
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from maps.edges import EdgeTable, ranges
+from mobidfl.maps.edges import EdgeTable, ranges
 
 STRAIGHT, LEFT, RIGHT, BACK = 0, 1, 2, 3
 _MIN_LENGTH = 0.01
+TURN_RULES = ("classes", "straightest")
+"""How turn probabilities are read (:meth:`StreetNetwork.turn_table`)."""
+
+
+def _straightest_weights(
+    owner: np.ndarray, abs_angle: np.ndarray, per_edge: np.ndarray, straight: float
+) -> np.ndarray:
+    """Cached-DFL's turn rule on flat candidates: the straightest gets ``straight``, the
+    others share ``1 - straight`` equally, a lone candidate gets 1 (``owner`` sorted).
+
+    The authors' ``get_road_choice_probability`` gives ``straight`` to every candidate of the
+    largest cosine (its probabilities do not sum to 1 on an exact tie); here the first of a
+    tie gets it, so every distribution sums to 1.
+    """
+    n = per_edge[owner]
+    start = np.concatenate([[0], np.cumsum(per_edge)[:-1]])
+    has = per_edge > 0
+    smallest = np.full(len(per_edge), np.inf)
+    smallest[has] = np.minimum.reduceat(abs_angle, start[has])
+    tied = abs_angle == smallest[owner]
+    running = np.cumsum(tied)
+    before = np.concatenate([[0], running])[start][owner]
+    first = tied & (running - before == 1)
+    others = (1.0 - straight) / np.maximum(n - 1, 1)
+    return np.where(n == 1, 1.0, np.where(first, straight, others))
 
 
 @dataclass(frozen=True)
@@ -271,29 +296,38 @@ class StreetNetwork:
         probs: tuple[float, float, float],
         *,
         allowed_nodes: np.ndarray | None = None,
+        rule: str = "classes",
     ) -> TurnTable:
         """Next-edge probabilities by turn angle (Cached-DFL, Manhattan mobility model).
 
-        At the end of edge ``u -> v`` every out-edge ``v -> w`` (``w != u``) is classed by
-        its turn angle: straight (|a| <= 45°), left (45° < a), right (a < -45°). Each class
-        present gets its configured probability, renormalised over the classes present, and
-        split equally among its edges. The U-turn is used only at a dead end. With
-        ``allowed_nodes`` (area-restricted agents) edges leading outside are never chosen,
-        unless that leaves no choice.
+        At the end of edge ``u -> v`` every out-edge ``v -> w`` (``w != u``) is a candidate.
+        ``rule="classes"``: each is classed by its turn angle: straight (|a| <= 45°), left
+        (45° < a), right (a < -45°); each class present gets its configured probability,
+        renormalised over the classes present, and split equally among its edges.
+        ``rule="straightest"`` (Cached-DFL, "Mobile DFL Simulation": "0.5 to continue
+        straight and 0.1667 per road among three options"; the authors' ``road_sim.py``
+        ``get_road_choice_probability``): the candidate with the smallest turn angle gets
+        ``probs[0]``, the others share ``1 - probs[0]`` equally, whatever their angles (the
+        left/right entries are not read); a lone candidate gets 1. Either way the U-turn
+        is used only at a dead end. With ``allowed_nodes`` (area-restricted agents) edges
+        leading outside are never chosen, unless that leaves no choice.
 
         Args:
             probs: (straight, left, right) probabilities.
             allowed_nodes: optional boolean mask of nodes the agent may drive to.
+            rule: ``"classes"`` or ``"straightest"`` (above).
         """
-        key = (tuple(probs), None if allowed_nodes is None else allowed_nodes.tobytes())
+        if rule not in TURN_RULES:
+            raise ValueError(f"turn rule {rule!r}: one of {', '.join(TURN_RULES)}")
+        key = (tuple(probs), None if allowed_nodes is None else allowed_nodes.tobytes(), rule)
         if key in self._tables:
             return self._tables[key]
-        table = self._build_turn_table(np.asarray(probs, float), allowed_nodes)
+        table = self._build_turn_table(np.asarray(probs, float), allowed_nodes, rule=rule)
         self._tables[key] = table
         return table
 
     def _build_turn_table(
-        self, probs: np.ndarray, allowed_nodes: np.ndarray | None
+        self, probs: np.ndarray, allowed_nodes: np.ndarray | None, *, rule: str = "classes"
     ) -> TurnTable:
         """All edges' next-edge distributions at once (candidates as one flat array)."""
         n_edges = self.n_edges
@@ -325,10 +359,13 @@ class StreetNetwork:
             STRAIGHT,
             np.where(np.abs(angle) >= 160.0, BACK, np.where(angle > 0, LEFT, RIGHT)),
         )
-        class_count = np.bincount(owner * 4 + turn, minlength=4 * n_edges)[owner * 4 + turn]
-        weights = np.where(turn == BACK, 0.0, np.append(probs, 0.0)[turn]) / class_count
-        total = np.bincount(owner, weights=weights, minlength=n_edges)
         per_edge = np.bincount(owner, minlength=n_edges)
+        if rule == "straightest":
+            weights = _straightest_weights(owner, np.abs(angle), per_edge, float(probs[0]))
+        else:
+            class_count = np.bincount(owner * 4 + turn, minlength=4 * n_edges)[owner * 4 + turn]
+            weights = np.where(turn == BACK, 0.0, np.append(probs, 0.0)[turn]) / class_count
+        total = np.bincount(owner, weights=weights, minlength=n_edges)
         weights = np.where(total[owner] > 0, weights, 1.0)
         total = np.where(total > 0, total, per_edge)
         prob = weights / total[owner]

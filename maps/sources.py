@@ -1,11 +1,11 @@
 """Where street graphs come from: the bundled real maps, user files, or osmnx online.
 
-A file is read by the map format registered for its suffix (:mod:`maps.formats`: one reader
+A file is read by the map format registered for its suffix (:mod:`mobidfl.maps.formats`: one reader
 class per format); this module resolves the ``map`` setting and keys the street cache.
 
 Every loader returns a *projected* (metres) osmnx ``MultiDiGraph`` whose edges keep their
 ``length`` and a ``geometry`` oriented from ``u`` to ``v``. One-way streets keep their
-direction; :func:`maps.network.StreetNetwork.from_graph` later builds the drive network
+direction; :func:`mobidfl.maps.network.StreetNetwork.from_graph` later builds the drive network
 (directed) or the walk network (both directions) from it.
 
 Map data © OpenStreetMap contributors, available under the Open Database License (ODbL).
@@ -23,22 +23,22 @@ import networkx as nx
 import numpy as np
 import shapely
 
-from maps.edges import EdgeTable, MapDataError, from_segments
-from maps.formats.base import MAP_FORMATS, file_digest, file_suffixes, format_for
-from maps.formats.graphml import read_graphml_map
-from maps.formats.osm_pbf import pyrosm_graph
-from maps.formats.osm_xml import OSM_ELEMENTS, check_osm_bytes, check_osm_xml
-from maps.formats.segments_csv import SEGMENT_COLUMNS, read_segments_csv
-from maps.formats.sumo import (
+from mobidfl.errors import ConfigError
+from mobidfl.maps.edges import EdgeTable, MapDataError, from_segments
+from mobidfl.maps.formats.base import MAP_FORMATS, file_digest, file_suffixes, format_for
+from mobidfl.maps.formats.graphml import read_graphml_map
+from mobidfl.maps.formats.osm_pbf import pyrosm_graph
+from mobidfl.maps.formats.osm_xml import OSM_ELEMENTS, check_osm_bytes, check_osm_xml
+from mobidfl.maps.formats.segments_csv import SEGMENT_COLUMNS, read_segments_csv
+from mobidfl.maps.formats.sumo import (
     LOCAL_PLANE_CRS,
     SUMO_ATTRIBUTES,
     SUMO_ELEMENTS,
     SUMO_SUFFIXES,
     read_sumo_net,
 )
-from maps.formats.vector_lines import read_line_file
-from maps.network import table_from_graph
-from mobidfl.errors import ConfigError
+from mobidfl.maps.formats.vector_lines import read_line_file
+from mobidfl.maps.network import table_from_graph
 
 __all__ = [  # the readers' old names here stay importable: each now lives in maps/formats/
     "ATTRIBUTION", "BUNDLED", "LOCAL_PLANE_CRS", "MAP_FORMATS", "OSM_ELEMENTS",
@@ -95,7 +95,7 @@ def load_edges(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps",
     """Load the street map named by the ``map`` setting as a projected :class:`EdgeTable`.
 
     A file is read by the registered map format its name ends with
-    (:data:`maps.formats.MAP_FORMATS`, the longest matching suffix).
+    (:data:`mobidfl.maps.formats.MAP_FORMATS`, the longest matching suffix).
 
     Args:
         spec: the ``map`` setting (see :func:`allowed`).
@@ -252,7 +252,7 @@ def manhattan_cdfl() -> EdgeTable:
 
     Bundled compactly (``maps/data/manhattan_cdfl.npz``: distinct end coordinates and one
     index pair per CSV row; provenance and MIT licence beside it). Read exactly as the CSV:
-    straight two-way segments, duplicates joined (:func:`maps.edges.from_segments`).
+    straight two-way segments, duplicates joined (:func:`mobidfl.maps.edges.from_segments`).
     """
     path = BUNDLED_DATA / "manhattan_cdfl.npz"
     try:

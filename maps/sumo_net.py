@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from maps.network import StreetNetwork
 from mobidfl.atomic import atomic_path, write_npz
 from mobidfl.errors import ConfigError
+from mobidfl.maps.network import StreetNetwork
 
 INSTALL = "the PyPI packages eclipse-sumo, libsumo and sumolib (pip install -e . or make setup)"
 

@@ -3,7 +3,7 @@
 Formats:
 
 * SUMO FCD (``sumo --fcd-output``): ``<fcd-export><timestep time=..><vehicle id x y/>``.
-  x/y are SUMO network coordinates: a network MobiDFL built (:mod:`maps.sumo_net`) uses the
+  x/y are SUMO network coordinates: a network MobiDFL built (:mod:`mobidfl.maps.sumo_net`) uses the
   map's CRS; ``--fcd-output.geo`` writes lon/lat (set ``trace_crs = "EPSG:4326"``).
 * CSV with exactly the columns ``id,time,lon,lat`` (WGS84) or ``id,time,x,y`` (metres in
   ``trace_crs``, by default the map's CRS), in any order. Any other column is an error.

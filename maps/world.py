@@ -12,11 +12,11 @@ import networkx as nx
 import numpy as np
 from pyproj import Transformer
 
-from maps.grid import Grid, area_of_points, split_areas
-from maps.network import StreetNetwork
-from maps.sources import graph_from_table, load_edges, source_digest
 from mobidfl.atomic import write_npz
 from mobidfl.errors import ConfigError
+from mobidfl.maps.grid import Grid, area_of_points, split_areas
+from mobidfl.maps.network import StreetNetwork
+from mobidfl.maps.sources import graph_from_table, load_edges, source_digest
 
 NETWORK_FORMAT = 2
 """Bumped whenever the street arrays change meaning, so old cache files are rebuilt."""
@@ -52,7 +52,7 @@ class WorldMap:
     @functools.cached_property
     def graph(self) -> nx.MultiDiGraph:
         """The drive network as an osmnx-style networkx graph (for tools that need one)."""
-        from maps.edges import EdgeTable
+        from mobidfl.maps.edges import EdgeTable
 
         net = self.drive
         table = EdgeTable(

@@ -1,10 +1,11 @@
 """MobiDFL's public entry point: ``import mobidfl`` gives everything a user or a plug-in needs.
 
-One stable, namespaced door in front of the implementation folders (``model``, ``agents``,
-``maps``, ``analysis``), so a script or a plug-in does not depend on where a class lives
-today. Those folders still install as top-level packages of the same names, so a user's own
-``model.py`` or ``maps/`` package beside a script shadows them (moving them under
-``mobidfl.`` is planned)::
+One stable door in front of the implementation, so a script or a plug-in does not depend
+on where a class lives today. Everything installs under this one name: the repository's
+folders ``model/``, ``agents/``, ``maps/`` and ``analysis/`` are the subpackages
+:mod:`mobidfl.model`, :mod:`mobidfl.agents`, :mod:`mobidfl.maps` and :mod:`mobidfl.analysis`
+(``package-dir`` in pyproject.toml), so a user's own ``model.py``, ``maps/`` or
+``analysis/`` beside a script shadows nothing (tests/test_namespace.py)::
 
     import mobidfl
 
@@ -19,8 +20,8 @@ Two floors in one package: the modules beside this file (:mod:`mobidfl.errors`,
 :mod:`mobidfl.settings`, :mod:`mobidfl.registry`, :mod:`mobidfl.plugins`,
 :mod:`mobidfl.atomic`) are the ground floor that every other package builds on; this file
 is the top floor. Its names are resolved on first use (PEP 562), so ``import mobidfl.errors``
-from ``maps/`` runs this file without importing the Mesa model (tests/test_layers.py checks
-both floors).
+from :mod:`mobidfl.maps` runs this file without importing the Mesa model
+(tests/test_layers.py checks both floors).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from mobidfl.exports import resolve
 
 _EXPORTS: dict[str, str] = {
     # the model and its settings
-    "MobiDFLModel": "model.world",
-    "Config": "model.config",
+    "MobiDFLModel": "mobidfl.model.world",
+    "Config": "mobidfl.model.config",
     "ConfigError": "mobidfl.errors",
-    "load_preset": "model.presets",
-    "preset_names": "model.presets",
+    "load_preset": "mobidfl.model.presets",
+    "preset_names": "mobidfl.model.presets",
     # declaring a plug-in's settings
     "PluginSettings": "mobidfl.settings",
     "setting": "mobidfl.settings",
@@ -53,39 +54,40 @@ _EXPORTS: dict[str, str] = {
     "NETS": "mobidfl.plugins",
     "LINKS": "mobidfl.plugins",
     # base classes and what plug-ins receive
-    "ExchangePolicy": "model.policies.base",
-    "ExchangeContext": "model.policies.base",
-    "Exchange": "model.policies.base",
-    "register_policy": "model.policies.base",
-    "MobilityModel": "agents.mobility.base",
-    "MobilityContext": "agents.mobility.base",
-    "register_mobility": "agents.mobility.base",
-    "LinkModel": "model.links",
-    "RateLink": "model.links",
-    "MapFormat": "maps.formats.base",
-    "MAP_FORMATS": "maps.formats.base",
-    "register_map_format": "maps.formats.base",
-    "LinkPlan": "model.links",
-    "LinkSettings": "model.links",
-    "WorldView": "agents.views",
-    "GroupView": "agents.views",
-    "RouteView": "agents.views",
-    "WalkerView": "agents.views",
-    "dpsgd_weights": "model.maths.mixing",
-    "fedavg_weights": "model.maths.mixing",
-    "mobility_aware_weights": "model.maths.mixing",
-    "check_row_stochastic": "model.maths.mixing",
-    "Dataset": "model.learning.data",
-    "load_dataset": "model.learning.data",
+    "ExchangePolicy": "mobidfl.model.policies.base",
+    "ExchangeContext": "mobidfl.model.policies.base",
+    "Exchange": "mobidfl.model.policies.base",
+    "Messages": "mobidfl.model.policies.base",
+    "register_policy": "mobidfl.model.policies.base",
+    "MobilityModel": "mobidfl.agents.mobility.base",
+    "MobilityContext": "mobidfl.agents.mobility.base",
+    "register_mobility": "mobidfl.agents.mobility.base",
+    "LinkModel": "mobidfl.model.links",
+    "RateLink": "mobidfl.model.links",
+    "MapFormat": "mobidfl.maps.formats.base",
+    "MAP_FORMATS": "mobidfl.maps.formats.base",
+    "register_map_format": "mobidfl.maps.formats.base",
+    "LinkPlan": "mobidfl.model.links",
+    "LinkSettings": "mobidfl.model.links",
+    "WorldView": "mobidfl.agents.views",
+    "GroupView": "mobidfl.agents.views",
+    "RouteView": "mobidfl.agents.views",
+    "WalkerView": "mobidfl.agents.views",
+    "dpsgd_weights": "mobidfl.model.maths.mixing",
+    "fedavg_weights": "mobidfl.model.maths.mixing",
+    "mobility_aware_weights": "mobidfl.model.maths.mixing",
+    "check_row_stochastic": "mobidfl.model.maths.mixing",
+    "Dataset": "mobidfl.model.learning.data",
+    "load_dataset": "mobidfl.model.learning.data",
     # sweeps and reports
-    "Sweep": "analysis.sweep",
-    "run_sweep": "analysis.sweep",
-    "open_sweep": "analysis.sweep",
-    "read_manifest": "analysis.sweep",
-    "load_runs": "analysis.sweep",
-    "load_results": "analysis.report",
-    "make_report": "analysis.report",
-    "mean_std": "analysis.stats",
+    "Sweep": "mobidfl.analysis.sweep",
+    "run_sweep": "mobidfl.analysis.sweep",
+    "open_sweep": "mobidfl.analysis.sweep",
+    "read_manifest": "mobidfl.analysis.sweep",
+    "load_runs": "mobidfl.analysis.sweep",
+    "load_results": "mobidfl.analysis.report",
+    "make_report": "mobidfl.analysis.report",
+    "mean_std": "mobidfl.analysis.stats",
 }
 """Public name -> the module that implements it."""
 

@@ -1,6 +1,6 @@
 """A step's contacts as a table of stays in range: the one type the contact search
-(:mod:`model.contacts`), contact traces (:mod:`maps.contact_trace`) and the link models
-(:mod:`model.links`) share.
+(:mod:`mobidfl.model.contacts`), contact traces (:mod:`mobidfl.maps.contact_trace`) and the link
+models (:mod:`mobidfl.model.links`) share.
 
 Ground floor: imports nothing of ours, so every floor that produces or reads contacts can
 name it.

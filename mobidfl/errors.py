@@ -48,7 +48,7 @@ def shortened(value: object, limit: int = MAX_ECHO) -> str:
 class DatasetUnavailable(ValueError):
     """The requested dataset's files are not on this machine (message says how to get them).
 
-    Here, not in :mod:`model.learning.data`, so the presets (ground floor) can tell a
+    Here, not in :mod:`mobidfl.model.learning.data`, so the presets (ground floor) can tell a
     missing dataset from a broken one without importing the loaders' module."""
 
 

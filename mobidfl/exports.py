@@ -1,10 +1,10 @@
 """Names a package re-exports, resolved on first use (PEP 562).
 
-WHY: ``mobidfl``, ``model``, ``agents`` and ``analysis.app`` each re-export names from the
-modules that implement them. Importing every one of those modules when the package is
-imported would pull the Mesa model (and Solara, for the app) into code that needs one small
-part, e.g. ``mobidfl.errors`` from ``maps/``. One function serves every package's
-``__getattr__``.
+WHY: ``mobidfl``, ``mobidfl.model``, ``mobidfl.agents`` and ``mobidfl.analysis.app`` each
+re-export names from the modules that implement them. Importing every one of those modules
+when the package is imported would pull the Mesa model (and Solara, for the app) into code
+that needs one small part, e.g. ``mobidfl.errors`` from ``maps/``. One function serves every
+package's ``__getattr__``.
 """
 
 from __future__ import annotations

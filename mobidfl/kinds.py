@@ -1,6 +1,6 @@
 """The agent kinds, defined once.
 
-Ground floor: imports nothing of ours, so the settings (:mod:`model.config`), the link
+Ground floor: imports nothing of ours, so the settings (:mod:`mobidfl.model.config`), the link
 models, the mobility models, the Mesa model and the app read the kinds from here. Each kind
 is one :class:`AgentKind` row: the four built-in kinds are :data:`BUILTIN_KINDS`; a plug-in
 adds a kind with one file that defines its row and one entry point in the group
@@ -66,7 +66,7 @@ class AgentKind:
     them with the grid)."""
     flies: bool = False
     """Airborne: it pays the rotary-wing flight power every step (Zeng et al. 2019,
-    :func:`model.maths.energy.flight_energy`)."""
+    :func:`mobidfl.model.maths.energy.flight_energy`)."""
     doc: str = ""
     """One line on what the kind is (its agent class's docstring)."""
 

@@ -10,7 +10,7 @@ Unknown names at use time raise one :class:`~mobidfl.errors.ConfigError` listing
 Plug-in modules register themselves when imported. Which modules those are is declared as
 Python entry points (group :data:`PLUGIN_GROUP` in ``pyproject.toml``, so a third-party
 package adds a policy the same way), and a registry built with ``group=`` imports them
-once, on its first lookup: the registries, and :mod:`model.config` that checks names
+once, on its first lookup: the registries, and :mod:`mobidfl.model.config` that checks names
 against them, never import the layers above.
 """
 
@@ -41,7 +41,7 @@ install made before an entry point was added) finds its built-in plug-ins there.
 
 
 COMMAND_ENV = "MOBIDFL_COMMAND_PID"
-"""Set by a ``mobidfl`` command to its process id (:func:`model.inert.one_report`): a
+"""Set by a ``mobidfl`` command to its process id (:func:`mobidfl.model.inert.one_report`): a
 process that sees another id is one of its workers, and leaves the one-line warnings
 (broken entry points, inert settings) to the command, which showed them once."""
 

@@ -1,7 +1,7 @@
 """Building blocks of every setting: one field declaration, the checks, and the base class of
 a plug-in's own settings.
 
-Ground floor (imports only :mod:`mobidfl.errors`): :class:`model.config.Config` declares its
+Ground floor (imports only :mod:`mobidfl.errors`): :class:`mobidfl.model.config.Config` declares its
 core settings with :func:`setting`, and each policy or mobility model declares a small
 frozen :class:`PluginSettings` dataclass with the same helpers, under a ``namespace``
 (``psfl.sigma``). The config composes them and stays the only validator; a plug-in reads
@@ -188,7 +188,7 @@ class PluginSettings:
     def of(cls, config: Any) -> Self:
         """This namespace's settings in ``config``.
 
-        A :class:`~model.config.Config` hands out its validated instance. Anything else
+        A :class:`~mobidfl.model.config.Config` hands out its validated instance. Anything else
         (a plain namespace in a unit test) is read by the old flat names, or the
         namespaced ones, with defaults for the rest, and checked by the same field checks.
         """

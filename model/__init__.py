@@ -1,21 +1,19 @@
 """MobiDFL core: the Mesa model, its configuration, learning engine and exchange policies.
 
-The front door: ``from model import MobiDFLModel, Config``. Names are resolved lazily
-(PEP 562), so ``import model.errors`` from a lower floor (``maps``, ``agents``) runs this
-file without importing the Mesa model above it.
+The front door: ``from mobidfl.model import MobiDFLModel, Config``. Names are resolved lazily
+(PEP 562), so importing a ground-floor module such as ``mobidfl.model.config`` runs this file
+without importing the Mesa model above it. Errors have one home, :mod:`mobidfl.errors`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import mobidfl.deferred  # noqa: F401  (before mesa-geo: libpysal on first use)
 from mobidfl.exports import resolve
 
 _EXPORTS = {
-    "MobiDFLModel": "model.world",
-    "Config": "model.config",
-    "ConfigError": "model.errors",
+    "MobiDFLModel": "mobidfl.model.world",
+    "Config": "mobidfl.model.config",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -13,8 +13,8 @@ import math
 import os
 from typing import Any
 
-from model.config import COUNT_SETTING, KINDS, Config
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import COUNT_SETTING, KINDS, Config
 
 MAX_GRID_CELLS = 1_000_000
 """Grid cells over the map: every cell is a polygon in the GIS export and a candidate cell."""
@@ -57,7 +57,7 @@ def model_parameters(config: Config) -> int:
     """Parameters of one agent's network (0 without learning), from the dataset's shape."""
     if not config.learning:
         return 0
-    from model.learning.nets import build_net, num_params
+    from mobidfl.model.learning.nets import build_net, num_params
 
     shape, classes = _INPUT_SHAPES.get(config.dataset, ((1, 28, 28), 10))
     return num_params(build_net(config.model, shape, classes))
@@ -69,7 +69,7 @@ def held_model_copies(config: Config) -> int:
     Counted once however many caches share a snapshot (a Cached-DFL cache entry is a
     reference: :meth:`ExchangePolicy.held_models` bounds the distinct snapshots per member).
     """
-    from model.plugins import POLICIES
+    from mobidfl.plugins import POLICIES
 
     return sum(
         config.count(kind) * POLICIES[config.policy_of(kind)].held_models(config)
@@ -102,7 +102,7 @@ def estimate_memory_bytes(config: Config, *, parameters: int | None = None) -> i
     distinct snapshots the policies hold (:func:`held_model_copies`: a cache entry is a
     reference to a shared snapshot); :data:`AGENT_BASE_BYTES`; the ``agents.parquet`` rows
     kept until the end. Once: the data set (:func:`dataset_bytes`). D-PSGD's mixing works
-    block by block in place (:func:`model.learning.params.mix_stacks`), so it adds no copy.
+    block by block in place (:func:`mobidfl.model.learning.params.mix_stacks`), so it adds no copy.
     """
     n = config.n_agents
     params = model_parameters(config) if parameters is None else parameters
@@ -182,7 +182,7 @@ def check_sub_samples(config: Config, *, farthest_m: float, fastest_kind: str | 
     ``farthest_m`` is the longest distance a member can move in one step. The setting named
     is the one furthest from its default (step_s, radius_m or the fastest kind's speed).
     """
-    from model.contacts import sub_samples
+    from mobidfl.model.contacts import sub_samples
 
     if config.contact != "during" or not math.isfinite(farthest_m):
         count = 1 if config.contact != "during" else MAX_SUB_SAMPLES + 1

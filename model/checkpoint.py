@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from mobidfl.atomic import open_atomic
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 _ARRAY, _STRINGS = "__ndarray__", "__strarray__"
 

@@ -1,24 +1,26 @@
 """The one typed, validated run configuration.
 
-:class:`Config` is plain data (the fields of :class:`model.config_fields.ConfigFields`, one
+:class:`Config` is plain data (the fields of :class:`mobidfl.model.config_fields.ConfigFields`, one
 per public setting) plus the entry points that build it: :meth:`Config.from_settings`,
 :meth:`Config.from_toml`, :meth:`Config.updated`. Each passes what was given through one
-explicit resolution step (:func:`model.config_resolve.updated`): names, preset, auto data
+explicit resolution step (:func:`mobidfl.model.config_resolve.updated`): names, preset, auto data
 set, what the mobility models declare, what the policies require, then every check.
 
 The same names work as ``--set name=value`` on the command line, as keys in a TOML file, as
-keyword arguments of :class:`model.world.MobiDFLModel` (so ``mesa.batch_run`` can sweep
+keyword arguments of :class:`mobidfl.model.world.MobiDFLModel` (so ``mesa.batch_run`` can sweep
 them) and as rows of the settings reference (docs/reference/settings.md). Per-kind settings
 are dotted (``vehicle.mobility``); each policy, mobility model and link model owns its
 settings (``psfl.sigma``); old flat names (``psfl_sigma``) stay accepted through one table
-(:func:`model.config_names.old_names`).
+(:func:`mobidfl.model.config_names.old_names`).
 
-The parts, one job each: :mod:`model.config_fields` (the fields), :mod:`model.config_values`
-(one value: type and check), :mod:`model.config_names` (names and parsing),
-:mod:`model.config_checks` (the whole-config checks), :mod:`model.config_resolve` (the
-resolution step), :mod:`model.config_io` (TOML). Their public names are re-exported here.
+The parts, one job each: :mod:`mobidfl.model.config_fields` (the fields),
+:mod:`mobidfl.model.config_values` (one value: type and check), :mod:`mobidfl.model.config_names`
+(names and parsing),
+:mod:`mobidfl.model.config_checks` (the whole-config checks), :mod:`mobidfl.model.config_resolve`
+(the resolution step), :mod:`mobidfl.model.config_io` (TOML). Their public names are re-exported
+here.
 
-A bad value fails at once with :class:`model.errors.ConfigError`, whose one-line message
+A bad value fails at once with :class:`mobidfl.errors.ConfigError`, whose one-line message
 names the setting (as it was written), the value and what is allowed.
 """
 
@@ -30,17 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from mobidfl.kinds import AGENT_KINDS, COUNT_SETTING, KIND_POLICY, KINDS, AgentKind
-from model import config_checks, config_io, config_names, config_resolve
-from model.config_checks import check_setting
-from model.config_fields import (
+from mobidfl.model import config_checks, config_io, config_names, config_resolve
+from mobidfl.model.config_checks import check_setting
+from mobidfl.model.config_fields import (
     ConfigFields,
     KindSettings,
     PluginValues,
     Provenance,
     plugin_namespaces,
 )
-from model.config_io import read_toml
-from model.config_names import (
+from mobidfl.model.config_io import read_toml
+from mobidfl.model.config_names import (
     PAPER_WORDS,
     UnknownSetting,
     check_one_name_each,
@@ -50,8 +52,8 @@ from model.config_names import (
     public_names,
     settings_table,
 )
-from model.config_resolve import SOURCE_USER, declared_settings, policy_requirements
-from model.config_values import (
+from mobidfl.model.config_resolve import SOURCE_USER, declared_settings, policy_requirements
+from mobidfl.model.config_values import (
     CONTACT_OUTPUTS,
     SEED_MAX,
     existing_folder,
@@ -97,7 +99,7 @@ _INIT_FIELDS = frozenset(f.name for f in fields(ConfigFields))
 
 
 class Config(ConfigFields):
-    """All settings of one run (the fields of :class:`~model.config_fields.ConfigFields`).
+    """All settings of one run (the fields of :class:`~mobidfl.model.config_fields.ConfigFields`).
 
     ``Config(...)`` builds one directly: it also takes plug-in settings (old flat or
     namespaced names, ``Config(rm_cells=2.0)``) and underscored per-kind names, coerced but,
@@ -160,7 +162,7 @@ class Config(ConfigFields):
         """Return a copy with public settings replaced, resolved, then validated.
 
         The settings given here and in earlier ``updated`` calls are *explicit*; every other
-        setting is filled by the resolution step (:mod:`model.config_resolve`: preset, auto
+        setting is filled by the resolution step (:mod:`mobidfl.model.config_resolve`: preset, auto
         data set, mobility declarations; a policy fills nothing). ``explicit_settings()``,
         ``derived_settings()`` and ``setting_origins()`` tell which is which.
         """
@@ -168,7 +170,7 @@ class Config(ConfigFields):
         return config_resolve.updated(self, given)
 
     def validated(self) -> Config:
-        """This config when every setting passes its check (:mod:`model.config_checks`)."""
+        """This config when every setting passes its check (:mod:`mobidfl.model.config_checks`)."""
         return config_checks.validated(self)
 
     # --- provenance -------------------------------------------------------------------

@@ -2,8 +2,8 @@
 agree on (at least one agent, workers within the cores, mobility models that fit their
 kinds, a link the policies send over).
 
-A bad value fails at once with :class:`model.errors.ConfigError`, whose one-line message
-names the setting (as it was written, :func:`model.config_names.display_name`), the value
+A bad value fails at once with :class:`mobidfl.errors.ConfigError`, whose one-line message
+names the setting (as it was written, :func:`mobidfl.model.config_names.display_name`), the value
 and what is allowed.
 """
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from mobidfl.errors import ConfigError
 from mobidfl.kinds import COUNT_SETTING, KINDS
-from model import config_names as names
-from model.config_fields import ConfigFields, KindSettings, PluginValues, setting_fields
-from model.config_values import mobility_fit, run_check, usable_cores
-from model.errors import ConfigError
-from model.plugins import POLICIES
-from model.settings import check_value
+from mobidfl.model import config_names as names
+from mobidfl.model.config_fields import ConfigFields, KindSettings, PluginValues, setting_fields
+from mobidfl.model.config_values import mobility_fit, run_check, usable_cores
+from mobidfl.plugins import POLICIES
+from mobidfl.settings import check_value
 
 __all__ = ["check_setting", "validated"]
 

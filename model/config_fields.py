@@ -1,14 +1,14 @@
 """The settings of one run as plain data: every public setting is one dataclass field.
 
-Each field's metadata carries its help text and its check (:func:`model.settings.setting`).
+Each field's metadata carries its help text and its check (:func:`mobidfl.settings.setting`).
 Per-kind settings (``vehicle.mobility``) live in a nested :class:`KindSettings`, one field
 per kind of :data:`mobidfl.kinds.AGENT_KINDS`; each policy, mobility model and link model
-owns its settings (:class:`model.settings.PluginSettings`, e.g. ``psfl.sigma``), held in
-:class:`PluginValues` by namespace. :class:`model.config.Config` adds the entry points
+owns its settings (:class:`mobidfl.settings.PluginSettings`, e.g. ``psfl.sigma``), held in
+:class:`PluginValues` by namespace. :class:`mobidfl.model.config.Config` adds the entry points
 (names, resolution, checks, files) to these fields.
 
 Ground floor: plug-in names are checked against the registry instances, which load the
-plug-in modules themselves (:mod:`model.registry`).
+plug-in modules themselves (:mod:`mobidfl.registry`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
+from mobidfl.errors import ConfigError
 from mobidfl.kinds import AGENT_KINDS, COUNT_SETTING, KIND_POLICY, KINDS, auto_policies
-from model.config_values import contact_outputs, dataset_check, registered
-from model.errors import ConfigError
-from model.plugins import LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
-from model.settings import (
+from mobidfl.model.config_values import contact_outputs, dataset_check, registered
+from mobidfl.plugins import LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
+from mobidfl.settings import (
     PluginSettings,
     at_least_one,
     non_negative,
@@ -29,7 +29,7 @@ from model.settings import (
     plugin_settings_classes,
     positive,
 )
-from model.settings import setting as _setting
+from mobidfl.settings import setting as _setting
 
 __all__ = [
     "FIELD_NAMES",
@@ -89,7 +89,7 @@ class PluginValues:
 class Provenance:
     """How a config's values came about (not a setting: never compared, never written).
 
-    Filled by the resolution step (:func:`model.config_resolve.resolve`); a config built
+    Filled by the resolution step (:func:`mobidfl.model.config_resolve.resolve`); a config built
     directly (``Config(...)``) has none of it: nothing explicit, nothing derived.
     """
 
@@ -334,7 +334,7 @@ _NAMESPACES: tuple[tuple[int, ...], dict[str, type[PluginSettings]]] | None = No
 
 def plugin_namespaces() -> dict[str, type[PluginSettings]]:
     """Namespace -> settings class declared by the registered policies, mobility models and
-    link models (:func:`model.settings.plugin_settings_classes`: a family's common class
+    link models (:func:`mobidfl.settings.plugin_settings_classes`: a family's common class
     such as ``link``, and each plug-in's ``settings_class``), sorted by namespace (the
     settings reference's order: ``link`` before ``link.fixed_rate``).
 

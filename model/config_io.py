@@ -11,9 +11,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from mobidfl.errors import ConfigError
+from mobidfl.model.config_fields import ConfigFields, KindSettings, PluginValues, setting_fields
 from mobidfl.toml_text import toml_value
-from model.config_fields import ConfigFields, KindSettings, PluginValues, setting_fields
-from model.errors import ConfigError
 
 __all__ = ["read_toml", "to_dict", "to_toml", "toml_value"]
 

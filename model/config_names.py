@@ -18,8 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
+from mobidfl.errors import ConfigError
 from mobidfl.kinds import COUNT_SETTING, KINDS
-from model.config_fields import (
+from mobidfl.model.config_fields import (
     FIELD_NAMES,
     ConfigFields,
     KindSettings,
@@ -27,9 +28,8 @@ from model.config_fields import (
     plugin_namespaces,
     setting_fields,
 )
-from model.config_values import coerce, is_optional
-from model.errors import ConfigError
-from model.settings import PluginSettings
+from mobidfl.model.config_values import coerce, is_optional
+from mobidfl.settings import PluginSettings
 
 __all__ = [
     "PAPER_WORDS",

@@ -1,12 +1,12 @@
 """The resolution step: from the settings a user gave to the config a run uses.
 
 The settings given (``--set``, a TOML file, keyword arguments) are *explicit*. Every other
-setting is filled, in this order, from the ``preset`` (:mod:`model.presets`), from an
+setting is filled, in this order, from the ``preset`` (:mod:`mobidfl.model.presets`), from an
 ``auto:A|B`` dataset (the first one present), and from what the chosen mobility models
 declare (``requires`` / ``defaults`` class attributes). A policy fills nothing (it never
 changes the world): what it ``requires`` is checked, and a world without it is refused with
 one line naming the setting. The result records what was explicit, how each name was
-written and who filled the rest (:class:`model.config_fields.Provenance`).
+written and who filled the rest (:class:`mobidfl.model.config_fields.Provenance`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from mobidfl.errors import ConfigError
 from mobidfl.kinds import KINDS
-from model import config_names as names
-from model.config_checks import validated
-from model.config_fields import (
+from mobidfl.model import config_names as names
+from mobidfl.model.config_checks import validated
+from mobidfl.model.config_fields import (
     ConfigFields,
     KindSettings,
     PluginValues,
@@ -26,10 +27,9 @@ from model.config_fields import (
     plugin_namespaces,
     registered_plugins,
 )
-from model.config_values import coerce
-from model.errors import ConfigError
-from model.inert import warn_inert
-from model.plugins import MOBILITY_MODELS, POLICIES
+from mobidfl.model.config_values import coerce
+from mobidfl.model.inert import warn_inert
+from mobidfl.plugins import MOBILITY_MODELS, POLICIES
 
 __all__ = [
     "SOURCE_USER",
@@ -83,7 +83,7 @@ def replaced[C: ConfigFields](config: C, flat: Mapping[str, Any]) -> C:
 def updated[C: ConfigFields](config: C, given: Iterable[tuple[str, Any]]) -> C:
     """``config`` with the settings ``given`` (``(name, value)``, any names) made explicit on
     top of the ones it was given before, then resolved, validated and checked for inert
-    settings (:func:`model.inert.warn_inert`)."""
+    settings (:func:`mobidfl.model.inert.warn_inert`)."""
     given = list(given)
     names.check_one_name_each(given)
     flat = {names.canonical(n): v for n, v in given}
@@ -103,14 +103,14 @@ def resolve[C: ConfigFields](config: C, explicit: Mapping[str, Any]) -> C:
     then check what the policies require (never filled: a policy never changes the world)."""
     origin: dict[str, str] = {}
     if config.preset:
-        from model.presets import preset_settings
+        from mobidfl.model.presets import preset_settings
 
         preset = {names.canonical(n): v for n, v in preset_settings(config.preset).items()}
         fill = {n: v for n, v in preset.items() if n not in explicit}
         config = replaced(config, fill)
         origin.update(dict.fromkeys(fill, f"preset {config.preset}"))
     if config.dataset.startswith("auto:"):
-        from model.presets import resolve_auto_dataset
+        from mobidfl.model.presets import resolve_auto_dataset
 
         choice = config.dataset
         config = replaced(config, {"dataset": resolve_auto_dataset(choice, config.data_root)})
@@ -167,9 +167,9 @@ def declared_settings(config: ConfigFields) -> list[tuple[str, Any, str, bool]]:
     """``(setting, value, why, strict)`` declared by the mobility models in use, then the
     requirements of the policies in use (``strict``, never applied).
 
-    A mobility model (``agents.mobility``) is part of the world and may set ``requires``
+    A mobility model (``mobidfl.agents.mobility``) is part of the world and may set ``requires``
     (strict: an explicit contrary value is an error) and ``defaults`` (applied only where
-    the user said nothing). A policy (``model.policies``) may only set ``requires``: what it
+    the user said nothing). A policy (``mobidfl.model.policies``) may only set ``requires``: what it
     cannot run without, which :func:`resolve` checks but never applies, because a policy
     never changes the world (swapping it leaves map, mobility, radius, data and model as they
     were; what a paper pairs with its system lives in that paper's preset). Keys are setting

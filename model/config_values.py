@@ -1,8 +1,8 @@
 """One value of one setting: its type (coercion) and its check.
 
-Ground floor: the checks of names read the plug-in registries (:mod:`model.plugins`),
+Ground floor: the checks of names read the plug-in registries (:mod:`mobidfl.plugins`),
 which load the plug-in modules themselves on first lookup. Whole-config checks (several
-settings together) are in :mod:`model.config_checks`.
+settings together) are in :mod:`mobidfl.model.config_checks`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from mobidfl.cores import usable_cores
-from model.errors import ConfigError
-from model.plugins import DATASETS, MOBILITY_MODELS
-from model.registry import Registry
-from model.settings import Check, check_value
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import DATASETS, MOBILITY_MODELS
+from mobidfl.registry import Registry
+from mobidfl.settings import Check, check_value
 
 __all__ = [
     "CONTACT_OUTPUTS",
@@ -38,7 +38,7 @@ __all__ = [
 CONTACT_OUTPUTS: tuple[str, ...] = ("csv", "parquet", "one")
 """Formats of ``contacts_out``: ``contacts.csv``, ``contacts.parquet`` (the contact table,
 :data:`model.contacts.CONTACT_COLUMNS`) and ``contacts_one.txt`` (The ONE's connection
-events, :func:`model.contacts.one_connection_events`)."""
+events, :func:`mobidfl.model.contacts.one_connection_events`)."""
 
 SEED_MAX = 2**63 - 1
 """Seeds are stored as int64 (manifests, Parquet) and seed numpy and torch."""

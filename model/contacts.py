@@ -685,7 +685,8 @@ def one_connection_events(frame, *, step_s: float):  # noqa: ANN001, ANN201
 def contact_outputs(value: str, *, link_ideal: bool) -> tuple[str, ...]:
     """The contact files a run writes for ``contacts_out = value``: ``auto`` = csv and one
     when a link model is set (what link runs always wrote), none under ``ideal``;
-    ``none``; or a comma list of :data:`model.config.CONTACT_OUTPUTS` (csv, parquet, one)."""
+    ``none``; or a comma list of :data:`mobidfl.model.config.CONTACT_OUTPUTS` (csv, parquet,
+    one)."""
     value = value.strip()
     if value == "auto":
         return () if link_ideal else ("csv", "one")

@@ -23,7 +23,7 @@ Each such setting is reported in one line (:class:`InertSettingWarning`), naming
 setting, its value and what would read it; within one command (:func:`one_report`) each
 line is shown once, however many configs the command resolves, and not again by the worker
 processes it starts. The check reads the config through its public methods only (no import
-of :mod:`model.config`: this module sits below it).
+of :mod:`mobidfl.model.config`: this module sits below it).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from mobidfl.kinds import KINDS
+from mobidfl.plugins import LINKS, MOBILITY_MODELS, POLICIES
 from mobidfl.registry import COMMAND_ENV, warned_by_parent
-from model.plugins import LINKS, MOBILITY_MODELS, POLICIES
-from model.settings import plugin_settings_classes
+from mobidfl.settings import plugin_settings_classes
 
 
 class InertSettingWarning(UserWarning):
@@ -119,7 +119,7 @@ def core_inert_settings(config: Any) -> list[str]:
         if value == defaults.get(name):
             continue  # given at its default (a full config.toml)
         if config.preset and not preset:
-            from model.presets import preset_settings
+            from mobidfl.model.presets import preset_settings
 
             preset = preset_settings(config.preset)
         if name in preset and preset[name] == value:

@@ -2,13 +2,14 @@
 
 Every system MobiDFL implements assumes two devices in range swap whole models at once.
 A link model (setting ``link.model``, alias ``link``) replaces that with a radio: each stay
-in range (:class:`model.contacts.ContactTable`) carries a number of bytes, from a rate, a
+in range (:class:`mobidfl.model.contacts.ContactTable`) carries a number of bytes, from a rate, a
 set-up latency, frame loss with MAC retries and one radio shared among a device's
 simultaneous contacts. Policies that honour the link (``ExchangePolicy.honours_link``)
 send their messages in their own order and count only those that arrive before the
-contact ends; the others refuse a non-ideal link (the link checks of :mod:`model.config_checks`).
+contact ends; the others refuse a non-ideal link (the link checks of
+:mod:`mobidfl.model.config_checks`).
 
-Plug-ins, registered by name in :data:`model.plugins.LINKS`:
+Plug-ins, registered by name in :data:`mobidfl.plugins.LINKS`:
 
 * ``ideal`` (default): no link model; every result is what it was without link models.
 * ``fixed_rate``: one rate (``link.fixed_rate.rate_bps``), or one per pair of kinds
@@ -21,11 +22,11 @@ Plug-ins, registered by name in :data:`model.plugins.LINKS`:
 Settings every link model reads are :class:`LinkSettings` (namespace ``link``); a model's
 own are its ``settings_class`` under ``link.<name>``. The short old names
 (``link.rate_bps``, ``link.table``, ``link.kind_rates``) stay accepted
-(:func:`model.config_names.old_names`).
+(:func:`mobidfl.model.config_names.old_names`).
 
 A link model's contract is :meth:`LinkModel.plan` (what each stay of a step can carry);
 the rate-based ones derive it from :meth:`RateLink.rate`. The maths are pure functions in
-:mod:`model.maths.link`.
+:mod:`mobidfl.model.maths.link`.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ import numpy as np
 
 from mobidfl.contact_table import ContactTable
 from mobidfl.kinds import KINDS
-from model.maths.energy import J_PER_FLOP, parse_kind_values
-from model.maths.link import (
+from mobidfl.model.maths.energy import J_PER_FLOP, parse_kind_values
+from mobidfl.model.maths.link import (
     delivered_prefix,
     expected_attempts,
     fair_split,
@@ -51,8 +52,8 @@ from model.maths.link import (
     shannon_rate,
     table_rate,
 )
-from model.plugins import LINKS
-from model.settings import (
+from mobidfl.plugins import LINKS
+from mobidfl.settings import (
     PluginSettings,
     at_least_one,
     non_negative,
@@ -256,8 +257,8 @@ class LinkSettings(PluginSettings):
     kind_j_per_flop: str = setting(
         "",
         "energy of one training FLOP per kind, J, e.g. vehicle:1.1e-11,sensor:1.5e-10 (kinds "
-        "left out: model.maths.energy.J_PER_FLOP, data-sheet peaks of a vehicle SoC, a phone "
-        "GPU, a Cortex-M4F sensor MCU and a UAV's Jetson Nano)",
+        "left out: mobidfl.model.maths.energy.J_PER_FLOP, data-sheet peaks of a vehicle SoC, a "
+        "phone GPU, a Cortex-M4F sensor MCU and a UAV's Jetson Nano)",
         _kind_values_check,
     )
     server_up_bps: float = setting(
@@ -282,7 +283,7 @@ class LinkModel(ABC):
     it). How a model gets there is its own: a rate over the pair's distance
     (:class:`RateLink`) or a packet-level replay (``ns3``).
 
-    A link model is one class registered by name in :data:`model.plugins.LINKS`; the
+    A link model is one class registered by name in :data:`mobidfl.plugins.LINKS`; the
     settings it alone reads are its :attr:`settings_class` under the namespace
     ``link.<name>`` (``link.fixed_rate.rate_bps``), the ones every model reads are
     :class:`LinkSettings` (``link.efficiency``). docs/reference/layout.md, "Adding a link
@@ -308,10 +309,10 @@ class LinkModel(ABC):
     """The model's name: the value of ``link.model`` that selects it."""
     common_settings_class: ClassVar[type[PluginSettings]] = LinkSettings
     """The settings every link model reads (namespace ``link``), composed by
-    :class:`model.config.Config` once for the whole family."""
+    :class:`mobidfl.model.config.Config` once for the whole family."""
     settings_class: ClassVar[type[PluginSettings] | None] = None
-    """This model's own settings (a frozen :class:`~model.settings.PluginSettings`
-    dataclass whose ``namespace`` is ``link.<name>``); :class:`model.config.Config`
+    """This model's own settings (a frozen :class:`~mobidfl.settings.PluginSettings`
+    dataclass whose ``namespace`` is ``link.<name>``); :class:`mobidfl.model.config.Config`
     composes, documents and validates them. Checked when the class is defined."""
     ideal: ClassVar[bool] = False
     """True: no link model at all (``ideal``); :meth:`plan` is never called."""
@@ -350,7 +351,7 @@ class LinkModel(ABC):
 
     def j_per_flop(self) -> dict[str, float]:
         """Joules per training FLOP per kind: ``link.kind_j_per_flop`` over the defaults
-        (:data:`model.maths.energy.J_PER_FLOP`)."""
+        (:data:`mobidfl.model.maths.energy.J_PER_FLOP`)."""
         return J_PER_FLOP | parse_kind_values(self.options.kind_j_per_flop, KINDS)
 
     @abstractmethod
@@ -458,7 +459,7 @@ class LinkPlan:
 
     Policies call :meth:`swap_models` (every pair sends one model each way: D-PSGD and its
     weighted variants) or :meth:`send` (ordered message lists: Cached-DFL). Both sides of a
-    contact share it half and half (:func:`model.maths.link.fair_split`), a message counts
+    contact share it half and half (:func:`mobidfl.model.maths.link.fair_split`), a message counts
     only when whole before the contact ends, and a whole message is still lost when one of
     its frames fails every retry. Each pair exchanges once per step (as the policies do under
     ``ideal``, and the Cached-DFL authors' code), over its stay of the step that carries the

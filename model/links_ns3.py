@@ -1,12 +1,12 @@
 """``link = "ns3"``: each contact's bytes from ns-3's packet-level 802.11p.
 
-A link plug-in like ``distance_rate`` (:mod:`model.links`), but the bytes a stay in range
+A link plug-in like ``distance_rate`` (:mod:`mobidfl.model.links`), but the bytes a stay in range
 carries are not computed from a rate: the pair's motion during the stay is replayed in ns-3
 (the optional ``ns3`` package, ns-3 3.44: ``pip install 'mobidfl[ns3]'``) over ad-hoc 802.11p
 with the ``link.profile`` radio (transmit power, log-distance loss, noise figure;
 ``IdealWifiManager`` picks the rate by SNR) cut at the world's R, and two saturating TCP
 streams (one each way, 1448 B segments) carry what they can before the stay ends. The in-order
-bytes both ways are the stay's capacity; :class:`model.links.LinkPlan` then sends each
+bytes both ways are the stay's capacity; :class:`mobidfl.model.links.LinkPlan` then sends each
 policy's messages over it as for the other link models.
 
 Small worlds only (at most :data:`MAX_AGENTS` agents): ns-3 simulates every frame, about
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from mobidfl.contact_table import ContactTable
-from model.errors import ConfigError
-from model.links import KINDS, PROFILES, LinkModel, LinkPlan, radio_share
-from model.plugins import LINKS
+from mobidfl.errors import ConfigError
+from mobidfl.model.links import KINDS, PROFILES, LinkModel, LinkPlan, radio_share
+from mobidfl.plugins import LINKS
 
 __all__ = ["MAX_AGENTS", "SEGMENT", "Ns3Link", "replay_pair"]
 
@@ -170,7 +170,8 @@ class Ns3Link(LinkModel):
         self, table: ContactTable, *, kinds: np.ndarray, message_bytes: int, n: int
     ) -> LinkPlan:
         """Replay each pair's longest stay in ns-3; its TCP bytes both ways, after
-        ``link.setup_s`` and shared as in :meth:`model.links.RateLink.plan`, are its capacity."""
+        ``link.setup_s`` and shared as in :meth:`mobidfl.model.links.RateLink.plan`, are its
+        capacity."""
         o = self.options
         duration = table.duration
         order = np.lexsort((-duration, table.a * n + table.b))

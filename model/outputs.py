@@ -1,6 +1,6 @@
 """A run's tables, as the CLI, sweeps and the app write or show them.
 
-``model.csv`` (one row per step, the named reporters of :mod:`model.reporters`),
+``model.csv`` (one row per step, the named reporters of :mod:`mobidfl.model.reporters`),
 ``agents.parquet`` (one row per agent per recorded step) and ``contacts.csv`` (every stay in
 range). The model keeps the raw records; these functions turn them into tables.
 """
@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 World = Any
-"""The running :class:`model.world.MobiDFLModel` (not imported: that module imports this one)."""
+"""The running :class:`mobidfl.model.world.MobiDFLModel` (not imported: that module imports this
+one)."""
 
 
 def agent_record(model: World) -> dict[str, np.ndarray]:

@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 
 World = Any
-"""The running :class:`model.world.MobiDFLModel` (not imported: that module imports this one)."""
+"""The running :class:`mobidfl.model.world.MobiDFLModel` (not imported: that module imports this
+one)."""
 
 SATURATED_SHARE = 0.3
 """Mean neighbours above this share of the fleet: everyone meets everyone, mobility is moot."""

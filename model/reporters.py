@@ -1,6 +1,6 @@
 """The ``model.csv`` columns: one named Mesa DataCollector reporter per column.
 
-Each reporter is a small function of the running :class:`model.world.MobiDFLModel`;
+Each reporter is a small function of the running :class:`mobidfl.model.world.MobiDFLModel`;
 :func:`model_reporters` picks the ones a run has (per kind, per policy, high/low mobility,
 policy metrics, link costs).
 """
@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from model.links import LinkPlan
+from mobidfl.model.links import LinkPlan
 
 World = Any
-"""The running :class:`model.world.MobiDFLModel` (not imported: that module imports this one)."""
+"""The running :class:`mobidfl.model.world.MobiDFLModel` (not imported: that module imports this
+one)."""
 
 
 def simulated_time_s(model: World) -> float:
@@ -129,6 +130,10 @@ LINK_COLUMNS = (
 """Per-step (``model.csv``: sum over agents) and per-agent (``agents.parquet``: running
 total since step 0) link columns, present when ``link.model`` is not ``ideal``."""
 
+IDEAL_LINK_COLUMNS = ("bytes_sent", "bytes_received")
+"""The link columns of a learning run at ``link = "ideal"``: the bytes of every model
+message the policies sent, counted, not limited (no rate, so no airtime or radio energy)."""
+
 
 def link_total(model: World, column: str) -> float:
     """This step's ``column`` summed over agents (0 before step 1)."""
@@ -181,6 +186,6 @@ def model_reporters(model: World) -> dict[str, Callable[[World], Any]]:
     for name in model.learner.metric_names:
         reporters[name] = partial(policy_metric, name=name)
     if model.link_totals is not None:
-        for column in LINK_COLUMNS:
+        for column in model.link_totals:
             reporters[column] = partial(link_total, column=column)
     return reporters

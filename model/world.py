@@ -9,10 +9,11 @@ One step is one global epoch t of ``step_s`` seconds (Cached-DFL: 120 s):
    for its members (D-PSGD, Alg. 1 of de Heredia 2024, line 6), applied as one sparse matmul;
 5. evaluation every ``eval_every`` steps, data collection.
 
-Steps 3-5 are the learning session's (:mod:`model.learning.session`): it returns a frozen
-:class:`model.learning.results.StepResult` that the model stores (:meth:`MobiDFLModel.store`)
-and its reporters read. Policies and mobility models see the model only through
-:attr:`MobiDFLModel.view` (:mod:`model.views`).
+Steps 3-5 are the learning session's (:mod:`mobidfl.model.learning.session`): it returns a frozen
+:class:`mobidfl.model.learning.results.StepResult` that the model stores
+(:meth:`MobiDFLModel.store`) and its reporters read. Policies and mobility models see the model only
+through
+:attr:`MobiDFLModel.view` (:mod:`mobidfl.agents.views`).
 
 The app, the CLI, sweeps and the analysis import this model; it imports none of them.
 """
@@ -29,27 +30,27 @@ import scipy.sparse as sp
 from mesa_geo import GeoSpace
 from shapely.geometry import Point
 
-from agents import AGENT_CLASSES
-from agents.kinds import DeviceAgent
-from agents.mobility import MobilityContext, MobilityModel, make_mobility
-from maps.contact_trace import ContactTrace
-from maps.world import WorldMap
+from mobidfl.agents import AGENT_CLASSES
+from mobidfl.agents.kinds import DeviceAgent
+from mobidfl.agents.mobility import MobilityContext, MobilityModel, make_mobility
 from mobidfl.contact_table import CONTACT_COLUMNS, ContactTable
-from model import bounds, outputs, regime, world_state
-from model.config import KINDS, Config
-from model.contacts import (
+from mobidfl.errors import ConfigError
+from mobidfl.maps.contact_trace import ContactTrace
+from mobidfl.maps.world import WorldMap
+from mobidfl.model import bounds, outputs, regime, world_state
+from mobidfl.model.config import KINDS, Config
+from mobidfl.model.contacts import (
     contact_intervals,
     contact_matrix,
     contact_outputs,
     contact_times,
     sub_samples,
 )
-from model.errors import ConfigError
-from model.learning.results import Evaluation, StepResult
-from model.links import make_link
-from model.regime import SATURATED_SHARE
-from model.reporters import LINK_COLUMNS, model_reporters
-from model.world_view import ModelWorldView
+from mobidfl.model.learning.results import Evaluation, StepResult
+from mobidfl.model.links import make_link
+from mobidfl.model.regime import SATURATED_SHARE
+from mobidfl.model.reporters import IDEAL_LINK_COLUMNS, LINK_COLUMNS, model_reporters
+from mobidfl.model.world_view import ModelWorldView
 
 __all__ = ["LINK_COLUMNS", "SATURATED_SHARE", "MobiDFLModel", "shared_world_map"]
 
@@ -76,12 +77,12 @@ class MobiDFLModel(mesa.Model):
     Parameters
     ----------
     config
-        A validated :class:`model.config.Config`; ``settings`` override it.
+        A validated :class:`mobidfl.model.config.Config`; ``settings`` override it.
     rng
         Mesa's seed argument (``mesa.batch_run(..., rng=[0, 1])`` gives one run per seed);
         an integer is used as the ``seed`` setting, which it overrides.
     world
-        A prebuilt :class:`maps.world.WorldMap` to share between runs.
+        A prebuilt :class:`mobidfl.maps.world.WorldMap` to share between runs.
     scenario
         Passed to Mesa (SolaraViz's Reset always passes one); unused here.
     **settings
@@ -94,7 +95,7 @@ class MobiDFLModel(mesa.Model):
         A setting is not allowed, or the world it asks for cannot be built (an area
         without road nodes, a grid or a memory need beyond the limits); one line naming it.
     TypeError
-        ``config`` is not a :class:`model.config.Config`.
+        ``config`` is not a :class:`mobidfl.model.config.Config`.
     """
 
     def __init__(
@@ -107,7 +108,8 @@ class MobiDFLModel(mesa.Model):
         **settings: Any,
     ) -> None:
         if config is not None and not isinstance(config, Config):
-            raise TypeError(f"config must be a model.config.Config, not {type(config).__name__}")
+            raise TypeError("config must be a mobidfl.model.config.Config, "
+                            f"not {type(config).__name__}")
         # ``seed`` is a setting like any other, not a parameter of the signature: Mesa's
         # batch_run would otherwise give every run ``seed=None`` (it passes its ``rng`` list
         # under the name ``seed`` when the signature has one)
@@ -195,9 +197,12 @@ class MobiDFLModel(mesa.Model):
         self.trajectory: np.ndarray | None = None
         """The last step's sampled positions ``[F + 1, N, 2]`` (the chords every contact test
         uses; replayed in ns-3 by ``validation/ns3_link.py``)."""
-        self.link_totals = {c: np.zeros(start) for c in LINK_COLUMNS} if not self.link.ideal \
-            else None
-        """Per agent, link costs summed since step 0 (``agents.parquet``)."""
+        totals = LINK_COLUMNS if not self.link.ideal else \
+            IDEAL_LINK_COLUMNS if config.learning else ()
+        self.link_totals = {c: np.zeros(start) for c in totals} if totals else None
+        """Per agent, link costs summed since step 0 (``agents.parquet``); at the ideal link
+        only the bytes (:data:`mobidfl.model.reporters.IDEAL_LINK_COLUMNS`), none without
+        learning."""
         self.neighbours_now = np.zeros(self.n_agents, int)
         self.distinct_neighbours = np.zeros(self.n_agents, int)
         self.label_hist: np.ndarray | None = None
@@ -208,10 +213,11 @@ class MobiDFLModel(mesa.Model):
         self.policy_metrics: Mapping[str, float] = MappingProxyType({})
         """The latest step's policy metrics (columns of ``model.csv``)."""
         self.view = ModelWorldView(self, world_map=self.world_map)
-        """What policies and mobility models may read of this model (:mod:`model.views`)."""
+        """What policies and mobility models may read of this model
+        (:mod:`mobidfl.agents.views`)."""
         self.learner = None
         if config.learning:
-            from model.learning.session import LearningSession
+            from mobidfl.model.learning.session import LearningSession
 
             self.learner = LearningSession(self)
             self.label_hist = self.learner.engine.label_hist
@@ -309,8 +315,8 @@ class MobiDFLModel(mesa.Model):
         self.last_step = result
         self.policy_metrics = result.metrics
         if result.link is not None and self.link_totals is not None:
-            for column in LINK_COLUMNS:
-                self.link_totals[column] += result.link[column]
+            for column, total in self.link_totals.items():
+                total += result.link[column]
         if result.evaluation is not None:
             self.evaluation = result.evaluation
         if result.stop:
@@ -333,17 +339,17 @@ class MobiDFLModel(mesa.Model):
 
     def density_summary(self) -> tuple[str, bool]:
         """One line on contact density so far, and whether it is saturated
-        (:func:`model.regime.density_summary`)."""
+        (:func:`mobidfl.model.regime.density_summary`)."""
         return regime.density_summary(self)
 
     def contact_regime(self) -> str:
         """``"saturated"``, ``"isolated"`` or ``"mixing"`` over the steps run so far
-        (:func:`model.regime.contact_regime`: both ends make a mobility study moot)."""
+        (:func:`mobidfl.model.regime.contact_regime`: both ends make a mobility study moot)."""
         return regime.contact_regime(self)
 
     def static_groups(self) -> dict[str, int]:
         """Per kind of static agents, how many groups out of each other's range they form
-        (:func:`model.regime.static_groups`)."""
+        (:func:`mobidfl.model.regime.static_groups`)."""
         return regime.static_groups(self)
 
     def run(self, *, steps: int | None = None, progress: Callable[[int], None] | None = None):
@@ -382,17 +388,12 @@ class MobiDFLModel(mesa.Model):
 
     # --- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue this run exactly (:mod:`model.world_state`,
-        written by :mod:`model.checkpoint`)."""
+        """Everything needed to continue this run exactly (:mod:`mobidfl.model.world_state`,
+        written by :mod:`mobidfl.model.checkpoint`)."""
         return world_state.state_dict(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict` of a run built with the same config."""
         world_state.load_state_dict(self, state)
 
-    def neighbour_lists(self) -> list[np.ndarray]:
-        return [
-            self.adjacency.indices[self.adjacency.indptr[i] : self.adjacency.indptr[i + 1]]
-            for i in range(self.n_agents)
-        ]
 

@@ -3,7 +3,7 @@
 :func:`state_dict` gathers everything needed to continue a run exactly (random generators,
 positions, mobility, contacts so far, learning, link totals, the collected tables);
 :func:`load_state_dict` puts it into a model built with the same config.
-:mod:`model.checkpoint` writes and reads the files.
+:mod:`mobidfl.model.checkpoint` writes and reads the files.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import scipy.sparse as sp
 from mesa.time import EventGenerator, Priority, Schedule
 
 from mobidfl.contact_table import CONTACT_COLUMNS
-from model.learning.results import Evaluation
-from model.outputs import ColumnLog
+from mobidfl.model.learning.results import Evaluation
+from mobidfl.model.outputs import ColumnLog
 
 World = Any
-"""The running :class:`model.world.MobiDFLModel` (not imported: that module imports this one)."""
+"""The running :class:`mobidfl.model.world.MobiDFLModel` (not imported: that module imports this
+one)."""
 
 
 def state_dict(model: World) -> dict[str, Any]:
@@ -45,8 +46,8 @@ def state_dict(model: World) -> dict[str, Any]:
         "model_vars": {k: list(v) for k, v in model.datacollector.model_vars.items()},
         "records": model.records.blocks(),
         "learner": None if model.learner is None else model.learner.state_dict(),
-        "link": None if model.link.ideal else {
-            "model": model.link.state_dict(),
+        "link": None if model.link_totals is None else {
+            "model": None if model.link.ideal else model.link.state_dict(),
             "totals": model.link_totals,
         },
         "contacts": None if not model.record_contacts else {
@@ -137,8 +138,9 @@ def load_state_dict(model: World, state: dict[str, Any]) -> None:
         model.records.append(block)
     if model.learner is not None:
         model.learner.load_state_dict(state["learner"])
-    if state.get("link") is not None and not model.link.ideal:
-        model.link.load_state_dict(state["link"]["model"])
+    if state.get("link") is not None and model.link_totals is not None:
+        if not model.link.ideal:
+            model.link.load_state_dict(state["link"]["model"])
         model.link_totals = {c: np.asarray(v, float) for c, v in state["link"]["totals"].items()}
     contacts = state.get("contacts")
     if contacts is None and state.get("link") is not None:  # checkpoints before contacts_out
@@ -157,7 +159,8 @@ def restart_clock(model: World, steps: int) -> None:
     Mesa 3.5 drives ``step`` from a recurring event it keeps privately
     (``Model._default_schedule``, calling ``Model._do_step``) and has no public call to move
     it; a resumed model must continue at step ``steps + 1``, so the event is replaced (with
-    :meth:`model.world.MobiDFLModel.sync_geometries`, the only use of Mesa's private members).
+    :meth:`mobidfl.model.world.MobiDFLModel.sync_geometries`, the only use of Mesa's private
+    members).
     """
     model.steps = steps
     model.time = float(steps)

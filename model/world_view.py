@@ -1,7 +1,7 @@
-"""The Mesa model seen through :class:`model.views.WorldView` (a thin, read-only adapter).
+"""The Mesa model seen through :class:`mobidfl.agents.views.WorldView` (a thin, read-only adapter).
 
 Policies and mobility models get this object instead of the model, so they can read
-only what :mod:`model.views` declares (groups, routes, walkers, areas, positions, label
+only what :mod:`mobidfl.agents.views` declares (groups, routes, walkers, areas, positions, label
 histograms) and can write nothing.
 """
 
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from agents.mobility.base import MobilityModel
-from agents.mobility.routes import Route
-from agents.mobility.static import Static
-from model.views import GroupView, WalkerView, read_only
+from mobidfl.agents.mobility.base import MobilityModel
+from mobidfl.agents.mobility.routes import Route
+from mobidfl.agents.mobility.static import Static
+from mobidfl.agents.views import GroupView, WalkerView, read_only
 
 if TYPE_CHECKING:
-    from maps.world import WorldMap
+    from mobidfl.maps.world import WorldMap
 
 __all__ = ["ModelWorldView", "group_views"]
 
@@ -52,7 +52,7 @@ def group_views(groups: Sequence[tuple[str, slice, MobilityModel]]) -> tuple[Gro
 
 
 class ModelWorldView:
-    """:class:`model.views.WorldView` over a running model (reads are live, never copies).
+    """:class:`mobidfl.agents.views.WorldView` over a running model (reads are live, never copies).
 
     Args:
         model: the Mesa model (or anything with ``groups``, ``position``, ``label_hist``).

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from model.errors import ConfigError  # noqa: E402
+from mobidfl.errors import ConfigError  # noqa: E402
 from validation.refcache import REFERENCES, ensure  # noqa: E402
 
 REPO = REFERENCES["cached_dfl"].repo

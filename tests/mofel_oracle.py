@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.errors import ConfigError
-from model.maths.mofel import Selection, Visits, feasible
+from mobidfl.errors import ConfigError
+from mobidfl.model.maths.mofel import Selection, Visits, feasible
 
 
 def visits_from_routes(

@@ -1,6 +1,6 @@
 """Run a ``mobidfl reproduce`` spec at its ``ci`` scale for the tests' direction checks.
 
-WHY: the paper experiments are specs in :mod:`analysis.reproduce`; the tests run the same
+WHY: the paper experiments are specs in :mod:`mobidfl.analysis.reproduce`; the tests run the same
 specs (at the scale made for them) instead of scripts of their own, so what a test checks is
 what ``mobidfl reproduce`` reports.
 """
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analysis.reproduce import claim_effects, paper_spec, reproduce
+from mobidfl.analysis.reproduce import claim_effects, paper_spec, reproduce
 
 
 def run_ci(paper: str, *, seeds: Sequence[int], folder: Path) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.app import (
+from mobidfl.analysis.app import (
     AGENT_CLASS,
     AppModel,
     agents_geojson,
@@ -114,7 +114,7 @@ def test_map_view_fits_streets_and_agents_in_the_map_with_its_margin(
     # Prepare: one agent moved far outside the streets' box (a UAV over the area, say)
     import math
 
-    from analysis.app import map_view, world_bounds
+    from mobidfl.analysis.app import map_view, world_bounds
 
     west, south, east, north = small_model.world_map.bounds
     saved = small_model.position[0].copy()

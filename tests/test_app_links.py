@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from analysis.app import (
+from mobidfl.analysis.app import (
     NOTHING_SENT,
     AppModel,
     EnergyPlot,
@@ -34,8 +34,8 @@ from analysis.app import (
     progress_labels,
     status_text,
 )
-from analysis.app.look import ABORTED_DASH, NOTHING_SENT_COLOUR, PROGRESS_COLOURS
-from model.learning.results import StepResult
+from mobidfl.analysis.app.look import ABORTED_DASH, NOTHING_SENT_COLOUR, PROGRESS_COLOURS
+from mobidfl.model.learning.results import StepResult
 
 # 8 Cached-DFL cars and 6 D-PSGD pedestrians on a small grid; 2,064-byte messages (1,000
 # bf16 parameters + 64 B) over a 0.2 Mbit/s link: most pairs finish, some are cut.
@@ -101,7 +101,7 @@ def test_link_progress_is_none_without_link_accounting() -> None:
 
 def test_contacts_are_drawn_once_each_by_progress_with_the_step_bytes(linked: AppModel) -> None:
     # Prepare: this step's contact pairs and what the link plan says they carried; the
-    # plan's transfers add up to its per-agent tally (model.links.LinkPlan.transfers).
+    # plan's transfers add up to its per-agent tally (mobidfl.model.links.LinkPlan.transfers).
     step, n = linked.last_step, linked.n_agents
     for column, by in (("bytes_sent", "sender"), ("bytes_received", "receiver")):
         np.testing.assert_allclose(
@@ -219,7 +219,7 @@ def test_ideal_link_keeps_the_plain_contacts_and_hides_the_link_plots() -> None:
 
 def test_link_inputs_choose_the_model_and_profile() -> None:
     # Prepare: the app's inputs, a link chosen from them.
-    from model.links import PROFILES
+    from mobidfl.model.links import PROFILES
 
     params = model_params({"vehicles": 4, "pedestrians": 2, "sensors": 0, "uavs": 0,
                            "learning": False})

@@ -44,14 +44,14 @@ def _run_folder(folder: Path) -> Path:
 
 
 def _report(source: Path, out: Path) -> None:
-    from analysis.report import make_report
+    from mobidfl.analysis.report import make_report
 
     make_report(_run_folder(source / "run"), out=out)
 
 
 def _reproduction(source: Path, out: Path) -> None:
-    from analysis.reproduce import CACHED, variant_settings, write_report
-    from model.config import Config
+    from mobidfl.analysis.reproduce import CACHED, variant_settings, write_report
+    from mobidfl.model.config import Config
 
     steps = pd.DataFrame([
         {"variant": v, "seed": s, "step": t, "acc_mean": (0.5 if v == "LRU" else 0.4) + t / 100}
@@ -66,7 +66,7 @@ def _gis(source: Path, out: Path) -> None:
     import geopandas as gpd
     from shapely.geometry import Point
 
-    from analysis.gis import _to_file
+    from mobidfl.analysis.gis import _to_file
     from mobidfl.atomic import atomic_path
 
     frame = gpd.GeoDataFrame({"id": range(400), "note": ["x" * 40] * 400},
@@ -128,7 +128,7 @@ def test_a_disk_full_mid_write_leaves_whole_files_or_none(writer, tmp_path, full
 
 
 def test_the_report_cli_on_a_full_disk_says_one_line(tmp_path, full_disk, capsys):
-    from analysis.cli import main
+    from mobidfl.analysis.cli import main
 
     out, fill = full_disk
     run = _run_folder(tmp_path / "run")

@@ -1,11 +1,11 @@
 """Every bad input gets one line (exit 2), every output survives (issue 13).
 
-The table runs each class of bad input through the real CLI (``analysis.cli`` as
+The table runs each class of bad input through the real CLI (``mobidfl.analysis.cli`` as
 ``__main__``) in its own process and asserts: exit 2, exactly one stderr line naming the
 setting or file and what is allowed, no traceback, nothing new or changed in ``--out`` or
 beside it. To stay fast the cases share one interpreter that has imported torch and Mesa
 once and forks a child per case (the child runs the CLI module exactly as ``python -m``);
-two cases also run as plain ``python -m analysis.cli`` subprocesses.
+two cases also run as plain ``python -m mobidfl.analysis.cli`` subprocesses.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
-from model.errors import ConfigError
+from mobidfl.analysis.cli import main
+from mobidfl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--set", "map=grid:3x3", "--set", "learning=false", "--set", "steps=2",
@@ -43,9 +43,10 @@ def _env() -> dict[str, str]:
 _DRIVER = textwrap.dedent(
     """
     import json, os, runpy, sys, traceback
-    cases = json.loads(sys.argv[1])
-    import torch, mesa, model.world, model.checkpoint, analysis.gis, analysis.plots  # warm
-    import analysis.report, analysis.sweep  # noqa: E401
+    cases = json.loads(sys.stdin.read())
+    import torch, mesa, mobidfl.model.world, mobidfl.model.checkpoint  # warm
+    import mobidfl.analysis.gis, mobidfl.analysis.plots  # noqa: E401
+    import mobidfl.analysis.report, mobidfl.analysis.sweep  # noqa: E401
     codes = []
     for case in cases:
         pid = os.fork()
@@ -57,7 +58,7 @@ _DRIVER = textwrap.dedent(
             sys.argv = ["mobidfl", *case["argv"]]
             code = 0
             try:
-                runpy.run_module("analysis.cli", run_name="__main__", alter_sys=True)
+                runpy.run_module("mobidfl.analysis.cli", run_name="__main__", alter_sys=True)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
             except BaseException:
@@ -74,8 +75,11 @@ _DRIVER = textwrap.dedent(
 
 
 def run_cli_cases(cases: list[dict]) -> list[int]:
-    """Run each ``{"argv", "cwd", "stderr"}`` as its own CLI process; return the exit codes."""
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, json.dumps(cases)], cwd=ROOT,
+    """Run each ``{"argv", "cwd", "stderr"}`` as its own CLI process; return the exit codes.
+
+    The cases go through stdin: as one argument they passed Linux's 128 KiB limit on a
+    single argument (MAX_ARG_STRLEN; the 100,000-character map case alone is most of it)."""
+    proc = subprocess.run([sys.executable, "-c", _DRIVER], input=json.dumps(cases), cwd=ROOT,
                           env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -149,7 +153,7 @@ def _bad_fashion(root: Path) -> None:
 def _grid_graphml() -> bytes:
     import osmnx as ox
 
-    from maps.sources import street_grid
+    from mobidfl.maps.sources import street_grid
 
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"mobidfl-grid-{os.getpid()}.graphml"
     ox.save_graphml(street_grid(rows=4, cols=6, spacing_m=100.0), path)
@@ -263,6 +267,32 @@ CASES = [
          ("'vehicle.mobility'", "manhattan")),
     Case("data_root_missing", [*RUN, "--set", "data_root={here}/nothing"],
          ("'data_root'", "an existing folder")),
+    # issue 43: settings that model/maths also checks (there a ValueError, an internal
+    # invariant) are refused by the settings themselves, before the policy's maths runs
+    Case("mobility_alpha_2", [*RUN, "--set", "policy=mobility_aware", "--set",
+                              "mobility_alpha=2"], ("'mobility_alpha' = 2", "[0, 1]")),
+    Case("psfl_loss_sum", [*RUN, "--set", "policy=psfl", "--set", "psfl.loss=sum"],
+         ("'psfl.loss' = 'sum'", "batch_sum, mean")),
+    Case("psfl_loss_batch_0", [*RUN, "--set", "policy=psfl", "--set", "psfl_loss_batch=0"],
+         ("'psfl_loss_batch' = 0", ">= 1")),
+    Case("psfl_loss_batches_negative", [*RUN, "--set", "policy=psfl", "--set",
+                                        "psfl.loss_batches=-1"],
+         ("'psfl.loss_batches' = -1", ">= 0")),
+    Case("psfl_sigma_negative", [*RUN, "--set", "policy=psfl", "--set", "psfl.sigma=-1"],
+         ("'psfl.sigma' = -1", "> 0")),
+    Case("cached_tau_max_0", [*RUN, "--set", "policy=cached_lru", "--set", "cached.tau_max=0"],
+         ("'cached.tau_max' = 0", ">= 1")),
+    Case("cache_size_negative", [*RUN, "--set", "policy=cached_lru", "--set", "cache_size=-1"],
+         ("'cache_size' = -1", ">= 1")),
+    Case("mofel_horizon_inf", [*RUN, "--set", "policy=mofel", "--set", "vehicle.mobility=route",
+                               "--set", "mofel.horizon=inf"], ("'mofel.horizon' = inf", "finite")),
+    Case("mofel_max_clients_negative", [*RUN, "--set", "policy=mofel", "--set",
+                                        "vehicle.mobility=route", "--set",
+                                        "mofel_max_clients=-1"],
+         ("'mofel_max_clients' = -1", ">= 0")),
+    Case("mofel_train_time_0", [*RUN, "--set", "policy=mofel", "--set", "vehicle.mobility=route",
+                                "--set", "mofel.train_time_min_fraction=0"],
+         ("'mofel.train_time_min_fraction' = 0", "(0, 1]")),
     # --config that is not a TOML file
     Case("config_binary", [*RUN, "--config", "{here}/bin.toml"], ("'--config'", "binary"),
          lambda out: (out.parent / "bin.toml").write_bytes(b"\x00\xff\xfe\x01")),
@@ -427,9 +457,9 @@ def test_the_real_entry_point_gives_the_same_line(tmp_path):
     for extra, fragment in runs:
         out = tmp_path / "out"
         # Execute
-        proc = subprocess.run([sys.executable, "-m", "analysis.cli", "run", "--out", str(out),
-                               *TINY, *extra], cwd=ROOT, env=_env(), capture_output=True,
-                              text=True, timeout=300)
+        proc = subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", "run", "--out",
+                               str(out), *TINY, *extra], cwd=ROOT, env=_env(),
+                              capture_output=True, text=True, timeout=300)
         # Assert
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and fragment in proc.stderr, proc.stderr
@@ -457,7 +487,7 @@ def test_read_only_out_is_refused_before_step_1(tmp_path):
 
 
 def test_python_api_with_wrong_types_raises_config_error():
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Execute / Assert: the same ConfigError as the CLI, before any map is read
     for settings, name in [({"vehicles": "x"}, "vehicles"), ({"map": 3}, "map"),
@@ -468,8 +498,8 @@ def test_python_api_with_wrong_types_raises_config_error():
 
 
 def test_every_mobility_declares_the_kinds_it_fits():
-    from agents.mobility import MOBILITY_MODELS
-    from model.config import KINDS, Config
+    from mobidfl.agents.mobility import MOBILITY_MODELS
+    from mobidfl.model.config import KINDS, Config
 
     # Assert: declared, non-empty, known kinds; the defaults fit; paper constraints hold
     for name, model in MOBILITY_MODELS.items():
@@ -520,7 +550,7 @@ def test_force_clears_the_previous_run_and_its_checkpoint(tmp_path):
 
 
 def test_full_disk_is_refused_before_step_1(tmp_path, monkeypatch, capsys):
-    import analysis.cli as cli
+    import mobidfl.analysis.cli as cli
 
     # Prepare: the disk reports 1 MiB free
     monkeypatch.setattr(cli.shutil, "disk_usage",
@@ -536,7 +566,7 @@ def test_full_disk_is_refused_before_step_1(tmp_path, monkeypatch, capsys):
 
 def test_a_world_too_big_for_memory_is_refused_for_memory_even_on_a_full_disk(
         tmp_path, monkeypatch, capsys):
-    import analysis.cli as cli
+    import mobidfl.analysis.cli as cli
 
     # Prepare: the disk reports 1 MiB free, so the outputs would not fit either
     monkeypatch.setattr(cli.shutil, "disk_usage",
@@ -552,7 +582,7 @@ def test_a_world_too_big_for_memory_is_refused_for_memory_even_on_a_full_disk(
 
 
 def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch, capsys):
-    import model.checkpoint as checkpoint
+    import mobidfl.model.checkpoint as checkpoint
 
     # Prepare: the second checkpoint write fails half-way as on a full disk
     real_save, calls = checkpoint.torch.save, []
@@ -580,7 +610,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypa
 
 
 def test_interrupt_while_writing_outputs_leaves_no_hidden_folder(tmp_path, monkeypatch, capsys):
-    import analysis.gis as gis
+    import mobidfl.analysis.gis as gis
 
     # Prepare: Ctrl-C arrives while the GIS layers are written (the last output)
     def interrupted(*args, **kwargs):
@@ -599,7 +629,7 @@ def test_interrupt_while_writing_outputs_leaves_no_hidden_folder(tmp_path, monke
 
 
 def test_checkpoint_and_sweep_files_follow_the_umask(tmp_path):
-    from analysis.sweep import Sweep, run_sweep
+    from mobidfl.analysis.sweep import Sweep, run_sweep
 
     # Prepare: a umask that differs from mkstemp's 0600
     old = os.umask(0o027)
@@ -625,8 +655,8 @@ def test_checkpoint_and_sweep_files_follow_the_umask(tmp_path):
 def test_local_ray_listens_on_loopback_only(monkeypatch):
     import types
 
-    from analysis import sweep as sweep_module
-    from model.ray_local import SINGLE_MACHINE_ENV
+    from mobidfl.analysis import sweep as sweep_module
+    from mobidfl.model.ray_local import SINGLE_MACHINE_ENV
 
     monkeypatch.setenv(SINGLE_MACHINE_ENV, "1")  # restored after: init_ray sets it
 
@@ -648,7 +678,7 @@ def test_local_ray_listens_on_loopback_only(monkeypatch):
 _RAY_SOCKETS = textwrap.dedent(
     """
     import json, psutil, ray
-    from model.ray_local import init_ray
+    from mobidfl.model.ray_local import init_ray
     init_ray(ray, address=None, num_cpus=1, log_to_driver=False)
     try:
         me = psutil.Process()
@@ -687,7 +717,7 @@ def test_a_local_ray_start_opens_no_socket_outside_loopback():
 def test_a_map_that_cannot_be_read_says_read_not_write(tmp_path, monkeypatch, capsys):
     import builtins
 
-    import maps.sources as sources
+    import mobidfl.maps.sources as sources
 
     # Prepare: a map file whose read fails as without read permission (root reads anyway,
     # so the failure is made by the open the reader calls)
@@ -740,8 +770,9 @@ SLOW = ["--set", "map=grid:3x3", "--set", "learning=false", "--set", "vehicles=3
 def _start(args: list[str]) -> subprocess.Popen:
     """The CLI in its own session, with SIGINT's default action as under a terminal: a test
     runner started in the background inherits SIGINT as ignored, and so would the CLI."""
-    return subprocess.Popen([sys.executable, "-m", "analysis.cli", *args], cwd=ROOT, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen([sys.executable, "-m", "mobidfl.analysis.cli", *args], cwd=ROOT,
+                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True,
                             start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
@@ -782,7 +813,7 @@ def _sweep_file(folder: Path, runs: int) -> Path:
 @pytest.mark.parametrize(("sig", "processes"), [(signal.SIGINT, "2"), (signal.SIGKILL, "0")],
                          ids=["SIGINT-pool", "SIGKILL"])
 def test_interrupted_or_killed_sweep_resumes_the_rest(tmp_path, sig, processes):
-    from analysis.sweep import read_manifest
+    from mobidfl.analysis.sweep import read_manifest
 
     # Prepare: a sweep of 8 runs, stopped after its first finished run; Ctrl-C goes to the
     # whole process group (driver and pool workers) as a terminal sends it
@@ -810,9 +841,9 @@ def test_interrupted_or_killed_sweep_resumes_the_rest(tmp_path, sig, processes):
 
 
 def test_memory_check_counts_cached_dfl_caches_before_step_1():
-    import model.world  # noqa: F401 - registers the policies
-    from model.bounds import check_memory, estimate_memory_bytes, held_model_copies
-    from model.config import Config
+    import mobidfl.model.world  # noqa: F401 - registers the policies
+    from mobidfl.model.bounds import check_memory, estimate_memory_bytes, held_model_copies
+    from mobidfl.model.config import Config
 
     # Prepare: 2,000 cars with the MLP (101,770 parameters); Cached-DFL caches C = 10 models
     cached = Config.from_settings({"preset": "cached_dfl_003", "vehicles": 2000,
@@ -836,8 +867,8 @@ def test_memory_check_counts_cached_dfl_caches_before_step_1():
 
 
 def test_a_run_too_long_to_record_is_refused_naming_steps_not_a_fleet():
-    from model.bounds import RECORD_BYTES, check_memory, estimate_memory_bytes
-    from model.config import Config
+    from mobidfl.model.bounds import RECORD_BYTES, check_memory, estimate_memory_bytes
+    from mobidfl.model.config import Config
 
     # Prepare: a small fleet, 1e12 steps: its agent rows alone exceed the memory
     config = Config.from_settings({"vehicles": 10, "pedestrians": 0, "sensors": 0,
@@ -855,7 +886,7 @@ def test_a_run_too_long_to_record_is_refused_naming_steps_not_a_fleet():
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one
 def test_ctrl_c_lost_inside_a_finaliser_still_stops_the_run_at_the_next_step():
-    from analysis.interrupts import CtrlC
+    from mobidfl.analysis.interrupts import CtrlC
 
     class Finaliser:
         def __del__(self):  # Ctrl-C lands while Python runs a finaliser

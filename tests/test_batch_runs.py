@@ -10,19 +10,19 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis.cli import main
-from analysis.reproduce import paper_spec, reproduce, variant_settings
-from analysis.sweep import Sweep, load_runs, read_manifest, run_sweep
-from model.errors import ConfigError
-from model.learning.backends import Hyper, hyper_stretches
-from model.learning.multirun import (
+from mobidfl.analysis.cli import main
+from mobidfl.analysis.reproduce import paper_spec, reproduce, variant_settings
+from mobidfl.analysis.sweep import Sweep, load_runs, read_manifest, run_sweep
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.backends import Hyper, hyper_stretches
+from mobidfl.model.learning.multirun import (
     CUDA_SAMPLES_PER_CALL,
     RunGroup,
     group_chunk,
     lockstep,
     plan_groups,
 )
-from model.world import MobiDFLModel
+from mobidfl.model.world import MobiDFLModel
 
 SEEDS = (0, 1)
 VARIANTS = ("LRU", "DFL")

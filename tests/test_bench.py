@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,7 +13,7 @@ from typing import Any, ClassVar
 import pandas as pd
 import pytest
 
-from analysis.bench_scenarios import (
+from mobidfl.analysis.bench_scenarios import (
     REQUIRED_WORLD,
     build_cells,
     columns,
@@ -21,9 +22,9 @@ from analysis.bench_scenarios import (
     scenario_names,
     world_values,
 )
-from analysis.cli import main
-from model.plugins import POLICIES
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy
+from mobidfl.analysis.cli import main
+from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy
+from mobidfl.plugins import POLICIES
 
 ROOT = Path(__file__).resolve().parent.parent
 MOFEL = ("mofel", "mofel_a1", "mofel_a2")
@@ -154,13 +155,25 @@ def test_bench_ci_table(tmp_path, capsys):
     assert (both["central_fedavg"] >= both["local"]).all(), both
     ok = board[board["status"] == "ok"]
     assert ok["seeds_ok"].eq(2).all()
-    assert ok.loc[ok["link"] == "dsrc", "bytes_per_agent"].notna().all()
-    assert ok.loc[ok["link"] == "ideal", "bytes_per_agent"].isna().all()
+    # bytes in every column, counted at the ideal link; energy only where a link has a rate
+    assert ok["bytes_per_agent"].notna().all()
+    assert ok.loc[ok["link"] == "ideal", "energy_per_agent"].isna().all()
+    assert ok.loc[ok["link"] == "dsrc", "energy_per_agent"].notna().all()
+    assert ok.loc[ok["policy"] == "local", "bytes_per_agent"].eq(0).all()
+    # central FedAvg: one upload per agent per step of the MLP (784-128-10, fp32, 64 B header)
+    plan = json.loads((out / "manifest.json").read_text())
+    steps = {c["key"]: c["world"]["steps"] for c in plan["columns"]}
+    central = ok[ok["policy"] == "central_fedavg"]
+    size = (784 * 128 + 128 + 128 * 10 + 10) * 4 + 64
+    assert (central["bytes_per_agent"] == central["column"].map(steps) * size).all()
+    # local sends nothing, so it is on every world's accuracy-bytes Pareto front
+    assert ok.loc[ok["policy"] == "local", "pareto"].astype(bool).all()
     assert ok.loc[ok["policy"] == "local", "score"].abs().max() < 1e-9
     md = (out / "leaderboard.md").read_text()
     assert "| local |" in md and "ignores the link" in md and "heatmap.png" in md
+    assert "MB to target / agent" in md and "comm_static_sensors.png" in md and " ◆" in md
     for name in ("heatmap.png", "manifest.json", "accuracy_static_sensors.png",
-                 "accuracy_uav_ferry-dcm.png"):
+                 "accuracy_uav_ferry-dcm.png", "comm_static_sensors.png"):
         assert (out / name).stat().st_size > 0, name
     # resume: a lost run is the only one run again
     runs = sorted(out.glob("cells/*/runs/*.parquet"))
@@ -200,7 +213,7 @@ def test_the_tutorial_plugin_enters_the_bench_as_its_own_row(tmp_path):
     env["MPLBACKEND"] = "Agg"
     out = tmp_path / "bench"
     done = subprocess.run(
-        [sys.executable, "-m", "analysis.cli", "bench", "--scale", "ci", "--seeds", "2",
+        [sys.executable, "-m", "mobidfl.analysis.cli", "bench", "--scale", "ci", "--seeds", "2",
          "--scenarios", "static_sensors", "--links", "ideal", "--processes", "1", "--quiet",
          "--policies", "local,central_fedavg,lazy_dpsgd", "--out", str(out)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
@@ -216,7 +229,7 @@ def test_the_tutorial_plugin_enters_the_bench_as_its_own_row(tmp_path):
 def test_acc_p10_is_the_agents_10th_percentile():
     import numpy as np
 
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     model = MobiDFLModel(map="grid:4x4:100", vehicles=0, pedestrians=0, sensors=9, uavs=0,
                          steps=2, test_size=50, local_steps=1, seed=3).run()
@@ -225,3 +238,38 @@ def test_acc_p10_is_the_agents_10th_percentile():
     assert last["acc_p10"] == pytest.approx(float(np.percentile(accuracy, 10.0)))
     assert accuracy.min() <= last["acc_p10"] <= accuracy.max()
     assert last["acc_min"] == pytest.approx(accuracy.min())
+
+
+def test_seeds_are_added_world_by_world_until_the_half_width_or_the_cap(tmp_path, capsys):
+    """--until-half-width: each world's policies get the same added seeds (still paired), up
+    to --max-seeds; the manifest keeps them, the page says why each world stopped, and the
+    same command resumes without running anything again."""
+    out = tmp_path / "bench"
+    argv = ["bench", "--scale", "ci", "--seeds", "2", "--processes", "0", "--quiet",
+            "--scenarios", "cars_manhattan", "--links", "ideal", "--policies",
+            "local,dpsgd", "--out", str(out), "--until-half-width", "0.0001",
+            "--max-seeds", "3"]
+    assert main(argv) == 0
+    assert "seeds added until the 95 % half-width" in capsys.readouterr().err
+    plan = json.loads((out / "manifest.json").read_text())
+    assert plan["seeds"] == [0, 1] and plan["until_half_width"] == {
+        "half_width": 0.0001, "max_seeds": 3}
+    assert list(plan["column_seeds"].values()) == [[0, 1, 2]]
+    assert all(len(cell["runs"]) == 3 for cell in plan["cells"])
+    board = pd.read_csv(out / "leaderboard.csv")
+    assert board["seeds_ok"].eq(3).all()
+    assert "3 seeds" in (out / "leaderboard.md").read_text()
+    assert "cap 3 reached" in (out / "leaderboard.md").read_text()
+    runs = sorted(out.glob("cells/*/runs/*.parquet"))
+    assert len(runs) == 6
+    stamps = [p.stat().st_mtime_ns for p in runs]
+    assert main(argv) == 0  # resumed: the grown plan is this bench's, nothing runs again
+    assert [p.stat().st_mtime_ns for p in runs] == stamps
+    # a loose target adds nothing
+    loose = tmp_path / "loose"
+    assert main([*argv[:-5], str(loose), "--until-half-width", "0.9"]) == 0
+    plan = json.loads((loose / "manifest.json").read_text())
+    assert plan["column_seeds"] == {} and len(list(loose.glob("cells/*/runs/*.parquet"))) == 4
+    assert main([*argv[:-5], str(tmp_path / "x"), "--until-half-width", "0.02",
+                 "--max-seeds", "1"]) == 2
+    assert "--max-seeds" in capsys.readouterr().err

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import analysis.sweep as sweep_module
-from analysis.cli import main
+import mobidfl.analysis.sweep as sweep_module
+from mobidfl.analysis.cli import main
 
 SMALL = ["--scale", "ci", "--seeds", "2", "--scenarios", "static_sensors", "--links", "ideal",
          "--processes", "0", "--quiet"]

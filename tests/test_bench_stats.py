@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.bench_stats import (
+from mobidfl.analysis.bench_stats import (
     EQUIVALENCE_MARGIN,
     compare_column,
     detectable_difference,
@@ -103,8 +103,11 @@ def test_run_numbers_sum_link_columns_over_steps_per_agent():
     numbers = run_numbers(table, agents=4)
     assert numbers == {"final_acc": 0.4, "p10_acc": 0.2, "bytes_per_agent": 1000.0,
                        "energy_per_agent": 2.0, "end_s": 240.0}
-    ideal = run_numbers(table.drop(columns=["bytes_sent", "energy_j"]), agents=4)
-    assert math.isnan(ideal["bytes_per_agent"]) and math.isnan(ideal["energy_per_agent"])
+    older = run_numbers(table.drop(columns=["bytes_sent", "energy_j"]), agents=4)
+    assert math.isnan(older["bytes_per_agent"]) and math.isnan(older["energy_per_agent"])
+    # a step whose bytes are unknown (a policy that did not count them) is no 0
+    unknown = run_numbers(table.assign(bytes_sent=[1000.0, math.nan]), agents=4)
+    assert math.isnan(unknown["bytes_per_agent"])
 
 
 def test_a_constant_difference_gets_the_exact_sign_flip_p_not_zero():
@@ -273,3 +276,21 @@ def test_time_to_target_counts_the_seeds_that_never_reach_it():
     assert time_to_target([100.0, 300.0]).median == 200.0
     assert time_to_target([100.0, np.nan]).median == math.inf  # half never: no median time
     assert time_to_target([]).text() == "n/a"
+
+
+def test_a_column_grows_to_its_widest_cell_and_stops_at_the_cap():
+    """seeds_for_column: the largest seeds_needed among the cells, never below what has run.
+
+    By hand, with sd 0.02 and a ± 0.02 target: n = 6 gives t(0.975, 5) 0.02 / sqrt(6) =
+    2.5706 x 0.008165 = 0.02099 > 0.02, and n = 7 gives 2.4469 x 0.007559 = 0.01850: 7 seeds.
+    sd 0.01 needs 4 (n = 3: 4.3027 x 0.005774 = 0.0248; n = 4: 3.1824 x 0.005 = 0.0159)."""
+    from mobidfl.analysis.bench_stats import seeds_for_column
+
+    assert seeds_for_column([0.01], have=3) == 4
+    assert seeds_for_column([0.01, 0.02], have=3) == 7
+    assert seeds_for_column([0.01, 0.02], have=8) == 8  # never fewer than have run
+    assert seeds_for_column([0.05], have=3) == 10  # 0.05 needs 15: the cap
+    assert seeds_for_column([0.05], have=3, cap=6) == 6
+    assert seeds_for_column([float("nan")], have=2, cap=5) == 5  # no spread known: the cap
+    assert seeds_for_column([0.0, 0.0], have=2) == 2  # no spread: 2 already enough
+    assert seeds_for_column([], have=3) == 3

@@ -1,4 +1,4 @@
-"""Tests for model.maths.cache (Cached-DFL: Alg. 1 and Alg. 2 LRU, group-based LRU)."""
+"""Tests for mobidfl.model.maths.cache (Cached-DFL: Alg. 1 and Alg. 2 LRU, group-based LRU)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.errors import ConfigError
-from model.maths.cache import (
+from mobidfl.model.maths.cache import (
     CacheEntry,
     aggregation_weights,
     cache_stats,
@@ -170,9 +169,9 @@ def test_aggregation_weights_are_sample_count_shares() -> None:
     # literals 0.1, 0.3, 0.6 (each the correctly rounded 100/1000 ...) -> bit-exact
     np.testing.assert_array_equal(w, [0.1, 0.3, 0.6])
     np.testing.assert_allclose(aggregation_weights(7, []), [1.0])
-    with pytest.raises(ConfigError, match="sample counts"):
+    with pytest.raises(ValueError, match="sample counts"):
         aggregation_weights(0, [_e(1, 0, size=0)])
-    with pytest.raises(ConfigError, match="sample counts"):
+    with pytest.raises(ValueError, match="sample counts"):
         aggregation_weights(5, [_e(1, 0, size=-1)])
 
 
@@ -188,19 +187,19 @@ def test_cache_stats_table2_metrics() -> None:
     assert empty_count == 0.0 and math.isnan(empty_age)
 
 
-def test_bad_settings_raise_config_error() -> None:
-    with pytest.raises(ConfigError, match="tau_max"):
+def test_bad_arguments_raise_value_error() -> None:
+    with pytest.raises(ValueError, match="tau_max"):
         evict_stale({}, now=1, tau_max=0)
-    with pytest.raises(ConfigError, match="cache_size"):
+    with pytest.raises(ValueError, match="cache_size"):
         lru_update({}, owner=0, peer_entry=_e(1, 1), peer_cache={}, now=1, tau_max=2,
                    cache_size=-1)
-    with pytest.raises(ConfigError, match="peer_entry.origin"):
+    with pytest.raises(ValueError, match="peer_entry.origin"):
         lru_update({}, owner=1, peer_entry=_e(1, 1), peer_cache={}, now=1, tau_max=2,
                    cache_size=2)
-    with pytest.raises(ConfigError, match="group"):
+    with pytest.raises(ValueError, match="group"):
         group_lru_update({}, owner=0, peer_entry=_e(1, 1, group=2), peer_cache={}, now=1,
                          tau_max=2, group_limits=[1, 1])
-    with pytest.raises(ConfigError, match="cache_size"):
+    with pytest.raises(ValueError, match="cache_size"):
         exchange_pair({}, {}, _e(0, 1), _e(1, 1), now=1, tau_max=2, cache_size=3,
                       group_limits=[1, 1])
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.config import Config
-from model.errors import ConfigError
-from model.maths.cache import CacheEntry
-from model.policies.cached import replay_encounters
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config
+from mobidfl.model.maths.cache import CacheEntry
+from mobidfl.model.policies.cached import replay_encounters
 
 
 def _own(n: int, now: int) -> dict[int, CacheEntry]:
@@ -54,7 +54,7 @@ def test_bad_passes_fail_with_one_line(bad):
 
 
 def test_preset_uses_one_pass_and_the_table2_variants_ten():
-    from analysis.reproduce import CACHED
+    from mobidfl.analysis.reproduce import CACHED
 
     # Assert: the reading of record, written before any accuracy result (validation/README.md)
     assert Config.from_settings(preset="cached_dfl_003").cached.passes == 1

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from model.checkpoint import load, save_atomic
-from model.world import MobiDFLModel
+from mobidfl.model.checkpoint import load, save_atomic
+from mobidfl.model.world import MobiDFLModel
 
 SETTINGS = dict(
     vehicles=8, pedestrians=3, uavs=2, steps=6, local_steps=2, test_size=100, momentum=0.5

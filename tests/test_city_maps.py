@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from maps.network import StreetNetwork
-from maps.sources import grid_table, load_edges, load_graph, manhattan_grid
-from maps.world import WorldMap, street_networks
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.maps.network import StreetNetwork
+from mobidfl.maps.sources import grid_table, load_edges, load_graph, manhattan_grid
+from mobidfl.maps.world import WorldMap, street_networks
 
 PROBS = (0.5, 0.25, 0.25)
 
@@ -88,7 +88,7 @@ def test_segment_csv_in_cached_dfl_format_becomes_a_projected_map(tmp_path):
 
 
 def test_segment_csv_runs_a_model(tmp_path):
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Prepare
     path = _csv_grid(tmp_path / "segments.csv")
@@ -159,7 +159,7 @@ def test_linestring_files_join_at_shared_end_points(tmp_path, suffix):
 
 
 def test_warm_load_reads_the_cache_and_a_changed_file_is_rebuilt(tmp_path, monkeypatch):
-    import maps.world as world_module
+    import mobidfl.maps.world as world_module
 
     # Prepare
     path = _csv_grid(tmp_path / "segments.csv")
@@ -242,7 +242,7 @@ def test_bad_generated_or_online_maps_fail_fast(spec, fragment, tmp_path):
 
 
 def test_density_is_recorded_and_saturation_is_flagged():
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Prepare / Execute: 20 cars on the 0.6 km² Upper West Side vs 20 on manhattan_grid
     dense = MobiDFLModel(map="nyc_uws", vehicles=20, pedestrians=0, sensors=0, uavs=0,
@@ -261,7 +261,7 @@ def test_density_is_recorded_and_saturation_is_flagged():
 
 
 def test_world_where_nobody_meets_is_flagged_isolated_by_the_cli(tmp_path, capsys):
-    from analysis.cli import main
+    from mobidfl.analysis.cli import main
 
     # Prepare: 3 sensors with a 1 m radius on a 2 km grid never come within range
     args = ["run", "--out", str(tmp_path / "out"), "--quiet", "--set", "map=grid:20x20:100",
@@ -278,8 +278,8 @@ def test_world_where_nobody_meets_is_flagged_isolated_by_the_cli(tmp_path, capsy
 
 
 def test_default_world_has_all_four_kinds_and_is_not_saturated():
-    from model.config import KINDS, Config
-    from model.world import MobiDFLModel
+    from mobidfl.model.config import KINDS, Config
+    from mobidfl.model.world import MobiDFLModel
 
     # Prepare
     config = Config()
@@ -373,7 +373,7 @@ def test_sumo_network_file_reads_its_drivable_edges_in_the_map_crs(tmp_path, suf
 
 
 def test_sumo_network_written_by_netconvert_reads_back_as_the_same_streets(tmp_path):
-    from maps import sumo_net
+    from mobidfl.maps import sumo_net
 
     # Prepare: a 3 x 4 grid with one one-way row, converted by SUMO's netconvert
     table = grid_table(rows=3, cols=4, spacing_m=100.0, oneway_rows=np.array([0, 1, 0]))
@@ -400,8 +400,8 @@ def test_unreadable_sumo_network_fails_with_one_line(tmp_path):
 
 
 def test_static_agents_out_of_range_of_each_other_are_counted_and_warned(tmp_path, capsys):
-    from analysis.cli import main
-    from model.world import MobiDFLModel
+    from mobidfl.analysis.cli import main
+    from mobidfl.model.world import MobiDFLModel
 
     # Prepare: PSFL's 56 sensors on its own 8 x 9 grid and over central Helsinki's cells
     settings = {"preset": "psfl_004", "learning": False, "steps": 1, "seed": 20}

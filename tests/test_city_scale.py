@@ -7,9 +7,9 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from model.errors import ConfigError
-from model.learning.params import mix_columns, mix_stacks, mixing_operator
-from model.learning.partition import (
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.params import mix_columns, mix_stacks, mixing_operator
+from mobidfl.model.learning.partition import (
     MIN_SHARD_SIZE,
     label_histograms,
     make_partition,
@@ -63,9 +63,9 @@ def test_a_fleet_larger_than_the_data_is_refused_naming_the_shared_partition():
 
 
 def test_memory_estimate_counts_one_stack_and_shared_snapshots_once():
-    import model.world  # noqa: F401 - registers the policies
-    from model.bounds import AGENT_BASE_BYTES, RECORD_BYTES, estimate_memory_bytes
-    from model.config import Config
+    import mobidfl.model.world  # noqa: F401 - registers the policies
+    from mobidfl.model.bounds import AGENT_BASE_BYTES, RECORD_BYTES, estimate_memory_bytes
+    from mobidfl.model.config import Config
 
     base = Config().updated({
         "map": "manhattan_cdfl", "vehicles": 10_000, "pedestrians": 0, "sensors": 0,
@@ -103,12 +103,12 @@ def test_cached_dfl_snapshot_bound_is_reached_and_never_exceeded(tau_max):
     snapshot of each of the last tau_max epochs: the estimate is what is really held."""
     from types import SimpleNamespace
 
-    import model.world  # noqa: F401 - registers the policies
-    from model.learning.data import load_dataset
-    from model.learning.engine import make_engine
-    from model.learning.partition import partition_iid
-    from model.plugins import POLICIES
-    from model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
+    import mobidfl.model.world  # noqa: F401 - registers the policies
+    from mobidfl.model.learning.data import load_dataset
+    from mobidfl.model.learning.engine import make_engine
+    from mobidfl.model.learning.partition import partition_iid
+    from mobidfl.model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
+    from mobidfl.plugins import POLICIES
 
     n = 16
     ds = load_dataset("digits", root=None, test_size=20, seed=0)
@@ -144,8 +144,8 @@ def test_cached_dfl_snapshot_bound_is_reached_and_never_exceeded(tau_max):
 
 
 def test_cached_dfl_holds_no_more_distinct_snapshots_than_estimated():
-    from model.plugins import POLICIES
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
+    from mobidfl.plugins import POLICIES
 
     model = MobiDFLModel(map="manhattan_cdfl", vehicles=150, pedestrians=0, sensors=0, uavs=0,
                          model="mlp", dataset="digits", partition="shards_resampled",

@@ -8,7 +8,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from analysis.cli import main
+from mobidfl.analysis.cli import main
 
 SMALL = [
     "--set", "map=nyc_uws", "--set", "policy=dpsgd",

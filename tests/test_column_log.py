@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from model.outputs import ColumnLog
+from mobidfl.model.outputs import ColumnLog
 
 
 def _blocks(rng: np.random.Generator, count: int) -> list[dict[str, np.ndarray]]:

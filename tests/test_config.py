@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from model.config import Config, public_names, settings_table
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config, public_names, settings_table
 
 
 def test_dotted_underscored_and_nested_names_reach_the_same_setting(tmp_path):
@@ -36,6 +36,7 @@ def test_resolved_toml_round_trips(tmp_path):
         ("vehicle.speed=-1", "vehicle.speed"),
         ("hm_fraction=1.5", "hm_fraction"),
         ("turn_left=0.5", "turn_straight+turn_left+turn_right"),
+        ("manhattan.turn_rule=zigzag", "manhattan.turn_rule"),
         ("walk_q=0.5,0.5,0.5,0.5", "walk_q"),
         ("policy=gossip", "policy"),
         ("vehicle.mobility=teleport", "vehicle.mobility"),
@@ -129,7 +130,7 @@ def test_every_public_setting_is_documented():
 
 
 def test_settings_page_documents_every_setting():
-    from analysis.readme import SETTINGS_PAGE
+    from mobidfl.analysis.readme import SETTINGS_PAGE
 
     page = SETTINGS_PAGE.read_text()
     missing = [name for name in public_names() if f"`{name}`" not in page]
@@ -137,7 +138,7 @@ def test_settings_page_documents_every_setting():
 
 
 def test_settings_page_table_is_generated_from_the_config():
-    from analysis.readme import SETTINGS_PAGE, with_settings_table
+    from mobidfl.analysis.readme import SETTINGS_PAGE, with_settings_table
 
     # Prepare
     page = SETTINGS_PAGE.read_text()

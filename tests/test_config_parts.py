@@ -9,7 +9,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from model.config import Config, canonical_name, old_names, plugin_namespaces
+from mobidfl.model.config import Config, canonical_name, old_names, plugin_namespaces
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +18,7 @@ def test_building_a_config_does_not_import_torch():
     # Prepare: a fresh interpreter (this one has torch from conftest)
     code = (
         "import sys\n"
-        "from model.config import Config\n"
+        "from mobidfl.model.config import Config\n"
         "Config()\n"
         "raw = Config(**{'psfl.sigma': 2.0, 'rm_cells': 3.0, 'vehicle_speed': 4.0, 'lr': 0.1})\n"
         "assert (raw.psfl.sigma, raw.dam.rm_cells, raw.vehicle.speed) == (2.0, 3.0, 4.0)\n"

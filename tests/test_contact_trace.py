@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.cli import main
-from maps.contact_trace import ContactTrace, read_contacts
-from model.contacts import one_connection_events
-from model.errors import ConfigError
+from mobidfl.analysis.cli import main
+from mobidfl.errors import ConfigError
+from mobidfl.maps.contact_trace import ContactTrace, read_contacts
+from mobidfl.model.contacts import one_connection_events
 
 SMALL = ["--set", "map=grid:8x8", "--set", "vehicles=14", "--set", "pedestrians=0",
          "--set", "sensors=0", "--set", "uavs=0", "--set", "steps=3", "--set", "seed=5",
@@ -146,7 +146,7 @@ def test_one_export_alternates_each_pairs_events_at_equal_times():
 
 
 def test_distance_rate_needs_distances_from_the_trace(tmp_path):
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     path = tmp_path / "t.dat"
     path.write_text("0 1 0 30\n")
@@ -225,7 +225,7 @@ def test_bad_traces_from_the_cli_are_one_line_exit_2_and_write_nothing(tmp_path,
 
 
 def test_a_kind_not_on_the_trace_is_refused(tmp_path):
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     path = tmp_path / "t.dat"
     path.write_text("0 1 0 30\n")
@@ -236,7 +236,7 @@ def test_a_kind_not_on_the_trace_is_refused(tmp_path):
 
 
 def test_contacts_out_refuses_unknown_formats():
-    from model.config import Config
+    from mobidfl.model.config import Config
 
     with pytest.raises(ConfigError, match="contacts_out"):
         Config(vehicles=1).updated(contacts_out="csv,xml")
@@ -244,8 +244,8 @@ def test_contacts_out_refuses_unknown_formats():
 
 
 def test_recorded_contacts_survive_a_checkpoint_without_a_link_model(tmp_path):
-    from model.checkpoint import load, save_atomic
-    from model.world import MobiDFLModel
+    from mobidfl.model.checkpoint import load, save_atomic
+    from mobidfl.model.world import MobiDFLModel
 
     settings = {"map": "grid:6x6", "vehicles": 8, "pedestrians": 0, "sensors": 0, "uavs": 0,
                 "learning": False, "steps": 3, "contacts_out": "parquet"}

@@ -8,14 +8,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from agents.mobility import MobilityContext, make_mobility
-from agents.mobility.dam import NO_DESTINATION, DistributionAwareGrid
-from agents.mobility.distribution import coverage_matrix, label_distribution_at_cells
-from maps.world import WorldMap
-from model.config import Config
-from model.errors import ConfigError
-from model.world import MobiDFLModel
-from model.world_view import ModelWorldView
+from mobidfl.agents.mobility import MobilityContext, make_mobility
+from mobidfl.agents.mobility.dam import NO_DESTINATION, DistributionAwareGrid
+from mobidfl.agents.mobility.distribution import coverage_matrix, label_distribution_at_cells
+from mobidfl.errors import ConfigError
+from mobidfl.maps.world import WorldMap
+from mobidfl.model.config import Config
+from mobidfl.model.world import MobiDFLModel
+from mobidfl.model.world_view import ModelWorldView
 
 # Hand 3x3 layout of tests/test_distribution.py, now as MobiDFL agents on 10 m cells:
 #   sensor A on cell 0 with label counts [2, 0], sensor B on cell 8 with [0, 6],
@@ -235,7 +235,7 @@ def test_dcm_without_static_clients_is_a_config_error(grid3: WorldMap) -> None:
 def test_model_checkpoint_resume_equals_uninterrupted_run(tmp_path, mobility: str) -> None:
     # Prepare: the real checkpoint path (weights-only torch file) with DAM/DCM UAVs, R_m = 1
     # so destinations are still pending (eq. 8 state) at the checkpoint.
-    from model.checkpoint import load, save_atomic
+    from mobidfl.model.checkpoint import load, save_atomic
 
     settings = {
         "map": "grid:2x2:80", "cell_m": 10.0, "vehicles": 0, "pedestrians": 0, "sensors": 5,

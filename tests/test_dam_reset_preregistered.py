@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.reproduce import DAM, verdict_rows
+from mobidfl.analysis.reproduce import DAM, verdict_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "published" / "reproduction" / "dam_001" / "reset_30_39"

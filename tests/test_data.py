@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.errors import ConfigError
-from model.learning import data as data_mod
-from model.learning.data import DatasetUnavailable, load_dataset, read_idx
+from mobidfl.errors import ConfigError, DatasetUnavailable
+from mobidfl.model.learning import data as data_mod
+from mobidfl.model.learning.data import load_dataset, read_idx
 
 
 def write_idx(path, array: np.ndarray) -> None:
@@ -112,6 +112,10 @@ def test_a_damaged_digits_table_is_refused_in_one_line(tmp_path, monkeypatch, da
 def test_a_missing_cifar10_is_told_without_torchvision(tmp_path, monkeypatch):
     # torchvision (seconds of imports) only once the CIFAR-10 folder is there: an
     # ``auto:cifar10|mnist5k`` preset on a machine without it must not pay for it
+    # every torchvision module blocked, not only the package: an earlier test in the same
+    # process may have imported torchvision.datasets, which an import finds by its own name
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "torchvision", None)
     with pytest.raises(DatasetUnavailable, match="cifar-10-batches-py"):
         load_dataset("cifar10", root=tmp_path, test_size=10, seed=0)

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from model.learning.backends import Functional, is_dense_plan
-from model.learning.nets import build_net
+from mobidfl.model.learning.backends import Functional, is_dense_plan
+from mobidfl.model.learning.nets import build_net
 
 
 def _pair(net: nn.Module) -> tuple[Functional, Functional]:

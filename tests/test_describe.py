@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from analysis.describe import (
+from mobidfl.analysis.describe import (
     contact_spells,
     describe_world,
     label_skew_index,

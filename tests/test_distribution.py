@@ -1,4 +1,4 @@
-"""Tests for agents.mobility.distribution (Reza et al.: DAM / DCM, eqs. 3-9, Alg. 1)."""
+"""Tests for mobidfl.agents.mobility.distribution (Reza et al.: DAM / DCM, eqs. 3-9, Alg. 1)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.mobility.distribution import (
+from mobidfl.agents.mobility.distribution import (
     area_label_lists,
     cell_coordinates,
     cell_index,
@@ -27,7 +27,7 @@ from agents.mobility.distribution import (
     random_grid_destination,
     step_toward,
 )
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 SQRT2 = math.sqrt(2.0)
 
@@ -368,7 +368,7 @@ def test_next_destination_keeps_until_reached_then_draws() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# rectangular grids (MobiDFL's maps.grid.Grid is rows x cols; cell = row * cols + col)
+# rectangular grids (MobiDFL's mobidfl.maps.grid.Grid is rows x cols; cell = row * cols + col)
 # ------------------------------------------------------------------------------------------
 def test_rectangular_grid_helpers_are_row_major_over_cols() -> None:
     # Prepare: 2 rows x 3 cols -> cells 0 1 2 / 3 4 5.

@@ -139,7 +139,7 @@ def test_api_reference_renders_docstrings(site):
 
 
 def test_cli_reference_is_generated_from_the_parser():
-    from analysis.readme import CLI_PAGE, with_cli_reference
+    from mobidfl.analysis.readme import CLI_PAGE, with_cli_reference
 
     page = CLI_PAGE.read_text()
     assert with_cli_reference(page) == page, "docs/reference/cli.md is stale: make docs-reference"

@@ -9,13 +9,13 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from model.contacts import contact_matrix, contact_times
-from model.learning.data import load_dataset
-from model.learning.engine import make_engine
-from model.learning.partition import partition_iid
-from model.policies import AgentTable, ExchangeContext, make_policy
-from model.policies.cached import encounter_order
-from model.world import MobiDFLModel
+from mobidfl.model.contacts import contact_matrix, contact_times
+from mobidfl.model.learning.data import load_dataset
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.partition import partition_iid
+from mobidfl.model.policies import AgentTable, ExchangeContext, make_policy
+from mobidfl.model.policies.cached import encounter_order
+from mobidfl.model.world import MobiDFLModel
 
 
 # --- contact_times ----------------------------------------------------------------------------

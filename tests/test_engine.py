@@ -8,10 +8,10 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from model.errors import ConfigError
-from model.learning.engine import make_engine
-from model.learning.partition import partition_iid, partition_shards
-from model.maths.mixing import dpsgd_weights, global_average_weights
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.partition import partition_iid, partition_shards
+from mobidfl.model.maths.mixing import dpsgd_weights, global_average_weights
 
 U = 2.0**-24
 """float32's unit roundoff."""
@@ -172,7 +172,7 @@ def test_global_average_gives_consensus_zero(ds):
 
 
 def test_consensus_distance_is_the_mean_distance_to_the_average_model():
-    from model.learning.params import consensus_distance
+    from mobidfl.model.learning.params import consensus_distance
 
     # Prepare: 300 agents (two blocks of 256), two layers
     gen = torch.Generator().manual_seed(5)

@@ -8,12 +8,12 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from model.errors import ConfigError
-from model.learning.engine import make_engine
-from model.learning.partition import partition_iid
-from model.policies import Exchange, ExchangeContext, ExchangePolicy
-from model.policies.base import check_metrics
-from model.world import MobiDFLModel
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.partition import partition_iid
+from mobidfl.model.policies import Exchange, ExchangeContext, ExchangePolicy
+from mobidfl.model.policies.base import check_metrics
+from mobidfl.model.world import MobiDFLModel
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_dpsgd_degree_mean_reaches_the_model_table():
 @pytest.mark.parametrize("net", ["cnn", "cached_cnn", "mlp"])
 def test_flop_probe_runs_where_the_net_is(net):
     # Prepare: a net moved off the CPU (meta stands in for CUDA here: no data, same rule)
-    from model.learning.nets import build_net, flops_per_sample
+    from mobidfl.model.learning.nets import build_net, flops_per_sample
 
     cpu = build_net(net, (1, 28, 28), 10)
     elsewhere = build_net(net, (1, 28, 28), 10).to("meta")

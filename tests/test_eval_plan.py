@@ -8,14 +8,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.learning.backends import (
+from mobidfl.model.learning.backends import (
     Functional,
     max_pool2_nchw,
     max_pool2_nchw_to_nhwc,
     max_pool2_nhwc,
     nhwc_plan,
 )
-from model.learning.nets import build_net
+from mobidfl.model.learning.nets import build_net
 
 
 @pytest.mark.parametrize(("net", "shape"), [("cached_cnn", (1, 28, 28)), ("cnn", (1, 28, 28)),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.reproduce import CACHED, variant_settings
-from model.config import Config
+from mobidfl.analysis.reproduce import CACHED, variant_settings
+from mobidfl.model.config import Config
 from tests.reproduce_ci import effects, run_ci, value
 
 PAPER = "cached_dfl_003"

@@ -20,10 +20,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.grad import conv2d_weight
 
-from model.learning.backends import Functional, conv2d_fast_wgrad
-from model.learning.engine import make_engine
-from model.learning.nets import build_net
-from model.learning.partition import partition_shards
+from mobidfl.model.learning.backends import Functional, conv2d_fast_wgrad
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.nets import build_net
+from mobidfl.model.learning.partition import partition_shards
 
 U = 2.0**-24
 """float32's unit roundoff."""

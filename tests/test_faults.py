@@ -19,10 +19,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import analysis.sweep as sweep_module
-from analysis.cli import main
-from analysis.sweep import load_runs, read_manifest, run_path
-from model.atomic import TEMP_PREFIX, write_bytes_atomic
+import mobidfl.analysis.sweep as sweep_module
+from mobidfl.analysis.cli import main
+from mobidfl.analysis.sweep import load_runs, read_manifest, run_path
+from mobidfl.atomic import TEMP_PREFIX, write_bytes_atomic
 
 SWEEP = """
 replicates = 2
@@ -213,7 +213,7 @@ def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path, monk
             self.fh.write(data[: len(data) // 2])
             raise OSError(fault, os.strerror(fault))
 
-    import model.atomic as atomic
+    import mobidfl.atomic as atomic
 
     real_open = atomic.open_atomic
 

@@ -24,11 +24,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from maps.edges import EdgeTable
-from maps.sources import load_edges, street_grid
-from maps.traces import read_trace
-from model.config import Config, parse_assignments, public_names
-from model.errors import ConfigError, DatasetUnavailable
+from mobidfl.errors import ConfigError, DatasetUnavailable
+from mobidfl.maps.edges import EdgeTable
+from mobidfl.maps.sources import load_edges, street_grid
+from mobidfl.maps.traces import read_trace
+from mobidfl.model.config import Config, parse_assignments, public_names
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -389,7 +389,7 @@ IDX = _idx()
         lambda a: ("gz", _flip_at(gzip.compress(IDX, mtime=0), *a))),
 ))
 def test_idx_reader_checks_the_header_against_the_file(case):
-    from model.learning.data import read_idx
+    from mobidfl.model.learning.data import read_idx
 
     kind, mutated = case
     path = _write(Path(_scratch()) / ("fuzz-idx" + (".gz" if kind == "gz" else "")), mutated)

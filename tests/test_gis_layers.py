@@ -10,8 +10,8 @@ from pyproj import Transformer
 from shapely.geometry import LineString, Point, box
 from shapely.ops import transform
 
-from analysis.gis import export_layers
-from model.world import MobiDFLModel
+from mobidfl.analysis.gis import export_layers
+from mobidfl.model.world import MobiDFLModel
 
 
 @pytest.fixture(scope="module", params=["nyc_uws", "grid:5x5:120"])

@@ -21,9 +21,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.errors import DatasetDamaged, DatasetUnavailable
-from model.learning import data as data_mod
-from model.learning.data import load_dataset, read_idx
+from mobidfl.errors import DatasetDamaged, DatasetUnavailable
+from mobidfl.model.learning import data as data_mod
+from mobidfl.model.learning.data import load_dataset, read_idx
 
 # name -> (folder under ROOT, the four file stems, number of classes, first label)
 SETS = {
@@ -179,8 +179,8 @@ def test_a_header_over_the_cap_is_refused_before_the_data_is_read(tmp_path):
 @pytest.mark.skipif(not (SYSTEM_FASHION / "t10k-labels-idx1-ubyte.gz").is_file(),
                     reason="Debian's dataset-fashion-mnist is not installed (make fashion-mnist)")
 def test_the_default_dataset_is_the_full_fashion_mnist_where_installed(monkeypatch):
-    from model.config import Config
-    from model.presets import dataset_present
+    from mobidfl.model.config import Config
+    from mobidfl.model.presets import dataset_present
 
     # Prepare: the system copy visible (conftest hides it from the other tests)
     monkeypatch.setattr(data_mod, "FASHION_SYSTEM_DIR", SYSTEM_FASHION)
@@ -199,7 +199,7 @@ def test_the_default_dataset_is_the_full_fashion_mnist_where_installed(monkeypat
 
 
 def test_the_cli_refuses_a_random_bytes_mnist_folder_in_one_line_exit_2(tmp_path, capsys):
-    from analysis.cli import main
+    from mobidfl.analysis.cli import main
 
     # Prepare: the held-out round's case (dataset=mnist over random bytes)
     write_set(tmp_path / "data", "mnist", _random_bytes(arrays("mnist")), gz=False)
@@ -217,8 +217,8 @@ def test_the_cli_refuses_a_random_bytes_mnist_folder_in_one_line_exit_2(tmp_path
 
 
 def test_a_damaged_first_choice_of_an_auto_dataset_is_refused_not_replaced(tmp_path):
-    from model.config import Config
-    from model.presets import dataset_present
+    from mobidfl.model.config import Config
+    from mobidfl.model.presets import dataset_present
 
     # Prepare: a damaged Fashion-MNIST under data_root
     write_set(tmp_path, "fashion_mnist", {"train_y": b"not an idx file"}, gz=False)

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-import maps.contact_trace as contact_trace
-from analysis.cli import main
-from maps.contact_trace import inflate, read_contacts
-from model.config import KINDS, Config, plugin_namespaces
-from model.errors import ConfigError
-from model.inert import KINDS as INERT_KINDS
-from model.inert import InertSettingWarning, inert_settings
+import mobidfl.maps.contact_trace as contact_trace
+from mobidfl.analysis.cli import main
+from mobidfl.errors import ConfigError
+from mobidfl.maps.contact_trace import inflate, read_contacts
+from mobidfl.model.config import KINDS, Config, plugin_namespaces
+from mobidfl.model.inert import KINDS as INERT_KINDS
+from mobidfl.model.inert import InertSettingWarning, inert_settings
 
 ONE = "0 CONN 1 2 up\n5.5 CONN p1 p3 up\n7 C M1 1 2\n10 CONN 1 2 down\n"
 

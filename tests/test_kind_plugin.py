@@ -28,11 +28,11 @@ PROBE = """
 import json
 import numpy as np
 from mobidfl.kinds import KINDS
-from agents.kinds import AGENT_CLASSES
-from analysis.app.look import KIND_COLOURS, KIND_SHAPES
-from model.config import Config, settings_table
-from model.maths.energy import J_PER_FLOP
-from model.world import MobiDFLModel
+from mobidfl.agents.kinds import AGENT_CLASSES
+from mobidfl.analysis.app.look import KIND_COLOURS, KIND_SHAPES
+from mobidfl.model.config import Config, settings_table
+from mobidfl.model.maths.energy import J_PER_FLOP
+from mobidfl.model.world import MobiDFLModel
 
 names = [row[0] for row in settings_table()]
 config = Config.from_settings({"map": "grid:5x5", "vehicles": 0, "pedestrians": 4,

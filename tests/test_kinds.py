@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from mobidfl.kinds import AGENT_KINDS, COUNT_SETTING, KIND_POLICY, KINDS, auto_policies
-from model.config import Config, KindSettings, settings_table
+from mobidfl.model.config import Config, KindSettings, settings_table
 
 
 def test_the_config_has_one_count_and_one_kind_table_per_row_in_the_kinds_order():
@@ -30,9 +30,9 @@ def test_the_config_has_one_count_and_one_kind_table_per_row_in_the_kinds_order(
 
 def test_every_kind_has_its_agent_class_and_every_reader_uses_the_one_table():
     # Prepare
-    from agents.kinds import AGENT_CLASSES
-    from agents.mobility.base import MobilityModel
-    from model import inert, links
+    from mobidfl.agents.kinds import AGENT_CLASSES
+    from mobidfl.agents.mobility.base import MobilityModel
+    from mobidfl.model import inert, links
 
     # Execute / Assert: one agent class per kind; the copies are gone (the same object)
     assert list(AGENT_CLASSES) == list(KINDS)
@@ -43,8 +43,8 @@ def test_every_kind_has_its_agent_class_and_every_reader_uses_the_one_table():
 
 def test_every_per_kind_table_outside_the_settings_covers_every_kind():
     # Prepare: the tables a new kind needs a row in (cited energy, the app's look)
-    from analysis.app.look import KIND_COLOURS, KIND_SHAPES
-    from model.maths.energy import J_PER_FLOP
+    from mobidfl.analysis.app.look import KIND_COLOURS, KIND_SHAPES
+    from mobidfl.model.maths.energy import J_PER_FLOP
 
     # Execute / Assert
     for table in (J_PER_FLOP, KIND_COLOURS, KIND_SHAPES):

@@ -18,33 +18,46 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("mobidfl", "model", "agents", "maps", "analysis")
+FOLDERS = ("mobidfl", "model", "agents", "maps", "analysis")
+"""The project's package folders; all but ``mobidfl/`` install as ``mobidfl.<folder>``."""
+SUBPACKAGES = FOLDERS[1:]
 
 type Floors = tuple[tuple[int, str, tuple[str, ...]], ...]
 
 FLOORS: Floors = (
     (0, "ground: errors, settings, registries, config, presets, io", (
-        "mobidfl.*", "model.errors", "model.settings", "model.registry", "model.plugins",
-        "model.config", "model.config_values", "model.config_fields", "model.config_names",
-        "model.config_checks", "model.config_resolve", "model.config_io", "model.presets",
-        "model.atomic", "model.checkpoint", "model.ray_local", "model.inert",
+        "mobidfl.*", "mobidfl.model.config", "mobidfl.model.config_values",
+        "mobidfl.model.config_fields", "mobidfl.model.config_names", "mobidfl.model.config_checks",
+        "mobidfl.model.config_resolve", "mobidfl.model.config_io", "mobidfl.model.presets",
+        "mobidfl.model.checkpoint", "mobidfl.model.ray_local", "mobidfl.model.inert",
     )),
     (1, "maps, pure maths, the typed views plug-ins read", (
-        "maps.*", "model.maths.*", "model.contacts", "model.views",
-        "agents.views",
+        "mobidfl.maps.*", "mobidfl.model.maths.*", "mobidfl.model.contacts", "mobidfl.agents.views",
     )),
     (2, "learning, policies, mobility", (
-        "model.learning.*", "model.policies.*", "agents.mobility.*", "model.bounds",
-        "model.links", "model.links_ns3",
+        "mobidfl.model.learning.*", "mobidfl.model.policies.*", "mobidfl.agents.mobility.*",
+        "mobidfl.model.bounds", "mobidfl.model.links", "mobidfl.model.links_ns3",
     )),
-    (3, "the Mesa model", ("model", "model.world", "model.world_view", "model.reporters",
-                           "model.regime", "model.outputs", "model.world_state",
-                           "model.learning.session", "agents", "agents.kinds")),
-    (4, "analysis and the app", ("analysis.*", "app")),
+    (3, "the Mesa model", (
+        "mobidfl.model", "mobidfl.model.world", "mobidfl.model.world_view",
+        "mobidfl.model.reporters", "mobidfl.model.regime", "mobidfl.model.outputs",
+        "mobidfl.model.world_state",
+        "mobidfl.model.learning.session", "mobidfl.agents", "mobidfl.agents.kinds",
+    )),
+    (4, "analysis and the app", ("mobidfl.analysis.*", "app")),
     (5, "the public front door", ("mobidfl",)),
 )
-"""(floor, role, modules): ``pkg.*`` is the package and everything in it; the most specific
-entry wins (``model.learning.session`` over ``model.learning.*``)."""
+"""(floor, role, modules): ``pkg.*`` is the package and everything in it that lives in its
+folder (``mobidfl.*``, the ground, is not ``mobidfl.model``, which lives in ``model/``); the
+most specific entry wins (``mobidfl.model.learning.session`` over ``mobidfl.model.learning.*``)."""
+
+
+def folder_of(module: str) -> str:
+    """The folder (or ``app``) that holds ``module``: ``model`` for ``mobidfl.model.world``."""
+    parts = module.split(".")
+    if parts[0] == "mobidfl" and len(parts) > 1 and parts[1] in SUBPACKAGES:
+        return parts[1]
+    return parts[0]
 
 
 def floor_of(module: str, floors: Floors | None = None) -> int | None:
@@ -55,7 +68,8 @@ def floor_of(module: str, floors: Floors | None = None) -> int | None:
         for pattern in patterns:
             if pattern.endswith(".*"):
                 package = pattern[:-2]
-                hit = module == package or module.startswith(package + ".")
+                hit = module == package or (module.startswith(package + ".")
+                                            and folder_of(module) == folder_of(package))
                 score = len(package)
             else:
                 hit, score = module == pattern, len(pattern) + 1000
@@ -66,10 +80,10 @@ def floor_of(module: str, floors: Floors | None = None) -> int | None:
 
 PACKAGE_FLOORS: Floors = (
     (0, "ground: errors, settings, registries", ("mobidfl.*",)),
-    (1, "street maps", ("maps.*",)),
-    (2, "agents, their mobility models and the views plug-ins read", ("agents.*",)),
-    (3, "the Mesa model, learning, policies, links", ("model.*",)),
-    (4, "CLI, sweeps, reports, the app's parts", ("analysis.*",)),
+    (1, "street maps", ("mobidfl.maps.*",)),
+    (2, "agents, their mobility models and the views plug-ins read", ("mobidfl.agents.*",)),
+    (3, "the Mesa model, learning, policies, links", ("mobidfl.model.*",)),
+    (4, "CLI, sweeps, reports, the app's parts", ("mobidfl.analysis.*",)),
     (5, "the app page and the public front door", ("app", "mobidfl")),
 )
 """Top-level packages from the bottom up (``mobidfl`` is two: its modules are the ground, its
@@ -93,17 +107,19 @@ def package_problems(sources: dict[str, str]) -> list[str]:
 
 def _package(module: str) -> str:
     """The unit of :data:`PACKAGE_FLOORS` that ``module`` belongs to."""
-    return "mobidfl (front door)" if module == "mobidfl" else module.split(".")[0]
+    return "mobidfl (front door)" if module == "mobidfl" else folder_of(module)
 
 
 def project_sources() -> dict[str, str]:
     """Module name -> source of every module of the project (tests and benchmarks excluded)."""
     sources = {"app": (ROOT / "app.py").read_text()}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
+            if folder in SUBPACKAGES:
+                parts.insert(0, "mobidfl")  # installed as mobidfl.<folder> (pyproject.toml)
             sources[".".join(parts)] = path.read_text()
     return sources
 
@@ -114,7 +130,7 @@ def imports_of(module: str, source: str, known: set[str]) -> set[str]:
     found: set[str] = set()
     for names, from_import in _import_names(module, is_package, source):
         for name in names:
-            if name.split(".")[0] not in (*PACKAGES, "app"):
+            if name.split(".")[0] not in ("mobidfl", "app"):
                 continue
             while name and name not in known:  # ``from pkg import name`` of a non-module
                 name = name.rpartition(".")[0]
@@ -220,12 +236,14 @@ def test_every_import_goes_to_the_same_or_a_lower_floor_without_cycles():
 @pytest.mark.parametrize(
     "module, source",
     [
-        ("maps.sources", "from model.world import MobiDFLModel\n"),
-        ("model.config", "def f():\n    from agents.mobility import MOBILITY_MODELS\n"),
-        ("agents.kinds", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                         "    from analysis.cli import main\n"),
-        ("model.registry", "import importlib\nimportlib.import_module('model.policies')\n"),
-        ("model.maths.cache", "from model import world\n"),
+        ("mobidfl.maps.sources", "from mobidfl.model.world import MobiDFLModel\n"),
+        ("mobidfl.model.config",
+         "def f():\n    from mobidfl.agents.mobility import MOBILITY_MODELS\n"),
+        ("mobidfl.agents.kinds", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                 "    from mobidfl.analysis.cli import main\n"),
+        ("mobidfl.model.config_values",
+         "import importlib\nimportlib.import_module('mobidfl.model.policies')\n"),
+        ("mobidfl.model.maths.cache", "from mobidfl.model import world\n"),
     ],
 )
 def test_an_upward_import_is_found_wherever_it_hides(module, source):
@@ -242,16 +260,16 @@ def test_a_cycle_on_one_floor_and_a_module_without_floor_are_found():
     # Prepare: two ground modules importing each other, and a new module nobody placed
     sources = {
         **project_sources(),
-        "model.errors": "from model.settings import setting\n",
-        "model.settings": "from model.errors import ConfigError\n",
-        "model.newthing": "x = 1\n",
+        "mobidfl.model.config_names": "from mobidfl.model.config_values import registered\n",
+        "mobidfl.model.config_values": "from mobidfl.model.config_names import canonical\n",
+        "mobidfl.model.newthing": "x = 1\n",
     }
     # Execute
     problems = layer_problems(sources)
     # Assert
     assert problems == [
-        "model.newthing: no floor in FLOORS",
-        "model.errors -> model.settings -> model.errors",
+        "mobidfl.model.newthing: no floor in FLOORS",
+        "mobidfl.model.config_names -> mobidfl.model.config_values -> mobidfl.model.config_names",
     ]
 
 
@@ -262,16 +280,17 @@ def test_the_front_door_does_not_import_the_mesa_model_for_lower_floors():
     import sys
 
     code = (
-        "import sys, model.errors, model.config; "
-        "print('model.world' in sys.modules, 'agents' in sys.modules); "
-        "from model import MobiDFLModel, Config; print(MobiDFLModel.__module__, Config.__module__)"
+        "import sys, mobidfl.errors, mobidfl.model.config; "
+        "print('mobidfl.model.world' in sys.modules, 'mobidfl.agents' in sys.modules); "
+        "from mobidfl.model import MobiDFLModel, Config; "
+        "print(MobiDFLModel.__module__, Config.__module__)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     ).stdout.split()
     # Assert
-    assert out == ["False", "False", "model.world", "model.config"]
+    assert out == ["False", "False", "mobidfl.model.world", "mobidfl.model.config"]
 
 
 def test_packages_import_each_other_only_downwards():
@@ -286,11 +305,16 @@ def test_packages_import_each_other_only_downwards():
 @pytest.mark.parametrize(
     "module, source, culprit",
     [
-        ("maps.sources", "from model.errors import ConfigError\n", "model.errors"),
-        ("maps.world", "def f():\n    from agents.kinds import Vehicle\n", "agents.kinds"),
-        ("agents.mobility.base", "from model.settings import setting\n", "model.settings"),
-        ("mobidfl.errors", "from maps.network import StreetNetwork\n", "maps.network"),
-        ("model.world", "from analysis.cli import main\n", "analysis.cli"),
+        ("mobidfl.maps.sources", "from mobidfl.model.config import Config\n",
+         "mobidfl.model.config"),
+        ("mobidfl.maps.world", "def f():\n    from mobidfl.agents.kinds import Vehicle\n",
+         "mobidfl.agents.kinds"),
+        ("mobidfl.agents.mobility.base", "from mobidfl.model.inert import one_report\n",
+         "mobidfl.model.inert"),
+        ("mobidfl.errors", "from mobidfl.maps.network import StreetNetwork\n",
+         "mobidfl.maps.network"),
+        ("mobidfl.model.world", "from mobidfl.analysis.cli import main\n",
+         "mobidfl.analysis.cli"),
         ("app", "import mobidfl\n", "mobidfl"),
     ],
 )

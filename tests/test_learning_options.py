@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from agents.mobility.random_walk import high_mobility_count
-from model.learning.engine import adam_update, agent_batch_sizes, make_engine
-from model.maths.schedule import (
+from mobidfl.agents.mobility.random_walk import high_mobility_count
+from mobidfl.model.learning.engine import adam_update, agent_batch_sizes, make_engine
+from mobidfl.model.maths.schedule import (
     EarlyStopState,
     PlateauState,
     early_stop_step,

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from model.errors import ConfigError
-from model.world import MobiDFLModel
+from mobidfl.errors import ConfigError
+from mobidfl.model.world import MobiDFLModel
 from tests.worlds import NO_AGENTS, UWS_CARS
 
 RUN = dict({k: v for k, v in UWS_CARS.items() if k != "policy"}, steps=15, test_size=300,

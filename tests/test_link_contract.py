@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from mobidfl.contact_table import ContactTable
-from model.links import LinkModel, LinkPlan, RateLink
-from model.links_ns3 import Ns3Link
-from model.plugins import LINKS
+from mobidfl.model.links import LinkModel, LinkPlan, RateLink
+from mobidfl.model.links_ns3 import Ns3Link
+from mobidfl.plugins import LINKS
 
 SMALL = {
     "map": "grid:5x5", "vehicles": 8, "pedestrians": 6, "sensors": 0, "uavs": 0, "steps": 2,
@@ -40,7 +40,7 @@ def toy_link():
 
 
 def test_a_link_model_that_writes_only_plan_runs_a_world_like_an_unlimited_rate(toy_link):
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Execute: the toy link, and fixed_rate at an unlimited rate, on the same world
     toy = MobiDFLModel(**SMALL, **{"link.model": toy_link}).run().model_table()

@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 
 import mobidfl.registry as registry
-from analysis.cli import main
-from model.config import Config, settings_table
-from model.errors import ConfigError
-from model.inert import InertSettingWarning
-from model.links import RateLink
-from model.plugins import LINKS
-from model.settings import PluginSettings, setting
+from mobidfl.analysis.cli import main
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config, settings_table
+from mobidfl.model.inert import InertSettingWarning
+from mobidfl.model.links import RateLink
+from mobidfl.plugins import LINKS
+from mobidfl.settings import PluginSettings, setting
 
 LAYOUT = Path(__file__).resolve().parent.parent / "docs" / "reference" / "layout.md"
 
@@ -119,7 +119,7 @@ def test_a_bad_setting_of_the_new_link_is_one_line_and_exit_2(cutoff, tmp_path, 
 
 
 def test_a_world_runs_with_it_and_its_cutoff_cuts(cutoff):
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Execute: beyond the radius the cutoff never bites: the same world as fixed_rate at
     # the same rate; at 30 m it cuts what pairs in range carry

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from analysis.cli import main
-from model.config import Config
-from model.contacts import contact_intervals
-from model.errors import ConfigError
-from model.maths.energy import (
+from mobidfl.analysis.cli import main
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config
+from mobidfl.model.contacts import contact_intervals
+from mobidfl.model.maths.energy import (
     J_PER_FLOP,
     ZENG_2019,
     compute_energy,
@@ -20,9 +20,9 @@ from model.maths.energy import (
     parse_kind_values,
     rotary_wing_power,
 )
-from model.maths.link import message_bytes, stay_seconds
-from model.maths.psfl import path_delivered
-from model.world import MobiDFLModel
+from mobidfl.model.maths.link import message_bytes, stay_seconds
+from mobidfl.model.maths.psfl import path_delivered
+from mobidfl.model.world import MobiDFLModel
 from tests.test_links import STEP_S, R, head_on, link_of
 
 # --- the rotary-wing flight-power model (Zeng, Xu, Zhang 2019) ---------------------------------
@@ -111,7 +111,7 @@ def test_energy_splits_into_radio_compute_and_flight_per_agent_and_step():
 
 
 def test_gis_points_and_tracks_carry_the_link_and_energy_columns():
-    from analysis.gis import export_layers
+    from mobidfl.analysis.gis import export_layers
 
     model = MobiDFLModel(**ALL_KINDS).run()
     layers = export_layers(model)
@@ -264,7 +264,7 @@ def test_policies_that_still_ignore_the_link_are_refused():
 
 
 def test_a_checkpoint_keeps_mofel_s_uploads_and_downloads_in_progress(tmp_path):
-    from model.checkpoint import load, save_atomic
+    from mobidfl.model.checkpoint import load, save_atomic
 
     slow = {"link": "fixed_rate", "link.server_up_bps": 1e5, "link.server_down_bps": 1e5}
     straight = mofel(**slow).run()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.studies import link_study
+from mobidfl.analysis.studies import link_study
 
 
 def _run_table(*, seed: int, received: list[float], acc: list[float]) -> pd.DataFrame:

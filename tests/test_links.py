@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from analysis.cli import main
-from model.config import Config
-from model.contacts import contact_intervals, contact_matrix, sub_samples
-from model.errors import ConfigError
-from model.links import PROFILES, make_link
-from model.maths.cache import CacheEntry
-from model.maths.link import (
+from mobidfl.analysis.cli import main
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config
+from mobidfl.model.contacts import contact_intervals, contact_matrix, sub_samples
+from mobidfl.model.links import PROFILES, make_link
+from mobidfl.model.maths.cache import CacheEntry
+from mobidfl.model.maths.link import (
     delivered_prefix,
     expected_attempts,
     fair_split,
@@ -24,7 +24,7 @@ from model.maths.link import (
     shannon_rate,
     table_rate,
 )
-from model.policies.cached import CachedPolicy
+from mobidfl.model.policies.cached import CachedPolicy
 
 SPEED = 13.89  # Cached-DFL: "a speed of 13.89 m/s and a communication distance of 100 m"
 R = 100.0
@@ -251,7 +251,7 @@ SMALL = {
 
 
 def test_ideal_and_an_unlimited_link_give_the_same_run_and_the_link_adds_columns():
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Execute: cached_lru cars and dpsgd pedestrians, without and with the link code path
     ideal = MobiDFLModel(**SMALL).run().model_table()
@@ -264,9 +264,12 @@ def test_ideal_and_an_unlimited_link_give_the_same_run_and_the_link_adds_columns
     np.testing.assert_array_equal(
         table[ideal.columns].to_numpy(float), ideal.to_numpy(float)
     )
+    # the ideal link counts the same bytes (compared above with every ideal column) and
+    # accounts nothing that needs a rate
     assert {"bytes_sent", "bytes_received", "transfers_aborted", "airtime_s", "energy_j"} <= set(
         table.columns
-    ) and not {"bytes_sent", "energy_j"} & set(ideal.columns)
+    ) and {"bytes_sent", "bytes_received"} <= set(ideal.columns)
+    assert not {"transfers_aborted", "airtime_s", "energy_j"} & set(ideal.columns)
     assert table["bytes_received"].iloc[1:].gt(0).all()
     size = unlimited.learner.engine.num_params * 4 + 64  # fp32 + 64 B per message
     assert (table["bytes_received"] % size == 0).all()
@@ -279,8 +282,67 @@ def test_ideal_and_an_unlimited_link_give_the_same_run_and_the_link_adds_columns
     assert set(contacts["step"]) == {1, 2}
 
 
+# --- bytes at the ideal link: counted, not limited --------------------------------------------
+KING_3X3 = {  # 9 static sensors, one per 100 m cell of a 3 x 3 grid, each hearing its 8 cells
+    "map": "grid:4x4:100", "cell_m": 100.0, "vehicles": 0, "pedestrians": 0, "sensors": 9,
+    "uavs": 0, "sensor.mobility": "static", "radius_m": 150.0, "steps": 2, "test_size": 50,
+    "local_steps": 1, "seed": 3,
+}
+KING_EDGES = 20  # 3 x 2 across + 2 x 3 down + 2 x (2 x 2) diagonals of a 3 x 3 king's graph
+KING_DEGREES = [3, 3, 3, 3, 5, 5, 5, 5, 8]  # 4 corners, 4 edge centres, the middle
+MLP_PARAMS = 784 * 128 + 128 + 128 * 10 + 10  # the 784-128-10 MLP: 101,770 parameters
+
+
+def test_ideal_dpsgd_sends_two_models_per_contact_on_a_fixed_graph():
+    from mobidfl.model.world import MobiDFLModel
+
+    # Execute: plain D-PSGD on the fixed king's graph, no link model
+    model = MobiDFLModel(**KING_3X3, **{"sensor.policy": "dpsgd"}).run()
+    table = model.model_table()
+    # Assert: each contact swaps one model each way every step, at fp32 + 64 B
+    size = MLP_PARAMS * 4 + 64
+    assert model.learner.engine.num_params == MLP_PARAMS
+    assert table["contacts"].iloc[1:].tolist() == [KING_EDGES] * 2
+    assert table["bytes_sent"].tolist() == [0.0] + [2 * KING_EDGES * size] * 2
+    assert table["bytes_received"].tolist() == table["bytes_sent"].tolist()
+    agents = model.agent_table()
+    last = agents[agents["step"] == 2]
+    assert sorted(last["bytes_sent"] / size) == [2 * d for d in KING_DEGREES]  # two steps
+    assert sorted(last["bytes_received"] / size) == [2 * d for d in KING_DEGREES]
+
+
+def test_ideal_counts_the_size_on_the_air_and_central_fedavg_s_uploads_and_downloads():
+    from mobidfl.model.world import MobiDFLModel
+
+    # Execute: a central server, the model on the air weighed as 1,000 bf16 parameters
+    model = MobiDFLModel(**KING_3X3, **{"sensor.policy": "central_fedavg",
+                                        "link.params": 1000, "link.dtype": "bf16"}).run()
+    table = model.model_table()
+    # Assert: every sensor uploads one model and downloads one per step, whatever it meets;
+    # the server is not an agent, so an upload counts as sent and a download as received
+    size = 1000 * 2 + 64
+    assert table["bytes_sent"].tolist() == [0.0, 9 * size, 9 * size]
+    assert table["bytes_received"].tolist() == [0.0, 9 * size, 9 * size]
+
+
+def test_ideal_bytes_survive_a_checkpoint(tmp_path):
+    from mobidfl.model.checkpoint import load, save_atomic
+    from mobidfl.model.world import MobiDFLModel
+
+    settings = {**KING_3X3, "sensor.policy": "dpsgd"}
+    whole = MobiDFLModel(**settings).run()
+    half = MobiDFLModel(**settings).run(steps=1)
+    save_atomic(half.state_dict(), tmp_path / "state.pt")
+    resumed = MobiDFLModel(**settings)
+    resumed.load_state_dict(load(tmp_path / "state.pt"))
+    resumed.run()
+    for column in ("bytes_sent", "bytes_received"):
+        np.testing.assert_array_equal(resumed.link_totals[column], whole.link_totals[column])
+        assert resumed.model_table()[column].tolist() == whole.model_table()[column].tolist()
+
+
 def test_a_slow_link_delivers_less_and_costs_energy():
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     slow = MobiDFLModel(
         **SMALL, **{"link": "fixed_rate", "link.rate_bps": 2e5, "link.params": 1000,
@@ -341,8 +403,8 @@ def test_replayed_meetings_and_a_link_are_refused_together():
 
 
 def test_a_checkpoint_keeps_the_link_state(tmp_path):
-    from model.checkpoint import load, save_atomic
-    from model.world import MobiDFLModel
+    from mobidfl.model.checkpoint import load, save_atomic
+    from mobidfl.model.world import MobiDFLModel
 
     settings = {**SMALL, "link": "fixed_rate", "link.rate_bps": 3e5,
                 "link.resume": True, "link.loss": 0.05}

@@ -21,7 +21,7 @@ pytestmark = [
 
 
 def test_a_6_mbit_pass_in_ns3_carries_what_the_calibrated_fixed_rate_says():
-    from analysis.studies.ns3_link_check import mobidfl_pass, ns3_pass
+    from mobidfl.analysis.studies.ns3_link_check import mobidfl_pass, ns3_pass
 
     # Execute: two cars head-on at 13.89 m/s, R = 100 m (a 7.2 s window), 6 Mbit/s
     ns3 = ns3_pass(speed=13.89, offset=0.0, gap=400.0, mode="OfdmRate6MbpsBW10MHz",

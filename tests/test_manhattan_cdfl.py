@@ -9,9 +9,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from maps.edges import from_segments
-from maps.network import StreetNetwork
-from maps.sources import BUNDLED, load_edges, read_segments_csv
+from mobidfl.maps.edges import from_segments
+from mobidfl.maps.network import StreetNetwork
+from mobidfl.maps.sources import BUNDLED, load_edges, read_segments_csv
 
 DATA = Path(__file__).resolve().parents[1] / "maps" / "data"
 

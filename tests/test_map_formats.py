@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import mobidfl.inflate as inflate
-from maps.edges import EdgeTable, MapDataError, from_segments
-from maps.formats import MAP_FORMATS, MapFormat, format_for, register_map_format
-from maps.formats.sumo import LOCAL_PLANE_CRS
-from maps.sources import allowed, load_edges, load_graph, source_digest, street_grid
-from maps.world import NETWORK_FORMAT, WorldMap
 from mobidfl.errors import ConfigError
+from mobidfl.maps.edges import EdgeTable, MapDataError, from_segments
+from mobidfl.maps.formats import MAP_FORMATS, MapFormat, format_for, register_map_format
+from mobidfl.maps.formats.sumo import LOCAL_PLANE_CRS
+from mobidfl.maps.sources import allowed, load_edges, load_graph, source_digest, street_grid
+from mobidfl.maps.world import NETWORK_FORMAT, WorldMap
 
 
 # --- a toy format, registered by this test module ------------------------------------------
@@ -231,7 +231,7 @@ def test_every_compressed_map_format_reads_once_or_refuses_in_one_line(name, cas
 @pytest.mark.parametrize("name", sorted(PLAIN))
 def test_a_compressed_map_bomb_is_exit_2_with_one_line_from_the_cli(name, tmp_path, monkeypatch,
                                                                      capsys):
-    from analysis.cli import main
+    from mobidfl.analysis.cli import main
 
     # Prepare: the default cap lowered to 1 MiB for this run
     path = tmp_path / name

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from maps import StreetNetwork, load_graph, split_areas, street_grid
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.maps import StreetNetwork, load_graph, split_areas, street_grid
 
 
 def test_bundled_manhattan_is_the_real_upper_west_side():

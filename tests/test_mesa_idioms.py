@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.kinds import UAV, Pedestrian, Sensor, Vehicle
-from model.world import MobiDFLModel
+from mobidfl.agents.kinds import UAV, Pedestrian, Sensor, Vehicle
+from mobidfl.model.world import MobiDFLModel
 
 
 def test_agents_by_type_and_ids_follow_the_arrays():

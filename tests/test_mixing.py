@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from model.errors import ConfigError
-from model.maths.mixing import (
+from mobidfl.model.maths.mixing import (
     check_row_stochastic,
     dpsgd_weights,
     fedavg_weights,
@@ -65,7 +64,7 @@ def test_fedavg_weights_hand_computed():
 
 
 def test_fedavg_rejects_non_positive_sizes():
-    with pytest.raises(ConfigError, match="data_sizes"):
+    with pytest.raises(ValueError, match="data_sizes"):
         fedavg_weights(path3(), np.array([1, 0, 3]))
 
 
@@ -110,7 +109,7 @@ def test_mobility_aware_all_zero_speeds_fall_back_to_plain():
 
 @pytest.mark.parametrize("alpha", [-0.1, 1.5, float("nan")])
 def test_mobility_aware_rejects_alpha_outside_unit_interval(alpha):
-    with pytest.raises(ConfigError, match="mobility_alpha"):
+    with pytest.raises(ValueError, match="alpha"):
         mobility_aware_weights(path3(), np.ones(3), alpha)
 
 
@@ -137,9 +136,9 @@ def test_check_row_stochastic_catches_bad_matrices():
 
 
 def test_bad_adjacency_is_rejected():
-    with pytest.raises(ConfigError, match="symmetric"):
+    with pytest.raises(ValueError, match="symmetric"):
         dpsgd_weights(sp.csr_matrix(np.array([[0, 1], [0, 0]], dtype=bool)))
-    with pytest.raises(ConfigError, match="self loops"):
+    with pytest.raises(ValueError, match="self loops"):
         dpsgd_weights(sp.csr_matrix(np.eye(2, dtype=bool)))
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.mobility import MobilityContext, make_mobility
-from agents.mobility.random_walk import draw_speeds, reflect
-from maps.network import LEFT, RIGHT, STRAIGHT
-from model.config import Config
+from mobidfl.agents.mobility import MobilityContext, make_mobility
+from mobidfl.agents.mobility.random_walk import draw_speeds, reflect
+from mobidfl.maps.network import LEFT, RIGHT, STRAIGHT
+from mobidfl.model.config import Config
 
 
 def _ctx(fractions, rng, step_s=120.0):

@@ -1,4 +1,4 @@
-"""Tests for model.maths.mofel (MoFeL: selection, baselines A1/A2, NTC/NFC)."""
+"""Tests for mobidfl.model.maths.mofel (MoFeL: selection, baselines A1/A2, NTC/NFC)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.maths.mofel import (
+from mobidfl.model.maths.mofel import (
     Visits,
     connected_until,
     feasible,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.errors import ConfigError
-from model.learning.partition import (
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.partition import (
     label_histograms,
     make_partition,
     partition_area,

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-import model.contacts as contacts
-from model.errors import ConfigError
-from model.learning.engine import AUTO_WORKERS_MIN_FLOP, auto_workers, make_engine
-from model.learning.partition import partition_shards
-from model.world import MobiDFLModel
+import mobidfl.model.contacts as contacts
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.engine import AUTO_WORKERS_MIN_FLOP, auto_workers, make_engine
+from mobidfl.model.learning.partition import partition_shards
+from mobidfl.model.world import MobiDFLModel
 
 
 def engine(ds, backend="loop", n=4, **kw):
@@ -203,9 +203,9 @@ def test_threaded_sub_intervals_give_the_same_contacts(monkeypatch):
 
 _FAULTS = """
 import sys, numpy as np, torch
-from model.learning.backends import Functional, evaluate_agents
-from model.learning.nets import build_net
-from model.learning.workers import keep_heap, minor_faults
+from mobidfl.model.learning.backends import Functional, evaluate_agents
+from mobidfl.model.learning.nets import build_net
+from mobidfl.model.learning.workers import keep_heap, minor_faults
 torch.set_num_threads(1)
 kept = keep_heap() if sys.argv[1] == "keep" else False
 if not kept:  # glibc's starting thresholds, pinned: its adaptive ones depend on what the

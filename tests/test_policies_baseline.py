@@ -10,11 +10,11 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from model.errors import ConfigError
-from model.learning.engine import make_engine
-from model.learning.partition import partition_shards
-from model.maths.mixing import dpsgd_weights, fedavg_weights
-from model.policies import (
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.partition import partition_shards
+from mobidfl.model.maths.mixing import dpsgd_weights, fedavg_weights
+from mobidfl.model.policies import (
     POLICIES,
     AgentTable,
     Exchange,

@@ -11,16 +11,16 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from model.checkpoint import load, save_atomic
-from model.errors import ConfigError
-from model.learning.data import load_dataset
-from model.learning.engine import make_engine
-from model.learning.partition import partition_shards
-from model.maths.mixing import check_row_stochastic, dpsgd_weights
-from model.policies import AgentTable, ExchangeContext, make_policy
-from model.policies.cached import even_group_limits, parse_group_limits
-from model.policies.defedavg import pairwise_rows
-from model.world import MobiDFLModel
+from mobidfl.errors import ConfigError
+from mobidfl.model.checkpoint import load, save_atomic
+from mobidfl.model.learning.data import load_dataset
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.partition import partition_shards
+from mobidfl.model.maths.mixing import check_row_stochastic, dpsgd_weights
+from mobidfl.model.policies import AgentTable, ExchangeContext, make_policy
+from mobidfl.model.policies.cached import even_group_limits, parse_group_limits
+from mobidfl.model.policies.defedavg import pairwise_rows
+from mobidfl.model.world import MobiDFLModel
 from tests.worlds import NO_AGENTS
 
 U = 2.0**-24

@@ -7,15 +7,15 @@ import pytest
 import torch
 from scipy.sparse.csgraph import dijkstra
 
-from agents.mobility import MobilityContext, make_mobility
-from agents.mobility.routes import shortest_paths
-from maps.world import WorldMap
-from model.checkpoint import load, save_atomic
-from model.config import Config
-from model.errors import ConfigError
-from model.maths.mofel import Cycle, Selection, Visits, feasible
-from model.policies.mofel import client_train_times
-from model.world import MobiDFLModel
+from mobidfl.agents.mobility import MobilityContext, make_mobility
+from mobidfl.agents.mobility.routes import shortest_paths
+from mobidfl.errors import ConfigError
+from mobidfl.maps.world import WorldMap
+from mobidfl.model.checkpoint import load, save_atomic
+from mobidfl.model.config import Config
+from mobidfl.model.maths.mofel import Cycle, Selection, Visits, feasible
+from mobidfl.model.policies.mofel import client_train_times
+from mobidfl.model.world import MobiDFLModel
 from tests.mofel_oracle import nfc
 from tests.worlds import NO_AGENTS
 

@@ -12,18 +12,18 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from agents.mobility import MobilityContext, make_mobility
-from agents.mobility.distribution import area_label_lists
-from agents.mobility.walker import area_layout, rectangle_areas, snake_order
-from maps.world import WorldMap
-from model.checkpoint import load, save_atomic
-from model.config import Config
-from model.errors import ConfigError
-from model.learning.engine import make_engine
-from model.learning.partition import partition_area
-from model.maths.psfl import gradient_field
-from model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
-from model.world import MobiDFLModel
+from mobidfl.agents.mobility import MobilityContext, make_mobility
+from mobidfl.agents.mobility.distribution import area_label_lists
+from mobidfl.agents.mobility.walker import area_layout, rectangle_areas, snake_order
+from mobidfl.errors import ConfigError
+from mobidfl.maps.world import WorldMap
+from mobidfl.model.checkpoint import load, save_atomic
+from mobidfl.model.config import Config
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.partition import partition_area
+from mobidfl.model.maths.psfl import gradient_field
+from mobidfl.model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
+from mobidfl.model.world import MobiDFLModel
 
 TINY = {
     "map": "grid:4x5:100",  # 400 m x 300 m: 4 x 3 = 12 cells of 100 m
@@ -250,7 +250,7 @@ def test_eq3_over_a_fixed_batch_count_scales_every_edge_s_mean(specialised):
 def test_central_fedavg_scores_each_member_on_its_own_labels_like_psfl(specialised):
     # Prepare: the same engine scored by central FedAvg's own-label metric and by PSFL's
     engine, area, adjacency = specialised
-    from model.policies.psfl import area_accuracy
+    from mobidfl.model.policies.psfl import area_accuracy
 
     settings = SimpleNamespace(seed=0, partition="area", eval_every=1, steps=5)
     policy = make_policy("central_fedavg", settings=settings)

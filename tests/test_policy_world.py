@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis.cli import run_summary
-from model.config import KINDS, Config
-from model.errors import ConfigError
-from model.plugins import POLICIES
-from model.policies.base import metric_columns, policy_metric_column
-from model.presets import preset_names
-from model.world import MobiDFLModel
+from mobidfl.analysis.cli import run_summary
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import KINDS, Config
+from mobidfl.model.policies.base import metric_columns, policy_metric_column
+from mobidfl.model.presets import preset_names
+from mobidfl.model.world import MobiDFLModel
+from mobidfl.plugins import POLICIES
 
 WORLDS: dict[str, dict[str, Any]] = {
     "default": {},

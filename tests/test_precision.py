@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from model.errors import ConfigError
-from model.learning.engine import make_engine
-from model.learning.partition import partition_shards
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.partition import partition_shards
 
 
 def engine(ds, precision: str, backend: str = "loop", net: str = "cached_cnn"):
@@ -65,7 +65,7 @@ def test_precision_is_checked_with_one_line(ds):
 
 def test_precision_is_a_learning_setting_with_fp32_default():
     # Prepare
-    from model.config import Config
+    from mobidfl.model.config import Config
 
     # Execute
     default, bf16 = Config.from_settings({}), Config.from_settings({"precision": "bf16"})
@@ -79,8 +79,8 @@ def test_precision_is_a_learning_setting_with_fp32_default():
 def test_reproduction_report_states_the_precision(tmp_path, precision):
     import pandas as pd
 
-    from analysis.reproduce import CACHED, variant_settings, write_report
-    from model.config import Config
+    from mobidfl.analysis.reproduce import CACHED, variant_settings, write_report
+    from mobidfl.model.config import Config
 
     # Prepare
     steps = pd.DataFrame([{"variant": v, "seed": s, "step": t, "acc_mean": 0.5 + t / 100}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model.world import MobiDFLModel
+from mobidfl.model.world import MobiDFLModel
 
 SEEDS = (0, 1)
 

@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.cli import main
-from analysis.reproduce import PAPERS, Claim, claim_effects, claim_verdict, run_metrics
-from model.config import Config
-from model.errors import ConfigError
-from model.presets import load_preset, preset_names, resolve_auto_dataset
-from model.world import MobiDFLModel
+from mobidfl.analysis.cli import main
+from mobidfl.analysis.reproduce import PAPERS, Claim, claim_effects, claim_verdict, run_metrics
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config
+from mobidfl.model.presets import load_preset, preset_names, resolve_auto_dataset
+from mobidfl.model.world import MobiDFLModel
 
 TINY = {"steps": 1, "test_size": 50, "model": "mlp", "local_steps": 1, "map": "nyc_uws",
         "vehicles": 0, "pedestrians": 0, "sensors": 0, "uavs": 0}
@@ -88,7 +88,7 @@ def test_mofel_run_with_route_mobility_and_no_other_settings_starts():
 def test_every_preset_resolves_and_every_value_names_its_source():
     for name in preset_names():
         # Prepare
-        text = resources.files("model.presets").joinpath(f"{name}.toml").read_text()
+        text = resources.files("mobidfl.model.presets").joinpath(f"{name}.toml").read_text()
         # Execute
         config = Config.from_settings(preset=name)
         # Assert: every setting line carries a comment (its source); all settings known
@@ -213,7 +213,7 @@ def test_every_reproduction_spec_uses_a_shipped_preset_and_known_variants():
 
 
 def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_nothing():
-    from analysis.app import AppModel, initial_settings, model_params
+    from mobidfl.analysis.app import AppModel, initial_settings, model_params
 
     # Prepare: the app's start inputs, as SolaraViz passes them on Reset
     start = initial_settings(model_params())
@@ -229,8 +229,8 @@ def test_app_preset_selector_fills_untouched_inputs_and_policies_bring_nothing()
 def test_mofel_preset_keeps_the_papers_v_tau_over_d_ratios():
     # Prepare: the paper (Sec. 5.3): d_s mean 75 m, tau_max 20 min, v_min 1 m/min, the
     # middle scenario v_max 15 m/min; nyc_uws territories: ~500 m of road per visit
-    from analysis.reproduce import MOFEL_SPEED_SCALE as SPEED_SCALE
-    from analysis.reproduce import mofel_speed as mobidfl_speed
+    from mobidfl.analysis.reproduce import MOFEL_SPEED_SCALE as SPEED_SCALE
+    from mobidfl.analysis.reproduce import mofel_speed as mobidfl_speed
 
     config = Config.from_settings(preset="mofel_002")
     # Execute
@@ -247,8 +247,8 @@ def test_mofel_preset_keeps_the_papers_v_tau_over_d_ratios():
 def test_every_spec_has_a_ci_scale_and_the_cli_runs_a_spec_by_its_own_name(
     tmp_path, monkeypatch
 ):
-    import analysis.reproduce as reproduce_module
-    from analysis.reproduce import CI, variant_settings
+    import mobidfl.analysis.reproduce as reproduce_module
+    from mobidfl.analysis.reproduce import CI, variant_settings
 
     # Assert: every spec has the tests' scale, says so, and its settings resolve
     for spec in PAPERS.values():
@@ -275,9 +275,9 @@ def test_every_spec_has_a_ci_scale_and_the_cli_runs_a_spec_by_its_own_name(
 
 
 def test_reproduce_set_and_variants_are_checked_before_any_run_and_reported(tmp_path):
-    from analysis.cli import reproduce_overrides
-    from analysis.reproduce import CACHED, chosen_variants, variant_settings, write_report
-    from model.errors import ConfigError
+    from mobidfl.analysis.cli import reproduce_overrides
+    from mobidfl.analysis.reproduce import CACHED, chosen_variants, variant_settings, write_report
+    from mobidfl.errors import ConfigError
 
     # Prepare: the GPU settings a user adds; a synthetic per-step table of two variants
     extra = reproduce_overrides(["backend=batched", "workers=1"], preset=CACHED.preset)
@@ -307,7 +307,7 @@ def test_reproduce_set_and_variants_are_checked_before_any_run_and_reported(tmp_
 
 
 def test_reproduce_runs_variants_side_by_side_when_processes_exceed_seeds(tmp_path):
-    from analysis.reproduce import reproduce
+    from mobidfl.analysis.reproduce import reproduce
 
     # Prepare: a tiny Cached-DFL world (2 variants x 1 seed, 2 processes: both at once)
     tiny = {"steps": 2, "vehicles": 4, "test_size": 20, "map": "grid:3x3:100"}
@@ -324,8 +324,8 @@ def test_reproduce_runs_variants_side_by_side_when_processes_exceed_seeds(tmp_pa
 def test_reproduce_refuses_a_bad_set_before_any_run_and_reports_runs_that_failed(
     tmp_path, monkeypatch, capsys
 ):
-    import analysis.reproduce as reproduce_module
-    from analysis.cli import main
+    import mobidfl.analysis.reproduce as reproduce_module
+    from mobidfl.analysis.cli import main
 
     # Prepare: a map file that does not exist, given the way a newcomer would
     missing = tmp_path / "my_city.graphml"
@@ -348,7 +348,7 @@ def test_reproduce_refuses_a_bad_set_before_any_run_and_reports_runs_that_failed
 
 
 def test_report_lists_runs_that_failed_beside_the_numbers(tmp_path):
-    from analysis.reproduce import CACHED, variant_settings, write_report
+    from mobidfl.analysis.reproduce import CACHED, variant_settings, write_report
 
     # Prepare: LRU and DFL on seeds 0-1; DFL seed 2 failed
     steps = pd.DataFrame([
@@ -369,7 +369,7 @@ def test_report_lists_runs_that_failed_beside_the_numbers(tmp_path):
 
 
 def test_convergence_is_compared_at_the_same_epoch_when_an_early_stop_shortens_a_run():
-    from analysis.reproduce import PAIRED_HALF
+    from mobidfl.analysis.reproduce import PAIRED_HALF
 
     # Prepare: A runs 10 epochs; B stops early after 4 (the paper's early stop), having
     # climbed faster at first. At "half of each own run" A (step 5) would meet B (step 2).

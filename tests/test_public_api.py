@@ -19,12 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_public_name_is_the_object_its_module_implements():
     # Prepare / Execute: resolve every exported name through the front door
     resolved = {name: getattr(mobidfl, name) for name in mobidfl.__all__}
-    # Assert: the very object of the implementing module, and the old paths agree
+    # Assert: the very object of the implementing module, and the model package's door agrees
     for name, value in resolved.items():
         assert value is getattr(importlib.import_module(mobidfl._EXPORTS[name]), name), name
-    from model import Config, ConfigError, MobiDFLModel
-    from model.plugins import POLICIES
-    from model.settings import PluginSettings
+    from mobidfl.errors import ConfigError
+    from mobidfl.model import Config, MobiDFLModel
+    from mobidfl.plugins import POLICIES
+    from mobidfl.settings import PluginSettings
 
     assert (mobidfl.MobiDFLModel, mobidfl.Config, mobidfl.ConfigError) == (
         MobiDFLModel, Config, ConfigError)
@@ -41,8 +42,9 @@ def test_an_unknown_name_is_an_attribute_error():
 def test_the_ground_floor_imports_nothing_above_it():
     # Prepare / Execute: a fresh interpreter importing the ground floor and the maps
     code = (
-        "import sys, mobidfl.errors, mobidfl.settings, mobidfl.plugins, maps.world; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'model', 'agents', 'analysis'}))"
+        "import sys, mobidfl.errors, mobidfl.settings, mobidfl.plugins, mobidfl.maps.world; "
+        "print(sorted({'.'.join(m.split('.')[:2]) for m in sys.modules}"
+        " & {'mobidfl.model', 'mobidfl.agents', 'mobidfl.analysis'}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.publish import publish_bench, recompute, study_page
-from analysis.study import load_study
+from mobidfl.analysis.publish import publish_bench, recompute, study_page
+from mobidfl.analysis.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "published" / "benchmark" / "mobility_skew"
@@ -28,7 +28,7 @@ PAGE = ROOT / "docs" / "benchmark" / "study.md"
 
 
 def _mobidfl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "analysis.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
@@ -75,6 +75,12 @@ def test_published_data_give_the_page_and_a_changed_run_changes_it(ci_study, tmp
     assert "## The answer" in page and "held-out worlds" in page
     assert len(recompute(dest)["outcomes"]) == len(load_study("mobility_skew").variants())
     assert changed != page
+    # the runs counted bytes at the ideal link: the page has each world's Pareto front
+    curves = pd.read_parquet(dest / "curves.parquet")
+    assert curves["bytes_per_agent"].notna().all()
+    section = page[page.index("## Communication"):]
+    assert "| world | Pareto front |" in section and "| local |" in section
+    assert "did not count bytes" not in section
 
 
 def test_describe_prints_each_world_without_training():
@@ -94,8 +100,11 @@ def test_describe_refuses_an_unknown_world_in_one_line():
 def test_the_committed_findings_page_is_what_the_published_data_give():
     # Execute: the page from the published per-run data alone
     page = study_page(PUBLISHED, figure="study_regime_map.png")
-    # Assert: drift between the page and the data fails here
+    # Assert: drift between the page and the data fails here; runs made before the ideal
+    # link counted bytes say so instead of a communication table
+    if "bytes_per_agent" not in pd.read_parquet(PUBLISHED / "curves.parquet"):
+        assert "did not count bytes" in page
     assert PAGE.read_text() == page, (
         "docs/benchmark/study.md differs from its data: regenerate it with "
-        "python -m analysis.publish --page published/benchmark/mobility_skew "
+        "python -m mobidfl.analysis.publish --page published/benchmark/mobility_skew "
         "docs/benchmark/study.md")

@@ -25,7 +25,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
 psutil = pytest.importorskip("psutil", reason="psutil lists sockets and processes (with Ray)")
 
-from analysis.sweep import Sweep, load_runs, read_manifest, run_sweep  # noqa: E402
+from mobidfl.analysis.sweep import Sweep, load_runs, read_manifest, run_sweep  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 80 * 2**20,
@@ -84,7 +84,7 @@ def cluster():
     """Head (no CPU: runs go to the workers) + two one-CPU worker nodes, loopback only."""
     from ray.cluster_utils import Cluster
 
-    from model.ray_local import local_ray_env
+    from mobidfl.model.ray_local import local_ray_env
 
     saved = dict(os.environ)
     os.environ.update(FAST_FAILURE)
@@ -119,7 +119,7 @@ def _tables(out: Path) -> pd.DataFrame:
 
 def _sweep_cmd(folder: Path, address: str, *extra: str) -> list[str]:
     (folder / "sweep.toml").write_text(_toml(SWEEP))
-    return [sys.executable, "-m", "analysis.cli", "sweep", str(folder / "sweep.toml"),
+    return [sys.executable, "-m", "mobidfl.analysis.cli", "sweep", str(folder / "sweep.toml"),
             "--out", str(folder / "out"), "--backend", "ray", "--address", address,
             "--quiet", *extra]
 
@@ -210,7 +210,7 @@ _WORKERS = textwrap.dedent(
     """
     import json, sys
     import ray
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
     world = json.loads(sys.argv[1])
     model = MobiDFLModel(**world, workers=2, worker_backend="ray", ray_address=sys.argv[2])
     for _ in range(world["steps"]):
@@ -234,7 +234,7 @@ def test_a_runs_training_workers_spread_over_nodes_with_the_same_numbers(cluster
     world = {**{k: v for k, v in WORLD.items() if k != "vehicle"},
              "vehicle.mobility": "random_walk", "policy": "dpsgd", "seed": 3,
              "eval_every": 1}
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     alone = MobiDFLModel(**world, workers=1)
     for _ in range(world["steps"]):
@@ -309,7 +309,7 @@ def test_a_run_no_node_can_hold_is_refused_in_one_line_before_any_run(cluster, t
     # Execute: the three drivers at once (each is mostly its start-up)
     started = {
         name: subprocess.Popen(
-            [sys.executable, "-m", "analysis.cli", "sweep", str(tmp_path / "sweep.toml"),
+            [sys.executable, "-m", "mobidfl.analysis.cli", "sweep", str(tmp_path / "sweep.toml"),
              "--out", str(tmp_path / name), "--backend", "ray", "--address", cl.address,
              "--quiet", *ask], cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import _peer
 import pytest
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation import refcache
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

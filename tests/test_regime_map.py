@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from analysis.regime_map import (
+from mobidfl.analysis.regime_map import (
     Rule,
     column_outcomes,
     fit_rule,

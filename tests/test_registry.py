@@ -10,18 +10,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agents.mobility import MOBILITY_MODELS, MobilityModel, register_mobility
-from model.config import Config, public_names, settings_table
-from model.errors import ConfigError
-from model.policies import (
+from mobidfl.agents.mobility import MOBILITY_MODELS, MobilityModel, register_mobility
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config, public_names, settings_table
+from mobidfl.model.policies import (
     POLICIES,
     Exchange,
     ExchangeContext,
     ExchangePolicy,
     register_policy,
 )
-from model.registry import Registry, plugin_modules
-from model.settings import PluginSettings, positive, setting
+from mobidfl.registry import Registry, plugin_modules
+from mobidfl.settings import PluginSettings, positive, setting
 
 
 class _Plugin:
@@ -91,7 +91,7 @@ TOY_WORLD = {"policy": "toy_mean", "map": "nyc_uws", "vehicles": 4, "pedestrians
 
 
 def test_a_toy_policy_in_a_test_registers_and_runs_end_to_end(tmp_path):
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     # Prepare: a FedAvg over all members with its own settings and declared metrics,
     # declaring a requirement by an old flat name (checked, never applied)
@@ -188,8 +188,9 @@ def test_plugin_modules_come_from_the_entry_points_of_the_project_file():
     # Prepare / Execute
     modules = plugin_modules()
     # Assert: the built-ins are declared (pyproject.toml), and loaded into the registries
-    assert modules[:5] == ["model.policies", "agents.mobility", "model.learning.data",
-                           "model.learning.partition", "model.learning.nets"]
+    assert modules[:5] == ["mobidfl.model.policies", "mobidfl.agents.mobility",
+                           "mobidfl.model.learning.data", "mobidfl.model.learning.partition",
+                           "mobidfl.model.learning.nets"]
     assert {"psfl", "mofel"} <= set(POLICIES) and "route" in MOBILITY_MODELS
 
 
@@ -250,7 +251,7 @@ def test_a_plugin_namespace_that_shadows_a_setting_is_refused():
 
 def test_the_namespace_table_follows_registering_and_removing_a_plugin():
     # Prepare: the table as it is, and the registry's version
-    from model.config_fields import plugin_namespaces
+    from mobidfl.model.config_fields import plugin_namespaces
 
     before, version = plugin_namespaces(), POLICIES.version
 

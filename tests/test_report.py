@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.cli import main
-from analysis.report import (
+from mobidfl.analysis.cli import main
+from mobidfl.analysis.report import (
     accuracy_curves,
     accuracy_figure,
     cache_vs_tau_max,
@@ -20,7 +20,7 @@ from analysis.report import (
     make_report,
     ntc_nfc_figure,
 )
-from analysis.sweep import load_runs
+from mobidfl.analysis.sweep import load_runs
 
 SWEEP = """
 replicates = 2

@@ -8,7 +8,7 @@ import tomllib
 import pandas as pd
 import pytest
 
-from analysis.reproduce import (
+from mobidfl.analysis.reproduce import (
     CACHED,
     DAM,
     MOFEL,
@@ -20,8 +20,8 @@ from analysis.reproduce import (
     world_sentence,
     write_report,
 )
-from model.config import Config
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config
 
 
 def _steps(values: dict[str, list[float]]) -> pd.DataFrame:
@@ -48,6 +48,9 @@ def test_every_reading_names_real_variants_and_valid_settings():
     assert Config.from_settings(preset=DAM.preset).optimizer_state == "keep"  # the record
     assert MOFEL.readings[0].overrides == {"mofel.horizon": 1.0}
     assert Config.from_settings(preset=MOFEL.preset).setting("mofel.horizon") == 2.0
+    # Cached-DFL's turn rule (issue 45): the authors' rule is the alternative, classes the record
+    assert CACHED.readings[0].overrides == {"manhattan.turn_rule": "straightest"}
+    assert Config.from_settings(preset=CACHED.preset).setting("manhattan.turn_rule") == "classes"
 
 
 def test_sensitivity_table_shows_each_readings_verdict_and_keeps_the_record(tmp_path):
@@ -151,7 +154,7 @@ def test_table2_claims_state_what_the_authors_code_gives():
         {"variant": v, "seed": s, "cache_count": c, "cache_age": a}
         for s in range(3) for v, c, a in (("cache_tau1", 1.5, 0.0), ("cache_tau10", 25.0, 5.3))
     ])
-    from analysis.reproduce import verdict_rows
+    from mobidfl.analysis.reproduce import verdict_rows
 
     rows = {r["claim"]: r for r in verdict_rows(CACHED, per_run)}
     count = rows["cached models grow with tau_max: count(10) - count(1)"]
@@ -162,7 +165,7 @@ def test_table2_claims_state_what_the_authors_code_gives():
 
 
 def test_the_data_line_names_the_set_and_the_papers_set_it_stands_in_for():
-    from analysis.reproduce import data_sentence
+    from mobidfl.analysis.reproduce import data_sentence
 
     # Execute: DAM (the paper: MNIST) on Fashion-MNIST; Cached-DFL on its own Fashion-MNIST
     dam = data_sentence(DAM, Config.from_settings(preset=DAM.preset, dataset="fashion_mnist"))
@@ -176,12 +179,12 @@ def test_the_data_line_names_the_set_and_the_papers_set_it_stands_in_for():
 
 def test_a_fallback_map_is_checked_by_reading_its_edges_not_building_a_graph(monkeypatch):
     # Prepare: building a networkx graph fails loudly, so a check that built one would fail
-    import maps.sources
+    import mobidfl.maps.sources
 
     def no_graph(*_: object, **__: object) -> None:
         raise AssertionError("map_available built a networkx graph")
 
-    monkeypatch.setattr(maps.sources, "graph_from_table", no_graph)
+    monkeypatch.setattr(mobidfl.maps.sources, "graph_from_table", no_graph)
     # Execute + Assert: Cached-DFL's Manhattan is there; an absent file or unknown name is not
     assert map_available("manhattan_cdfl")
     assert not map_available("/nonexistent/streets.graphml")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from analysis.cli import main
+from mobidfl.analysis.cli import main
 
 SETTINGS = ["vehicles=8", "pedestrians=2", "steps=20", "local_steps=1", "test_size=100",
             "momentum=0.5", "seed=3"]
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "analysis.cli", *args]
+    return [sys.executable, "-m", "mobidfl.analysis.cli", *args]
 
 
 def _env() -> dict[str, str]:
@@ -124,11 +124,11 @@ def test_resume_refuses_new_settings(tmp_path, capsys):
 
 
 def test_sweep_workers_exit_when_their_driver_is_killed():
-    # Prepare: a stand-in driver process and a worker watching it (as analysis.sweep's pool)
+    # Prepare: a stand-in driver process and a worker watching it (as mobidfl.analysis.sweep's pool)
     driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     worker = subprocess.Popen(
         [sys.executable, "-c",
-         f"from analysis.sweep import _exit_with; _exit_with({driver.pid}, every_s=0.05)"],
+         f"from mobidfl.analysis.sweep import _exit_with; _exit_with({driver.pid}, every_s=0.05)"],
         cwd=ROOT, env=_env(),
     )
     time.sleep(0.5)

@@ -22,14 +22,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.cli import main
 from mobidfl import Exchange, ExchangeContext, ExchangePolicy, register_policy
-from model.checkpoint import load, save_atomic
-from model.config import Config
-from model.errors import DatasetUnavailable
-from model.inert import InertSettingWarning
-from model.plugins import POLICIES
-from model.world import MobiDFLModel
+from mobidfl.analysis.cli import main
+from mobidfl.errors import DatasetUnavailable
+from mobidfl.model.checkpoint import load, save_atomic
+from mobidfl.model.config import Config
+from mobidfl.model.inert import InertSettingWarning
+from mobidfl.model.world import MobiDFLModel
+from mobidfl.plugins import POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["vehicles=4", "pedestrians=0", "sensors=0", "uavs=0", "local_steps=1",
@@ -170,7 +170,7 @@ def _cli(tmp_path: Path, site: Path, *args: str) -> subprocess.CompletedProcess:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), str(ROOT),
                                                      env.get("PYTHONPATH")]))
     env.pop("MOBIDFL_COMMAND_PID", None)
-    return subprocess.run([sys.executable, "-m", "analysis.cli", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -248,7 +248,7 @@ def test_a_run_warns_an_inert_setting_once(tmp_path):
 
 
 def test_one_command_warns_each_line_once_and_its_workers_none():
-    from model.inert import one_report
+    from mobidfl.model.inert import one_report
 
     # Execute: one command resolving the same config many times (a reproduction: per
     # variant, per run), and a worker of it (it sees the command's process id)
@@ -258,7 +258,7 @@ def test_one_command_warns_each_line_once_and_its_workers_none():
             for _ in range(5):
                 Config.from_settings({"dirichlet_alpha": 0.3, "learning": False})
             worker = subprocess.run(
-                [sys.executable, "-c", "from model.config import Config; "
+                [sys.executable, "-c", "from mobidfl.model.config import Config; "
                  "Config.from_settings({'dirichlet_alpha': 0.3, 'learning': False})"],
                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                 text=True, timeout=300,
@@ -304,7 +304,7 @@ def test_the_cifar10_refusal_says_where_the_files_go_not_to_download(tmp_path, c
     for name in ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4",
                  "data_batch_5", "test_batch", "batches.meta"):
         (folder / name).write_bytes(b"not a batch")
-    from model.learning.data import load_dataset
+    from mobidfl.model.learning.data import load_dataset
 
     with pytest.raises(DatasetUnavailable) as damaged:
         load_dataset("cifar10", root=tmp_path, test_size=10, seed=0)

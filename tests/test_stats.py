@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.stats import format_mean_std, mean_std, sample_std
+from mobidfl.analysis.stats import format_mean_std, mean_std, sample_std
 
 
 def test_mean_std_uses_the_sample_standard_deviation():
@@ -53,7 +53,7 @@ def test_format_mean_std_matches_mean_std_on_precomputed_statistics():
 def test_mean_ci_is_students_t_interval():
     from scipy import stats
 
-    from analysis.stats import format_ci, mean_ci
+    from mobidfl.analysis.stats import format_ci, mean_ci
 
     # Prepare: 1, 2, 3 (mean 2, sample std 1) and a sample with a NaN
     values = [1.0, 2.0, 3.0]
@@ -69,7 +69,7 @@ def test_mean_ci_is_students_t_interval():
 
 
 def test_mean_ci_covers_the_true_mean_at_its_level():
-    from analysis.stats import mean_ci
+    from mobidfl.analysis.stats import mean_ci
 
     # Prepare: 2,000 samples of 10 seeds from a known normal (mean 3)
     rng = np.random.default_rng(0)

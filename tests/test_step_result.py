@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from model.learning.results import StepResult
-from model.world import MobiDFLModel
+from mobidfl.model.learning.results import StepResult
+from mobidfl.model.world import MobiDFLModel
 from tests.worlds import NO_AGENTS
 
 SMALL = dict(

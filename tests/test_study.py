@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.study import BASE, HELDOUT_PREFIX, changed_settings, load_study, study_names
-from model.config import KINDS, Config
+from mobidfl.analysis.study import BASE, HELDOUT_PREFIX, changed_settings, load_study, study_names
+from mobidfl.model.config import KINDS, Config
 
 
 def _expected(study, variant: str, changes: dict) -> set[str]:
@@ -58,8 +58,8 @@ def test_the_mobility_skew_study_has_the_issue_s_axes():
 
 
 def test_a_level_equal_to_the_base_is_refused_in_one_line(tmp_path, monkeypatch):
-    import analysis.study as study_module
-    from model.errors import ConfigError
+    import mobidfl.analysis.study as study_module
+    from mobidfl.errors import ConfigError
 
     # Prepare: a copy of the study whose static level repeats the base's mobility
     text = study_module.resources.files(study_module.PACKAGE).joinpath(

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.cli import main
-from maps import sumo_net
-from model.checkpoint import load, save_atomic
-from model.errors import ConfigError
-from model.world import MobiDFLModel
+from mobidfl.analysis.cli import main
+from mobidfl.errors import ConfigError
+from mobidfl.maps import sumo_net
+from mobidfl.model.checkpoint import load, save_atomic
+from mobidfl.model.world import MobiDFLModel
 
 
 @pytest.fixture(scope="module")

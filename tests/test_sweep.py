@@ -10,13 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.cli import main
-from analysis.report import make_report
-from analysis.sweep import Sweep, load_runs, read_manifest, run_path, run_sweep
-from maps.sources import _package_file
-from model.config import Config
-from model.errors import ConfigError
-from model.world import MobiDFLModel
+from mobidfl.analysis.cli import main
+from mobidfl.analysis.report import make_report
+from mobidfl.analysis.sweep import Sweep, load_runs, read_manifest, run_path, run_sweep
+from mobidfl.errors import ConfigError
+from mobidfl.maps.sources import _package_file
+from mobidfl.model.config import Config
+from mobidfl.model.world import MobiDFLModel
 
 BASE = """
 [base]
@@ -197,7 +197,7 @@ def test_ray_backend_gives_the_same_tables_as_local_processes(local_sweep, tmp_p
     path = tmp_path / "ray.toml"
     path.write_text("replicates = 2\n" + BASE + "[grid]\nhm_fraction = [0.0, 0.5]\n")
     sweep = Sweep.from_toml(path)
-    from model.ray_local import init_ray
+    from mobidfl.model.ray_local import init_ray
 
     init_ray(ray, address=None, num_cpus=2, log_to_driver=False)  # on 127.0.0.1 only
     try:

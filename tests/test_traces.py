@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from maps.traces import positions_at, read_trace, resolution
-from model.config import Config
-from model.errors import ConfigError
-from model.world import MobiDFLModel
+from mobidfl.errors import ConfigError
+from mobidfl.maps.traces import positions_at, read_trace, resolution
+from mobidfl.model.config import Config
+from mobidfl.model.world import MobiDFLModel
 
 UTM = "EPSG:32618"
 

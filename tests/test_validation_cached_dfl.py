@@ -15,21 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.errors import ConfigError
-
 
 @pytest.fixture(scope="module")
-def reference():
-    from validation.refcache import ensure
-
-    try:
-        return ensure("cached_dfl", fetch=False)
-    except ConfigError as exc:
-        pytest.skip(f"the authors' Cached-DFL code cannot be had offline here: {exc}")
-
-
-@pytest.fixture(scope="module")
-def small(reference):
+def small(cached_dfl_reference):
     from validation.cached_dfl import measure
 
     return measure(size="small", seeds=2)
@@ -54,7 +42,7 @@ def test_small_comparison_has_no_unexplained_difference(small):
     from validation.cached_dfl import rows_from
 
     rows = rows_from(small)
-    bad = [(r.quantity, r.reference, r.mobidfl) for r in rows if r.verdict == "differs"]
+    bad = [(r.quantity, r.cached_dfl_reference, r.mobidfl) for r in rows if r.verdict == "differs"]
     assert not bad
     # the weighted mean of 7 float32 models, with the weights' rounding an 8-term sum: two
     # orders within 2 gamma_8 sum |w p| <= 2 gamma_8 max |p| = 3.6e-6 for these N(0, 1)
@@ -67,12 +55,12 @@ def test_small_comparison_has_no_unexplained_difference(small):
     assert np.mean(c["authors_events"]) > a  # re-entries are extra meeting events
 
 
-def test_speed_shim_equals_the_authors_filter_on_small_matrices(reference):
+def test_speed_shim_equals_the_authors_filter_on_small_matrices(cached_dfl_reference):
     # Prepare: the authors' road_sim in a child (it seeds global RNGs at import)
     root = Path(__file__).resolve().parents[1]
     code = f"""
 import sys, types, numpy as np
-sys.path[:0] = [{str(reference / "cached_dfl")!r}, {str(root)!r}]
+sys.path[:0] = [{str(cached_dfl_reference / "cached_dfl")!r}, {str(root)!r}]
 import road_sim
 from validation.cdfl_driver import filter_edges_fast
 rng = np.random.default_rng(4)

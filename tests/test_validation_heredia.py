@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation import heredia
 from validation.refcache import ensure
 

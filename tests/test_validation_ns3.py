@@ -98,7 +98,7 @@ def test_small_case_against_ns3(tmp_path):
 
 # --- link = "ns3": the packet-level backend (model/links_ns3.py) ------------------------------
 def _head_on(radius: float = 100.0, speed: float = 13.89, step_s: float = 20.0):
-    from model.contacts import contact_intervals
+    from mobidfl.model.contacts import contact_intervals
 
     t = np.linspace(0.0, step_s, 65)
     a = np.stack([-150.0 + speed * t, np.zeros_like(t)], axis=1)
@@ -107,9 +107,9 @@ def _head_on(radius: float = 100.0, speed: float = 13.89, step_s: float = 20.0):
 
 
 def test_ns3_link_refuses_big_worlds_and_frame_loss_with_one_line():
-    from model.config import Config
-    from model.errors import ConfigError
-    from model.links import make_link
+    from mobidfl.errors import ConfigError
+    from mobidfl.model.config import Config
+    from mobidfl.model.links import make_link
 
     with pytest.raises(ConfigError, match="at most 50 agents .*has 100"):
         make_link(Config.from_settings({"preset": "cached_dfl_003", "link": "ns3"}))
@@ -119,7 +119,7 @@ def test_ns3_link_refuses_big_worlds_and_frame_loss_with_one_line():
 
 
 def test_the_replayed_path_is_the_pairs_relative_motion_on_its_chords():
-    from model.links_ns3 import relative_waypoints
+    from mobidfl.model.links_ns3 import relative_waypoints
 
     table = _head_on()
     path = np.array(relative_waypoints(table, 0))
@@ -135,8 +135,8 @@ def test_the_replayed_path_is_the_pairs_relative_motion_on_its_chords():
 @pytest.mark.slow  # ns-3's import (8-20 s) and 7 s of saturated 802.11p
 def test_ns3_link_carries_a_head_on_contact_as_tcp_over_80211p_does():
     pytest.importorskip("ns", reason="ns-3 not installed (pip install 'mobidfl[ns3]')")
-    from model.config import Config
-    from model.links import make_link
+    from mobidfl.model.config import Config
+    from mobidfl.model.links import make_link
 
     table = _head_on()
     kinds = np.array(["vehicle", "vehicle"])

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from model.maths.psfl import elect_leaders, to_graph
+from mobidfl.model.maths.psfl import elect_leaders, to_graph
 from validation import psfl
 from validation.psfl_env import find_python313
 

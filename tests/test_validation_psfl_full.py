@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import torch
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation import psfl, psfl_full
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,11 +1,11 @@
-"""The world as plug-ins see it (model.views.WorldView over the Mesa model)."""
+"""The world as plug-ins see it (mobidfl.agents.views.WorldView over the Mesa model)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from model.world import MobiDFLModel
+from mobidfl.model.world import MobiDFLModel
 from tests.worlds import NO_AGENTS
 
 

@@ -19,13 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = r"""
 import json, sys
-from model import MobiDFLModel
+from mobidfl.model import MobiDFLModel
 after_import = sorted(m for m in ("torch", "matplotlib", "osmnx") if m in sys.modules)
 model = MobiDFLModel(map="nyc_uws", vehicles=5, pedestrians=3, sensors=2, uavs=1, steps=2,
                      learning=False, seed=0)
 model.step()
 after_build = sorted(m for m in ("torch", "matplotlib", "osmnx") if m in sys.modules)
-from model import Config
+from mobidfl.model import Config
 Config(model="cached_cnn", dataset="fashion_mnist", policy="psfl")  # names checked, no torch
 after_check = sorted(m for m in ("torch",) if m in sys.modules)
 print(json.dumps([after_import, after_build, after_check, model.steps]))
@@ -34,7 +34,7 @@ print(json.dumps([after_import, after_build, after_check, model.steps]))
 
 AUTO_PROBE = r"""
 import json, sys
-from model import MobiDFLModel
+from mobidfl.model import MobiDFLModel
 model = MobiDFLModel(map="grid:3x3", vehicles=3, pedestrians=0, sensors=0, uavs=0, steps=1,
                      learning=False, seed=0)  # the default data set: auto:fashion_mnist|mnist5k
 model.step()
@@ -71,7 +71,7 @@ def test_finding_the_default_data_set_present_imports_no_torch():
 
 def test_learning_still_gets_torch_where_tensors_are_made(ds):
     # Prepare / Execute: the dataset fixture made tensors, the nets build modules
-    from model.learning.nets import build_net, flops_per_sample
+    from mobidfl.model.learning.nets import build_net, flops_per_sample
 
     net = build_net("cached_cnn", ds.input_shape, ds.num_classes)
     # Assert

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mobidfl.atomic import open_atomic, write_text_atomic
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation import CASES, Row
 
 SIZES = ("small", "full")

@@ -4,7 +4,7 @@
 and PROVENANCE). Every CSV row is kept, in order, as a pair of indices into the distinct end
 coordinates (exact floats, as the authors' ``road_sim.py`` keys its graph nodes on them), so
 the map reader sees the same segments as from the CSV; duplicates are joined there
-(:func:`maps.edges.from_segments`).
+(:func:`mobidfl.maps.edges.from_segments`).
 """
 
 from __future__ import annotations

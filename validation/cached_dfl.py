@@ -8,10 +8,10 @@ m/s and 100 m (the authors' degree scaling, ``road_sim.py``):
 * Table 2 (unlimited cache): mean number and age of cached models per tau_max and epoch length,
   from the authors' ``trainer_single.Decentralized_Cache_test`` (the function that writes
   ``cache_age_cache_num_*.txt``) on the authors' pairs, beside MobiDFL's cache maths
-  (:mod:`model.maths.cache`, as :class:`model.policies.cached.CachedPolicy` drives it) on (a) the
-  same pairs and (b) MobiDFL's own mobility;
+  (:mod:`mobidfl.model.maths.cache`, as :class:`mobidfl.model.policies.cached.CachedPolicy` drives
+  it) on (a) the same pairs and (b) MobiDFL's own mobility;
 * one aggregation: ``cache_algorithm.cache_average_process`` vs
-  :func:`model.maths.cache.aggregation_weights` + ``engine.combine`` on the same parameters.
+  :func:`mobidfl.model.maths.cache.aggregation_weights` + ``engine.combine`` on the same parameters.
 
 The authors' code runs in a child process (:mod:`validation.cdfl_driver`, which lists the shims).
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from mobidfl.atomic import write_text_atomic
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation import Row
 from validation.refcache import cache_root, ensure
 
@@ -187,12 +187,12 @@ def mobidfl_table2(
 ) -> np.ndarray:
     """MobiDFL's cache maths on given encounters: ``[rounds, 2]`` (mean count, mean age).
 
-    Exactly what :meth:`model.policies.cached.CachedPolicy.exchange` does each step with an
+    Exactly what :meth:`mobidfl.model.policies.cached.CachedPolicy.exchange` does each step with an
     unlimited cache (Table 2): evict stale, then :func:`replay_encounters` ``passes`` times,
-    then :func:`model.maths.cache.cache_stats`.
+    then :func:`mobidfl.model.maths.cache.cache_stats`.
     """
-    from model.maths.cache import CacheEntry, cache_stats, evict_stale
-    from model.policies.cached import replay_encounters
+    from mobidfl.model.maths.cache import CacheEntry, cache_stats, evict_stale
+    from mobidfl.model.policies.cached import replay_encounters
 
     caches: dict[int, dict] = {i: {} for i in range(num_car)}
     out = np.zeros((len(per_round), 2))
@@ -239,9 +239,9 @@ def mobidfl_encounters(*, seed: int, epoch_time: int, rounds: int,
     """MobiDFL's encounters per step (preset ``cached_dfl_003``, learning off), time order.
 
     Pairs already in range when the step starts (time 0) keep ``(i, j)`` order here; the
-    policy (:func:`model.policies.cached.encounter_order`) shuffles such ties.
+    policy (:func:`mobidfl.model.policies.cached.encounter_order`) shuffles such ties.
     """
-    from model.world import MobiDFLModel
+    from mobidfl.model.world import MobiDFLModel
 
     m = MobiDFLModel(
         preset="cached_dfl_003", learning=False, map=map_spec, step_s=float(epoch_time),
@@ -262,13 +262,13 @@ def aggregation_check(*, seed: int = 0, n_cached: int = 6, n_params: int = 50) -
 
     Same own model, cached models (times spread over the last epochs), sample counts:
     authors' ``cache_algorithm.cache_average_process`` (weights ``n_j`` times
-    ``get_mixing_weight``, which returns 1) vs :func:`model.maths.cache.aggregation_weights`
-    and :func:`model.learning.engine.combine_snapshots` (what ``engine.combine`` runs).
+    ``get_mixing_weight``, which returns 1) vs :func:`mobidfl.model.maths.cache.aggregation_weights`
+    and :func:`mobidfl.model.learning.engine.combine_snapshots` (what ``engine.combine`` runs).
     """
     import torch
 
-    from model.learning.engine import combine_snapshots
-    from model.maths.cache import CacheEntry, aggregation_weights
+    from mobidfl.model.learning.engine import combine_snapshots
+    from mobidfl.model.maths.cache import CacheEntry, aggregation_weights
 
     rng = np.random.default_rng(seed)
     n = 20

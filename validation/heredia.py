@@ -7,7 +7,8 @@ The reference is de Heredia's fork of decentralizepy (``asturnox/decentralizepy`
 ``MobilityGraph.neighbors(uid)`` gives M_i(t_k) (any of 100 time-aligned sample points
 within the radius), and ``MobilityAwareSharing.averaging_weights`` gives the weights of
 Sec. 5.4. MobiDFL side: the ``mobility_000`` preset (``random_walk``, ``contact = during``),
-:func:`model.contacts.contact_matrix` and :func:`model.maths.mixing.mobility_aware_weights`.
+:func:`mobidfl.model.contacts.contact_matrix` and
+:func:`mobidfl.model.maths.mixing.mobility_aware_weights`.
 
 Two kinds of comparison:
 
@@ -42,13 +43,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import stats
 
-from agents.mobility.random_walk import DIRECTIONS, reflect
+from mobidfl.agents.mobility.random_walk import DIRECTIONS, reflect
 from mobidfl.atomic import write_text_atomic
-from model.config import Config
-from model.contacts import contact_matrix, pairs_within, symmetric_adjacency
-from model.errors import ConfigError
-from model.maths.mixing import member_pairs, mobility_aware_weights
-from model.world import MobiDFLModel
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config
+from mobidfl.model.contacts import contact_matrix, pairs_within, symmetric_adjacency
+from mobidfl.model.maths.mixing import member_pairs, mobility_aware_weights
+from mobidfl.model.world import MobiDFLModel
 from validation import Row
 from validation.refcache import ensure
 
@@ -85,7 +86,7 @@ three seeds estimate it badly (``--size small --seeds 3`` once put a +10.7 % cha
 at 4.7 estimated standard errors; 40 seeds of the same size show none). Seeds beyond
 ``--seeds`` run the authors' mobility code (``generate_graph.py``, ``next_graph``,
 ``get_sim_path_points``) with the neighbours taken from their 100 sample points by
-:func:`model.contacts.pairs_within`, which gives exactly ``MobilityGraph.neighbors``' sets
+:func:`mobidfl.model.contacts.pairs_within`, which gives exactly ``MobilityGraph.neighbors``' sets
 (checked on the ``--seeds`` runs, row "test at the authors' 100 sample times"), without its
 O(N^2 x 100) Python loop."""
 STAT_REL_TOL = 0.10

@@ -16,7 +16,7 @@ between the samples, the chords of every MobiDFL contact test), over ad-hoc 802.
   (the preset's C_max; at tau_max = 5 and 120 s epochs Table 2's unlimited cache holds 35, so
   C_max = 10 is full in steady state), 116,200 B each (the CNN's 29,034 fp32 parameters + 64 B),
   as one TCP stream each way (ordered and reliable, as the policy's messages), against
-  :meth:`model.links.LinkPlan.send`. A message counts when all its bytes arrived.
+  :meth:`mobidfl.model.links.LinkPlan.send`. A message counts when all its bytes arrived.
 
 Pairs are replayed alone: ``link.shared_radio`` is off on the MobiDFL side (a car's other
 contacts are not in the ns-3 replay). ``python -m validation.ns3_calibrate`` fits the link's
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from mobidfl.atomic import write_text_atomic
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 from validation import Row
 
 REFERENCE = "ns-3 3.44 (the ns3 package), 802.11p ad hoc"
@@ -68,8 +68,8 @@ where ns-3 is cheap and the window limits even the CNN's messages; ``full`` from
 
 def message_size() -> int:
     """Bytes of one Cached-DFL model message (fp32 and the link's default overhead)."""
-    from model.links import LinkSettings
-    from model.maths.link import message_bytes
+    from mobidfl.model.links import LinkSettings
+    from mobidfl.model.maths.link import message_bytes
 
     o = LinkSettings()
     return message_bytes(PARAMS, dtype=o.dtype, overhead=o.overhead_bytes)
@@ -87,10 +87,10 @@ def sample_contacts(*, n: int, seed: int, max_s: float) -> list[dict[str, Any]]:
     use, of at most ``max_s``) are collected, then ``n`` are drawn at random (seeded). Each
     record carries both cars' sampled positions over the stay and MobiDFL's numbers for it.
     """
-    from model.config import Config
-    from model.contacts import contact_intervals
-    from model.links import make_link
-    from model.world import MobiDFLModel
+    from mobidfl.model.config import Config
+    from mobidfl.model.contacts import contact_intervals
+    from mobidfl.model.links import make_link
+    from mobidfl.model.world import MobiDFLModel
 
     m = MobiDFLModel(preset=PRESET, learning=False, steps=1000, seed=seed, vehicles=NUM_CAR)
     config = m.config
@@ -135,9 +135,9 @@ def sample_contacts(*, n: int, seed: int, max_s: float) -> list[dict[str, Any]]:
 
 def ns3_replay(contact: dict[str, Any], *, mode: str, radius_m: float) -> list[float]:
     """Bytes each car received in ns-3 over one stay, ``[at b, at a]``
-    (:func:`model.links_ns3.replay_pair` on both cars' sampled positions): ``udp`` saturates
+    (:func:`mobidfl.model.links_ns3.replay_pair` on both cars' sampled positions): ``udp`` saturates
     both ways, ``tcp`` sends ``contact["need"]`` bytes each way."""
-    from model.links_ns3 import replay_pair
+    from mobidfl.model.links_ns3 import replay_pair
 
     dt = contact["dt"]
     paths = tuple([(i * dt, x, y) for i, (x, y) in enumerate(contact[key])]
@@ -149,7 +149,7 @@ def ns3_replay(contact: dict[str, Any], *, mode: str, radius_m: float) -> list[f
 
 def whole_bytes(received: float, *, need: int) -> float:
     """Bytes of the whole messages in an in-order stream of ``received`` bytes."""
-    from model.maths.link import delivered_prefix
+    from mobidfl.model.maths.link import delivered_prefix
 
     size = message_size()
     count, _ = delivered_prefix(np.full(need // size, float(size)), received)
@@ -158,9 +158,9 @@ def whole_bytes(received: float, *, need: int) -> float:
 
 def policy_whole(capacity: float, *, need: int) -> float:
     """Whole-message bytes both ways when a stay carries ``capacity`` bytes: what
-    :meth:`model.links.LinkPlan.send` delivers without loss (half each way, what one side
+    :meth:`mobidfl.model.links.LinkPlan.send` delivers without loss (half each way, what one side
     leaves to the other, in order, the unfinished message lost)."""
-    from model.maths.link import delivered_prefix, fair_split
+    from mobidfl.model.maths.link import delivered_prefix, fair_split
 
     size = message_size()
     sizes = np.full(need // size, float(size))
@@ -188,7 +188,7 @@ def summary(err: np.ndarray) -> dict[str, float]:
 
 def measure(*, size: str, seeds: int) -> dict[str, Any]:
     """Sample the contacts, replay each in ns-3 twice, and collect both sides' bytes."""
-    from model.config import Config
+    from mobidfl.model.config import Config
     from validation.ns3_calibrate import cross_validated, window_limited
 
     if size not in SIZES:
@@ -272,8 +272,8 @@ def _agrees(s: dict[str, float]) -> bool:
 
 def default_efficiency() -> float:
     """``link.efficiency``'s default (fitted from this case: 0.59)."""
-    from model.config import Config
-    from model.links import make_link
+    from mobidfl.model.config import Config
+    from mobidfl.model.links import make_link
 
     return float(make_link(Config.from_settings({"link.model": "fixed_rate"})).options.efficiency)
 

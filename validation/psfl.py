@@ -10,13 +10,13 @@ Quantities, each with a verdict:
 
 1. neighbourhood: MobiDFL's ``pairs_within`` at radius 1.15 on the reference's positions;
 2. ds(i, j) = L_ij + L_ji (eq. 3) for the same models and data: the reference's
-   ``loss_based_distances`` against :func:`model.maths.psfl.eq3_loss` +
-   :func:`model.maths.psfl.dissimilarity_edges` (float tolerance), and against the policy's own
-   path (:meth:`PsflPolicy._loss`, which reads D_i in a seeded order: explained);
+   ``loss_based_distances`` against :func:`mobidfl.model.maths.psfl.eq3_loss` +
+   :func:`mobidfl.model.maths.psfl.dissimilarity_edges` (float tolerance), and against the policy's
+   own path (:meth:`PsflPolicy._loss`, which reads D_i in a seeded order: explained);
 3. leaders and federations for the same distances: phyelds' ``elect_leaders`` /
-   ``distance_to`` / ``broadcast`` against :func:`model.maths.psfl.elect_leaders` +
-   :func:`model.maths.psfl.gradient_field` with the reference's random priorities (the paper's
-   reading), and against phyelds' own rule written out here (:func:`phyelds_election` in
+   ``distance_to`` / ``broadcast`` against :func:`mobidfl.model.maths.psfl.elect_leaders` +
+   :func:`mobidfl.model.maths.psfl.gradient_field` with the reference's random priorities (the
+   paper's reading), and against phyelds' own rule written out here (:func:`phyelds_election` in
    :func:`simulator_order`, :func:`follow_lowest_potential`) to name the difference;
 4. federation count against areas and threshold over seeds, and 5. validation accuracy over
    ticks: the reference's ``run_simulation`` against MobiDFL's ``psfl`` policy set to the code's
@@ -43,11 +43,11 @@ import torch
 import torch.nn.functional as F
 
 from mobidfl.atomic import write_text_atomic
-from model.contacts import pairs_within
-from model.errors import ConfigError, DatasetUnavailable
-from model.learning.data import FASHION_SYSTEM_DIR, Dataset, load_dataset
-from model.learning.engine import make_engine
-from model.maths.psfl import (
+from mobidfl.errors import ConfigError, DatasetUnavailable
+from mobidfl.model.contacts import pairs_within
+from mobidfl.model.learning.data import FASHION_SYSTEM_DIR, Dataset, load_dataset
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.maths.psfl import (
     Graph,
     dissimilarity_edges,
     elect_leaders,
@@ -57,9 +57,9 @@ from model.maths.psfl import (
     gradient_field,
     to_graph,
 )
-from model.policies import make_policy
-from model.policies.base import AgentTable, ExchangeContext
-from model.policies.psfl import PsflPolicy
+from mobidfl.model.policies import make_policy
+from mobidfl.model.policies.base import AgentTable, ExchangeContext
+from mobidfl.model.policies.psfl import PsflPolicy
 from validation import Row, refcache
 from validation.psfl_env import ensure_venv, find_python313
 
@@ -279,7 +279,7 @@ def follow_lowest_potential(graph: Graph, potential: np.ndarray, leaders: np.nda
     """Federation of every node under phyelds' ``broadcast``: each non-leader takes the value of
     the neighbour (itself included) with the lowest potential G(j), the first in id order on
     a tie -- not the neighbour on the shortest path (lowest G(j) + ds(i, j)) that
-    :func:`model.maths.psfl.gradient_field` follows. Iterated to its fixed point."""
+    :func:`mobidfl.model.maths.psfl.gradient_field` follows. Iterated to its fixed point."""
     n = graph.n
     fed = np.where(leaders, np.arange(n), -1)
     choice = np.arange(n)
@@ -348,7 +348,7 @@ def phyelds_election(graph: Graph, weights: np.ndarray, sigma: float, *, priorit
 
     It departs from the paper's reading (PSFL Sec. III-B: "each node proclaims its candidacy",
     a competition on "the accumulated error metric and the node identifier"; ScaFi's ``S``,
-    :func:`model.maths.psfl.elect_leaders`) in three named points:
+    :func:`mobidfl.model.maths.psfl.elect_leaders`) in three named points:
 
     1. **asynchronous, in the simulator's order**: node ``order[t][k]`` runs k-th in tick t and
        reads each neighbour's latest export (this tick's if it already ran, none before its

@@ -20,7 +20,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 __all__ = ["find_python313", "locked_requirements", "ensure_venv", "venv_python"]
 

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from mobidfl.atomic import write_csv, write_text_atomic
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 TAIL = 20
 """Ticks averaged at the end of a run (the last quarter of the reference's 80)."""

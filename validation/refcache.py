@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model.errors import ConfigError
+from mobidfl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

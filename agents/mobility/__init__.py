@@ -1,6 +1,6 @@
 """Mobility models, one file each, registered by name (one import line per model)."""
 
-from agents.mobility import (  # noqa: F401
+from mobidfl.agents.mobility import (  # noqa: F401
     contact_trace,
     dam,
     manhattan,
@@ -12,7 +12,7 @@ from agents.mobility import (  # noqa: F401
     trace,
     walker,
 )
-from agents.mobility.base import (
+from mobidfl.agents.mobility.base import (
     MOBILITY_MODELS,
     MobilityContext,
     MobilityModel,

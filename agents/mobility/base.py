@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.views import WorldView
-from maps.world import WorldMap
+from mobidfl.agents.views import WorldView
 from mobidfl.kinds import KINDS, kinds_where
+from mobidfl.maps.world import WorldMap
 from mobidfl.plugins import MOBILITY_MODELS
 from mobidfl.settings import PluginSettings
 
@@ -30,7 +30,7 @@ class MobilityContext:
     Attributes
     ----------
     world
-        A read-only view of the running world (:class:`agents.views.WorldView`);
+        A read-only view of the running world (:class:`mobidfl.agents.views.WorldView`);
         destination-seeking models (Reza et al.'s DAM/DCM) read static agents' positions
         and label histograms from it. ``None`` outside a model (tests).
     step_s
@@ -70,12 +70,12 @@ class MobilityModel(ABC):
     """The agent kinds this model fits; ``Config`` refuses ``<kind>.mobility`` for others."""
     requires: ClassVar[dict[str, Any]] = {}
     """Settings this model cannot run without (``{kind}`` = its agent kind), see
-    :func:`model.config.declared_settings`; namespaced or old flat names)."""
+    :func:`mobidfl.model.config.declared_settings`; namespaced or old flat names)."""
     defaults: ClassVar[dict[str, Any]] = {}
     """Settings applied with this model where the user said nothing."""
     settings_class: ClassVar[type[PluginSettings] | None] = None
     """This model's own settings (a frozen dataclass under a namespace, e.g. ``manhattan``);
-    :class:`model.config.Config` composes, documents and validates them."""
+    :class:`mobidfl.model.config.Config` composes, documents and validates them."""
     gives_contacts: ClassVar[bool] = False
     """True when the model supplies the step's contacts itself (a contact trace) instead of
     positions the world's neighbour search reads; the world then takes every group's

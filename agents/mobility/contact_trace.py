@@ -4,7 +4,7 @@ For published contact data (CRAWDAD's Haggle iMote traces, The ONE's connection 
 MobiDFL's own ``contacts.csv``) there are no positions to move: who meets whom, and when,
 is the data. Every kind whose mobility is ``contact_trace`` stands still (parked on a
 circle around the map's centre, only so that the GIS export draws them apart) and the world
-takes each step's contacts from :class:`maps.contact_trace.ContactTrace` instead of the
+takes each step's contacts from :class:`mobidfl.maps.contact_trace.ContactTrace` instead of the
 continuous-time range test (:meth:`contact_trace`). Trace ids are the run's agent ids
 (less ``contact_trace.id_base``), so every kind with agents must use this model; the map is
 only a canvas (a small ``grid:`` map is enough).
@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from maps.contact_trace import FORMATS, ContactTrace, read_contacts
+from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from mobidfl.kinds import KINDS
+from mobidfl.maps.contact_trace import FORMATS, ContactTrace, read_contacts
 from mobidfl.settings import PluginSettings, non_negative, one_of, setting
 
 

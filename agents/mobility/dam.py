@@ -8,10 +8,10 @@ for DCM, only among the cluster centres of Alg. 1 (eq. 9); it keeps the destinat
 gets there (eq. 8) and flies toward it at most ``R_m`` cells per step (eq. 7).
 
 As in the paper, mobile clients know the static clients' cells and label histograms (read
-through the world view: groups with a ``static`` mobility, ``label_hist``; :mod:`model.views`).
-Radii: ``R_c = radius_m / cell_m`` and ``R_m = dam.rm_cells``; both in cells, Euclidean between
-cell centres. The maths lives in :mod:`agents.mobility.distribution`; this file only wires it
-to the model.
+through the world view: groups with a ``static`` mobility, ``label_hist``;
+:mod:`mobidfl.agents.views`). Radii: ``R_c = radius_m / cell_m`` and ``R_m = dam.rm_cells``; both in
+cells, Euclidean between cell centres. The maths lives in
+:mod:`mobidfl.agents.mobility.distribution`; this file only wires it to the model.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from agents.mobility.base import MobilityContext, register_mobility
-from agents.mobility.distribution import (
+from mobidfl.agents.mobility.base import MobilityContext, register_mobility
+from mobidfl.agents.mobility.distribution import (
     DistributionDistance,
     dam_probabilities,
     dcm_centres,
@@ -30,8 +30,8 @@ from agents.mobility.distribution import (
     next_destination,
     step_toward,
 )
-from agents.mobility.random_grid import GridMobility
-from agents.views import WorldView
+from mobidfl.agents.mobility.random_grid import GridMobility
+from mobidfl.agents.views import WorldView
 from mobidfl.errors import ConfigError
 
 NO_DESTINATION = -1

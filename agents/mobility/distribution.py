@@ -4,8 +4,8 @@
 Clients live on a ``G x G`` grid of locations ``(p, q)``. Cells are numbered row-major:
 ``cell = row * G + col`` with ``row, col in [0, G)`` (the paper counts from 1; distances are the
 same). Every ``grid`` argument also accepts ``(rows, cols)`` for a rectangular grid (MobiDFL's
-``maps.grid.Grid`` over a map is ``rows x cols``); then ``cell = row * cols + col``, the same
-numbering as ``Grid``. All radii (``R_c``, ``R_m``) are in cell units and distances are
+``mobidfl.maps.grid.Grid`` over a map is ``rows x cols``); then ``cell = row * cols + col``, the
+same numbering as ``Grid``. All radii (``R_c``, ``R_m``) are in cell units and distances are
 Euclidean between cell centres, as in the paper (``||L - L'||_2``, eqs. 3-9 and Alg. 1; e.g.
 ``R_c = 3`` on an 18 x 18 grid). A caller with metres converts with ``radius_m / cell_size_m``.
 ``metric="chebyshev"`` is offered as a non-paper alternative (square neighbourhoods).

@@ -10,10 +10,10 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from maps.network import StreetNetwork
+from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from mobidfl.kinds import kinds_where
-from mobidfl.settings import PluginSettings, non_negative, setting, unit_interval
+from mobidfl.maps.network import TURN_RULES, StreetNetwork
+from mobidfl.settings import PluginSettings, non_negative, one_of, setting, unit_interval
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +27,14 @@ class ManhattanSettings(PluginSettings):
     turn_left: float = setting(0.25, "Manhattan model: P(left)", unit_interval, alias="turn_left")
     turn_right: float = setting(
         0.25, "Manhattan model: P(right)", unit_interval, alias="turn_right"
+    )
+    turn_rule: str = setting(
+        "classes",
+        "Manhattan model: classes (turn_* per straight/left/right class by angle, renormalised "
+        "over the classes present) or straightest (Cached-DFL's code and its 'e.g. 0.5 to "
+        "continue straight and 0.1667 per road among three options': the road closest to "
+        "straight gets turn_straight, the other roads share the rest equally)",
+        one_of(*TURN_RULES),
     )
     area_free: int = setting(
         0, "area_restricted: members free to leave their home area (Cached-DFL)", non_negative,
@@ -50,8 +58,10 @@ class Manhattan(MobilityModel):
     """Cached-DFL's Manhattan mobility model on an OSM street graph.
 
     Agents move at constant speed along edge geometries; at an intersection the next edge
-    is drawn by turn class (straight / left / right, ``manhattan.turn_*`` settings), U-turns only at
-    dead ends (:meth:`maps.network.StreetNetwork.turn_table`). Distance left at the end of
+    is drawn by turn class (straight / left / right, ``manhattan.turn_*`` settings) or, with
+    ``manhattan.turn_rule = "straightest"``, as Cached-DFL's code draws it (the straightest
+    road ``turn_straight``, the others an equal share of the rest); U-turns only at dead
+    ends (:meth:`mobidfl.maps.network.StreetNetwork.turn_table`). Distance left at the end of
     an edge is carried into the next. Vehicles use the directed drive network (one-way
     streets respected); pedestrians the walk network (both directions).
     """
@@ -67,7 +77,9 @@ class Manhattan(MobilityModel):
         self.network: StreetNetwork = (
             self.street_network()
         )
-        self.tables = [self.network.turn_table(self.options.turn_probabilities)]
+        self.tables = [self.network.turn_table(
+            self.options.turn_probabilities, rule=self.options.turn_rule
+        )]
         self.table_of = np.zeros(self.count, int)
         self.edge, self.offset = self.network.random_edges(self.count, kwargs["rng"])
         self.position = self.network.xy(self.edge, self.offset)
@@ -122,7 +134,10 @@ class AreaRestricted(Manhattan):
         for area in range(n_areas):
             allowed = self._strongly_connected_part(self.world.nodes_in_area(self.network, area))
             self.tables.append(
-                self.network.turn_table(self.options.turn_probabilities, allowed_nodes=allowed)
+                self.network.turn_table(
+                    self.options.turn_probabilities, allowed_nodes=allowed,
+                    rule=self.options.turn_rule,
+                )
             )
             members = np.flatnonzero(self.home_area == area)
             self.table_of[members] = area + 1

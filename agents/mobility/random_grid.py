@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from agents.mobility.distribution import random_grid_destination
-from agents.mobility.static import distinct_cells
+from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from mobidfl.agents.mobility.distribution import random_grid_destination
+from mobidfl.agents.mobility.static import distinct_cells
 from mobidfl.settings import PluginSettings, one_of, positive, setting
 
 
@@ -89,8 +89,8 @@ class RandomGrid(GridMobility):
     """Reza et al., eq. 3: the next cell is uniform among the cells within R_m.
 
     ``dam.rm_cells = inf`` makes every cell reachable (the paper's unconstrained case). The draw
-    is :func:`agents.mobility.distribution.random_grid_destination` (Euclidean cell distance,
-    staying put allowed), the one implementation of eq. 3.
+    is :func:`mobidfl.agents.mobility.distribution.random_grid_destination` (Euclidean cell
+    distance, staying put allowed), the one implementation of eq. 3.
     """
 
     name = "random_grid"

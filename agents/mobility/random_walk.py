@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from mobidfl.settings import PluginSettings, positive, setting, unit_interval
 
 

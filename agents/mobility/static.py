@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from mobidfl.errors import ConfigError
 from mobidfl.kinds import kinds_where
 

@@ -1,6 +1,6 @@
 """Vehicles driven by Eclipse SUMO (car following, junction rules, traffic lights).
 
-The run's map becomes a SUMO network (:mod:`maps.sumo_net`: the drive network written as
+The run's map becomes a SUMO network (:mod:`mobidfl.maps.sumo_net`: the drive network written as
 plain XML in the map's CRS, converted by ``netconvert``, cached), so SUMO's x/y are the
 map's metres and every position lies on a MobiDFL street. Demand comes from SUMO's
 ``randomTrips.py`` with the run's seed (``sumo.fringe_factor``). SUMO runs in-process
@@ -10,7 +10,7 @@ Fixed agent count and identity: agent ``i`` is SUMO vehicle ``v<i>`` for the who
 starts at a random point of its first trip's origin edge (drawn with the model's
 generator); when it arrives, it is re-inserted at once where it arrived, with the same id
 and the next destination of the randomTrips pool, so nobody is replaced. Routes are the
-shortest over SUMO's lane connections (:class:`maps.sumo_net.EdgeRouter`; every street has
+shortest over SUMO's lane connections (:class:`mobidfl.maps.sumo_net.EdgeRouter`; every street has
 the same limit, so also the fastest in free flow).
 While a vehicle is not on the network (waiting for insertion space, or in the SUMO step
 between arrival and re-insertion) it is *parked where it is*: its last position is held.
@@ -49,8 +49,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from maps.sumo_net import (
+from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from mobidfl.atomic import write_csv
+from mobidfl.errors import ConfigError
+from mobidfl.maps.sumo_net import (
     EdgeRouter,
     build_network,
     connections,
@@ -58,8 +60,6 @@ from maps.sumo_net import (
     random_trips,
     sumo_tools,
 )
-from mobidfl.atomic import write_csv
-from mobidfl.errors import ConfigError
 from mobidfl.settings import PluginSettings, non_negative, positive, setting
 
 SPEED_FACTOR = "normc(1,0.1,0.8,1.2)"

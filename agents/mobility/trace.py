@@ -1,9 +1,9 @@
-"""Replay of a recorded trace (SUMO FCD or CSV): ``trace.file``, read by :mod:`maps.traces`.
+"""Replay of a recorded trace (SUMO FCD or CSV): ``trace.file``, read by :mod:`mobidfl.maps.traces`.
 
 Each kind whose mobility is ``trace`` takes the next block of trace ids (kinds in the order
 vehicle, pedestrian, sensor, uav), so two kinds never share an id. Agents before their
 first / after their last record are parked where they entered / left the trace
-(:mod:`maps.traces` says why not far off the map). Trace time 0 (its first record) is
+(:mod:`mobidfl.maps.traces` says why not far off the map). Trace time 0 (its first record) is
 MobiDFL time 0; after the trace ends everybody stays parked.
 
 Sub-times: the step is sampled at least as finely as the trace itself (one sub-time per
@@ -22,8 +22,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from maps.traces import (
+from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from mobidfl.errors import ConfigError
+from mobidfl.kinds import KINDS
+from mobidfl.maps.traces import (
     OUTSIDE_MARGIN_M,
     clipped_to,
     outside_map,
@@ -31,8 +33,6 @@ from maps.traces import (
     read_trace,
     resolution,
 )
-from mobidfl.errors import ConfigError
-from mobidfl.kinds import KINDS
 from mobidfl.settings import PluginSettings, one_of, setting
 
 MAX_RECORDS_PER_STEP = 1000

@@ -32,8 +32,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from agents.mobility.static import GRID_KINDS, distinct_cells
+from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
+from mobidfl.agents.mobility.static import GRID_KINDS, distinct_cells
 from mobidfl.errors import ConfigError
 from mobidfl.settings import PluginSettings, at_least_one, one_of, positive, setting
 

@@ -6,8 +6,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from analysis.app.inputs import initial_settings, model_params
-from model.world import MobiDFLModel
+from mobidfl.analysis.app.inputs import initial_settings, model_params
+from mobidfl.model.world import MobiDFLModel
 
 
 class AppModel(MobiDFLModel):
@@ -22,7 +22,7 @@ class AppModel(MobiDFLModel):
         map: a bundled map name (the Select input).
         map_file: free text (a file path or any ``map`` spec); overrides ``map`` when set.
         fallback: settings to use when these are rejected (``None``: raise instead).
-        **settings: public settings of :class:`model.config.Config`.
+        **settings: public settings of :class:`mobidfl.model.config.Config`.
     """
 
     def __init__(
@@ -58,7 +58,7 @@ class AppModel(MobiDFLModel):
         SolaraViz passes every input, but an input left at its start value is not a choice:
         with a preset selected, such inputs are dropped so the preset fills them; without
         one, untouched mobility and radius inputs are dropped so that a chosen policy can
-        bring its own (``requires`` / ``defaults``, model.config).
+        bring its own (``requires`` / ``defaults``, mobidfl.model.config).
         """
         start = initial_settings(model_params())
         out = {"map": map_file.strip() or map, **settings}

@@ -1,7 +1,7 @@
 """Solara components of the page: status line, map, agent panel and plots.
 
-They only arrange what :mod:`analysis.app.layers`, :mod:`analysis.app.panels` and
-:mod:`analysis.app.figures` build; each redraws on Mesa's ``update_counter``.
+They only arrange what :mod:`mobidfl.analysis.app.layers`, :mod:`mobidfl.analysis.app.panels` and
+:mod:`mobidfl.analysis.app.figures` build; each redraws on Mesa's ``update_counter``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import matplotlib
 import solara
 from mesa.visualization.utils import update_counter
 
-from analysis.app.figures import (
+from mobidfl.analysis.app.figures import (
     accuracy_figure,
     contacts_figure,
     energy_figure,
@@ -21,7 +21,7 @@ from analysis.app.figures import (
     link_on,
     neighbours_figure,
 )
-from analysis.app.layers import (
+from mobidfl.analysis.app.layers import (
     OSM_TILES,
     PANES,
     MapLayer,
@@ -33,15 +33,15 @@ from analysis.app.layers import (
     selection_geojson,
     streets_geojson,
 )
-from analysis.app.look import AGENT_CLASS, MAP_HEIGHT_CSS, MAP_PADDING_PX
-from analysis.app.panels import (
+from mobidfl.analysis.app.look import AGENT_CLASS, MAP_HEIGHT_CSS, MAP_PADDING_PX
+from mobidfl.analysis.app.panels import (
     agent_details,
     details_html,
     legend_html,
     status_text,
 )
-from maps.sources import ATTRIBUTION
-from model.world import MobiDFLModel
+from mobidfl.maps.sources import ATTRIBUTION
+from mobidfl.model.world import MobiDFLModel
 
 SELECTED = solara.reactive(None)
 """(id(model), agent index) last hovered or clicked; per browser session (kernel)."""
@@ -185,7 +185,7 @@ def AgentInfo(model: MobiDFLModel) -> None:
 
 def _plot(make, css_class: str, *, shown=None):
     """A Solara component drawing ``make(model)``; ``shown(model)`` (if given) tells the
-    page whether to place it at all (:func:`analysis.app.controller.AppPage`)."""
+    page whether to place it at all (:func:`mobidfl.analysis.app.controller.AppPage`)."""
 
     @solara.component
     def Plot(model: MobiDFLModel) -> None:

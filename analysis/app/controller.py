@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import solara
@@ -16,7 +17,7 @@ from mesa.visualization.solara_viz import (
 from mesa.visualization.utils import force_update
 from solara.server import kernel_context
 
-from model.world import MobiDFLModel
+from mobidfl.model.world import MobiDFLModel
 
 
 class StepQueue:
@@ -30,7 +31,8 @@ class StepQueue:
     All fields are read and written under ``lock``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, step_label: str = "Step") -> None:
+        self.step_label = step_label
         self.lock = threading.Lock()
         self.pending = 0
         self.playing = False
@@ -41,7 +43,8 @@ class StepQueue:
         """What the controls show: the step being computed and how many clicks wait."""
         with self.lock:
             if self.running_step is None:
-                return "Idle: Step runs one step per click; clicks during a step are queued."
+                return (f"Idle: {self.step_label} runs one step per click; clicks during a "
+                        "step are queued.")
             waiting = f" · {self.pending} more queued" if self.pending else ""
             playing = " (playing)" if self.playing else ""
             return f"Running step {self.running_step}{playing}{waiting}"
@@ -52,14 +55,22 @@ def QueuedController(
     model: solara.Reactive[MobiDFLModel],
     model_parameters: solara.Reactive[dict],
     play_interval_s: float = 0.1,
+    *,
+    rebuild: Callable[[Any], Any] | None = None,
+    step_label: str = "Step",
+    reset_label: str = "Reset",
+    queue_class: str = "mobidfl-queue",
 ) -> None:
     """Step / Play / Reset whose clicks are never lost while a step runs (see :class:`StepQueue`).
 
     The worker thread enters this page's kernel context so it can redraw the page (reactive
     state is per browser session); rendering happens in the worker between two steps, never
-    while the model is half-way through one.
+    while the model is half-way through one. ``model`` may hold anything with ``step()``,
+    ``steps`` and ``running`` (the Compare view's runs); ``rebuild(old)`` then makes the
+    fresh one on Reset, which is otherwise rebuilt from the inputs as SolaraViz does.
+    The labels and the queue line's CSS class tell two controllers on one page apart.
     """
-    queue = solara.use_memo(StepQueue, [])
+    queue = solara.use_memo(lambda: StepQueue(step_label=step_label), [])
     shown = solara.use_reactive(queue.text())
     error = solara.use_reactive(None)
     context = kernel_context.get_current_context()
@@ -114,6 +125,10 @@ def QueuedController(
         with queue.lock:  # the step under way finishes on the old model; nothing more runs
             queue.pending, queue.playing = 0, False
         error.set(None)
+        if rebuild is not None:
+            model.value = rebuild(model.value)
+            publish()
+            return
         kwargs = _build_model_init_kwargs(model.value, model_parameters.value,
                                           add_scenario_when_empty=True,
                                           require_model_accepts_scenario=True)
@@ -122,12 +137,12 @@ def QueuedController(
 
     playing = queue.playing
     with solara.Row(justify="space-between"):
-        solara.Button(label="Reset", color="primary", on_click=do_reset)
+        solara.Button(label=reset_label, color="primary", on_click=do_reset)
         solara.Button(label="❚❚" if playing else "▶", color="primary", on_click=do_play_pause,
                       disabled=not model.value.running)
-        solara.Button(label="Step", color="primary", on_click=do_step,
+        solara.Button(label=step_label, color="primary", on_click=do_step,
                       disabled=playing or not model.value.running)
-    solara.Text(shown.value, classes=["mobidfl-queue"], style={"font-size": "12px"})
+    solara.Text(shown.value, classes=[queue_class], style={"font-size": "12px"})
     if error.value:
         solara.Error(label=error.value)
 
@@ -139,6 +154,7 @@ def AppPage(
     map_view: Any,
     plots: list[Any],
     side: Any | None = None,
+    compare: Any | None = None,
     model_params: dict[str, Any],
     name: str,
 ) -> None:
@@ -146,6 +162,8 @@ def AppPage(
     place of Mesa's ``ModelController``; in the main area ``map_view`` on its whole width,
     then the ``plots`` side by side with ``side`` (the agent panel) after them. A plot
     whose ``shown(model)`` is false is left out (the link plots under ``link = "ideal"``).
+    With ``compare`` (:func:`mobidfl.analysis.app.compare_view.CompareView`) all that is the "City"
+    tab and ``compare(model)`` the "Compare policies" tab, on the City tab's world.
 
     WHY: ``SolaraViz`` hard-wires its controller, and its component grid (``ComponentsView``)
     gives every component an equal draggable cell under a "PAGE 0" tab: the map got a
@@ -165,15 +183,26 @@ def AppPage(
         with solara.Card("Information"):
             ShowSteps(reactive_model.value)
     current = reactive_model.value
-    with solara.Column(style={"width": "100%", "padding": "4px 8px"}):
-        map_view(current)
-        with solara.Row(gap="8px", style={"width": "100%", "align-items": "flex-start",
-                                          "flex-wrap": "wrap"}):
-            for plot in plots:
-                shown = getattr(plot, "shown", None)
-                if shown is not None and not shown(current):
-                    continue
-                with solara.Div(style={"flex": "1 1 300px", "min-width": "280px"}):
-                    plot(current)
-            if side is not None:
-                side(current)
+
+    def city() -> None:
+        with solara.Column(style={"width": "100%", "padding": "4px 8px"}):
+            map_view(current)
+            with solara.Row(gap="8px", style={"width": "100%", "align-items": "flex-start",
+                                              "flex-wrap": "wrap"}):
+                for plot in plots:
+                    shown = getattr(plot, "shown", None)
+                    if shown is not None and not shown(current):
+                        continue
+                    with solara.Div(style={"flex": "1 1 300px", "min-width": "280px"}):
+                        plot(current)
+                if side is not None:
+                    side(current)
+
+    if compare is None:
+        city()
+        return
+    with solara.lab.Tabs():
+        with solara.lab.Tab("City", classes=["mobidfl-tab-city"]):
+            city()
+        with solara.lab.Tab("Compare policies", classes=["mobidfl-tab-compare"]):
+            compare(current)

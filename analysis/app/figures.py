@@ -16,12 +16,12 @@ import matplotlib.ticker
 import numpy as np
 from matplotlib.figure import Figure
 
-from analysis.app.look import (
+from mobidfl.analysis.app.look import (
     CONTACT_COLOUR,
     KIND_COLOURS,
 )
-from model.config import KINDS
-from model.world import MobiDFLModel
+from mobidfl.model.config import KINDS
+from mobidfl.model.world import MobiDFLModel
 
 
 def _figure() -> tuple[Figure, Any]:
@@ -117,8 +117,9 @@ MB = 1e6
 
 
 def link_on(model: MobiDFLModel) -> bool:
-    """Whether the model reports link columns (a link model other than ``ideal``)."""
-    return "bytes_sent" in model.datacollector.model_vars
+    """Whether the model reports a link model's columns (one other than ``ideal``, which
+    counts bytes only: no aborted transfers, airtime or energy to draw)."""
+    return "transfers_aborted" in model.datacollector.model_vars
 
 
 def energy_split_columns(model: MobiDFLModel) -> list[str]:

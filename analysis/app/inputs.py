@@ -1,4 +1,4 @@
-"""The app's inputs: SolaraViz parameter widgets from :class:`model.config.Config`, and
+"""The app's inputs: SolaraViz parameter widgets from :class:`mobidfl.model.config.Config`, and
 settings from the environment (``MOBIDFL_APP_SETTINGS``)."""
 
 from __future__ import annotations
@@ -7,22 +7,22 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from maps.sources import BUNDLED
-from model.config import COUNT_SETTING, KINDS, Config, mobility_fit, parse_value
+from mobidfl.maps.sources import BUNDLED
+from mobidfl.model.config import COUNT_SETTING, KINDS, Config, mobility_fit, parse_value
 
 
 def _choices(registry: str) -> list[str]:
     try:
         if registry == "mobility":
-            from agents.mobility import MOBILITY_MODELS as names
+            from mobidfl.agents.mobility import MOBILITY_MODELS as names
         elif registry == "policy":
-            from model.policies import POLICIES as names
+            from mobidfl.model.policies import POLICIES as names
         elif registry == "dataset":
-            from model.learning.data import DATASETS as names
+            from mobidfl.model.learning.data import DATASETS as names
         elif registry == "partition":
-            from model.learning.partition import PARTITIONS as names
+            from mobidfl.model.learning.partition import PARTITIONS as names
         else:
-            from model.learning.nets import NETS as names
+            from mobidfl.model.learning.nets import NETS as names
     except ImportError:
         return []
     return list(names)
@@ -30,8 +30,8 @@ def _choices(registry: str) -> list[str]:
 
 def _link_choices() -> tuple[list[str], list[str]]:
     """Link model names and ``distance_rate`` radio profiles."""
-    from model.links import PROFILES
-    from model.plugins import LINKS
+    from mobidfl.model.links import PROFILES
+    from mobidfl.plugins import LINKS
 
     return list(LINKS.names()), list(PROFILES)
 
@@ -42,7 +42,7 @@ default) and a slow 1 Mbit/s link."""
 
 
 def _preset_names() -> list[str]:
-    from model.presets import preset_names
+    from mobidfl.model.presets import preset_names
 
     return preset_names()
 

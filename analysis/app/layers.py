@@ -1,6 +1,6 @@
 """Map layers: the running model as GeoJSON (agents, contacts, streets, areas, cells).
 
-Pure functions of a :class:`model.world.MobiDFLModel`, testable without a browser. Why our
+Pure functions of a :class:`mobidfl.model.world.MobiDFLModel`, testable without a browser. Why our
 own layers instead of mesa-geo's ``make_geospace_component``: mesa-geo 0.9.3 (a) draws
 GeoDataFrame layers with ``ipyleaflet.GeoJSON(element=...)``, which renders nothing; (b)
 creates one new ipyleaflet marker *widget* per agent on every render (200 widget creations
@@ -30,7 +30,7 @@ import shapely.geometry
 import traitlets
 from pyproj import Transformer
 
-from analysis.app.look import (
+from mobidfl.analysis.app.look import (
     ABORTED_DASH,
     AGENT_OUTLINE,
     AREA_COLOURS,
@@ -47,8 +47,8 @@ from analysis.app.look import (
     progress_labels,
 )
 from mobidfl.kinds import kinds_where
-from model.maths.mixing import member_pairs
-from model.world import MobiDFLModel
+from mobidfl.model.maths.mixing import member_pairs
+from mobidfl.model.world import MobiDFLModel
 
 
 @functools.lru_cache(maxsize=16)
@@ -119,13 +119,13 @@ def contact_pairs(adjacency: sp.spmatrix) -> np.ndarray:
 
 def link_progress(model: MobiDFLModel, pairs: np.ndarray) -> dict[str, np.ndarray] | None:
     """Each pair's transfers of the latest step, both directions summed, from the model's
-    :attr:`model.learning.results.StepResult.transfers`; ``None`` when the step carried no
+    :attr:`mobidfl.model.learning.results.StepResult.transfers`; ``None`` when the step carried no
     link accounting (``link = "ideal"``, learning off, before step 1).
 
     Returns arrays aligned with ``pairs`` (P x 2): ``bytes_sent``, ``bytes_received``,
     ``aborted`` (messages cut at the contact's end or lost), ``fraction`` (received / sent,
     NaN where nothing was sent) and ``progress``, its class: :data:`NOTHING_SENT`, or k for
-    the k-th bin of :data:`analysis.app.look.PROGRESS_EDGES` (the last: all arrived).
+    the k-th bin of :data:`mobidfl.analysis.app.look.PROGRESS_EDGES` (the last: all arrived).
     Vectorised: one ``np.unique`` over the transfers and one ``searchsorted`` for the pairs.
     """
     step = getattr(model, "last_step", None)

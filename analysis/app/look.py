@@ -37,9 +37,9 @@ ABORTED_DASH = "5 4"
 """Dash pattern of a contact with an aborted (or lost) transfer this step."""
 MAX_CONTACT_LINES = 2000
 """More contact lines than this are thinned for drawing (all are still counted)."""
-MAP_HEIGHT_CSS = "max(360px, calc(100vh - 190px))"
-"""The map fills the main area below the app bar, leaving room for its status line and legend
-(the plots sit below it, one scroll away)."""
+MAP_HEIGHT_CSS = "max(360px, calc(100vh - 240px))"
+"""The map fills the main area below the app bar and the City / Compare tabs (48 px), leaving
+room for its status line and legend (the plots sit below it, one scroll away)."""
 MAP_PADDING_PX = 12
 """Margin kept free around the world when the map fits it (edge agents are not cut)."""
 ACCURACY_LUT = [
@@ -80,7 +80,7 @@ NOTHING_SENT = -1
 
 def progress_labels() -> dict[int, str]:
     """Legend text of every progress class (``progress`` of
-    :func:`analysis.app.layers.link_progress`)."""
+    :func:`mobidfl.analysis.app.layers.link_progress`)."""
     edges = (0.0, *PROGRESS_EDGES)
     labels = {
         k: f"{edges[k]:.0%}-{edges[k + 1]:.0%} arrived" for k in range(len(PROGRESS_EDGES))

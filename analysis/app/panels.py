@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.app.look import (
+from mobidfl.analysis.app.look import (
     ACCURACY_LUT,
     AGENT_OUTLINE,
     CONTACT_COLOUR,
@@ -20,8 +20,8 @@ from analysis.app.look import (
     PROGRESS_COLOURS,
     progress_labels,
 )
-from maps.sources import ATTRIBUTION
-from model.world import MobiDFLModel
+from mobidfl.maps.sources import ATTRIBUTION
+from mobidfl.model.world import MobiDFLModel
 
 
 def clock(seconds: float) -> str:

@@ -28,8 +28,8 @@ only the run under way); ``report`` reads them, prints the table (mean over seed
 min-max in brackets), writes the per-epoch data as one CSV and plots accuracy over
 epochs per policy and link (mean with a min-max band)::
 
-    python -m analysis.studies.link_study run --out results/link_study --seeds 0,1,2 --steps 20
-    python -m analysis.studies.link_study report --out results/link_study \\
+    python -m mobidfl.analysis.studies.link_study run --out results/link_study --seeds 0,1,2 --steps
+    20 python -m mobidfl.analysis.studies.link_study report --out results/link_study \\
         --csv published/studies/links_study.csv --plot docs/studies/links_accuracy.png
 """
 
@@ -87,8 +87,8 @@ def run_one(policy: str, link: str, seed: int, steps: int, out: Path) -> Path:
     path = out / f"{policy}__{link}__s{seed}.csv"
     if path.exists():
         return path
-    from model.maths.link import message_bytes
-    from model.world import MobiDFLModel
+    from mobidfl.model.maths.link import message_bytes
+    from mobidfl.model.world import MobiDFLModel
 
     start, cpu = time.perf_counter(), time.process_time()
     model = MobiDFLModel(**settings_of(policy, link, seed, steps)).run()

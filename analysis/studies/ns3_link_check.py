@@ -16,7 +16,7 @@ with what MobiDFL's link model says the same contact carries (its whole capacity
   ``dsrc`` profile (efficiency 1) and a radius far beyond the radio's reach.
 
 Needs the optional extra: ``pip install 'mobidfl[ns3]'`` (the ``ns3`` package, ns-3 3.44).
-Run: ``python -m analysis.studies.ns3_link_check`` (``--offsets 0,20,60 --speeds 13.89,8``).
+Run: ``python -m mobidfl.analysis.studies.ns3_link_check`` (``--offsets 0,20,60 --speeds 13.89,8``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import time
 
 import numpy as np
 
-from model.config import Config
-from model.contacts import contact_intervals, sub_samples
-from model.links import make_link
-from model.links_ns3 import install_adhoc
+from mobidfl.model.config import Config
+from mobidfl.model.contacts import contact_intervals, sub_samples
+from mobidfl.model.links import make_link
+from mobidfl.model.links_ns3 import install_adhoc
 
 
 def ns3_pass(

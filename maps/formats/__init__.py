@@ -1,11 +1,11 @@
 """Street-map file formats: one reader class per format, registered by name.
 
-The contract and the registry are in :mod:`maps.formats.base`; each built-in format is one
+The contract and the registry are in :mod:`mobidfl.maps.formats.base`; each built-in format is one
 module here, declared as an entry point under ``mobidfl.map_formats`` in ``pyproject.toml``
 and imported on the registry's first lookup.
 """
 
-from maps.formats.base import (
+from mobidfl.maps.formats.base import (
     MAP_FORMATS,
     MapFormat,
     file_suffixes,

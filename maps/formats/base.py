@@ -1,9 +1,9 @@
 """The map-format contract: one reader class per street-map file format, registered by name.
 
 A format declares which file names it claims (:attr:`MapFormat.suffixes`), how a file is
-read into an :class:`~maps.edges.EdgeTable` (:meth:`MapFormat.read`), how it is checked
+read into an :class:`~mobidfl.maps.edges.EdgeTable` (:meth:`MapFormat.read`), how it is checked
 whole without building the table (:meth:`MapFormat.check`) and what the map cache keys on
-(:meth:`MapFormat.digest`). :func:`maps.sources.load_edges` picks the registered format
+(:meth:`MapFormat.digest`). :func:`mobidfl.maps.sources.load_edges` picks the registered format
 whose suffix is the longest that ends the file's name, so ``.net.xml`` (SUMO) wins over
 ``.xml`` (OSM XML) whatever order they registered in.
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import mobidfl.inflate as inflate
-from maps.edges import EdgeTable, MapDataError
 from mobidfl.errors import ConfigError
+from mobidfl.maps.edges import EdgeTable, MapDataError
 from mobidfl.registry import Registry
 
 __all__ = [
@@ -46,7 +46,7 @@ class MapFormat(ABC):
     Subclasses set :attr:`name` and :attr:`suffixes` and implement :meth:`read`; a format
     that can tell a whole, correct file more cheaply than by reading it overrides
     :meth:`check`. Every method refuses a bad file with a one-line
-    :class:`~maps.edges.MapDataError` (the loader adds the file's name) or
+    :class:`~mobidfl.maps.edges.MapDataError` (the loader adds the file's name) or
     :class:`~mobidfl.errors.ConfigError` (setting ``map``), never a traceback and never a
     silently smaller map.
     """

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import shapely
 
-from maps.edges import EdgeTable, MapDataError, check_edge_ends
-from maps.formats.base import MapFormat, inflated_bytes, register_map_format
-from maps.graphml import check_whole, read_graphml
 from mobidfl.errors import ConfigError
+from mobidfl.maps.edges import EdgeTable, MapDataError, check_edge_ends
+from mobidfl.maps.formats.base import MapFormat, inflated_bytes, register_map_format
+from mobidfl.maps.graphml import check_whole, read_graphml
 
 
 @register_map_format
 class GraphmlFormat(MapFormat):
     """osmnx-style GraphML (directed, or undirected as momepy writes it): see
-    :func:`maps.graphml.read_graphml`."""
+    :func:`mobidfl.maps.graphml.read_graphml`."""
 
     name = "graphml"
     suffixes = (".graphml", ".graphml.gz")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import networkx as nx
 
-from maps.edges import EdgeTable, MapDataError
-from maps.formats.base import MapFormat, register_map_format
-from maps.network import table_from_graph
 from mobidfl.errors import ConfigError
+from mobidfl.maps.edges import EdgeTable, MapDataError
+from mobidfl.maps.formats.base import MapFormat, register_map_format
+from mobidfl.maps.network import table_from_graph
 
 
 @register_map_format

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import numpy as np
 
-from maps.edges import (
+from mobidfl.errors import ConfigError
+from mobidfl.inflate import codec_of
+from mobidfl.maps.edges import (
     EdgeTable,
     MapDataError,
     check_coordinates,
     check_no_stray_text,
     check_well_formed,
 )
-from maps.formats.base import MapFormat, inflated_bytes, register_map_format
-from maps.network import table_from_graph
-from mobidfl.errors import ConfigError
-from mobidfl.inflate import codec_of
+from mobidfl.maps.formats.base import MapFormat, inflated_bytes, register_map_format
+from mobidfl.maps.network import table_from_graph
 
 _OSM_NODE = re.compile(rb"<node\s[^>]*?\bid=[\"']([^\"']*)[\"']")
 OSM_ELEMENTS = frozenset({

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from maps.edges import EdgeTable, from_segments
-from maps.formats.base import MapFormat, register_map_format
 from mobidfl.errors import ConfigError
+from mobidfl.maps.edges import EdgeTable, from_segments
+from mobidfl.maps.formats.base import MapFormat, register_map_format
 
 SEGMENT_COLUMNS = ("StartLat", "StartLong", "EndLat", "EndLong")
 
@@ -32,7 +32,7 @@ def read_segments_csv(path: Path) -> EdgeTable:
     column says otherwise (true = drivable from start to end only). Optional length
     columns are not needed: lengths come from the projected geometry. Repeated segments
     (same ends, either direction) are one street, as in the authors' ``networkx.DiGraph``
-    (:func:`maps.edges.from_segments`).
+    (:func:`mobidfl.maps.edges.from_segments`).
     """
     import pandas as pd
 

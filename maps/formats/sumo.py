@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from maps.edges import EdgeTable, MapDataError, from_segments, parse_crs
-from maps.formats.base import MapFormat, max_inflated_bytes, register_map_format
 from mobidfl.errors import ConfigError
 from mobidfl.inflate import codec_of, inflated_reader
+from mobidfl.maps.edges import EdgeTable, MapDataError, from_segments, parse_crs
+from mobidfl.maps.formats.base import MapFormat, max_inflated_bytes, register_map_format
 
 SUMO_SUFFIXES = (".net.xml", ".net.xml.gz")
 # SUMO lanes a car may use: ``allow`` names the classes let through, ``disallow`` those kept out.

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import shapely
 
-from maps.edges import EdgeTable, from_segments
-from maps.formats.base import MapFormat, register_map_format
 from mobidfl.errors import ConfigError
+from mobidfl.maps.edges import EdgeTable, from_segments
+from mobidfl.maps.formats.base import MapFormat, register_map_format
 
 
 @register_map_format

@@ -8,10 +8,10 @@ Typical use (what the Mesa model does each step)::
     eng = make_engine("loop", net="mlp", dataset=ds, parts=parts, lr=0.05, batch_size=16,
                       local_steps=5, seed=0)
     eng.train()                       # K local steps per agent
-    eng.mix(W)                        # W: scipy CSR, row-stochastic (model.maths.mixing)
+    eng.mix(W)                        # W: scipy CSR, row-stochastic (mobidfl.model.maths.mixing)
     acc, loss = eng.evaluate()
 
-Names are imported lazily (PEP 562), so ``import model.learning.partition`` (e.g. for the
+Names are imported lazily (PEP 562), so ``import mobidfl.model.learning.partition`` (e.g. for the
 config's name check) does not import torch.
 """
 
@@ -42,5 +42,5 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'model.learning' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"model.learning.{_EXPORTS[name]}"), name)
+        raise AttributeError(f"module 'mobidfl.model.learning' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"mobidfl.model.learning.{_EXPORTS[name]}"), name)

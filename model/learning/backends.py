@@ -6,7 +6,7 @@ literally the same arithmetic (hence ``workers > 1`` gives bit-for-bit the numbe
 ``workers = 1``, and the two backends agree to float rounding):
 
 * :func:`train_loop_agents`: agent after agent, plain autograd on leaf views of the stacks
-  (the CPU default, see :mod:`model.learning.engine`).
+  (the CPU default, see :mod:`mobidfl.model.learning.engine`).
 * :func:`train_batched_agents`: one ``vmap(grad(loss))`` over a chunk of agents per local
   step, updates with ``torch._foreach`` ops (the GPU path).
 * :func:`evaluate_agents`: accuracy and mean CE per agent, ``chunk`` test samples per forward.
@@ -667,7 +667,7 @@ def train_batched_agents(
     padded samples masked out of the mean CE (``vgrad_masked``, same gradient). A chunk of all
     agents updates the stacks directly, a smaller one works on copies and writes them back.
     ``hp``: one :class:`Hyper` for all, or one per entry of ``agents`` (runs batched together,
-    :mod:`model.learning.multirun`: each run keeps its own learning rate); the gradient is
+    :mod:`mobidfl.model.learning.multirun`: each run keeps its own learning rate); the gradient is
     still one call per chunk, the update one per stretch of equal settings.
     Returns mean CE per agent.
     """

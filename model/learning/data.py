@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from model.errors import ConfigError, DatasetDamaged, DatasetUnavailable
-from model.plugins import DATASET_CHECKS, DATASETS
+from mobidfl.errors import ConfigError, DatasetDamaged, DatasetUnavailable
+from mobidfl.plugins import DATASET_CHECKS, DATASETS
 
 if TYPE_CHECKING:  # imported where tensors are made: a world without learning skips torch
     import torch
@@ -37,8 +37,6 @@ if TYPE_CHECKING:  # imported where tensors are made: a world without learning s
 __all__ = [
     "DATASETS",
     "Dataset",
-    "DatasetDamaged",
-    "DatasetUnavailable",
     "FASHION_SYSTEM_DIR",
     "MAX_IDX_BYTES",
     "load_dataset",
@@ -547,8 +545,8 @@ _LOADERS: dict[str, Callable[[Path | None, int, int], Dataset]] = {
 for _name, _loader in _LOADERS.items():
     DATASETS.register(_name)(_loader)
 """Names accepted by :func:`load_dataset` (``mnist5k`` is the offline fallback) are the
-ground-floor registry :data:`model.plugins.DATASETS`."""
-for _name in _IDX_SETS:  # presence without tensors: model.plugins.DATASET_CHECKS
+ground-floor registry :data:`mobidfl.plugins.DATASETS`."""
+for _name in _IDX_SETS:  # presence without tensors: mobidfl.plugins.DATASET_CHECKS
     DATASET_CHECKS.register(_name)(_idx_check(_name))
 
 

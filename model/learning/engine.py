@@ -38,11 +38,11 @@ Invariant: the stacks are allocated once and only ever written in place (``copy_
 worker processes hold shared-memory views of them. Never rebind ``engine.params[l]``.
 
 This module holds the :class:`Engine` (its state, batch drawing, validation), the two backend
-classes and :func:`make_engine`; the pieces live beside it: :mod:`model.learning.params`
-(stacks, mixing, averaging), :mod:`model.learning.backends` (training and evaluation
-kernels, optimiser updates) and :mod:`model.learning.workers` (process and Ray worker pools).
-Their public names are re-exported here, so ``from model.learning.engine import ...`` keeps
-working.
+classes and :func:`make_engine`; the pieces live beside it: :mod:`mobidfl.model.learning.params`
+(stacks, mixing, averaging), :mod:`mobidfl.model.learning.backends` (training and evaluation
+kernels, optimiser updates) and :mod:`mobidfl.model.learning.workers` (process and Ray worker
+pools). Their public names are re-exported here, so ``from mobidfl.model.learning.engine import
+...`` keeps working.
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import vmap
 
-from model.config import check_setting
-from model.errors import ConfigError
-from model.learning.backends import (
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import check_setting
+from mobidfl.model.learning.backends import (
     EVAL_CHUNK_CONV,
     EVAL_CHUNK_DENSE,
     OPTIMIZERS,
@@ -74,9 +74,9 @@ from model.learning.backends import (
     train_batched_agents,
     train_loop_agents,
 )
-from model.learning.data import Dataset
-from model.learning.nets import build_net, flops_per_sample
-from model.learning.params import (
+from mobidfl.model.learning.data import Dataset
+from mobidfl.model.learning.nets import build_net, flops_per_sample
+from mobidfl.model.learning.params import (
     DENSE_MIX_DENSITY,
     Params,
     average_stacks,
@@ -90,8 +90,8 @@ from model.learning.params import (
     shared_zeros,
     splits_mixing,
 )
-from model.learning.partition import label_histograms
-from model.learning.workers import (
+from mobidfl.model.learning.partition import label_histograms
+from mobidfl.model.learning.workers import (
     AUTO_WORKERS_MIN_FLOP,
     WORKER_BACKENDS,
     ProcessPool,
@@ -274,8 +274,9 @@ class Engine:
         self._pool: ProcessPool | RayPool | None = None
         self._finalizer: weakref.finalize | None = None
         self.host: Any = None
-        """The :class:`model.learning.multirun.RunGroup` this engine's run trains and evaluates
-        in (``--batch-runs``): its stacks are then rows of the group's, and :meth:`train` /
+        """The :class:`mobidfl.model.learning.multirun.RunGroup` this engine's run trains and
+        evaluates in (``--batch-runs``): its stacks are then rows of the group's, and :meth:`train`
+        /
         :meth:`evaluate` go through the group's one batched call. ``None``: alone."""
 
     # --- training ------------------------------------------------------------------------
@@ -436,7 +437,7 @@ class Engine:
 
         Samples are read in the agent's fixed random order (the one :meth:`loss_of` uses),
         at most ``max_samples`` of them (``None`` = all). PSFL (Domini et al., ACSOS 2024)
-        reduces these to the L(D_i, nn_j) of its eq. 3 (:func:`model.maths.psfl.eq3_loss`).
+        reduces these to the L(D_i, nn_j) of its eq. 3 (:func:`mobidfl.model.maths.psfl.eq3_loss`).
         """
         if isinstance(model, int | np.integer):
             params: Sequence[torch.Tensor] = [p[int(model)] for p in self.params]
@@ -715,9 +716,9 @@ def make_engine(
     Args:
         backend: ``loop`` (CPU default: per-agent loop, ``workers`` processes) or ``batched``
             (vmap over agents; the GPU path).
-        net: a name in :data:`model.learning.nets.NETS`.
-        dataset: from :func:`model.learning.data.load_dataset`.
-        parts: training-sample indices per agent (:mod:`model.learning.partition`).
+        net: a name in :data:`mobidfl.model.learning.nets.NETS`.
+        dataset: from :func:`mobidfl.model.learning.data.load_dataset`.
+        parts: training-sample indices per agent (:mod:`mobidfl.model.learning.partition`).
         lr, batch_size, local_steps: step size, batch size B (per agent min(B, |D_i|);
             0 = full batch), K steps per ``train``.
         momentum, weight_decay: torch.optim.SGD-style options (buffers kept per agent).
@@ -792,7 +793,7 @@ def _validate(
 ) -> None:
     if len(parts) < 1:
         raise ConfigError("n_agents", 0, "at least one agent with data")
-    settings = {  # each by the config's own check (one rule per setting, model.config)
+    settings = {  # each by the config's own check (one rule per setting, mobidfl.model.config)
         "lr": lr, "batch_size": batch_size, "optimizer": optimizer, "local_steps": local_steps,
         "momentum": momentum, "weight_decay": weight_decay, "prox_rho": prox_rho,
         "workers": workers, "eval_chunk": eval_chunk, "worker_backend": worker_backend,

@@ -6,7 +6,7 @@ early stop and learning-rate schedule, but their parameter stacks become consecu
 one set of stacks ``[sum_r N_r, *shape]``: run ``r``'s engine keeps working on views
 ``big[o_r : o_r + N_r]``, so mixing, snapshots, policies and checkpoints of a run see only
 its own agents, while a local-training round of all runs is **one** call of the same kernels
-a run alone uses (:mod:`model.learning.backends`): one ``vmap`` over runs x agents per local
+a run alone uses (:mod:`mobidfl.model.learning.backends`): one ``vmap`` over runs x agents per local
 step on the ``batched`` backend (the GPU path), the concatenated agents one after the other on
 the ``loop`` backend. An evaluation is one call per distinct test sample (one when the runs
 share it), each agent one forward as alone.
@@ -16,7 +16,7 @@ per-agent Generators (:meth:`Engine._draw_batches`, called by the run's own ``tr
 every kernel is per agent (no reduction across agents), so only float rounding inside a
 batched matmul can differ; the loop backend gives bit-identical results. Each run's
 learning rate (ReduceLROnPlateau, Cached-DFL) is applied to its own rows
-(:func:`model.learning.backends.hyper_stretches`).
+(:func:`mobidfl.model.learning.backends.hyper_stretches`).
 
 Lockstep: each run steps its Mesa model in its own thread (the world, mobility and policies
 stay unchanged), one thread at a time (:meth:`RunGroup.enter`). A run's ``engine.train`` /
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from model.errors import ConfigError
-from model.learning.backends import (
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.backends import (
     evaluate_agents,
     hyper_stretches,
     threads,
@@ -305,7 +305,7 @@ class RunGroup:
 
 
 def plan_groups(models: Sequence[Any]) -> tuple[list[list[int]], list[int]]:
-    """Indices of ``models`` (built :class:`model.world.MobiDFLModel`) that can run as one
+    """Indices of ``models`` (built :class:`mobidfl.model.world.MobiDFLModel`) that can run as one
     program (groups of >= 2 with equal :func:`group_key`, in order), and those that run
     alone (no learning, worker processes, or no partner)."""
     groups: dict[tuple, list[int]] = {}

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from math import prod
 from typing import TYPE_CHECKING
 
-from model.errors import ConfigError
-from model.plugins import NETS
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import NETS
 
 if TYPE_CHECKING:  # imported by each builder: registering the names (config checks) skips torch
     import torch
@@ -131,7 +131,7 @@ _BUILDERS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "lenet5": lenet5,
 }
 for _name, _builder in _BUILDERS.items():
-    NETS.register(_name)(_builder)  # the registry by name (setting ``model``): model.plugins
+    NETS.register(_name)(_builder)  # the registry by name (setting ``model``): mobidfl.plugins
 
 
 def build_net(name: str, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:

@@ -1,8 +1,8 @@
 """Parameter stacks of all agents, and the pure functions that mix and combine them.
 
 The parameters of all N agents live in per-layer stacks ``[N, *shape_l]`` (see
-:mod:`model.learning.engine`). The functions here read stacks and return new tensors or write
-into stacks in place (never rebinding them, because worker processes hold shared-memory
+:mod:`mobidfl.model.learning.engine`). The functions here read stacks and return new tensors or
+write into stacks in place (never rebinding them, because worker processes hold shared-memory
 views); they know nothing of training, so mixing rules can be read and tested on their own.
 """
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.errors import ConfigError
-from model.plugins import PARTITIONS
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import PARTITIONS
 
 __all__ = [
     "PARTITIONS",
@@ -312,7 +312,7 @@ for _name, _partition in (
     ("area", partition_area),
     ("shards_resampled", partition_shards_resampled),
 ):
-    PARTITIONS.register(_name)(_partition)  # names of setting ``partition``: model.plugins
+    PARTITIONS.register(_name)(_partition)  # names of setting ``partition``: mobidfl.plugins
 
 
 def make_partition(

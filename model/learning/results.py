@@ -1,6 +1,6 @@
 """What a learning step hands back to the Mesa model: frozen values, no shared state.
 
-:meth:`model.learning.session.LearningSession.step` returns a :class:`StepResult`; the
+:meth:`mobidfl.model.learning.session.LearningSession.step` returns a :class:`StepResult`; the
 model stores it and its reporters read it (Flower's strategies likewise return results
 instead of writing into the server). Light on purpose: no torch import, so the model can
 name these types even when learning is off.
@@ -64,9 +64,10 @@ class StepResult:
     link: Mapping[str, np.ndarray] | None = None
     """Per agent, what this step's exchanges cost over the link (``bytes_sent``,
     ``bytes_received``, ``transfers_aborted``, ``airtime_s``, ``energy_j`` and its radio,
-    compute and flight parts); ``None`` under ``link = "ideal"``."""
+    compute and flight parts); under ``link = "ideal"`` only ``bytes_sent`` and
+    ``bytes_received``, counted, not limited (no rate: no airtime, no radio energy)."""
     transfers: Mapping[str, np.ndarray] | None = None
-    """Per direction of each exchange of this step, :meth:`model.links.LinkPlan.transfers`
+    """Per direction of each exchange of this step, :meth:`mobidfl.model.links.LinkPlan.transfers`
     (``sender``, ``receiver``, ``bytes_sent``, ``bytes_received``, ``aborted``; read-only);
     ``None`` under ``link = "ideal"``."""
 

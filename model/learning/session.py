@@ -1,6 +1,6 @@
 """Learning inside a run: data, partitions, the engine and the policies, for one model.
 
-Keeps :class:`model.world.MobiDFLModel` about the world: the model calls
+Keeps :class:`mobidfl.model.world.MobiDFLModel` about the world: the model calls
 :meth:`LearningSession.step` after contacts are known and stores the :class:`StepResult`
 it returns (accuracy per agent, losses, policy metrics); this session writes nothing into
 the model.
@@ -12,17 +12,22 @@ from typing import Any
 
 import numpy as np
 
-from agents.mobility.distribution import area_label_lists
-from model.learning.data import load_dataset
-from model.learning.engine import make_engine
-from model.learning.partition import make_partition
-from model.learning.results import Evaluation, StepResult
-from model.links import LinkPlan
-from model.maths.energy import compute_energy, flight_energy
-from model.maths.link import message_bytes, training_flops
-from model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step
-from model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
-from model.policies.base import ExchangePolicy, check_metrics, metric_columns
+from mobidfl.agents.mobility.distribution import area_label_lists
+from mobidfl.model.learning.data import load_dataset
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.partition import make_partition
+from mobidfl.model.learning.results import Evaluation, StepResult
+from mobidfl.model.links import LinkPlan
+from mobidfl.model.maths.energy import compute_energy, flight_energy
+from mobidfl.model.maths.link import message_bytes, training_flops
+from mobidfl.model.maths.schedule import EarlyStopState, PlateauState, early_stop_step, plateau_step
+from mobidfl.model.policies import AgentTable, Exchange, ExchangeContext, combine_rows, make_policy
+from mobidfl.model.policies.base import (
+    ExchangePolicy,
+    check_metrics,
+    exchange_messages,
+    metric_columns,
+)
 
 __all__ = ["Evaluation", "LearningSession", "StepResult"]
 
@@ -31,7 +36,7 @@ class LearningSession:
     """Owns the engine and one policy instance per policy name used in the run."""
 
     def __init__(self, model: Any) -> None:
-        """``model`` is the running :class:`model.world.MobiDFLModel`, which owns this
+        """``model`` is the running :class:`mobidfl.model.world.MobiDFLModel`, which owns this
         session (typed ``Any`` here: that module imports this one, never the reverse)."""
         config = model.config
         self.model = model
@@ -161,7 +166,8 @@ class LearningSession:
             if chosen is not None:  # a bool per member (ExchangePolicy.train_mask)
                 mask[members] = np.asarray(chosen, bool)
         losses = self.engine.train(mask=None if mask.all() else mask)
-        if self.config.lr_plateau_patience:  # Cached-DFL: ReduceLROnPlateau (model.maths.schedule)
+        # Cached-DFL: ReduceLROnPlateau (mobidfl.model.maths.schedule)
+        if self.config.lr_plateau_patience:
             trained = losses[np.isfinite(losses)]
             self.plateau = plateau_step(
                 self.plateau,
@@ -205,20 +211,34 @@ class LearningSession:
             metrics=metrics,
             evaluation=evaluation,
             stop=bool(stop),
-            link=None if plan is None else self.link_costs(plan, mask),
+            link=self.ideal_bytes(exchanges) if plan is None else self.link_costs(plan, mask),
             transfers=None if plan is None else plan.transfers(),
         )
+
+    def message_bytes(self) -> int:
+        """Bytes of one model message on the air: ``link.params`` (0 = the run's network)
+        x ``link.dtype``'s bytes + ``link.overhead_bytes`` (every link, ``ideal`` too)."""
+        o = self.model.link.options
+        params = o.params or self.engine.num_params
+        return message_bytes(params, dtype=o.dtype, overhead=o.overhead_bytes)
+
+    def ideal_bytes(self, exchanges: list[tuple[np.ndarray, Exchange]]) -> dict[str, np.ndarray]:
+        """At the ideal link, per agent: the bytes this step's exchanges sent and received,
+        counted, not limited (:func:`mobidfl.model.policies.base.exchange_messages` x
+        :meth:`message_bytes`): what a link model would carry if every contact were long
+        enough."""
+        messages = exchange_messages(exchanges, self.model.n_agents)
+        size = float(self.message_bytes())
+        return {"bytes_sent": messages.sent * size, "bytes_received": messages.received * size}
 
     def link_plan(self) -> LinkPlan | None:
         """This step's link plan (what each contact can carry); ``None`` under the ideal link."""
         model = self.model
         if model.contact_table is None:
             return None
-        o = model.link.options
-        params = o.params or self.engine.num_params
-        size = message_bytes(params, dtype=o.dtype, overhead=o.overhead_bytes)
         return model.link.plan(
-            model.contact_table, kinds=model.kind_of, message_bytes=size, n=model.n_agents
+            model.contact_table, kinds=model.kind_of, message_bytes=self.message_bytes(),
+            n=model.n_agents,
         )
 
     def link_costs(self, plan: LinkPlan, trained: np.ndarray) -> dict[str, np.ndarray]:

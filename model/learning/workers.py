@@ -1,8 +1,8 @@
 """Worker pools of the ``loop`` backend: spawned processes on shared memory, or Ray actors.
 
 Both split the agents to train or evaluate into contiguous chunks, one per worker, and run
-the same kernels as the main process (:mod:`model.learning.backends`) on the mini-batches the
-main process drew, so ``workers > 1`` gives bit-for-bit the numbers of ``workers = 1``.
+the same kernels as the main process (:mod:`mobidfl.model.learning.backends`) on the mini-batches
+the main process drew, so ``workers > 1`` gives bit-for-bit the numbers of ``workers = 1``.
 Worker processes hold shared-memory views of the engine's stacks: the engine must only ever
 write them in place. :func:`auto_workers` decides how many workers ``workers = 0`` starts.
 """
@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from mobidfl.cores import idle_cores
-from model.errors import ConfigError
-from model.learning.backends import (
+from mobidfl.errors import ConfigError
+from mobidfl.model.learning.backends import (
     Functional,
     Hyper,
     evaluate_agents,
@@ -29,8 +29,8 @@ from model.learning.backends import (
     sum_chunks,
     train_loop_agents,
 )
-from model.learning.nets import build_net
-from model.learning.params import mix_stacks
+from mobidfl.model.learning.nets import build_net
+from mobidfl.model.learning.params import mix_stacks
 
 __all__ = [
     "AUTO_WORKERS_MIN_FLOP",
@@ -223,7 +223,7 @@ class ProcessPool:
 
     def mix(self, w: Any) -> None:
         """``x <- W x`` on the shared stacks, the column blocks dealt round-robin over the
-        workers (:func:`model.learning.params.mix_stacks` with ``part``/``parts``)."""
+        workers (:func:`mobidfl.model.learning.params.mix_stacks` with ``part``/``parts``)."""
         parts = len(self.conns)
         for part, conn in enumerate(self.conns):
             conn.send(("mix", w, part, parts))
@@ -314,7 +314,7 @@ class RayPool:
         self.ray = ray
         self.started_here = not ray.is_initialized()
         if self.started_here:
-            from model.ray_local import init_ray
+            from mobidfl.model.ray_local import init_ray
 
             init_ray(ray, address=address, log_to_driver=False)  # local: 127.0.0.1 only
         actor = ray.remote(num_cpus=1)(RayWorker)

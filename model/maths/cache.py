@@ -24,8 +24,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from model.errors import ConfigError
-
 __all__ = [
     "Cache",
     "CacheEntry",
@@ -67,25 +65,28 @@ GroupVariant = Literal["partition", "most_over"]
 # validation helpers
 # --------------------------------------------------------------------------------------------
 def _check_tau_max(tau_max: int) -> None:
-    if isinstance(tau_max, bool) or not isinstance(tau_max, (int, np.integer)) or tau_max < 1:
-        raise ConfigError("tau_max", tau_max, "an integer >= 1 (epochs of staleness tolerated)")
+    if isinstance(tau_max, bool) or not isinstance(tau_max, (int, np.integer)):
+        raise TypeError(f"tau_max = {tau_max!r}: expected an integer")
+    if tau_max < 1:
+        raise ValueError(f"tau_max = {tau_max!r}: expected >= 1 (epochs of staleness tolerated)")
 
 
 def _check_cache_size(cache_size: int | None) -> None:
     if cache_size is None:
         return
     if isinstance(cache_size, bool) or not isinstance(cache_size, (int, np.integer)):
-        raise ConfigError("cache_size", cache_size, "an integer >= 0, or None for unlimited")
+        raise TypeError(f"cache_size = {cache_size!r}: expected an integer, or None for unlimited")
     if cache_size < 0:
-        raise ConfigError("cache_size", cache_size, "an integer >= 0, or None for unlimited")
+        raise ValueError(f"cache_size = {cache_size!r}: expected >= 0, or None for unlimited")
 
 
 def _check_group_limits(group_limits: Sequence[int]) -> None:
     if len(group_limits) == 0 or any(
         isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 0 for g in group_limits
     ):
-        raise ConfigError(
-            "group_limits", list(group_limits), "a non-empty sequence of integers >= 0"
+        raise ValueError(
+            f"group_limits = {list(group_limits)[:8]}: expected a non-empty sequence of "
+            "integers >= 0"
         )
 
 
@@ -142,8 +143,9 @@ def _merge(
     in the peer's cache is skipped.
     """
     if peer_entry.origin == owner:
-        raise ConfigError(
-            "peer_entry.origin", peer_entry.origin, f"an agent other than the owner {owner}"
+        raise ValueError(
+            f"peer_entry.origin = {peer_entry.origin}: expected an agent other than the owner "
+            f"{owner}"
         )
     # Lines 1-5: remove stale models from both caches (our copies; inputs stay untouched).
     merged = evict_stale(own_cache, now=now, tau_max=tau_max)
@@ -249,7 +251,7 @@ def group_lru_update(
     _check_tau_max(tau_max)
     _check_group_limits(group_limits)
     if variant not in ("partition", "most_over"):
-        raise ConfigError("variant", variant, "'partition' or 'most_over'")
+        raise ValueError(f"variant = {variant!r}: expected 'partition' or 'most_over'")
     merged = _merge(
         own_cache, owner=owner, peer_entry=peer_entry, peer_cache=peer_cache, now=now,
         tau_max=tau_max,
@@ -258,8 +260,9 @@ def group_lru_update(
     by_group: list[list[CacheEntry]] = [[] for _ in range(m)]
     for entry in merged.values():
         if not 0 <= entry.group < m:
-            raise ConfigError(
-                "CacheEntry.group", entry.group, f"a group id in [0, {m}) (len(group_limits))"
+            raise ValueError(
+                f"CacheEntry.group = {entry.group}: expected a group id in [0, {m}) "
+                "(len(group_limits))"
             )
         by_group[entry.group].append(entry)
     if variant == "partition":
@@ -304,11 +307,14 @@ def exchange_pair(
         ``(new cache of i, new cache of j)``.
     """
     if entry_i.origin == entry_j.origin:
-        raise ConfigError("entry_j.origin", entry_j.origin, "an agent other than entry_i.origin")
+        raise ValueError(
+            f"entry_j.origin = {entry_j.origin}: expected an agent other than entry_i.origin"
+        )
     if group_limits is not None:
         if cache_size is not None:
-            raise ConfigError(
-                "cache_size", cache_size, "None when group_limits is given (size = their sum)"
+            raise ValueError(
+                f"cache_size = {cache_size!r}: expected None when group_limits is given "
+                "(size = their sum)"
             )
         new_i = group_lru_update(
             cache_i, owner=entry_i.origin, peer_entry=entry_j, peer_cache=cache_j, now=now,
@@ -346,10 +352,10 @@ def aggregation_weights(own_size: int, entries: Iterable[CacheEntry]) -> np.ndar
     """
     sizes = np.array([own_size, *(e.size for e in entries)], dtype=np.float64)
     if np.any(sizes < 0) or not np.all(np.isfinite(sizes)):
-        raise ConfigError("sample counts", sizes.tolist(), "finite numbers >= 0")
+        raise ValueError(f"sample counts {sizes.tolist()[:8]}: expected finite numbers >= 0")
     total = sizes.sum()
     if total <= 0:
-        raise ConfigError("sample counts", sizes.tolist(), "at least one count > 0")
+        raise ValueError(f"sample counts {sizes.tolist()[:8]}: expected at least one count > 0")
     return sizes / total
 
 
@@ -373,6 +379,6 @@ def cache_stats(caches: Iterable[Cache], *, now: int) -> tuple[float, float]:
         counts.append(len(cache))
         ages.extend(now - e.timestamp for e in cache.values())
     if not counts:
-        raise ConfigError("caches", "[]", "at least one agent's cache")
+        raise ValueError("caches is empty: expected at least one agent's cache")
     mean_age = float(np.mean(ages)) if ages else float("nan")
     return float(np.mean(counts)), mean_age

@@ -1,7 +1,7 @@
 """Energy of a device per step: compute per kind and a rotary-wing UAV's flight.
 
 Pure functions, vectorised over agents. Radio energy (transmit/receive power x airtime)
-is in :class:`model.links.LinkPlan`; this module adds
+is in :class:`mobidfl.model.links.LinkPlan`; this module adds
 
 * **compute**: training FLOPs x joules per FLOP of the device's class
   (:data:`J_PER_FLOP`, one value per agent kind: :func:`compute_energy`);

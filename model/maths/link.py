@@ -1,7 +1,7 @@
 """What a radio contact can carry: pure functions of the link models.
 
 Every function here is vectorised over contacts (numpy arrays in, arrays out) and has no
-state; the link plug-ins (:mod:`model.links`) compose them. Units: metres, seconds, bits
+state; the link plug-ins (:mod:`mobidfl.model.links`) compose them. Units: metres, seconds, bits
 per second for rates, bytes for sizes, watts and joules for energy.
 
 Anchors: The ONE (Keränen et al., SIMUTools 2009) aborts a transfer when its contact ends

@@ -3,7 +3,7 @@
 Every builder returns a row-stochastic ``scipy.sparse.csr_matrix`` ``W`` (N x N, float64)
 with ``W_ij = 0`` unless ``j`` is a neighbour of ``i`` or ``j == i``. The learning engine
 applies it to all agents at once as one sparse matmul per layer
-(:meth:`model.learning.engine.Engine.mix`), i.e. ``x_i <- sum_j W_ij x_j`` (de Heredia 2024,
+(:meth:`mobidfl.model.learning.engine.Engine.mix`), i.e. ``x_i <- sum_j W_ij x_j`` (de Heredia 2024,
 Alg. 1 line 6; Reza et al., ``X(t) = X(t-1/2) W(t)``).
 
 Conventions shared by all builders:
@@ -21,8 +21,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from model.errors import ConfigError
-
 __all__ = [
     "check_row_stochastic",
     "dpsgd_weights",
@@ -38,7 +36,7 @@ __all__ = [
 def identity(n: int) -> sp.csr_matrix:
     """The N x N identity: nobody mixes (local training only)."""
     if n < 0:
-        raise ConfigError("n_agents", n, "an integer >= 0")
+        raise ValueError(f"n = {n}: expected an agent count >= 0")
     return sp.identity(n, dtype=np.float64, format="csr")
 
 
@@ -48,7 +46,7 @@ def member_mask(n: int, members: np.ndarray | None) -> np.ndarray:
         return np.ones(n, dtype=bool)
     idx = np.asarray(members, dtype=np.int64).reshape(-1)
     if idx.size and (idx.min() < 0 or idx.max() >= n):
-        raise ConfigError("members", idx.tolist()[:8], f"agent indices in [0, {n})")
+        raise ValueError(f"members {idx.tolist()[:8]}: expected agent indices in [0, {n})")
     mask = np.zeros(n, dtype=bool)
     mask[idx] = True
     return mask
@@ -78,11 +76,12 @@ def _member_graph(
     a = sp.csr_matrix(adjacency, dtype=bool)
     n = a.shape[0]
     if a.shape != (n, n):
-        raise ConfigError("adjacency", a.shape, "a square N x N matrix")
+        raise ValueError(f"adjacency of shape {a.shape}: expected a square N x N matrix")
     if a.diagonal().any():
-        raise ConfigError("adjacency", "self loops", "a graph without self loops (i != j)")
+        raise ValueError("adjacency has self loops: expected edges i != j only")
     if not directed and (a != a.T).nnz:
-        raise ConfigError("adjacency", "asymmetric", "a symmetric contact graph")
+        raise ValueError("adjacency is asymmetric: expected a symmetric contact graph "
+                         "(or directed=True)")
     mask = member_mask(n, members)
     if not mask.all():
         keep = sp.diags(mask.astype(np.float64))
@@ -138,7 +137,7 @@ def dpsgd_weights(
 
     Raises
     ------
-    ConfigError
+    ValueError
         ``adjacency`` is not square, has self loops, or is asymmetric without
         ``directed``.
     """
@@ -178,7 +177,7 @@ def fedavg_weights(
 
     Raises
     ------
-    ConfigError
+    ValueError
         ``adjacency`` is not square, has self loops, or is asymmetric without
         ``directed``; or ``data_sizes`` has the wrong length or a
         non-positive size for a member.
@@ -186,9 +185,10 @@ def fedavg_weights(
     a, mask = _member_graph(adjacency, members, directed=directed)
     sizes = np.asarray(data_sizes, dtype=np.float64).reshape(-1)
     if sizes.shape != (a.shape[0],):
-        raise ConfigError("data_sizes", sizes.shape, f"one size per agent ({a.shape[0]})")
+        raise ValueError(f"data_sizes of shape {sizes.shape}: expected one size per agent "
+                         f"({a.shape[0]})")
     if (sizes[mask] <= 0).any() or not np.isfinite(sizes).all():
-        raise ConfigError("data_sizes", "non-positive", "a positive sample count per member")
+        raise ValueError("data_sizes: expected a finite, positive sample count per member")
     return _rows_from_scores(a, mask, np.where(mask, sizes, 1.0))
 
 
@@ -232,20 +232,20 @@ def mobility_aware_weights(
 
     Raises
     ------
-    ConfigError
+    ValueError
         ``adjacency`` is not square, has self loops, or is asymmetric without
         ``directed``; ``alpha`` is outside [0, 1]; or ``speeds``
         has the wrong length or a negative or non-finite value.
     """
     if not 0.0 <= float(alpha) <= 1.0:  # also rejects NaN
-        raise ConfigError("mobility_alpha", alpha, "a number in [0, 1]")
+        raise ValueError(f"alpha = {alpha!r}: expected a number in [0, 1]")
     a, mask = _member_graph(adjacency, members, directed=directed)
     n = a.shape[0]
     s = np.asarray(speeds, dtype=np.float64).reshape(-1)
     if s.shape != (n,):
-        raise ConfigError("speeds", s.shape, f"one speed per agent ({n})")
+        raise ValueError(f"speeds of shape {s.shape}: expected one speed per agent ({n})")
     if (s < 0).any() or not np.isfinite(s).all():
-        raise ConfigError("speeds", "negative or non-finite", "finite speeds >= 0 (m/s)")
+        raise ValueError("speeds: expected finite speeds >= 0 (m/s)")
     plain = _rows_from_scores(a, mask, np.ones(n))
     if alpha == 0.0:
         return plain
@@ -268,7 +268,7 @@ def global_average_weights(
 
     Centralised FedAvg (McMahan et al., as used as the CFL baseline of Cached-DFL) with
     ``weights`` = sample counts. Dense M x M block: fine for small M; the engine's
-    :meth:`~model.learning.engine.Engine.average` is cheaper for large M.
+    :meth:`~mobidfl.model.learning.engine.Engine.average` is cheaper for large M.
     """
     mask = member_mask(n, members)
     idx = np.flatnonzero(mask)
@@ -277,10 +277,10 @@ def global_average_weights(
     else:
         wv = np.asarray(weights, dtype=np.float64).reshape(-1)
         if wv.shape != (n,):
-            raise ConfigError("weights", wv.shape, f"one weight per agent ({n})")
+            raise ValueError(f"weights of shape {wv.shape}: expected one weight per agent ({n})")
         wv = wv[idx]
         if (wv < 0).any() or (idx.size and wv.sum() <= 0):
-            raise ConfigError("weights", "non-positive", "non-negative weights, sum > 0")
+            raise ValueError("weights: expected non-negative weights with a sum > 0")
     if idx.size == 0:
         return identity(n)
     p = wv / wv.sum()

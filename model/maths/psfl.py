@@ -25,8 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from model.errors import ConfigError
-
 __all__ = [
     "Election",
     "ElectionState",
@@ -94,7 +92,7 @@ def to_graph(adjacency: object, *, n: int | None = None) -> Graph:
     if sp.issparse(adjacency):
         coo = sp.coo_array(adjacency)
         if coo.shape[0] != coo.shape[1]:
-            raise ConfigError("adjacency.shape", coo.shape, "a square (n, n) matrix")
+            raise ValueError(f"adjacency of shape {coo.shape}: expected a square (n, n) matrix")
         size = coo.shape[0]
         rows = np.asarray(coo.row, dtype=np.int64)
         cols = np.asarray(coo.col, dtype=np.int64)
@@ -102,11 +100,13 @@ def to_graph(adjacency: object, *, n: int | None = None) -> Graph:
         lists = [np.asarray(a, dtype=np.int64).ravel() for a in adjacency]  # type: ignore[union-attr]
         size = len(lists) if n is None else int(n)
         if len(lists) != size:
-            raise ConfigError("adjacency", f"{len(lists)} lists", f"exactly n={size} lists")
+            raise ValueError(f"adjacency has {len(lists)} neighbour lists: expected n={size}")
         rows = np.repeat(np.arange(size, dtype=np.int64), [a.size for a in lists])
         cols = np.concatenate(lists) if lists else np.zeros(0, dtype=np.int64)
         if cols.size and (cols.min() < 0 or cols.max() >= size):
-            raise ConfigError("adjacency", "neighbour id out of range", f"ids in [0, {size})")
+            raise ValueError(
+                f"adjacency has a neighbour id out of range: expected ids in [0, {size})"
+            )
     keep = rows != cols
     rows, cols = rows[keep], cols[keep]
     order = np.lexsort((cols, rows))
@@ -128,24 +128,28 @@ def edge_weights(adjacency: object, ds: np.ndarray) -> np.ndarray:
         ds: dense (n, n) matrix with ``ds[i, j]`` = ds(i, j), or an already aligned 1-D array.
 
     Raises:
-        ConfigError: wrong shape, NaN on an edge, or a negative weight (G needs ds >= 0).
+        ValueError: wrong shape, NaN on an edge, or a negative weight (G needs ds >= 0).
     """
     graph = to_graph(adjacency)
     ds = np.asarray(ds, dtype=float)
     if ds.ndim == 2:
         if ds.shape != (graph.n, graph.n):
-            raise ConfigError("ds.shape", ds.shape, f"({graph.n}, {graph.n}) or one value per edge")
+            raise ValueError(
+                f"ds of shape {ds.shape}: expected ({graph.n}, {graph.n}) or one value per edge"
+            )
         weights = ds[graph.rows, graph.indices]
     elif ds.ndim == 1:
         if ds.shape[0] != graph.indices.shape[0]:
-            raise ConfigError("ds.size", ds.shape[0], f"{graph.indices.shape[0]} (one per edge)")
+            raise ValueError(
+                f"ds has {ds.shape[0]} values: expected {graph.indices.shape[0]} (one per edge)"
+            )
         weights = ds
     else:
-        raise ConfigError("ds.ndim", ds.ndim, "2 (dense matrix) or 1 (per edge)")
+        raise ValueError(f"ds has ndim {ds.ndim}: expected 2 (dense matrix) or 1 (per edge)")
     if np.isnan(weights).any():
-        raise ConfigError("ds", "NaN on an edge", "a dissimilarity for every neighbour pair")
+        raise ValueError("ds is NaN on an edge: expected a dissimilarity for every neighbour pair")
     if (weights < 0).any():
-        raise ConfigError("ds", float(weights.min()), "non-negative values (losses are >= 0)")
+        raise ValueError(f"ds has {float(weights.min())!r}: expected values >= 0 (losses are >= 0)")
     return weights
 
 
@@ -196,17 +200,17 @@ def eq3_loss(
     """
     losses = np.asarray(sample_losses, dtype=np.float64).reshape(-1)
     if scale not in LOSS_SCALES:
-        raise ConfigError("psfl_loss", scale, "one of " + ", ".join(LOSS_SCALES))
+        raise ValueError(f"scale = {scale!r}: expected one of " + ", ".join(LOSS_SCALES))
     if losses.size == 0:
-        raise ConfigError("sample_losses", 0, "at least one sample")
+        raise ValueError("sample_losses is empty: expected at least one sample")
     if not np.isfinite(losses).all() or (losses < 0).any():
-        raise ConfigError("sample_losses", "non-finite or negative", "finite losses >= 0")
+        raise ValueError("sample_losses: expected finite losses >= 0")
     if scale == "mean":
         return float(losses.mean())
     if int(batch) < 1:
-        raise ConfigError("psfl_loss_batch", batch, "an integer >= 1")
+        raise ValueError(f"batch = {batch!r}: expected an integer >= 1")
     if not (np.isfinite(batches) and batches >= 0):
-        raise ConfigError("psfl_loss_batches", batches, "a finite number >= 0 (0 = own data)")
+        raise ValueError(f"batches = {batches!r}: expected a finite number >= 0 (0 = own data)")
     if batches > 0:
         return float(losses.mean() * batches)
     starts = np.arange(0, losses.size, int(batch))
@@ -219,7 +223,9 @@ def _check_loss(loss: np.ndarray, name: str) -> np.ndarray:
     loss = np.asarray(loss, dtype=float)
     finite_or_nan = np.where(np.isnan(loss), 0.0, loss)
     if (finite_or_nan < 0).any():
-        raise ConfigError(name, float(np.nanmin(loss)), "losses >= 0 (NaN = not evaluated)")
+        raise ValueError(
+            f"{name} has {float(np.nanmin(loss))!r}: expected losses >= 0 (NaN = not evaluated)"
+        )
     return loss
 
 
@@ -234,11 +240,11 @@ def dissimilarity_matrix(loss: np.ndarray) -> np.ndarray:
     propagates.
 
     Raises:
-        ConfigError: not square, or a negative loss.
+        ValueError: not square, or a negative loss.
     """
     loss = _check_loss(loss, "loss")
     if loss.ndim != 2 or loss.shape[0] != loss.shape[1]:
-        raise ConfigError("loss.shape", loss.shape, "a square (n, n) matrix L[i, j]")
+        raise ValueError(f"loss of shape {loss.shape}: expected a square (n, n) matrix L[i, j]")
     return loss + loss.T
 
 
@@ -249,14 +255,16 @@ def dissimilarity_edges(adjacency: object, loss_edges: np.ndarray) -> np.ndarray
     pairs each edge with its reverse. ``loss_edges`` is aligned with ``to_graph(adjacency)``.
 
     Raises:
-        ConfigError: wrong length, negative loss, or an edge whose reverse is missing
+        ValueError: wrong length, negative loss, or an edge whose reverse is missing
             (the neighbourhood must be symmetric).
     """
     graph = to_graph(adjacency)
     loss_edges = _check_loss(loss_edges, "loss_edges").ravel()
     m = graph.indices.shape[0]
     if loss_edges.shape[0] != m:
-        raise ConfigError("loss_edges.size", loss_edges.shape[0], f"{m} (one per directed edge)")
+        raise ValueError(
+            f"loss_edges has {loss_edges.shape[0]} values: expected {m} (one per directed edge)"
+        )
     rows = graph.rows
     n = max(graph.n, 1)
     keys = rows * n + graph.indices  # sorted because CSR is row-major with sorted columns
@@ -264,7 +272,7 @@ def dissimilarity_edges(adjacency: object, loss_edges: np.ndarray) -> np.ndarray
     pos = np.searchsorted(keys, rev_keys)
     pos = np.minimum(pos, max(m - 1, 0))
     if m and not np.array_equal(keys[pos], rev_keys):
-        raise ConfigError("adjacency", "asymmetric", "j in N_i exactly when i in N_j")
+        raise ValueError("adjacency is asymmetric: expected j in N_i exactly when i in N_j")
     return loss_edges + loss_edges[pos]
 
 
@@ -364,9 +372,9 @@ def gradient_field(
     n = graph.n
     leaders = np.asarray(leaders, dtype=bool).ravel()
     if leaders.shape[0] != n:
-        raise ConfigError("leaders.size", leaders.shape[0], f"n={n} booleans")
+        raise ValueError(f"leaders has {leaders.shape[0]} values: expected n={n} booleans")
     if sigma is not None and not sigma >= 0:
-        raise ConfigError("sigma", sigma, "a non-negative number or None")
+        raise ValueError(f"sigma = {sigma!r}: expected a number >= 0 or None")
     bound = np.inf if sigma is None else float(sigma)
 
     dist, leader_of, parent = _dijkstra(graph, weights, leaders, bound)
@@ -422,7 +430,7 @@ class Election:
 def initial_election_state(n: int) -> ElectionState:
     """Every node proclaims its own candidacy (Sec. III-B step 1; Fig. 4 first snapshot)."""
     if n < 0:
-        raise ConfigError("n", n, "a non-negative node count")
+        raise ValueError(f"n = {n!r}: expected a node count >= 0")
     return ElectionState(
         lead=np.arange(n, dtype=np.int64),
         abdicated=np.zeros(n, dtype=bool),
@@ -436,7 +444,7 @@ def _uid_rank(n: int, priority: np.ndarray | None) -> np.ndarray:
         return np.arange(n, dtype=np.int64)
     priority = np.asarray(priority, dtype=float).ravel()
     if priority.shape[0] != n or not np.isfinite(priority).all():
-        raise ConfigError("priority", f"shape {priority.shape}", f"{n} finite numbers or None")
+        raise ValueError(f"priority of shape {priority.shape}: expected {n} finite numbers or None")
     order = np.lexsort((np.arange(n), priority))
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
@@ -479,12 +487,12 @@ def election_round(
     weights = edge_weights(graph, ds)
     n = graph.n
     if not (np.isfinite(sigma) and sigma >= 0):
-        raise ConfigError("sigma", sigma, "a finite non-negative number")
+        raise ValueError(f"sigma = {sigma!r}: expected a finite number >= 0")
     if state.lead.shape[0] != n:
-        raise ConfigError("state.lead.size", state.lead.shape[0], f"n={n}")
+        raise ValueError(f"state.lead has {state.lead.shape[0]} values: expected n={n}")
     self_w = np.zeros(n) if self_ds is None else np.asarray(self_ds, dtype=float).ravel()
     if self_w.shape[0] != n:
-        raise ConfigError("self_ds.size", self_w.shape[0], f"n={n}")
+        raise ValueError(f"self_ds has {self_w.shape[0]} values: expected n={n}")
     rank = _uid_rank(n, priority)
     if n == 0:
         return state
@@ -537,7 +545,7 @@ def elect_leaders(
     current = initial_election_state(graph.n) if state is None else state
     limit = 4 * graph.n + 10 if max_rounds is None else int(max_rounds)
     if limit < 0:
-        raise ConfigError("max_rounds", max_rounds, "a non-negative integer or None")
+        raise ValueError(f"max_rounds = {max_rounds!r}: expected an integer >= 0 or None")
     for done in range(1, limit + 1):
         nxt = election_round(graph, weights, sigma, current, priority=priority, self_ds=self_ds)
         same = (
@@ -588,12 +596,16 @@ def fedavg_within(federation: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     members = np.asarray(federation, dtype=np.int64).ravel()
     sizes = np.asarray(sizes, dtype=float).ravel()
     if members.size == 0:
-        raise ConfigError("federation", "empty", "at least one member")
+        raise ValueError("federation is empty: expected at least one member")
     if members.min() < 0 or members.max() >= sizes.shape[0]:
-        raise ConfigError("federation", "member id out of range", f"ids in [0, {sizes.size})")
+        raise ValueError(
+            f"federation has a member id out of range: expected ids in [0, {sizes.size})"
+        )
     chosen = sizes[members]
     if (chosen < 0).any() or not np.isfinite(chosen).all() or chosen.sum() <= 0:
-        raise ConfigError("sizes", chosen.tolist(), "finite, >= 0, with a positive total")
+        raise ValueError(
+            f"sizes {chosen.tolist()[:8]}: expected finite, >= 0, with a positive total"
+        )
     return chosen / chosen.sum()
 
 
@@ -625,7 +637,9 @@ def correctness(leader_of: np.ndarray, area_of: np.ndarray) -> dict[int, int]:
     leader_of = np.asarray(leader_of, dtype=np.int64).ravel()
     area_of = np.asarray(area_of).ravel()
     if area_of.shape[0] != leader_of.shape[0]:
-        raise ConfigError("area_of.size", area_of.shape[0], f"{leader_of.shape[0]} (one per node)")
+        raise ValueError(
+            f"area_of has {area_of.shape[0]} values: expected {leader_of.shape[0]} (one per node)"
+        )
     result: dict[int, int] = {}
     for members in federations(leader_of):
         leader = int(leader_of[members[0]])
@@ -645,7 +659,7 @@ def leader_changes(leader_history: np.ndarray) -> np.ndarray:
     """
     history = np.asarray(leader_history)
     if history.ndim not in (1, 2):
-        raise ConfigError("leader_history.ndim", history.ndim, "1 (T,) or 2 (T, N)")
+        raise ValueError(f"leader_history has ndim {history.ndim}: expected 1 (T,) or 2 (T, N)")
     return (history[1:] != history[:-1]).astype(np.int64)
 
 

@@ -1,25 +1,26 @@
 """Exchange policies, registered by name in :data:`POLICIES` (setting ``policy``).
 
 Importing this package imports every policy module once; add one line per new policy. The
-registry (:mod:`model.plugins`) imports this package on its first lookup (entry point
+registry (:mod:`mobidfl.plugins`) imports this package on its first lookup (entry point
 ``mobidfl.plugins``); a policy's own settings are its ``settings_class``.
 """
 
-from model.policies import cached as _cached  # noqa: F401
-from model.policies import central_fedavg as _central_fedavg  # noqa: F401
-from model.policies import defedavg as _defedavg  # noqa: F401
-from model.policies import dpsgd as _dpsgd  # noqa: F401
-from model.policies import fedavg_weighted as _fedavg_weighted  # noqa: F401
-from model.policies import local as _local  # noqa: F401
-from model.policies import mobility_aware as _mobility_aware  # noqa: F401
-from model.policies import mofel as _mofel  # noqa: F401
-from model.policies import psfl as _psfl  # noqa: F401
-from model.policies.base import (
+from mobidfl.model.policies import cached as _cached  # noqa: F401
+from mobidfl.model.policies import central_fedavg as _central_fedavg  # noqa: F401
+from mobidfl.model.policies import defedavg as _defedavg  # noqa: F401
+from mobidfl.model.policies import dpsgd as _dpsgd  # noqa: F401
+from mobidfl.model.policies import fedavg_weighted as _fedavg_weighted  # noqa: F401
+from mobidfl.model.policies import local as _local  # noqa: F401
+from mobidfl.model.policies import mobility_aware as _mobility_aware  # noqa: F401
+from mobidfl.model.policies import mofel as _mofel  # noqa: F401
+from mobidfl.model.policies import psfl as _psfl  # noqa: F401
+from mobidfl.model.policies.base import (
     POLICIES,
     AgentTable,
     Exchange,
     ExchangeContext,
     ExchangePolicy,
+    Messages,
     apply_assignments,
     combine_rows,
     make_policy,
@@ -32,6 +33,7 @@ __all__ = [
     "Exchange",
     "ExchangeContext",
     "ExchangePolicy",
+    "Messages",
     "apply_assignments",
     "combine_rows",
     "make_policy",

@@ -14,7 +14,7 @@ How the policies MobiDFL needs fit this interface:
 
 * **Linear neighbourhood averaging** (D-PSGD, de Heredia 2024 Alg. 1; FedAvg-weighted, Reza et al.
   eq. 2; mobility-aware, de Heredia 2024 Sec. 5.4): return ``Exchange(rows=W)`` built by
-  :mod:`model.maths.mixing` from ``ctx.adjacency`` and ``ctx.agents`` (speed, data_size).
+  :mod:`mobidfl.model.maths.mixing` from ``ctx.adjacency`` and ``ctx.agents`` (speed, data_size).
   Rows of all policies are stacked into one global W (:func:`combine_rows`).
 * **Model caches** (Cached-DFL LRU / group LRU, Alg. 2): keep per-agent caches in
   the policy object; on contact store ``ctx.engine.snapshot(j)`` (shared immutable
@@ -26,14 +26,14 @@ How the policies MobiDFL needs fit this interface:
   gives the dissimilarity terms of eq. 3; leaders' FedAvg is ``engine.average(...)``;
   ``assign`` distributes the federation model; federation counts go to ``metrics``.
 * **Infrastructure / client selection** (MoFeL): ``setup(..., world=...)`` and
-  ``ctx.world`` (a read-only :class:`model.views.WorldView`) give the map's areas and the
+  ``ctx.world`` (a read-only :class:`mobidfl.agents.views.WorldView`) give the map's areas and the
   clients' routes; ``before_training`` reads this step's departures, ``train_mask`` returns
   which members train this step; server models live in the policy and are handed out
   through ``assign``.
 * **Sensing** (PSFL's moving sensors): ``before_training`` swaps a moved sensor's data
   (``ctx.engine``), so the step's training already uses it.
 * **Centralised FL baseline** (Cached-DFL's CFL): ``engine.average`` over all members, then
-  ``assign`` the global model to every member (:mod:`model.policies.central_fedavg`).
+  ``assign`` the global model to every member (:mod:`mobidfl.model.policies.central_fedavg`).
 """
 
 from __future__ import annotations
@@ -46,16 +46,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import scipy.sparse
 
-from model.errors import ConfigError
-from model.plugins import POLICIES
-from model.settings import PluginSettings
+from mobidfl.errors import ConfigError
+from mobidfl.plugins import POLICIES
+from mobidfl.settings import PluginSettings
 
 if TYPE_CHECKING:
     import torch
 
-    from model.learning.engine import Engine
-    from model.links import LinkPlan
-    from model.views import WorldView
+    from mobidfl.agents.views import WorldView
+    from mobidfl.model.learning.engine import Engine
+    from mobidfl.model.links import LinkPlan
 
 __all__ = [
     "POLICIES",
@@ -63,9 +63,11 @@ __all__ = [
     "Exchange",
     "ExchangeContext",
     "ExchangePolicy",
+    "Messages",
     "apply_assignments",
     "check_metrics",
     "combine_rows",
+    "exchange_messages",
     "make_policy",
     "metric_columns",
     "policy_metric_column",
@@ -124,11 +126,71 @@ class ExchangeContext:
     their members (MoFeL, PSFL); ``None`` outside a model (tests)."""
     encounters: tuple[np.ndarray, np.ndarray] | None = None
     """This step's contact pairs ``[E, 2]`` (i < j) and their first-contact times (fraction
-    of the step, :func:`model.contacts.contact_times`); only for policies that set
+    of the step, :func:`mobidfl.model.contacts.contact_times`); only for policies that set
     ``needs_encounter_times`` (``None`` otherwise)."""
     link: LinkPlan | None = None
-    """This step's link plan (:class:`model.links.LinkPlan`: what each contact can carry);
+    """This step's link plan (:class:`mobidfl.model.links.LinkPlan`: what each contact can carry);
     ``None`` under ``link = "ideal"``, where every contact carries everything."""
+
+
+SERVER = -1
+"""The sender or receiver id of a message to or from a server (not an agent): only the
+agent's end of it is counted (:meth:`Messages.between`)."""
+
+
+@dataclass(frozen=True)
+class Messages:
+    """Whole model messages each agent sent and received in one step, counted at the ideal
+    link (``link = "ideal"``), where nothing limits them; ``[N]`` floats by global agent id.
+
+    The session turns them into bytes (``bytes_sent`` / ``bytes_received`` = messages x
+    one model message's bytes, :func:`mobidfl.model.maths.link.message_bytes`), the bytes a link
+    model would have carried had every contact been long enough: the same messages a policy
+    sends over :class:`mobidfl.model.links.LinkPlan` (one per receiver, unicast).
+
+    Parameters
+    ----------
+    sent, received
+        ``[N]`` model messages each agent sent and received (:meth:`between` and
+        :meth:`swapped` build them from who sent to whom).
+    """
+
+    sent: np.ndarray
+    received: np.ndarray
+
+    @classmethod
+    def none(cls, n: int) -> Messages:
+        """No message at all (``local``)."""
+        return cls(np.zeros(n), np.zeros(n))
+
+    @classmethod
+    def between(
+        cls, n: int, senders: np.ndarray, receivers: np.ndarray, count: np.ndarray | float = 1.0
+    ) -> Messages:
+        """``count`` messages from each ``senders[k]`` to ``receivers[k]`` (one bincount per
+        side, no loop over agents); :data:`SERVER` (-1) on either side is a server, whose
+        end is not counted (an upload counts only as sent, a download only as received)."""
+        senders = np.asarray(senders, np.int64).reshape(-1)
+        receivers = np.asarray(receivers, np.int64).reshape(-1)
+        weight = np.broadcast_to(np.asarray(count, float), senders.shape)
+        out, into = senders >= 0, receivers >= 0
+        return cls(
+            np.bincount(senders[out], weights=weight[out], minlength=n).astype(float),
+            np.bincount(receivers[into], weights=weight[into], minlength=n).astype(float),
+        )
+
+    @classmethod
+    def swapped(cls, n: int, pairs: np.ndarray, count: np.ndarray | float = 1.0) -> Messages:
+        """Each pair ``(a, b)`` sends ``count`` messages each way (D-PSGD's model swap)."""
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+        count = np.broadcast_to(np.asarray(count, float), (len(pairs),))
+        return cls.between(
+            n, np.concatenate([pairs[:, 0], pairs[:, 1]]),
+            np.concatenate([pairs[:, 1], pairs[:, 0]]), np.concatenate([count, count]),
+        )
+
+    def __add__(self, other: Messages) -> Messages:
+        return Messages(self.sent + other.sent, self.received + other.received)
 
 
 @dataclass
@@ -139,17 +201,24 @@ class Exchange:
     ----------
     rows
         ``N x N`` mixing matrix; only the rows of members are used (each row sums to 1,
-        :func:`model.maths.mixing.check_row_stochastic`). ``None``: no mixing this step.
+        :func:`mobidfl.model.maths.mixing.check_row_stochastic`). ``None``: no mixing this step.
     assign
         New parameters per global agent id (one tensor per layer), set after mixing; a
         mapping may compute each when read (read once, in any order).
     metrics
         This step's metrics, each declared in the policy's ``metric_names``.
+    messages
+        The model messages this step's exchange sent, at the ideal link (where a link
+        model is set, :class:`mobidfl.model.links.LinkPlan` counts what it carries instead).
+        ``None``: read off ``rows`` (row ``i`` holding ``j`` = one message from ``j`` to
+        ``i``; no rows and no ``assign`` = none); a policy that assigns parameters must
+        say, else its bytes are unknown (NaN) (:func:`exchange_messages`).
     """
 
     rows: scipy.sparse.csr_matrix | None = None  # N x N; only rows of members are used
     assign: Mapping[int, tuple[torch.Tensor, ...]] = field(default_factory=dict)  # new params
     metrics: dict[str, float] = field(default_factory=dict)  # per-step metrics
+    messages: Messages | None = None  # ideal link: model messages sent and received
 
 
 class ExchangePolicy(ABC):
@@ -167,29 +236,29 @@ class ExchangePolicy(ABC):
     """True: the model computes ``ExchangeContext.encounters`` (time order of contacts)."""
     honours_link: ClassVar[bool] = False
     """True: :meth:`exchange` sends over ``ctx.link`` when a link model is set; a non-ideal
-    link with a policy that ignores it is refused (model.config), since the link would
+    link with a policy that ignores it is refused (mobidfl.model.config), since the link would
     otherwise change nothing and the run would silently be an ideal-link run."""
     resumes_transfers: ClassVar[bool] = False
     """True: a message cut at a contact's end continues at the pair's next contact when
-    ``link.resume`` is set (:meth:`model.links.LinkPlan.send`); other policies refuse it."""
+    ``link.resume`` is set (:meth:`mobidfl.model.links.LinkPlan.send`); other policies refuse it."""
     metric_names: ClassVar[tuple[str, ...]] = ()
     """Every metric ``exchange`` may put in ``Exchange.metrics`` (columns of ``model.csv``);
     an undeclared one raises (:func:`check_metrics`) instead of being dropped."""
     requires: ClassVar[dict[str, Any]] = {}
     """Settings this policy cannot run without (``{kind}`` = the kind using it): checked,
     never applied; a world without them is refused in one line naming the setting
-    (:func:`model.config.policy_requirements`). A policy never changes the world, so it has
+    (:func:`mobidfl.model.config.policy_requirements`). A policy never changes the world, so it has
     no ``defaults``: what a paper pairs with its system (partition, radius, map) is written,
     cited, in that paper's preset (``model/presets``)."""
     settings_class: ClassVar[type[PluginSettings] | None] = None
     """This policy's own settings (a frozen dataclass under a namespace, e.g. ``psfl``);
-    :class:`model.config.Config` composes, documents and validates them."""
+    :class:`mobidfl.model.config.Config` composes, documents and validates them."""
 
     @classmethod
     def held_models(cls, settings: Any) -> int:
         """Most model copies this policy keeps per member besides the member's own model.
 
-        Read before step 1 by :func:`model.bounds.check_memory` (a cache of C models per car
+        Read before step 1 by :func:`mobidfl.model.bounds.check_memory` (a cache of C models per car
         is C copies per car); default 0 for policies that only mix live models.
         """
         return 0
@@ -350,6 +419,32 @@ def combine_rows(
     w.eliminate_zeros()
     w.sort_indices()
     return w
+
+
+def exchange_messages(exchanges: Iterable[tuple[np.ndarray, Exchange]], n: int) -> Messages:
+    """Every policy group's model messages of one step at the ideal link, summed per agent.
+
+    Per ``(members, exchange)``: ``exchange.messages`` when the policy counted them; else
+    read off its mixing rows (member ``i``'s row holding ``j != i`` = one message from
+    ``j`` to ``i``: the model ``i`` averaged had to reach it); a group with neither rows nor
+    assignments sent nothing; one that assigned parameters without counting gets NaN for
+    its members (unknown, never a silent 0).
+    """
+    total = Messages.none(n)
+    for members, ex in exchanges:
+        idx = np.asarray(members, dtype=np.int64).reshape(-1)
+        if ex.messages is not None:
+            total = total + ex.messages
+        elif ex.rows is not None:
+            pick = np.zeros(n)
+            pick[idx] = 1.0
+            held = (scipy.sparse.diags(pick) @ scipy.sparse.csr_matrix(ex.rows)).tocoo()
+            off = (held.row != held.col) & (held.data != 0)
+            total = total + Messages.between(n, held.col[off], held.row[off])
+        elif len(ex.assign):
+            total.sent[idx] = np.nan
+            total.received[idx] = np.nan
+    return total
 
 
 def apply_assignments(engine: Engine, exchanges: Sequence[Exchange]) -> None:

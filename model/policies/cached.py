@@ -7,11 +7,11 @@ or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
    proximal term ``prox_rho``);
 2. cache update (line 17, Alg. 2): stale models (``t - tau >= tau_max``) leave every cache
    at the start of the epoch; then each encounter of two members during the step runs
-   :func:`model.maths.cache.exchange_pair` (both sides computed from the caches they held
+   :func:`mobidfl.model.maths.cache.exchange_pair` (both sides computed from the caches they held
    when they met, each sending its freshly trained model ``x~_j(t)`` with timestamp ``t``
    and its cache). Encounters are processed one after another, so a model can travel
    several hops within one epoch, in the order of first contact within the step
-   (:func:`model.contacts.contact_times`: the moment the pair's sampled motion first comes
+   (:func:`mobidfl.model.contacts.contact_times`: the moment the pair's sampled motion first comes
    within R), as in the authors' code where cars advance in 1 s sub-steps and exchange as
    they meet. Ties (all pairs under ``contact = end``, which has no time) keep the order
    of a random permutation drawn from the policy's own generator (seeded by ``seed``, so
@@ -22,7 +22,7 @@ or through another agent's cache. One step is one global epoch ``t`` of Alg. 1:
    :func:`replay_encounters` and validation/README.md);
 3. aggregation (lines 10-13, 18): ``x_i(t+1) = sum_j alpha_j x~_j(tau)`` over the own model
    and the cached ones with ``alpha_j = n_j / sum n`` (sample counts,
-   :func:`model.maths.cache.aggregation_weights`).
+   :func:`mobidfl.model.maths.cache.aggregation_weights`).
 
 Cache entries hold the tuples returned by ``engine.snapshot(i)`` (immutable, shared): a
 model cached by 30 agents is stored once; nothing is ever copied. ``cached_group_lru``
@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from model.errors import ConfigError
-from model.maths.cache import (
+from mobidfl.errors import ConfigError
+from mobidfl.model.maths.cache import (
     CacheEntry,
     aggregation_weights,
     cache_stats,
@@ -54,20 +54,21 @@ from model.maths.cache import (
     group_lru_update,
     lru_update,
 )
-from model.maths.mixing import member_pairs
-from model.policies.base import (
+from mobidfl.model.maths.mixing import member_pairs
+from mobidfl.model.policies.base import (
     AgentTable,
     Exchange,
     ExchangeContext,
     ExchangePolicy,
+    Messages,
     register_policy,
 )
-from model.settings import PluginSettings, at_least_one, setting
+from mobidfl.settings import PluginSettings, at_least_one, setting
 
 if TYPE_CHECKING:
-    from model.learning.engine import Engine
-    from model.links import LinkPlan
-    from model.views import WorldView
+    from mobidfl.agents.views import WorldView
+    from mobidfl.model.learning.engine import Engine
+    from mobidfl.model.links import LinkPlan
 
 STATE_FORMAT = 1
 RNG_TAG = 0xCAC4E
@@ -104,9 +105,14 @@ def replay_encounters(
     now: int,
     tau_max: int,
     passes: int = 1,
+    tally: Messages | None = None,
     **limits: Any,
 ) -> dict[int, dict[int, CacheEntry]]:
     """One step's cache updates: :func:`exchange_pair` for every encounter, ``passes`` times.
+
+    ``tally`` (updated in place): at each encounter each side sends its own model and every
+    model it holds in cache then ("they not only exchange their own local models, but also
+    share their cached models"), the messages :meth:`CachedPolicy.outbox` sends over a link.
 
     Cached-DFL, Alg. 2 per encounter, in the given order. ``passes = 1`` is Alg. 1 and the
     authors' training loop (``trainer_single.py``, ``Decentralized_Cache_process``: one pass of
@@ -121,6 +127,12 @@ def replay_encounters(
     pairs = np.asarray(edges, dtype=np.int64).reshape(-1, 2).tolist()
     for _ in range(int(passes)):
         for i, j in pairs:
+            if tally is not None:  # the caches held when they met (before the update)
+                to_j, to_i = 1 + len(out[i]), 1 + len(out[j])
+                tally.sent[i] += to_j
+                tally.received[j] += to_j
+                tally.sent[j] += to_i
+                tally.received[i] += to_i
             out[i], out[j] = exchange_pair(
                 out[i], out[j], own[i], own[j], now=now, tau_max=tau_max, **limits
             )
@@ -182,10 +194,12 @@ class CachedSettings(PluginSettings):
 
     namespace: ClassVar[str] = "cached"
     size: int = setting(
-        10, "cached_lru: cache size C_max (Cached-DFL)", at_least_one, alias="cache_size"
+        10, "cached_lru/cached_group_lru: cache size C_max (Cached-DFL)", at_least_one,
+        alias="cache_size",
     )
     tau_max: int = setting(
-        5, "cached_lru: staleness tolerance tau_max in steps", at_least_one, alias="tau_max"
+        5, "cached_lru/cached_group_lru: staleness tolerance tau_max in steps", at_least_one,
+        alias="tau_max",
     )
     groups: str = setting(
         "", "cached_group_lru: per-area cache limits, e.g. 4,3,3 (empty = even split)",
@@ -278,12 +292,14 @@ class CachedPolicy(ExchangePolicy):
             for i in members
         }
         edges = self._encounter_order(ctx)
+        messages = None
         if ctx.link is None:
+            messages = Messages.none(ctx.adjacency.shape[0])
             caches = replay_encounters(
                 caches, own, edges, now=now, tau_max=tau_max, passes=self.options.passes,
-                **limits,
+                tally=messages, **limits,
             )
-        else:  # one pass: model.config_checks refuses cached.passes > 1 with a link
+        else:  # one pass: mobidfl.model.config_checks refuses cached.passes > 1 with a link
             for i, j in edges.tolist():
                 caches[i], caches[j] = self._exchange_over_link(
                     ctx.link, caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max,
@@ -301,7 +317,8 @@ class CachedPolicy(ExchangePolicy):
         if members:
             count, age = cache_stats(caches.values(), now=now)
             metrics = {"cache_size_mean": count, "cache_age_mean": age}
-        return Exchange(assign=Aggregation(ctx.engine, recipes), metrics=metrics)
+        return Exchange(assign=Aggregation(ctx.engine, recipes), metrics=metrics,
+                        messages=messages)
 
     @staticmethod
     def outbox(own: CacheEntry, cache: Mapping[int, CacheEntry], size: int) -> list:
@@ -426,7 +443,7 @@ class CachedGroupLRUPolicy(CachedPolicy):
 
     Sub-cache sizes come from ``cache_groups`` (e.g. ``4,3,3``) or an even split of
     ``cache_size`` over ``areas``. Within a group, Alg. 2 lines 17-18 keep the newest
-    models (:func:`model.maths.cache.group_lru_update`, variant ``partition`` = the paper's
+    models (:func:`mobidfl.model.maths.cache.group_lru_update`, variant ``partition`` = the paper's
     text: a group never borrows room another leaves free).
     """
 

@@ -12,7 +12,14 @@ from typing import ClassVar
 
 import numpy as np
 
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from mobidfl.model.policies.base import (
+    SERVER,
+    Exchange,
+    ExchangeContext,
+    ExchangePolicy,
+    Messages,
+    register_policy,
+)
 
 
 @register_policy
@@ -31,7 +38,12 @@ class CentralFedAvgPolicy(ExchangePolicy):
         metrics = {"participants": float(ctx.members.size), "area_acc_mean": float("nan")}
         if self._own_label_step(ctx):
             metrics["area_acc_mean"] = self._own_label_accuracy(ctx, avg)
-        return Exchange(assign=assign, metrics=metrics)
+        # every member uploads its model and downloads the average (McMahan et al. 2017,
+        # Alg. 1 with every client selected): one message each way, the server not an agent
+        n, server = ctx.adjacency.shape[0], np.full(ctx.members.size, SERVER)
+        messages = Messages.between(n, ctx.members, server) + Messages.between(
+            n, server, ctx.members)
+        return Exchange(assign=assign, metrics=metrics, messages=messages)
 
     def _own_label_step(self, ctx: ExchangeContext) -> bool:
         """Score on own labels under area label skew, at the evaluation steps."""
@@ -47,7 +59,7 @@ class CentralFedAvgPolicy(ExchangePolicy):
         PSFL (Domini et al., ACSOS 2024) scores every node on the test data of its area
         (Fig. 6: "we average the accuracy of all nodes" for centralised FL), which under area
         label skew is the test samples of the labels the node holds: the same scoring as
-        ``psfl``'s ``area_acc_mean`` (:func:`model.policies.psfl.area_accuracy`), so the two
+        ``psfl``'s ``area_acc_mean`` (:func:`mobidfl.model.policies.psfl.area_accuracy`), so the two
         compare on the same test samples. One evaluation per distinct label set.
         """
         engine = ctx.engine

@@ -29,10 +29,16 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from model.errors import ConfigError
-from model.maths.mixing import member_mask
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
-from model.policies.dpsgd import member_degree_mean
+from mobidfl.errors import ConfigError
+from mobidfl.model.maths.mixing import member_mask
+from mobidfl.model.policies.base import (
+    Exchange,
+    ExchangeContext,
+    ExchangePolicy,
+    Messages,
+    register_policy,
+)
+from mobidfl.model.policies.dpsgd import member_degree_mean
 
 RNG_TAG = 0xDEFED
 """Second word of the policy generator's seed ``[seed, RNG_TAG]``."""
@@ -104,9 +110,11 @@ class DeFedAvgPolicy(ExchangePolicy):
             ctx.adjacency, ctx.agents.data_size, ctx.members, rng=self.rng
         )
         paired = float((peer[ctx.members] >= 0).mean()) if ctx.members.size else 0.0
+        chooser = np.flatnonzero(peer >= 0)  # each gets its one peer's model
         return Exchange(
             rows=rows,
             metrics={"degree_mean": member_degree_mean(ctx), "paired_fraction": paired},
+            messages=Messages.between(peer.size, peer[chooser], chooser),
         )
 
     def state_dict(self) -> dict:

@@ -11,8 +11,14 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from model.maths.mixing import dpsgd_weights, member_pairs
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from mobidfl.model.maths.mixing import dpsgd_weights, member_pairs
+from mobidfl.model.policies.base import (
+    Exchange,
+    ExchangeContext,
+    ExchangePolicy,
+    Messages,
+    register_policy,
+)
 
 
 def member_degree_mean(ctx: ExchangeContext) -> float:
@@ -39,6 +45,15 @@ def received_graph(ctx: ExchangeContext) -> tuple[sp.csr_matrix, bool]:
     return graph, True
 
 
+def swap_messages(ctx: ExchangeContext) -> Messages | None:
+    """At the ideal link, the models this step's member contacts swap: one each way per
+    pair, as :meth:`mobidfl.model.links.LinkPlan.swap_models` sends them over a link (``None``
+    with a link model, whose plan counts what it carried)."""
+    if ctx.link is not None:
+        return None
+    return Messages.swapped(ctx.adjacency.shape[0], member_pairs(ctx.adjacency, ctx.members))
+
+
 @register_policy
 class DPSGDPolicy(ExchangePolicy):
     """Equal-weight averaging with the members met during the step."""
@@ -50,4 +65,5 @@ class DPSGDPolicy(ExchangePolicy):
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         graph, directed = received_graph(ctx)
         rows = dpsgd_weights(graph, ctx.members, directed=directed)
-        return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)})
+        return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)},
+                        messages=swap_messages(ctx))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from model.maths.mixing import fedavg_weights
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
-from model.policies.dpsgd import member_degree_mean, received_graph
+from mobidfl.model.maths.mixing import fedavg_weights
+from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from mobidfl.model.policies.dpsgd import member_degree_mean, received_graph, swap_messages
 
 
 @register_policy
@@ -24,4 +24,5 @@ class FedAvgWeightedPolicy(ExchangePolicy):
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         graph, directed = received_graph(ctx)
         rows = fedavg_weights(graph, ctx.agents.data_size, ctx.members, directed=directed)
-        return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)})
+        return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)},
+                        messages=swap_messages(ctx))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 
 
 @register_policy

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from model.maths.mixing import mobility_aware_weights
-from model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
-from model.policies.dpsgd import member_degree_mean, received_graph
-from model.settings import PluginSettings, setting, unit_interval
+from mobidfl.model.maths.mixing import mobility_aware_weights
+from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
+from mobidfl.model.policies.dpsgd import member_degree_mean, received_graph, swap_messages
+from mobidfl.settings import PluginSettings, setting, unit_interval
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,4 +54,5 @@ class MobilityAwarePolicy(ExchangePolicy):
             ctx.members,
             directed=directed,
         )
-        return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)})
+        return Exchange(rows=rows, metrics={"degree_mean": member_degree_mean(ctx)},
+                        messages=swap_messages(ctx))

@@ -13,24 +13,24 @@ Three selections share this machinery (:class:`MofelBase`):
 * ``mofel`` (Sec. 4): a central station gathers the requests and selects, from every
   client's disclosed route, when each requesting server starts and which clients join,
   so that every selected client stays in the territory for its whole training time
-  (:func:`model.maths.mofel.select`, method ``auto``: exact MILP when small, else greedy);
+  (:func:`mobidfl.model.maths.mofel.select`, method ``auto``: exact MILP when small, else greedy);
 * ``mofel_a1`` (Sec. 5.2, A1): FedAvg-like, random connected clients at fixed intervals
   (every training time);
 * ``mofel_a2`` (Sec. 5.2, A2): at the same fixed instants, each server alone takes its
   connected clients that can finish before leaving (no view of clients that will arrive).
 
 The shared machinery (territories, cycles, FedAvg, NTC/NFC, and how MobiDFL maps the paper
-onto its world) is :mod:`model.policies.mofel_servers`; the baselines are
-:mod:`model.policies.mofel_baselines`. Every name is re-exported here.
+onto its world) is :mod:`mobidfl.model.policies.mofel_servers`; the baselines are
+:mod:`mobidfl.model.policies.mofel_baselines`. Every name is re-exported here.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from model.maths.mofel import Cycle, select
-from model.policies.base import ExchangeContext, register_policy
-from model.policies.mofel_servers import MofelBase, client_train_times, server_accuracy
+from mobidfl.model.maths.mofel import Cycle, select
+from mobidfl.model.policies.base import ExchangeContext, register_policy
+from mobidfl.model.policies.mofel_servers import MofelBase, client_train_times, server_accuracy
 
 __all__ = [
     "MofelA1Policy",
@@ -48,7 +48,7 @@ class MofelPolicy(MofelBase):
 
     At the end of every step with requests, the station predicts every free client's
     territory intervals over ``[now, now + Delta]`` from its route and solves
-    :func:`model.maths.mofel.select` (``method='auto'``). A server may be given a later
+    :func:`mobidfl.model.maths.mofel.select` (``method='auto'``). A server may be given a later
     start, when enough clients will have arrived (the paper's "optimal moment").
     ``solver_milp`` / ``solver_greedy`` count which solver produced each selection.
     """
@@ -108,4 +108,4 @@ class MofelPolicy(MofelBase):
 
 
 # After MofelPolicy, so the registry lists mofel, mofel_a1, mofel_a2 in their old order.
-from model.policies.mofel_baselines import MofelA1Policy, MofelA2Policy  # noqa: E402
+from mobidfl.model.policies.mofel_baselines import MofelA1Policy, MofelA2Policy  # noqa: E402

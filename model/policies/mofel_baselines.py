@@ -2,16 +2,16 @@
 
 Both start cycles at fixed instants (every training time) and see only the clients
 connected to a server now; they share all server bookkeeping with MoFeL
-(:class:`model.policies.mofel_servers.MofelBase`).
+(:class:`mobidfl.model.policies.mofel_servers.MofelBase`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from model.maths.mofel import Cycle, Visits, select_a1, select_a2
-from model.policies.base import ExchangeContext, register_policy
-from model.policies.mofel_servers import TIME_TOL, MofelBase
+from mobidfl.model.maths.mofel import Cycle, Visits, select_a1, select_a2
+from mobidfl.model.policies.base import ExchangeContext, register_policy
+from mobidfl.model.policies.mofel_servers import TIME_TOL, MofelBase
 
 __all__ = ["MofelA1Policy", "MofelA2Policy"]
 
@@ -22,7 +22,7 @@ class MofelA1Policy(MofelBase):
 
     Every ``ceil(train_time_s / step_s)`` steps (one training time), each server in alert
     starts a cycle with ``clients_per_cycle`` clients drawn uniformly among its connected
-    free clients, blind to their routes (:func:`model.maths.mofel.select_a1`).
+    free clients, blind to their routes (:func:`mobidfl.model.maths.mofel.select_a1`).
     """
 
     name = "mofel_a1"
@@ -50,7 +50,7 @@ class MofelA2Policy(MofelBase):
     Cycles begin at the same fixed instants as A1 (every training time: the paper credits
     only MoFeL with choosing when a cycle starts, Sec. 1 and 5.2); at each, a server in
     alert takes up to ``clients_per_cycle`` of its connected free clients whose predicted
-    stay covers their training time (:func:`model.maths.mofel.select_a2`), and none if no
+    stay covers their training time (:func:`mobidfl.model.maths.mofel.select_a2`), and none if no
     client qualifies. It never considers clients about to arrive.
     """
 

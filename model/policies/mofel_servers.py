@@ -5,18 +5,18 @@ Networks*, Sensors 2023). :class:`MofelBase` keeps the servers' territories and 
 tracks which client is where, runs the selected cycles (start, frustration, FedAvg at the
 end), counts NTC/NFC and offers the selections their view of the clients
 (:meth:`MofelBase.predicted_visits`, :meth:`MofelBase.current_visits`). The selections
-themselves live in :mod:`model.policies.mofel` (the station) and
-:mod:`model.policies.mofel_baselines` (A1, A2).
+themselves live in :mod:`mobidfl.model.policies.mofel` (the station) and
+:mod:`mobidfl.model.policies.mofel_baselines` (A1, A2).
 
 How MobiDFL maps the paper onto its world (choices, not in the paper):
 
 * **Territories** are areas of the map: with ``servers == areas`` the world map's areas,
   otherwise the road nodes are split into ``servers`` areas by the same k-means
-  (:func:`maps.grid.split_areas`, seeded by ``seed``). A road segment belongs to the
+  (:func:`mobidfl.maps.grid.split_areas`, seeded by ``seed``). A road segment belongs to the
   territory of its midpoint, so membership changes only at intersections and follows from
   the route exactly (the paper's territorial reach d_s is the path length inside s).
 * **Clients** are the policy's members; their mobility must be ``route``
-  (:mod:`agents.mobility.routes`), which discloses the planned route.
+  (:mod:`mobidfl.agents.mobility.routes`), which discloses the planned route.
 * **Time.** Step k covers ``((k-1) step_s, k step_s]``. Cycles start at step ends (the
   station rounds predicted entries up and exits down to step ends, so a prediction can
   only be pessimistic). A client starting at time t must stay in the territory until
@@ -42,12 +42,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from maps.grid import area_of_points, split_areas
-from model.errors import ConfigError
-from model.maths.link import stay_seconds
-from model.maths.mofel import Cycle, Visits
-from model.policies.base import AgentTable, Exchange, ExchangeContext, ExchangePolicy
-from model.settings import (
+from mobidfl.errors import ConfigError
+from mobidfl.maps.grid import area_of_points, split_areas
+from mobidfl.model.maths.link import stay_seconds
+from mobidfl.model.maths.mofel import Cycle, Visits
+from mobidfl.model.policies.base import (
+    SERVER,
+    AgentTable,
+    Exchange,
+    ExchangeContext,
+    ExchangePolicy,
+    Messages,
+)
+from mobidfl.settings import (
     PluginSettings,
     at_least_one,
     non_negative,
@@ -59,10 +66,10 @@ from model.settings import (
 if TYPE_CHECKING:
     import torch
 
-    from maps.network import StreetNetwork
-    from model.learning.engine import Engine
-    from model.links import LinkPlan
-    from model.views import RouteView, WorldView
+    from mobidfl.agents.views import RouteView, WorldView
+    from mobidfl.maps.network import StreetNetwork
+    from mobidfl.model.learning.engine import Engine
+    from mobidfl.model.links import LinkPlan
 
 __all__ = ["TIME_TOL", "MofelBase", "client_train_times", "server_accuracy"]
 
@@ -298,6 +305,8 @@ class MofelBase(ExchangePolicy):
         self.down_bytes = np.zeros(n_clients)  # bytes of a server model received so far
         self.down_key = np.full((n_clients, 2), -1, np.int64)  # (server, version) downloading
         self.busy_s = np.zeros(n_clients)  # seconds of this step spent on server transfers
+        self._moved: dict[str, list[np.ndarray]] = {"up": [], "down": []}
+        """This step's uploads and downloads (agent ids), counted at the ideal link."""
         self.stays = tuple(np.zeros(0, t) for t in (np.int64, np.int64, float, float))
 
     def _edge_territory(self, world: WorldView, network: StreetNetwork) -> np.ndarray:
@@ -377,8 +386,11 @@ class MofelBase(ExchangePolicy):
         self._sync(ctx)
         assign: dict[int, tuple[torch.Tensor, ...]] = {}
         link = ctx.link
+        self._moved = {"up": [], "down": []}
         if link is not None:
             self._uploads(link)
+        else:
+            self._ideal_uploads()
         self._finish_cycles(waiting=link is not None)
         busy_servers = {run.server for run in self.active}
         alert = [
@@ -391,7 +403,19 @@ class MofelBase(ExchangePolicy):
                 self._schedule(cyc)
         self._start_cycles(assign, link)
         self._hand_out(assign, link)
-        return Exchange(assign=assign, metrics=self.metrics())
+        return Exchange(assign=assign, metrics=self.metrics(),
+                        messages=None if link is not None else self._messages(ctx))
+
+    def _messages(self, ctx: ExchangeContext) -> Messages:
+        """At the ideal link, the models this step moved to and from the servers (as the
+        server link would: an upload per client whose training ended, a download per client
+        given a model it did not hold); a server is not an agent, so only the client's end
+        counts."""
+        n = ctx.adjacency.shape[0]
+        up, down = (np.concatenate([np.empty(0, np.int64), *self._moved[k]])
+                    for k in ("up", "down"))
+        return Messages.between(n, up, np.full(up.size, SERVER)) + Messages.between(
+            n, np.full(down.size, SERVER), down)
 
     # --- the server link (a link model is set) ----------------------------------------
     def _window(self, clients: np.ndarray, servers: np.ndarray, after: np.ndarray) -> np.ndarray:
@@ -429,6 +453,18 @@ class MofelBase(ExchangePolicy):
                 run.frustrated[np.flatnonzero(pending)[gone]] = True
                 self.counts["nfc"] += int(gone.sum())
                 self.cycle_of[clients[gone]] = -1
+
+    def _ideal_uploads(self) -> None:
+        """At the ideal link, count the uploads :meth:`_uploads` would send: each client
+        whose training ended sends its model once, whole at once (nothing else changes)."""
+        for run in self.active:
+            if not run.running:
+                continue
+            ends = run.start + self.train_time[run.clients]
+            pending = run.started & ~run.frustrated & (ends <= self.now + TIME_TOL)
+            pending &= ~self.uploaded[run.clients]
+            self.uploaded[run.clients[pending]] = True
+            self._moved["up"].append(self.members[run.clients[pending]])
 
     def _downloads(
         self, clients: np.ndarray, servers: np.ndarray, link: LinkPlan
@@ -529,25 +565,26 @@ class MofelBase(ExchangePolicy):
                 keep.append(run)
                 continue
             run.started = self.terr[run.clients] == run.server  # connected at the start
+            # a client holding the server's current model needs no download (Fig. 4 step 2)
+            held = (self.held[run.clients, 0] == run.server) & (
+                self.held[run.clients, 1] == self.server_version[run.server]
+            )
             if link is not None and run.started.any():
-                # a client holding the server's current model needs no download (Fig. 4
-                # step 2); the others start only if the model arrives within the step
-                held = (self.held[run.clients, 0] == run.server) & (
-                    self.held[run.clients, 1] == self.server_version[run.server]
-                )
+                # the others start only if the model arrives within the step
                 fetch = np.flatnonzero(run.started & ~held)
                 got = self._downloads(
                     run.clients[fetch], np.full(fetch.size, run.server), link
                 )
                 run.started[fetch[~got]] = False
                 self.up_bytes[run.clients] = 0.0
-                self.uploaded[run.clients] = False
+            self.uploaded[run.clients] = False  # this cycle's uploads are still to come
             run.frustrated = np.zeros(run.clients.size, bool)
             run.running = True
             if not run.started.any():
                 self._log(run, completed=np.zeros(run.clients.size, bool))
                 continue
             model = self.server_params[run.server]
+            self._moved["down"].append(self.members[run.clients[run.started & ~held]])
             for c in run.clients[run.started].tolist():
                 assign[int(self.members[c])] = model
                 self.held[c] = (run.server, self.server_version[run.server])
@@ -569,6 +606,7 @@ class MofelBase(ExchangePolicy):
         if link is not None and stale.any():
             fetch = np.flatnonzero(stale)
             stale[fetch[~self._downloads(fetch, self.terr[fetch], link)]] = False
+        self._moved["down"].append(self.members[np.flatnonzero(stale)])
         for c in np.flatnonzero(stale).tolist():
             s = int(self.terr[c])
             assign[int(self.members[c])] = self.server_params[s]

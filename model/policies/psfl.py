@@ -5,7 +5,7 @@ Per step (Alg. 1), after every member trained locally (line 3):
 1. models are exchanged with the contacts of the step (line 4) and every contact pair gets
    the loss-based dissimilarity of eq. 3, ds(i, j) = L(D_i, nn_j) + L(D_j, nn_i), with
    L(D_i, nn_j) from ``engine.sample_losses`` (cross-entropy = the code's NLL on
-   log-softmax) over all of D_i, reduced by :func:`model.maths.psfl.eq3_loss` at the
+   log-softmax) over all of D_i, reduced by :func:`mobidfl.model.maths.psfl.eq3_loss` at the
    scale of ``psfl.loss``: ``batch_sum`` (default: the authors' code sums the batch-mean
    NLL over batches of ``psfl.loss_batch`` = 64, the scale the paper's sigma 20/40/80
    were set on) or ``mean`` (eq. 3 as printed). The paper's text and code disagree here;
@@ -13,18 +13,18 @@ Per step (Alg. 1), after every member trained locally (line 3):
    ``psfl.loss_batches`` > 0 sums a fixed number of batches (the per-sample mean times it),
    so nodes holding less data than the paper's keep the paper's sigma scale;
 2. one round of the multi-leader election (Sec. III-B steps 1-4; the ScaFi ``S`` block of
-   the paper's code), :func:`model.maths.psfl.election_round`;
+   the paper's code), :func:`mobidfl.model.maths.psfl.election_round`;
 3. the gradient field G from the elected leaders, accumulating ds along paths; a candidacy
    whose accumulated error exceeds sigma (``psfl.sigma``) is ignored and the competition
    keeps the lowest accumulated error, ties by lowest id
-   (:func:`model.maths.psfl.gradient_field`, line 5);
+   (:func:`mobidfl.model.maths.psfl.gradient_field`, line 5);
 4. every leader averages its federation's models with FedAvg (weights |D_k|, Sec. IV-A) and
    sends the result back to every member (lines 6-9) -> ``Exchange.assign``. A node that no
    leader reaches within sigma keeps its own model (it proclaims itself next round).
 
 Sensors sense the data of the place where they stand (the paper's code reads each node's
 dataset from the environment at its position, ``senseEnvData(phenomena)``): when a moving
-node (the ★ node of :mod:`agents.mobility.walker`) enters another area it replaces its
+node (the ★ node of :mod:`mobidfl.agents.mobility.walker`) enters another area it replaces its
 local data by samples of that area, drawn from the pool of the area's sensors.
 
 Metrics (Sec. IV-B): ``federations`` = |F| (distinct leaders followed), ``federation_errors``
@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from agents.mobility.walker import PsflSettings
-from model.errors import ConfigError
-from model.maths.mixing import member_pairs
-from model.maths.psfl import (
+from mobidfl.agents.mobility.walker import PsflSettings
+from mobidfl.errors import ConfigError
+from mobidfl.model.maths.mixing import member_pairs
+from mobidfl.model.maths.psfl import (
     ElectionState,
     GradientField,
     Graph,
@@ -64,20 +64,21 @@ from model.maths.psfl import (
     path_delivered,
     to_graph,
 )
-from model.policies.base import (
+from mobidfl.model.policies.base import (
     AgentTable,
     Exchange,
     ExchangeContext,
     ExchangePolicy,
+    Messages,
     register_policy,
 )
 
 if TYPE_CHECKING:
     import torch
 
-    from model.learning.engine import Engine
-    from model.links import LinkPlan
-    from model.views import WorldView
+    from mobidfl.agents.views import WorldView
+    from mobidfl.model.learning.engine import Engine
+    from mobidfl.model.links import LinkPlan
 
 __all__ = ["PsflPolicy", "area_accuracy", "set_agent_data"]
 
@@ -134,7 +135,7 @@ class PsflPolicy(ExchangePolicy):
     """Self-organising federations bounded by accumulated loss dissimilarity (PSFL).
 
     Attributes:
-        state: the election memory (:class:`model.maths.psfl.ElectionState`, member-local).
+        state: the election memory (:class:`mobidfl.model.maths.psfl.ElectionState`, member-local).
         leader_of: leader (global agent id, -1 = none) of every member after the last step.
         walker_leaders: one row per step with the leader of each moving node (eq. 7 input).
         data_area: the area whose data each member holds now (xi(n) of eq. 6).
@@ -302,9 +303,11 @@ class PsflPolicy(ExchangePolicy):
         leader_local = field.leader_of
         groups = federations(leader_local)
         assign: dict[int, tuple[torch.Tensor, ...]] = {}
+        messages = None
         if ctx.link is not None:
             self._federate_over_link(ctx.link, engine, field, groups, assign)
         else:
+            messages = self._messages(ctx.adjacency.shape[0], adjacency, field)
             for fed in groups:
                 if fed.size < 2:
                     continue
@@ -334,7 +337,18 @@ class PsflPolicy(ExchangePolicy):
         if self._is_eval_step(ctx.step):
             self._acc = self._accuracy(ctx, groups, assign)
         metrics["area_acc_mean"], metrics["federation_acc_mean"] = self._acc
-        return Exchange(assign=assign, metrics=metrics)
+        return Exchange(assign=assign, metrics=metrics, messages=messages)
+
+    def _messages(self, n: int, adjacency: sp.csr_matrix, field: GradientField) -> Messages:
+        """At the ideal link, what Alg. 1 sends (as over a link, :meth:`_models_crossed`
+        and :meth:`_federate_over_link`): line 4's model both ways per member contact, then
+        per hop of the field one model up (collect, line 7) and one down (distribute, line
+        9)."""
+        members, parent = self.members, field.parent
+        child = np.flatnonzero(parent >= 0)
+        hops = np.stack([members[child], members[parent[child]]], axis=1)
+        return Messages.swapped(n, self.members[member_pairs(adjacency)]) + Messages.swapped(
+            n, hops)
 
     # --- over a link (a link model is set) -----------------------------------------------
     def _models_crossed(self, link: LinkPlan, adjacency: sp.csr_matrix) -> sp.csr_matrix:

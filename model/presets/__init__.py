@@ -18,8 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from model.errors import ConfigError, DatasetDamaged, DatasetUnavailable
-from model.plugins import DATASET_CHECKS, DATASETS
+from mobidfl.errors import ConfigError, DatasetDamaged, DatasetUnavailable
+from mobidfl.plugins import DATASET_CHECKS, DATASETS
 
 __all__ = ["Preset", "preset_names", "load_preset", "preset_settings", "resolve_auto_dataset"]
 
@@ -50,7 +50,7 @@ def preset_names() -> list[str]:
 @functools.cache
 def load_preset(name: str) -> Preset:
     """Read one preset; its names are checked, as every setting's, when a config applies it
-    (:class:`model.config.Config`, which imports this module, not the reverse).
+    (:class:`mobidfl.model.config.Config`, which imports this module, not the reverse).
 
     Parameters
     ----------

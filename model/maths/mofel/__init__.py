@@ -29,8 +29,8 @@ Times are continuous; a connection interval is half-open [enter, exit), and trai
 reading of eqs. 5-7: steps start .. start + tau - 1 all connected).
 """
 
-from model.maths.mofel.baselines import select_a1, select_a2
-from model.maths.mofel.selection import (
+from mobidfl.model.maths.mofel.baselines import select_a1, select_a2
+from mobidfl.model.maths.mofel.selection import (
     METHODS,
     Cycle,
     Selection,
@@ -39,7 +39,7 @@ from model.maths.mofel.selection import (
     select_greedy,
     selection_key,
 )
-from model.maths.mofel.visits import Visits, connected_until, feasible
+from mobidfl.model.maths.mofel.visits import Visits, connected_until, feasible
 
 __all__ = [
     "METHODS",

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from model.errors import ConfigError
-from model.maths.mofel.selection import Cycle, Selection
-from model.maths.mofel.visits import Visits, connected_until
+from mobidfl.model.maths.mofel.selection import Cycle, Selection
+from mobidfl.model.maths.mofel.visits import Visits, connected_until
 
 __all__ = ["select_a1", "select_a2"]
 
@@ -29,7 +28,7 @@ def select_a1(
     intervals ("a cycle starts considering fixed time intervals").
     """
     if clients_per_server < 1:
-        raise ConfigError("clients_per_server", clients_per_server, "an int >= 1")
+        raise ValueError(f"clients_per_server = {clients_per_server!r}: expected an int >= 1")
     tau = np.asarray(train_time, dtype=float).ravel()
     current, _ = connected_until(visits, now, n_clients=tau.size)
     cycles = []

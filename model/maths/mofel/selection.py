@@ -1,6 +1,6 @@
 """MoFeL (Macedo et al., Sensors 2023): the central station's selection (eqs. 1-8, 10).
 
-See :mod:`model.maths.mofel` for how each equation is read.
+See :mod:`mobidfl.model.maths.mofel` for how each equation is read.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from model.errors import ConfigError
-from model.maths.mofel.visits import Visits
+from mobidfl.model.maths.mofel.visits import Visits
 
 __all__ = [
     "METHODS",
@@ -91,7 +90,7 @@ def _per_server(
 ) -> np.ndarray:
     arr = np.broadcast_to(np.asarray(default if value is None else value, dtype=np.int64), (count,))
     if (arr < 0).any():
-        raise ConfigError(name, arr.tolist(), "non-negative client counts")
+        raise ValueError(f"{name} = {arr.tolist()[:8]}: expected client counts >= 0")
     return arr.copy()
 
 
@@ -144,21 +143,27 @@ def _build_problem(
     tau = np.asarray(train_time, dtype=float).ravel()
     n = tau.shape[0]
     if not np.isfinite(tau).all() or (tau <= 0).any():
-        raise ConfigError("train_time", "non-positive or non-finite", "tau_n > 0 for all")
+        raise ValueError("train_time: expected finite tau_n > 0 for every client")
     if not (np.isfinite(horizon) and horizon >= 0):
-        raise ConfigError("horizon", horizon, "a finite Delta >= 0")
+        raise ValueError(f"horizon = {horizon!r}: expected a finite Delta >= 0")
     if len(visits) and visits.client.max() >= n:
-        raise ConfigError("train_time.size", n, f"> largest client id {visits.client.max()}")
+        raise ValueError(
+            f"train_time has {n} values: expected more than the largest client id "
+            f"{visits.client.max()}"
+        )
     if max_trainings_per_client < 1:
-        raise ConfigError("max_trainings_per_client", max_trainings_per_client, "an int >= 1")
+        raise ValueError(
+            f"max_trainings_per_client = {max_trainings_per_client!r}: expected an int >= 1"
+        )
     req = np.asarray(servers, dtype=np.int64).ravel()
     if np.unique(req).size != req.size:
-        raise ConfigError("servers", req.tolist(), "distinct requesting server ids")
+        raise ValueError(f"servers {req.tolist()[:8]}: expected distinct requesting server ids")
     mins = _per_server(min_clients, req.size, 1, "min_clients")
     maxs = _per_server(max_clients, req.size, n, "max_clients")
     if (mins < 1).any() or (maxs < mins).any():
-        raise ConfigError(
-            "min_clients/max_clients", (mins.tolist(), maxs.tolist()), "1 <= min <= max"
+        raise ValueError(
+            f"min_clients {mins.tolist()[:8]}, max_clients {maxs.tolist()[:8]}: "
+            "expected 1 <= min <= max"
         )
     end = t0 + horizon
     slot_server, slot_start, slot_dur, eligible = [], [], [], []
@@ -477,7 +482,7 @@ def select(
     the same selection on a loaded machine. Other arguments: see :func:`select_exact`.
     """
     if method not in METHODS:
-        raise ConfigError("method", method, f"one of {METHODS}")
+        raise ValueError(f"method = {method!r}: expected one of {METHODS}")
     tau = np.asarray(train_time, dtype=float).ravel()
     problem = _build_problem(
         visits,

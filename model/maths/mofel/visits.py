@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.errors import ConfigError
-
 __all__ = ["Visits", "connected_until", "feasible"]
 
 
@@ -38,16 +36,20 @@ class Visits:
         exit_ = np.asarray(self.exit, dtype=float).ravel()
         sizes = {client.size, server.size, enter.size, exit_.size}
         if len(sizes) != 1:
-            raise ConfigError("visits", f"lengths {sorted(sizes)}", "four arrays of one length")
+            raise ValueError(
+                f"visits of lengths {sorted(sizes)}: expected four arrays of one length"
+            )
         if client.size and (client.min() < 0 or server.min() < 0):
-            raise ConfigError("visits", "negative id", "client and server ids >= 0")
+            raise ValueError("visits has a negative id: expected client and server ids >= 0")
         if np.isnan(enter).any() or np.isnan(exit_).any() or (exit_ < enter).any():
-            raise ConfigError("visits", "exit < enter or NaN", "enter <= exit for every row")
+            raise ValueError("visits has exit < enter or NaN: expected enter <= exit for every row")
         order = np.lexsort((enter, client))
         c, e, x = client[order], enter[order], exit_[order]
         same = c[1:] == c[:-1]
         if (same & (e[1:] < x[:-1])).any():
-            raise ConfigError("visits", "overlapping intervals", "one server at a time per client")
+            raise ValueError(
+                "visits has overlapping intervals: expected one server at a time per client"
+            )
         object.__setattr__(self, "client", c)
         object.__setattr__(self, "server", server[order])
         object.__setattr__(self, "enter", e)
@@ -71,7 +73,10 @@ def connected_until(visits: Visits, now: float, *, n_clients: int) -> tuple[np.n
     remaining = np.zeros(n_clients)
     rows = np.flatnonzero((visits.enter <= now) & (now < visits.exit))
     if rows.size and visits.client[rows].max() >= n_clients:
-        raise ConfigError("n_clients", n_clients, f"> largest client id {visits.client.max()}")
+        raise ValueError(
+            f"n_clients = {n_clients!r}: expected more than the largest client id "
+            f"{visits.client.max()}"
+        )
     server[visits.client[rows]] = visits.server[rows]
     remaining[visits.client[rows]] = visits.exit[rows] - now
     return server, remaining
@@ -97,7 +102,7 @@ def feasible(
         np.asarray(train_time, dtype=float),
     )
     if (tau < 0).any():
-        raise ConfigError("train_time", float(tau.min()), "tau >= 0")
+        raise ValueError(f"train_time has {float(tau.min())!r}: expected tau >= 0")
     lo = np.searchsorted(visits.client, c, side="left")
     hi = np.searchsorted(visits.client, c, side="right")
     out = np.zeros(c.shape, dtype=bool)
