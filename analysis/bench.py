@@ -446,7 +446,7 @@ def run_bench(
 
     ``until_half_width``: after the ``seeds`` seeds, seeds are added column by column (all
     its policies together, so they stay paired) until every cell's 95 % half-width of final
-    accuracy is at most this, or ``max_seeds`` is reached (issue 42, item 5;
+    accuracy is at most this, or ``max_seeds`` is reached (a stopping rule fixed before the runs;
     :func:`mobidfl.analysis.bench_stats.seeds_for_column`); the manifest keeps each column's seeds.
     """
     from mobidfl.analysis.folders import check_output_folder

@@ -407,7 +407,8 @@ def seeds_needed(sd: float, *, half_width: float = HALF_WIDTH, cap: int = MAX_SE
 def seeds_for_column(stds: Sequence[float], *, have: int, half_width: float = HALF_WIDTH,
                      cap: int = MAX_SEEDS, confidence: float = CONFIDENCE) -> int:
     """How many seeds a column runs next when seeds are added until every cell's 95 %
-    half-width is at most ``half_width`` or ``cap`` seeds are reached (issue 42, item 5).
+    half-width is at most ``half_width`` or ``cap`` seeds are reached (a stopping rule fixed
+    before the runs).
 
     ``stds``: each cell's sample standard deviation of final accuracy over the ``have``
     seeds run so far (NaN: unknown). The column grows to the largest :func:`seeds_needed`
