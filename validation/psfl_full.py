@@ -357,15 +357,16 @@ def render_full(data: Path) -> str:
     return "\n".join(lines)
 
 
-def render_mechanism(data: Path, name: str = "mechanism") -> str:
-    """Per cell where MobiDFL ran a reading besides its record (``alg1``): the reference and
-    each reading of MobiDFL, one row each, from ``<name>_*.csv``."""
+def render_mechanism(data: Path, name: str = "mechanism", *, every_cell: bool = False) -> str:
+    """Per cell where MobiDFL ran a reading besides its record (``alg1``), or per cell of
+    ``every_cell``: the reference and each reading of MobiDFL, one row each, from
+    ``<name>_*.csv``. The ds columns say how far a cell is from sigma / 2."""
     from validation.psfl import READINGS
 
     d = _load(data, name)
     runs, ticks = d["runs"], d["ticks"]
     ours = _side(runs, "mobidfl")
-    cells = [c for c in _cells(runs) if set(
+    cells = [c for c in _cells(runs) if every_cell or set(
         ours[(ours["areas"] == c[0]) & (ours["sigma"] == c[1])]["reading"]) - {"alg1"}]
     lines = [f"| areas | sigma | side / reading | what changes | seeds | federations, last {TAIL} "
              f"ticks | final | first tick at the final count (per seed) | ds within areas, last "
@@ -402,7 +403,8 @@ PUBLISHED = ("full", "mechanism")
 """The names ``publish`` writes (``<name>_runs.csv``, ``_ticks.csv``, ``_areas.csv``)."""
 RENDERERS = {"full": (render_full, "full_runs.csv"),
              "mechanism": (render_mechanism, "mechanism_runs.csv"),
-             "full_readings": (lambda data: render_mechanism(data, "full"), "full_runs.csv")}
+             "full_readings": (lambda data: render_mechanism(data, "full", every_cell=True),
+                               "full_runs.csv")}
 """Each page block: its renderer and the file it needs."""
 
 
