@@ -85,6 +85,20 @@ COVERED: dict[str, str] = {
     "python -m validation --cases psfl --size full": "as --size small (the same case, all "
                 "of Fashion-MNIST and 9 worlds)",
     "pytest tests/test_validation_psfl.py": "a file of the suite: every CI run runs it",
+    "python -m validation.psfl_full sweep --size full --seeds 3 --out results/psfl_full":
+        "hours (27 whole 80-tick runs of each side on all of Fashion-MNIST: 5-20 min each); "
+        "tests/test_validation_psfl_full.py runs the same sweep code on a made-up lattice "
+        "(every reading, resume, the cell parser and its refusals)",
+    "python -m validation.psfl_full mechanism --size small --seeds 3 --out results/psfl_mech":
+        "minutes per run (the reference's whole runs in its own Python 3.13); the same code "
+        "as the sweep above, run by tests/test_validation_psfl_full.py",
+    "python -m validation.psfl_full publish --run results/psfl_full --name full --to "
+    "published/validation/psfl": "reads the sweep's folder, which only the sweep above "
+        "writes; test_a_run_folder_becomes_per_run_tick_and_area_tables publishes a made-up "
+        "run folder with the same code",
+    "python -m validation.psfl_full publish --run results/psfl_mech --name mechanism --to "
+    "published/validation/psfl": "as the publish line above, for the mechanism's folder",
+    "pytest tests/test_validation_psfl_full.py": "a file of the suite: every CI run runs it",
     "MOBIDFL_PSFL_RUNS=1 pytest tests/test_validation_psfl.py": "the opt-in whole runs of "
                 "the file above (minutes per seed); that the variable is what un-skips them "
                 "is checked in test_the_opt_in_psfl_runs_are_what_the_page_says",

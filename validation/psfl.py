@@ -29,8 +29,10 @@ import heapq
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -50,11 +52,14 @@ from mobidfl.model.maths.psfl import (
     dissimilarity_edges,
     elect_leaders,
     eq3_loss,
+    fedavg_within,
+    federations,
     gradient_field,
     to_graph,
 )
 from mobidfl.model.policies import make_policy
 from mobidfl.model.policies.base import AgentTable, ExchangeContext
+from mobidfl.model.policies.psfl import PsflPolicy
 from validation import Row, refcache
 from validation.psfl_env import ensure_venv, find_python313
 
@@ -364,21 +369,41 @@ def phyelds_election(graph: Graph, weights: np.ndarray, sigma: float, *, priorit
     with ``graph.rows`` / ``graph.indices`` (ds(i, j) as node i holds it). Sequential by nature
     (validation only, 49 nodes).
     """
-    n = graph.n
     if isinstance(order, int):
-        order = simulator_order(n, order)
-    prio = np.asarray(priority, float)
-    w = np.asarray(weights, float)
-    ran = np.zeros(n, bool)
-    lead_p, lead_id = prio.copy(), np.arange(n)
-    g = np.full(n, np.inf)
-    pot = np.full(n, np.inf)
-    fed = np.arange(n)
-    leader = np.zeros(n, bool)
+        order = simulator_order(graph.n, order)
+    step = PhyeldsStepper(graph, sigma, priority=priority)
     out_l, out_p, out_f = [], [], []
-    half = 0.5 * sigma
     for tick in order:
-        for i in (int(v) for v in tick):
+        step.tick(tick, weights)
+        out_l.append(step.leader.copy())
+        out_p.append(step.pot.copy())
+        out_f.append(step.fed.copy())
+    return PhyeldsElection(np.array(out_l), np.array(out_p), np.array(out_f))
+
+
+class PhyeldsStepper:
+    """:func:`phyelds_election` one tick at a time, its exports kept between ticks, so the
+    distances may change from tick to tick (a whole run: ds is measured anew each tick)."""
+
+    def __init__(self, graph: Graph, sigma: float, *, priority: np.ndarray) -> None:
+        n = graph.n
+        self.graph, self.sigma = graph, float(sigma)
+        self.prio = np.asarray(priority, float)
+        self.ran = np.zeros(n, bool)
+        self.lead_p, self.lead_id = self.prio.copy(), np.arange(n)
+        self.g = np.full(n, np.inf)
+        self.pot = np.full(n, np.inf)
+        self.fed = np.arange(n)
+        self.leader = np.zeros(n, bool)
+
+    def tick(self, order: np.ndarray, weights: np.ndarray) -> None:
+        """Run every node of ``order``, one after another, on ``weights`` (ds per edge)."""
+        graph, sigma, prio = self.graph, self.sigma, self.prio
+        ran, lead_p, lead_id, g = self.ran, self.lead_p, self.lead_id, self.g
+        pot, fed, leader = self.pot, self.fed, self.leader
+        w = np.asarray(weights, float)
+        half = 0.5 * sigma
+        for i in (int(v) for v in order):
             lo, hi = graph.indptr[i], graph.indptr[i + 1]
             nb, d = graph.indices[lo:hi], w[lo:hi]
             nb, d = nb[ran[nb]], d[ran[nb]]
@@ -399,10 +424,6 @@ def phyelds_election(graph: Graph, weights: np.ndarray, sigma: float, *, priorit
             cand = np.sort(np.append(nb, i))
             fed[i] = i if leader[i] else fed[cand[int(np.argmin(pot[cand]))]]
             ran[i] = True
-        out_l.append(leader.copy())
-        out_p.append(pot.copy())
-        out_f.append(fed.copy())
-    return PhyeldsElection(np.array(out_l), np.array(out_p), np.array(out_f))
 
 
 def _same_ticks(emu: PhyeldsElection, hist: list) -> int:
@@ -493,6 +514,32 @@ def _elect_rows(seed: int, keys: list[tuple[str, float]], got: dict) -> list[Row
 
 
 # --- 4-5: whole runs --------------------------------------------------------------------------
+IMPULSE_EVERY = 5
+"""The later code's update period (``PSFLClient.py``: ``impulsesEvery = 5``, at tick 0, 5, ...)."""
+IMPULSE_OWN = 0.1
+"""Its weight on the node's own model (``average_weights([evolved, area], [0.1, 0.9])``)."""
+
+READINGS: dict[str, str] = {
+    "alg1": "the reading of record: every member takes its federation's FedAvg model (weights "
+            "|D_k|) each round (Alg. 1 lines 6-9)",
+    "impulse": "the later code's update: a member keeps its trained model; at ticks 0, 5, 10, "
+               "... it becomes 0.1 x its own + 0.9 x the federation's FedAvg model",
+    "equal": "FedAvg with equal weights (the later code's average_weights over the collected "
+             "models)",
+    "val_ds": "eq. 3 on the node's validation split in its own order, the sum of batch-128 "
+              "means (the later code's loss_based_distances)",
+    "phyelds": "leaders by phyelds' rule (PhyeldsStepper, the simulator's heap order, one "
+               "random priority per node), federations by its broadcast (lowest potential)",
+    "random_priority": "the policy's election (ScaFi's S) with one random priority per node, "
+                       "as ScaFi and phyelds draw it, instead of the lowest id winning",
+    "broadcast": "the policy's leaders; federations by phyelds' broadcast (each node follows "
+                 "the neighbour of lowest potential G, not the shortest path)",
+    "start_merged": "the reading of record, but in ticks 0-2 every node takes the FedAvg of "
+                    "all nodes (one federation, as the reference has from tick 3)",
+}
+"""MobiDFL's side of a whole run: the reading of record and one controlled change each."""
+
+
 def _settings(sigma: float, seed: int, *, batches: float) -> SimpleNamespace:
     return SimpleNamespace(
         psfl_sigma=sigma, seed=seed, psfl_loss="batch_sum", psfl_loss_batch=128,
@@ -500,13 +547,66 @@ def _settings(sigma: float, seed: int, *, batches: float) -> SimpleNamespace:
     )
 
 
+class _ValidationSplitLoss(PsflPolicy):
+    """The ``psfl`` policy with L(D_i, nn_j) of eq. 3 read on node i's validation split, in
+    the reference's subset order, as the sum of batch-128 means (``PSFLClient.
+    loss_based_distances`` -> ``model_evaluation(m, validation_data, 128)[1]``)."""
+
+    def __init__(self, *, settings: SimpleNamespace, val: list[np.ndarray], ds: Dataset) -> None:
+        super().__init__(settings=settings)
+        self._val = [torch.from_numpy(v) for v in val]
+        self._x, self._y = ds.x_train, ds.y_train
+
+    def _loss(self, engine, model: int, on_agent: int) -> float:  # noqa: ANN001
+        idx = self._val[on_agent]
+        params = [p[int(model)] for p in engine.params]
+        with torch.no_grad():
+            per = F.cross_entropy(engine.logits(params, self._x[idx]), self._y[idx],
+                                  reduction="none")
+        return eq3_loss(per.double().numpy(), scale="batch_sum", batch=128)
+
+
 def _accuracy(engine, params, x: torch.Tensor, y: torch.Tensor) -> float:  # noqa: ANN001
     with torch.no_grad():
         return float((engine.logits(params, x).argmax(1) == y).double().mean())
 
 
-def _mobidfl_run(ds: Dataset, run: dict) -> dict:
-    """MobiDFL's ``psfl`` policy on the reference run's lattice, data and initial model."""
+def _fedavg(engine, groups: list[np.ndarray], *, weights: str) -> dict:  # noqa: ANN001
+    """Every member of a federation of two or more gets its average (``weights``: ``size`` =
+    |D_k|, ``equal``)."""
+    assign = {}
+    for ids in groups:
+        if ids.size < 2:
+            continue
+        w = fedavg_within(np.arange(ids.size), engine.data_sizes[ids]) if weights == "size" \
+            else None
+        average = engine.average(agents=ids, weights=w)
+        assign.update({int(i): average for i in ids})
+    return assign
+
+
+def apply_update(engine, assign: dict, *, tick: int, rule: str) -> None:  # noqa: ANN001
+    """Give the members their federation's model (``assign``) under ``rule``: ``replace``
+    (Alg. 1 lines 6-9, every tick) or ``impulse`` (the later code: at ticks 0, 5, 10, ...
+    0.1 x own + 0.9 x the federation's model, otherwise the own model is kept)."""
+    if rule == "replace":
+        for i, p in assign.items():
+            engine.set_agent(i, p)
+    elif rule == "impulse":
+        if tick % IMPULSE_EVERY == 0:
+            for i, p in assign.items():
+                engine.set_agent(i, engine.combine([engine.snapshot(i), p],
+                                                   [IMPULSE_OWN, 1.0 - IMPULSE_OWN]))
+    else:
+        raise ConfigError("rule", rule, "replace or impulse")
+
+
+def _mobidfl_run(ds: Dataset, run: dict, *, reading: str = "alg1") -> dict:
+    """MobiDFL's ``psfl`` policy on the reference run's lattice, data and initial model, under
+    ``reading`` (:data:`READINGS`: the reading of record or one controlled change)."""
+    if reading not in READINGS:
+        raise ConfigError("reading", reading, "one of " + ", ".join(READINGS))
+    t0, c0 = time.perf_counter(), time.process_time()
     n = len(run["nodes"])
     nodes = [run["nodes"][str(i)] for i in range(n)]
     train = [np.asarray(d["train"], np.int64) for d in nodes]
@@ -518,34 +618,67 @@ def _mobidfl_run(ds: Dataset, run: dict) -> dict:
     for i in range(n):
         engine.set_agent(i, init)
     batches = float(np.mean([math.ceil(v.size / 128) for v in val]))
-    policy = make_policy("psfl", settings=_settings(run["threshold"], run["seed"], batches=batches))
+    sigma, seed = float(run["threshold"]), int(run["seed"])
+    if reading == "val_ds":
+        policy = _ValidationSplitLoss(settings=_settings(sigma, seed, batches=0.0), val=val, ds=ds)
+    else:
+        policy = make_policy("psfl", settings=_settings(sigma, seed, batches=batches))
     adjacency = _graph([d["neighbours"] for d in nodes])
-    blocks = np.array_split(np.arange(int(ds.y_train.max()) + 1), int(run["areas"]))
-    major = [np.bincount(ds.y_train.numpy()[t], minlength=10).argmax() for t in train]
-    area = np.array([next(b for b, blk in enumerate(blocks) if m in blk) for m in major])
+    area = np.asarray(run["area"], np.int64)  # the reference's areas (distribute_nodes_spatially)
+    n_areas = int(run["areas"])
     table = AgentTable(
         kind=np.array(["sensor"] * n), speed=np.zeros(n), data_size=engine.data_sizes,
         area=area, label_hist=engine.label_hist, hm=np.zeros(n, bool),
         pos=np.asarray([d["position"] for d in nodes]),
     )
-    rng = np.random.default_rng(int(run["seed"]))
-    leaders, acc = [], []
-    for t in range(len(run["federations_csv"])):
+    if reading == "random_priority":
+        policy.priority = np.random.default_rng([seed, 0x9E]).random(n)
+    rng = np.random.default_rng(seed)
+    ticks = len(run["federations_csv"])
+    if reading == "phyelds":
+        stepper = PhyeldsStepper(to_graph(adjacency), sigma,
+                                 priority=np.random.default_rng([seed, 0x9E]).random(n))
+        order = simulator_order(n, ticks)
+    leaders, acc, ds_in, ds_out = [], [], [], []
+    for t in range(ticks):
         engine.train()
         acc.append([_accuracy(engine, engine.snapshot(i), ds.x_train[val[i]], ds.y_train[val[i]])
                     for i in range(n)])
-        if t == len(run["federations_csv"]) - 1:
-            test_acc = float(np.mean([
-                _accuracy(engine, engine.snapshot(i), ds.x_test[test[i]], ds.y_test[test[i]])
-                for i in range(n)]))
+        if t == ticks - 1:
+            test_acc = [_accuracy(engine, engine.snapshot(i), ds.x_test[test[i]],
+                                  ds.y_test[test[i]]) for i in range(n)]
         ctx = ExchangeContext(step=t + 1, members=np.arange(n), adjacency=adjacency,
                               engine=engine, agents=table, rng=rng)
         out = policy.exchange(ctx)
-        for i, p in out.assign.items():
-            engine.set_agent(i, p)
-        leaders.append(int(policy.state.is_leader.sum()))
-    return {"leaders": leaders, "val_acc": np.nanmean(np.asarray(acc), 1).tolist(),
-            "test_acc": test_acc, "local_steps": steps, "loss_batches": batches}
+        assign = out.assign
+        count = int(policy.state.is_leader.sum())
+        if reading == "equal":
+            assign = _fedavg(engine, federations(policy.last_field.leader_of), weights="equal")
+        elif reading == "phyelds":
+            stepper.tick(order[t], policy.last_ds)
+            assign = _fedavg(engine, [np.flatnonzero(stepper.fed == f)
+                                      for f in np.unique(stepper.fed)], weights="size")
+            count = int(stepper.leader.sum())
+        elif reading == "broadcast":
+            field = policy.last_field
+            fed = follow_lowest_potential(policy.last_graph, field.G, policy.state.is_leader)
+            assign = _fedavg(engine, [np.flatnonzero(fed == f) for f in np.unique(fed[fed >= 0])],
+                             weights="size")
+        elif reading == "start_merged" and t < 3:
+            assign = _fedavg(engine, [np.arange(n)], weights="size")
+        apply_update(engine, assign, tick=t, rule="impulse" if reading == "impulse" else "replace")
+        leaders.append(count)
+        ds_in.append(out.metrics["ds_intra_mean"])
+        ds_out.append(out.metrics["ds_inter_mean"])
+    acc_a = np.asarray(acc)
+    return {
+        "reading": reading, "leaders": leaders, "val_acc": np.nanmean(acc_a, 1).tolist(),
+        "val_acc_area": [[float(np.nanmean(row[area == a])) for a in range(n_areas)]
+                         for row in acc_a],
+        "test_acc": test_acc, "test_acc_mean": float(np.mean(test_acc)),
+        "ds_intra": ds_in, "ds_inter": ds_out, "local_steps": steps, "loss_batches": batches,
+        "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+    }
 
 
 def _spread(values: list[float]) -> tuple[float, float]:
@@ -553,51 +686,94 @@ def _spread(values: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
 
 
-def _run_job(size: str, seeds: int, data: Path) -> dict:
-    cfg = SIZES[size]
-    runs = [[s, a, th] for a in cfg["areas"] for th in cfg["thresholds"] for s in range(seeds)]
-    return {"job": "run", "data": str(data), "runs": runs}
+def run_tag(seed: int, areas: int, threshold: float) -> str:
+    """The reference's own name of a run (``simulation.py``'s CSV names)."""
+    return f"seed-{seed}_regions-{areas}_threshold-{float(threshold)}"
 
 
-def _run_rows(ds: Dataset, size: str, got: dict) -> tuple[list[Row], dict]:
-    cfg = SIZES[size]
+def _json_once(path: Path, make) -> dict:  # noqa: ANN001
+    """``path``'s JSON, or ``make()`` written there first: a long sweep resumes per run."""
+    if path.is_file():
+        return json.loads(path.read_text())
+    got = make()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(got))
+    return got
+
+
+def _reference_run(data: Path, seed: int, areas: int, threshold: float, folder: Path) -> dict:
+    """One whole reference run, read back when an earlier call finished it (the driver writes
+    ``run-<tag>.json`` per run), with the wall and CPU time of the call that ran it."""
+    done = folder / f"run-{run_tag(seed, areas, threshold)}.json"
+    if not done.is_file():
+        t0 = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        _reference({"jobs": [{"job": "run", "data": str(data),
+                              "runs": [[seed, areas, threshold]]}]}, folder)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        got = json.loads(done.read_text())
+        got["wall_s"] = time.perf_counter() - t0
+        got["cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        write_text_atomic(done, json.dumps(got))
+    return json.loads(done.read_text())
+
+
+def whole_runs(ds: Dataset, data: Path, out: Path, *, seeds: int,
+               cells: list[tuple[int, float]], readings: tuple[str, ...] = ("alg1",)
+               ) -> list[dict]:
+    """The reference and MobiDFL (each of ``readings``) on every (seed, areas, sigma), seed
+    by seed (seed 0 of every cell first), each run kept under ``out`` as it ends and read back
+    on the next call: a sweep stopped at any point resumes from the last finished run."""
+    got = []
+    for s in range(seeds):
+        for a, th in cells:
+            ref = _reference_run(data, s, a, th, out / "reference-runs")
+            tag = run_tag(s, a, th)
+            ours = {r: _json_once(out / "mobidfl-runs" / f"{r}-{tag}.json",
+                                  lambda r=r, ref=ref: _mobidfl_run(ds, ref, reading=r))
+                    for r in readings}
+            got.append({"seed": s, "areas": a, "threshold": th, "reference": ref, **ours})
+    return got
+
+
+def _run_rows(runs: list[dict], cells: list[tuple[int, float]]) -> tuple[list[Row], dict]:
     rows, raw = [], []
-    for a in cfg["areas"]:
-        for th in cfg["thresholds"]:
-            these = [r for r in got["runs"] if r["areas"] == a and r["threshold"] == th]
-            ours = [_mobidfl_run(ds, r) for r in these]
-            tail = max(1, len(these[0]["federations_csv"]) // 4)
-            ref_f = [float(np.mean(r["federations_csv"][-tail:])) for r in these]
-            our_f = [float(np.mean(o["leaders"][-tail:])) for o in ours]
-            (rm, rs), (om, osd) = _spread(ref_f), _spread(our_f)
-            tol = max(1.0, 2 * math.hypot(rs, osd))
-            rows.append(Row(
-                CASE, f"federations (leaders), last {tail} ticks, {a} areas, sigma {th:g}",
-                f"{rm:.2f} ± {rs:.2f}", f"{om:.2f} ± {osd:.2f}",
-                "within max(1, 2 x seed spread)",
-                "agree" if abs(rm - om) <= tol else "differs",
-                f"{len(these)} seeds",
-            ))
-            ref_acc = np.array([[np.nanmean(t["val_acc"]) for t in r["ticks"]] for r in these])
-            our_acc = np.array([o["val_acc"] for o in ours])
-            m = min(ref_acc.shape[1], our_acc.shape[1])
-            gap = np.abs(ref_acc[:, :m].mean(0) - our_acc[:, :m].mean(0))
-            band = 2 * np.hypot(ref_acc[:, :m].std(0, ddof=1), our_acc[:, :m].std(0, ddof=1))
-            inside = float(np.mean(gap <= np.maximum(band, 0.02)))
-            (ra, rsd) = _spread(ref_acc[:, m - tail:m].mean(1).tolist())
-            (oa, osd2) = _spread(our_acc[:, m - tail:m].mean(1).tolist())
-            rows.append(Row(
-                CASE, f"validation accuracy over {m} ticks, {a} areas, sigma {th:g}",
-                f"last {tail}: {ra:.3f} ± {rsd:.3f}", f"last {tail}: {oa:.3f} ± {osd2:.3f}",
-                ">= 90 % of ticks within 2 x seed spread (or 0.02)",
-                "agree" if inside >= 0.9 else "differs",
-                f"{inside:.0%} of ticks inside; {len(these)} seeds",
-            ))
-            raw.append({"areas": a, "threshold": th,
-                        "reference": [{k: r[k] for k in ("seed", "federations_csv",
-                                                          "test_acc_mean", "val_acc_mean_csv")}
-                                      for r in these],
-                        "mobidfl": ours})
+    for a, th in cells:
+        these = [r for r in runs if r["areas"] == a and r["threshold"] == th]
+        refs, ours = [r["reference"] for r in these], [r["alg1"] for r in these]
+        tail = max(1, len(refs[0]["federations_csv"]) // 4)
+        ref_f = [float(np.mean(r["federations_csv"][-tail:])) for r in refs]
+        our_f = [float(np.mean(o["leaders"][-tail:])) for o in ours]
+        (rm, rs), (om, osd) = _spread(ref_f), _spread(our_f)
+        tol = max(1.0, 2 * math.hypot(rs, osd))
+        rows.append(Row(
+            CASE, f"federations (leaders), last {tail} ticks, {a} areas, sigma {th:g}",
+            f"{rm:.2f} ± {rs:.2f}", f"{om:.2f} ± {osd:.2f}",
+            "within max(1, 2 x seed spread)",
+            "agree" if abs(rm - om) <= tol else "differs",
+            f"{len(these)} seeds",
+        ))
+        ref_acc = np.array([[np.nanmean(t["val_acc"]) for t in r["ticks"]] for r in refs])
+        our_acc = np.array([o["val_acc"] for o in ours])
+        m = min(ref_acc.shape[1], our_acc.shape[1])
+        gap = np.abs(ref_acc[:, :m].mean(0) - our_acc[:, :m].mean(0))
+        sd = (lambda v: v.std(0, ddof=1)) if len(these) > 1 else (lambda v: np.zeros(v.shape[1]))
+        band = 2 * np.hypot(sd(ref_acc[:, :m]), sd(our_acc[:, :m]))
+        inside = float(np.mean(gap <= np.maximum(band, 0.02)))
+        (ra, rsd) = _spread(ref_acc[:, m - tail:m].mean(1).tolist())
+        (oa, osd2) = _spread(our_acc[:, m - tail:m].mean(1).tolist())
+        rows.append(Row(
+            CASE, f"validation accuracy over {m} ticks, {a} areas, sigma {th:g}",
+            f"last {tail}: {ra:.3f} ± {rsd:.3f}", f"last {tail}: {oa:.3f} ± {osd2:.3f}",
+            ">= 90 % of ticks within 2 x seed spread (or 0.02)",
+            "agree" if inside >= 0.9 else "differs",
+            f"{inside:.0%} of ticks inside; {len(these)} seeds",
+        ))
+        raw.append({"areas": a, "threshold": th,
+                    "reference": [{k: r[k] for k in ("seed", "federations_csv",
+                                                      "test_acc_mean", "val_acc_mean_csv")}
+                                  for r in refs],
+                    "mobidfl": ours})
     return rows, {"runs": raw}
 
 
@@ -606,7 +782,8 @@ def run(*, size: str, seeds: int, out: Path, parts: tuple[str, ...] = ("fixed", 
     """Every PSFL quantity at ``size`` (``ci``, ``small``, ``full``), one row each.
 
     ``seeds`` (>= 2; at least 3 for ``small`` and ``full``) seeds run every check; ``parts``
-    picks the fixed-input checks (neighbourhood, ds, elections) and / or the whole runs.
+    picks the fixed-input checks (neighbourhood, ds, elections) and / or the whole runs. The
+    whole runs resume: each finished run (either side) is kept under ``out`` and read back.
     """
     if size not in SIZES:
         raise ConfigError("--size", size, "one of " + ", ".join(SIZES))
@@ -628,20 +805,20 @@ def run(*, size: str, seeds: int, out: Path, parts: tuple[str, ...] = ("fixed", 
             job, keys = _elect_job(s, len(jobs) - 1)
             jobs.append(job)
             plan.append(("elect", s, keys))
-    if "runs" in parts:
-        jobs.append(_run_job(size, n_seeds, data))
-        plan.append(("run", None, None))
-    got = _reference({"jobs": jobs}, out / "reference")["results"]
+    got = _reference({"jobs": jobs}, out / "reference")["results"] if jobs else []
     rows: list[Row] = []
     raw: dict = {}
     for (kind, s, extra), res in zip(plan, got, strict=True):
         if kind == "ds":
             rows += _loss_rows(ds, s, extra, res)
-        elif kind == "elect":
-            rows += _elect_rows(s, extra, res)
         else:
-            got_rows, raw = _run_rows(ds, size, res)
-            rows += got_rows
+            rows += _elect_rows(s, extra, res)
+    if "runs" in parts:
+        cfg = SIZES[size]
+        cells = [(a, th) for a in cfg["areas"] for th in cfg["thresholds"]]
+        runs = whole_runs(ds, data, out, seeds=n_seeds, cells=cells)
+        got_rows, raw = _run_rows(runs, cells)
+        rows += got_rows
     write_text_atomic(out / "psfl.json", json.dumps(
         {"dataset": ds.name, "size": size, "rows": [r.__dict__ for r in rows], **raw}, indent=1))
     print(f"psfl: data set {ds.name} ({ds.n_train} train / {int(ds.y_test.shape[0])} test "

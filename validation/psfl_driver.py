@@ -13,7 +13,9 @@ JSON. Three jobs (``"job"`` of each entry of ``SPEC["jobs"]``):
            and ``broadcast(leader, local_id(), distances)`` (the calls ``psfl_client`` makes,
            broadcasting the leader's id instead of its model) on a fixed distance field; the
            probe also notes the order in which the simulator ran the nodes in each tick;
-``run``    the reference's ``simulation.run_simulation(threshold, areas, seed)`` end to end.
+``run``    the reference's ``simulation.run_simulation(threshold, areas, seed)`` end to end;
+           each finished run is written to ``run-seed-S_regions-A_threshold-T.json`` in OUT
+           and read back instead of run again (a long sweep resumes where it stopped).
 
 The only change to what the reference's code sees: ``ProFed.partitioner.download_dataset``
 returns MobiDFL's images (the data-only shim). ``simulation.py`` is loaded without its
@@ -23,7 +25,10 @@ lines and function definitions are executed as written, and ``run_simulation`` i
 ``torch.manual_seed(seed)`` (the reference never seeds torch). Two observers only read: a
 wrapper records the keyword arguments ``run_simulation`` passes to phyelds'
 ``aggregate_program_runner`` (each node's data subsets and the initial model) before calling
-it unchanged, and an event after every tick reads each node's outputs.
+it unchanged, an event after every tick reads each node's outputs, and after the run each
+node's area (``utils.distribute_nodes_spatially``, the call ``run_simulation`` makes) and
+its final model's accuracy on its test subset (``learning.model_evaluation``, batch 64, the
+call ``TestSetEvalMonitor`` makes before averaging) are read.
 """
 
 from __future__ import annotations
@@ -194,8 +199,16 @@ def job_run() -> dict:
     partitioner.download_dataset = shim_download_dataset
     ns = load_simulation()
     results = []
+    from learning import model_evaluation  # the reference's, unmodified
+
     for seed, areas, threshold in SPEC["runs"]:
+        tag = f"seed-{seed}_regions-{areas}_threshold-{float(threshold)}"
+        done = OUT / f"run-{tag}.json"
+        if done.is_file():  # finished by an earlier call: read, not run again
+            results.append(json.loads(done.read_text()))
+            continue
         captured: dict[int, dict] = {}
+        sims: list = []
         ticks: list[dict] = []
 
         def observe(simulator) -> None:  # noqa: ANN001
@@ -210,6 +223,7 @@ def job_run() -> dict:
         def runner(simulator, time_delta, node, program, **kwargs):  # noqa: ANN001, ANN202
             if not captured:  # noqa: B023 - one simulator per run
                 simulator.schedule_event(0.97, observe, simulator)
+                sims.append(simulator)  # noqa: B023
             train, val, test = kwargs["data"]
             captured[node.id] = {  # noqa: B023
                 "train": [int(i) for i in train.indices],
@@ -234,7 +248,6 @@ def job_run() -> dict:
             ns["run_simulation"](float(threshold), int(areas), int(seed))
         finally:
             os.chdir(here)
-        tag = f"seed-{seed}_regions-{areas}_threshold-{float(threshold)}"
         import pandas as pd
 
         fed = pd.read_csv(work / "data" / f"federations_{tag}.csv")["FederationsCount"]
@@ -242,6 +255,11 @@ def job_run() -> dict:
         test = pd.read_csv(work / "data" / f"test_{tag}.csv")["Accuracy"]
         init = captured.pop(-1)["init"]
         np.savez(work / "init.npz", **init)
+        area = {i: a for a, ids in ns["distribute_nodes_spatially"](len(captured), int(areas))
+                .items() for i in ids}
+        final = sorted(sims[0].environment.nodes.values(), key=lambda n: n.id)
+        test_acc = [float(model_evaluation(n.data["outputs"]["final_model"],
+                                           n.data["outputs"]["test_data"], 64)[0]) for n in final]
         results.append({
             "seed": seed, "areas": areas, "threshold": threshold,
             "nodes": {str(k): v for k, v in sorted(captured.items())},
@@ -249,8 +267,13 @@ def job_run() -> dict:
             "federations_csv": [float(v) for v in fed],
             "val_acc_mean_csv": [float(v) for v in exp.get("ValidationAccuracy_mean", [])],
             "test_acc_mean": float(test.iloc[0]),
+            "test_acc": test_acc,
+            "area": [int(area[i]) for i in range(len(final))],
             "ticks": ticks,
         })
+        part = done.with_suffix(".part")  # whole or absent: a killed run leaves no half file
+        part.write_text(json.dumps(results[-1]))
+        os.replace(part, done)
     return {"runs": results}
 
 

@@ -166,6 +166,10 @@ class PsflPolicy(ExchangePolicy):
     )
     loss_samples: ClassVar[int | None] = None
     """Local samples per loss term of eq. 3 (``None`` = all of D_i, as eq. 3 and the code)."""
+    priority: np.ndarray | None = None
+    """Per member, the priority of its uid in the election (:func:`election_round`): ``None``
+    = the lowest id wins (MobiDFL's reading, deterministic); ScaFi and phyelds draw one random
+    priority per node (set here to compare with them)."""
 
     def __init__(self, *, settings: Any) -> None:
         super().__init__(settings=settings)
@@ -292,7 +296,8 @@ class PsflPolicy(ExchangePolicy):
         ds = dissimilarity_edges(graph, loss_edges)
         self_loss = np.array([self._loss(engine, int(g), int(g)) for g in members])
         # The paper's code measures ds including the node itself (2 L_ii), see election_round.
-        self.state = election_round(graph, ds, self.sigma, self.state, self_ds=2 * self_loss)
+        self.state = election_round(graph, ds, self.sigma, self.state, priority=self.priority,
+                                    self_ds=2 * self_loss)
         field = gradient_field(graph, ds, self.state.is_leader, sigma=self.sigma)
         self.last_graph, self.last_ds, self.last_field = graph, ds, field
         leader_local = field.leader_of
