@@ -398,10 +398,7 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
     data, swept = load_results(folder)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    if data.empty:
-        figures = {}
-    else:
-        figures = {name: make(data, swept) for name, make in FIGURES.items()}
+    figures = {} if data.empty else {name: make(data, swept) for name, make in FIGURES.items()}
     for name, fig in figures.items():
         if fig is None:
             continue

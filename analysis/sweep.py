@@ -786,10 +786,8 @@ def _interrupt_workers(pool: ProcessPoolExecutor) -> None:
     The executor has no public API for its processes (``_processes``).
     """
     for process in list((getattr(pool, "_processes", None) or {}).values()):
-        try:
+        with contextlib.suppress(ProcessLookupError, TypeError):
             os.kill(process.pid, signal.SIGINT)
-        except (ProcessLookupError, TypeError):
-            pass
 
 
 def _run_ray(

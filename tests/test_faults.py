@@ -223,9 +223,8 @@ def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path, monk
             yield Half(fh)
 
     # Execute
-    with pytest.raises(OSError) as caught:
-        with failing(path) as fh:
-            fh.write(uuid.uuid4().bytes * 64)
+    with pytest.raises(OSError) as caught, failing(path) as fh:
+        fh.write(uuid.uuid4().bytes * 64)
     # Assert
     assert caught.value.errno == fault
     assert path.read_bytes() == b"old"

@@ -153,7 +153,7 @@ class DistributionAwareGrid(GridMobility):
         for i in range(self.count):
             cell = int(self.cell[i])
             previous = int(self.destination[i])
-            if previous == NO_DESTINATION or previous == cell:
+            if previous in (NO_DESTINATION, cell):
                 candidates, probs = self.destination_choices(ctx, i, dists[i], cell)
                 target = next_destination(
                     cell,

@@ -41,6 +41,7 @@ replays it exactly (same sub-times, same contacts).
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import weakref
 from dataclasses import dataclass
@@ -73,10 +74,8 @@ def _close_if_owner(token: object) -> None:
     if _OWNER["token"] is token:
         _OWNER["token"] = None
         libsumo = import_libsumo()
-        try:
+        with contextlib.suppress(Exception):  # already closed
             libsumo.close()
-        except Exception:  # already closed
-            pass
 
 
 def point_along(shape: np.ndarray, pos: float) -> np.ndarray:

@@ -40,9 +40,11 @@ def default_policies() -> list[str]:
 
 
 def _svg(figure: Any, dependencies: list[Any], css_class: str) -> None:
-    with solara.Div(classes=[css_class], style={"flex": "1 1 300px", "min-width": "280px"}):
-        with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text: a smaller SVG
-            solara.FigureMatplotlib(figure, dependencies=dependencies, format="svg")
+    with (
+        solara.Div(classes=[css_class], style={"flex": "1 1 300px", "min-width": "280px"}),
+        matplotlib.rc_context({"svg.fonttype": "none"}),  # text as text: a smaller SVG
+    ):
+        solara.FigureMatplotlib(figure, dependencies=dependencies, format="svg")
 
 
 @solara.component

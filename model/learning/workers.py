@@ -9,6 +9,7 @@ write them in place. :func:`auto_workers` decides how many workers ``workers = 0
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import multiprocessing.connection as mpc
@@ -352,10 +353,8 @@ class RayPool:
 
     def close(self) -> None:
         for actor in self.actors:
-            try:
+            with contextlib.suppress(Exception):  # Ray may already be down at interpreter exit
                 self.ray.kill(actor)
-            except Exception:  # noqa: BLE001 - Ray may already be down at interpreter exit
-                pass
         self.actors = []
         if self.started_here and self.ray.is_initialized():
             self.ray.shutdown()
