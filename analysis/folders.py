@@ -40,7 +40,7 @@ def check_output_folder(out: Path, *, need_bytes: int = 0, option: str = "--out"
     try:
         handle, name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}probe-", dir=probe)
         os.close(handle)
-        os.unlink(name)
+        Path(name).unlink()
     except OSError as exc:
         raise ConfigError(
             option, str(out), f"a writable folder ({probe}: {exc.strerror or exc})"

@@ -715,7 +715,7 @@ def sweep_lock(out: str | Path) -> Iterator[None]:
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / LOCK).touch()
-        handle = open(out / LOCK)  # noqa: SIM115 - held (read-only) for the whole sweep
+        handle = (out / LOCK).open()  # noqa: SIM115 - held (read-only) for the whole sweep
     except OSError as exc:
         raise SweepStopped(
             f"could not open {out / LOCK} ({_why(exc)}); nothing of this sweep started"

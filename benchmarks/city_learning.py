@@ -45,7 +45,7 @@ PHASES = ("move", "contacts", "train", "exchange", "evaluate", "other")
 
 
 def _rss_bytes() -> int:
-    with open("/proc/self/statm") as fh:
+    with Path("/proc/self/statm").open() as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 

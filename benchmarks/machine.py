@@ -102,7 +102,7 @@ def _cpuinfo() -> tuple[set[str], float]:
     flags: set[str] = set()
     mhz = float("nan")
     try:
-        text = open("/proc/cpuinfo", encoding="utf-8").read()  # noqa: SIM115 - read once
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
     except OSError:
         return flags, mhz
     for line in text.splitlines():

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import re
 from pathlib import Path
 
@@ -310,7 +309,7 @@ def check_readable(path: Path, setting: str = "map") -> None:
     if not path.is_file():
         raise ConfigError(setting, str(path), "an existing, readable map file")
     try:
-        with open(path, "rb") as fh:
+        with path.open("rb") as fh:
             fh.read(1)
     except OSError as exc:
         raise ConfigError(setting, str(path), f"a readable file (cannot read it: "
@@ -387,7 +386,7 @@ def _online(spec: str, cache_dir: Path) -> Path:
     cache_dir.mkdir(parents=True, exist_ok=True)
     partial = cached.with_suffix(".graphml.part")
     ox.save_graphml(graph, partial)
-    os.replace(partial, cached)
+    partial.replace(cached)
     return cached
 
 

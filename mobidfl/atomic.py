@@ -63,19 +63,20 @@ def open_atomic(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     path = Path(path)
     with _naming(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}-", dir=path.parent)
+        handle, name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}-", dir=path.parent)
+    tmp = Path(name)
     try:
-        with _naming(path, tmp):
+        with _naming(path, name):
             with os.fdopen(handle, mode) as fh:
                 yield fh
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(tmp, file_mode())
-            os.replace(tmp, path)
+            tmp.chmod(file_mode())
+            tmp.replace(path)
             fsync_dir(path.parent)
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            tmp.unlink()
 
 
 @contextlib.contextmanager
@@ -97,8 +98,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with _naming(path, str(tmp), str(folder)):
             yield tmp
             fsync_file(tmp)
-            os.chmod(tmp, file_mode())
-            os.replace(tmp, path)
+            tmp.chmod(file_mode())
+            tmp.replace(path)
             fsync_dir(path.parent)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -178,7 +179,7 @@ def staging_dir(out: str | Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}staging-", dir=out))
-    os.chmod(staging, dir_mode())
+    staging.chmod(dir_mode())
     return staging
 
 
@@ -196,7 +197,7 @@ def publish(staging: str | Path, out: str | Path) -> list[Path]:
         target = out / item.name
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
-        os.replace(item, target)
+        item.replace(target)
         moved.append(target)
     fsync_dir(out)
     shutil.rmtree(staging, ignore_errors=True)

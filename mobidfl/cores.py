@@ -85,7 +85,7 @@ def idle_cores(*, window_s: float = 0.1) -> float:
     cores = usable_cores()
 
     def sample() -> tuple[int, int]:
-        with open("/proc/stat") as f:
+        with Path("/proc/stat").open() as f:
             fields = [int(v) for v in f.readline().split()[1:]]
         return fields[3] + fields[4], sum(fields)  # idle + iowait, total
 

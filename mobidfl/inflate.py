@@ -196,7 +196,7 @@ def read_inflated(path: str | Path, *, cap: int = MAX_INFLATED_BYTES,
     """The bytes of ``path``, inflated once (capped) when its suffix (or ``codec``) names a
     compression; a plain file is read as it is."""
     codec = codec or codec_of(path)
-    with open(path, "rb") as fh:
+    with Path(path).open("rb") as fh:
         if codec is None:
             return fh.read()
         return b"".join(_inflated(fh.read, codec, cap))

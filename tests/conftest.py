@@ -182,7 +182,7 @@ def fill_disk() -> Callable[..., None]:
         finally:
             os.close(fd)
         if leave_free:
-            os.truncate(mount / "filler", max(0, os.path.getsize(mount / "filler") - leave_free))
+            os.truncate(mount / "filler", max(0, (mount / "filler").stat().st_size - leave_free))
 
     return fill
 

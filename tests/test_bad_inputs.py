@@ -715,22 +715,18 @@ def test_a_local_ray_start_opens_no_socket_outside_loopback():
 
 
 def test_a_map_that_cannot_be_read_says_read_not_write(tmp_path, monkeypatch, capsys):
-    import builtins
-
-    import mobidfl.maps.sources as sources
-
     # Prepare: a map file whose read fails as without read permission (root reads anyway,
     # so the failure is made by the open the reader calls)
     path = tmp_path / "locked.graphml"
     path.write_text("<graphml/>")
-    real_open = builtins.open
+    real_open = Path.open
 
-    def locked(file, *args, **kwargs):
-        if Path(str(file)) == path:
+    def locked(self, *args, **kwargs):
+        if self == path:
             raise PermissionError(13, "Permission denied", str(path))
-        return real_open(file, *args, **kwargs)
+        return real_open(self, *args, **kwargs)
 
-    monkeypatch.setattr(sources, "open", locked, raising=False)
+    monkeypatch.setattr(Path, "open", locked)
     # Execute
     code = main(["run", "--out", str(tmp_path / "out"), *TINY, "--set", f"map={path}"])
     # Assert

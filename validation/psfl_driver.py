@@ -226,7 +226,7 @@ def job_run() -> dict:
 
         ns["aggregate_program_runner"] = runner
         work = Path(tempfile.mkdtemp(prefix="psfl-run-", dir=OUT))
-        here = os.getcwd()
+        here = Path.cwd()
         os.chdir(work)
         try:
             random.seed(seed)

@@ -143,7 +143,7 @@ def file_digest(path: Path, *, prefix: bytes) -> str:
     """SHA-256 of ``prefix`` then the file's bytes, read in 1 MiB chunks."""
     digest = hashlib.sha256(prefix)
     try:
-        with open(path, "rb") as fh:
+        with Path(path).open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError as exc:  # a map that cannot be *read*: never "could not write"

@@ -74,7 +74,7 @@ def read_sumo_net(path: Path, *, max_inflated: int | None = None) -> EdgeTable:
     crs = LOCAL_PLANE_CRS
     drivable, lane_shape = False, ""
     try:
-        with open(path, "rb") as raw:
+        with Path(path).open("rb") as raw:
             fh = raw if codec is None else inflated_reader(raw, codec=codec, cap=cap)
             for _, elem in ET.iterparse(fh):  # "end" events: an edge's lanes come first
                 tag = elem.tag
