@@ -491,7 +491,7 @@ _IN_RUN = False
 
 def _pool_run(spec: RunSpec) -> RunResult:
     """:func:`execute_run` in a pool worker, interruptible by SIGINT."""
-    global _IN_RUN
+    global _IN_RUN  # noqa: PLW0603 - this process's flag, read by its SIGINT handler
     _IN_RUN = True
     try:
         return execute_run(spec)

@@ -557,7 +557,7 @@ def run_tuning(*, study: str, kind: str, out: str | Path, scale: str,
     if kind not in KINDS:
         raise ConfigError("--tune", kind, "one of " + ", ".join(KINDS))
     tuning = load_tuning(study)
-    if scale != tuning.scale and scale != "ci":
+    if scale not in (tuning.scale, "ci"):
         raise ConfigError("--scale", scale, f"{tuning.scale} (the declared tuning scale) or ci "
                           "(a test of the command)")
     overlap = sorted(set(results_seeds) & set(tuning.seeds))

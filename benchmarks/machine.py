@@ -18,6 +18,7 @@ yardsticks its ratios are taken against, in the same run:
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import sys
@@ -110,7 +111,7 @@ def _cpuinfo() -> tuple[set[str], float]:
         key = key.strip()
         if key == "flags" and not flags:
             flags = set(value.split())
-        elif key == "cpu MHz" and mhz != mhz:
+        elif key == "cpu MHz" and math.isnan(mhz):
             mhz = float(value)
     return flags, mhz / 1000
 

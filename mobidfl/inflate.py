@@ -94,8 +94,8 @@ class _GzipEngine:
 
 CODECS: dict[str, Callable[[], _Engine]] = {
     "gzip": _GzipEngine,
-    "bz2": lambda: bz2.BZ2Decompressor(),
-    "xz": lambda: lzma.LZMADecompressor(),
+    "bz2": lambda: bz2.BZ2Decompressor(),  # noqa: PLW0108 - the class is looked up per call
+    "xz": lambda: lzma.LZMADecompressor(),  # noqa: PLW0108 - the class is looked up per call
 }
 """Codec name -> a fresh decompressor of one member/stream."""
 

@@ -343,7 +343,7 @@ def plugin_namespaces() -> dict[str, type[PluginSettings]]:
     a plug-in was registered or removed since the last call (every setting name is resolved
     through this table).
     """
-    global _NAMESPACES
+    global _NAMESPACES  # noqa: PLW0603 - the module's cache, keyed by registry versions
     versions = tuple(registry.version for registry in (POLICIES, MOBILITY_MODELS, LINKS))
     if _NAMESPACES is not None and _NAMESPACES[0] == versions:
         return dict(_NAMESPACES[1])

@@ -198,7 +198,7 @@ def one_report() -> Iterator[None]:
 
     WHY: a run printed the same line twice, a reproduction 41 times.
     """
-    global _SHOWN
+    global _SHOWN  # noqa: PLW0603 - one command's warned set, put back when it ends
     before, env_before = _SHOWN, os.environ.get(COMMAND_ENV)
     _SHOWN = set()
     os.environ[COMMAND_ENV] = str(os.getpid())

@@ -48,7 +48,6 @@ DONE: list[dict] = []
 ORDER: list[int] = []  # node ids in the order the simulator ran the election probe
 sys.path.insert(0, str(SRC))
 
-import ProFed.partitioner as partitioner  # noqa: E402
 from phyelds.calculus import aggregate  # noqa: E402
 from phyelds.data import Field  # noqa: E402
 from phyelds.libraries.device import local_id  # noqa: E402
@@ -58,6 +57,7 @@ from phyelds.simulator import Simulator  # noqa: E402
 from phyelds.simulator.deployments import deformed_lattice  # noqa: E402
 from phyelds.simulator.neighborhood import radius_neighborhood  # noqa: E402
 from phyelds.simulator.runner import aggregate_program_runner  # noqa: E402
+from ProFed import partitioner  # noqa: E402
 
 LATTICE = (7, 7, 1, 0.01)  # simulation.py: deformed_lattice(simulator, 7, 7, 1, 0.01)
 RADIUS = 1.15  # simulation.py: radius_neighborhood(1.15)

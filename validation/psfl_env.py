@@ -33,7 +33,7 @@ def find_python313() -> str | None:
             try:
                 out = subprocess.run(
                     [c, "-c", "import sys, venv; print(sys.version_info[:2])"],
-                    capture_output=True, text=True, timeout=60,
+                    check=False, capture_output=True, text=True, timeout=60,
                 ).stdout.strip()
             except (OSError, subprocess.SubprocessError):
                 continue
@@ -89,7 +89,8 @@ def ensure_venv(ref_folder: Path, *, python: str | None = None) -> Path:
              "--only-binary", ":all:", *reqs],
         ]
         for cmd in steps:
-            done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=3600)
+            done = subprocess.run(cmd, check=False, stdout=out, stderr=subprocess.STDOUT,
+                                  timeout=3600)
             if done.returncode != 0:
                 raise ConfigError(
                     "psfl reference environment", f"{cmd[2]} failed", f"a clean install (see {log})"

@@ -141,7 +141,7 @@ def table_text(runs: pd.DataFrame) -> str:
     keys = [c for c in runs.columns if c not in ("policy", "link", "seed", "epochs", "wall_s")]
     lines = ["| policy | link | seeds | " + " | ".join(keys) + " |",
              "|---|---|---|" + "---|" * len(keys)]
-    for policy in POLICIES:
+    for policy, label in POLICIES.items():
         for link in LINKS:
             g = runs[(runs["policy"] == policy) & (runs["link"] == link)]
             if g.empty:
@@ -151,7 +151,7 @@ def table_text(runs: pd.DataFrame) -> str:
                 lo, mean, hi = g[key].min(), g[key].mean(), g[key].max()
                 cells.append(f"{mean:.3g}" if np.isclose(lo, hi, rtol=5e-3, atol=1e-12)
                              else f"{mean:.3g} [{lo:.3g}-{hi:.3g}]")
-            lines.append(f"| {POLICIES[policy]} | {link} | {len(g)} | " + " | ".join(cells) + " |")
+            lines.append(f"| {label} | {link} | {len(g)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

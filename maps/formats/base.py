@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-import mobidfl.inflate as inflate
+from mobidfl import inflate
 from mobidfl.errors import ConfigError
 from mobidfl.maps.edges import EdgeTable, MapDataError
 from mobidfl.registry import Registry

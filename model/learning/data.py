@@ -241,7 +241,7 @@ def _make(
 def _packaged_file(dataset: str, package: str, relative: str, *, pip: str) -> Path:
     """A data file shipped inside ``package``, found without importing the package."""
     spec = importlib.util.find_spec(package)
-    name = pip.split()[-1]
+    name = pip.rsplit(maxsplit=1)[-1]
     if spec is None or not spec.submodule_search_locations:
         raise DatasetUnavailable(
             f"dataset '{dataset}' needs the PyPI package {name} (it ships "

@@ -62,7 +62,7 @@ def parse_rate_table(text: str) -> tuple[np.ndarray, np.ndarray]:
         rates = np.array([float(r) for _, r in items])
     except ValueError:
         raise ValueError("DISTANCE:RATE pairs separated by commas, e.g. 0:27e6,100:6e6") from None
-    if not len(items):
+    if not items:
         raise ValueError("at least one DISTANCE:RATE pair, e.g. 0:6e6")
     if not (np.isfinite(distances).all() and np.isfinite(rates).all()):
         raise ValueError("finite distances and rates")
