@@ -81,8 +81,9 @@ def open_atomic(path: str | Path, mode: str = "wb") -> Iterator[IO]:
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary name for ``path``; what is written there replaces ``path`` only if
-    the block completes.
+    """Yield a temporary name for ``path``.
+
+    What is written there replaces ``path`` only if the block completes.
 
     For writers that want a file name rather than a handle (GDAL's GeoPackage, an external
     converter). The name is ``path``'s own name inside a hidden folder beside it, so a
@@ -127,8 +128,7 @@ def write_csv(frame: Any, path: str | Path, **options: Any) -> Path:
 
 
 def write_parquet(frame: Any, path: str | Path, **options: Any) -> Path:
-    """Write a pandas ``frame`` as Parquet to ``path`` atomically (``options``: ``to_parquet``'s).
-    """
+    """Write a pandas ``frame`` as Parquet to ``path`` atomically (``to_parquet``'s ``options``)."""
     with open_atomic(path, "wb") as fh:
         frame.to_parquet(fh, **options)
     return Path(path)
@@ -187,7 +187,8 @@ def publish(staging: str | Path, out: str | Path) -> list[Path]:
     """Rename every entry of ``staging`` into ``out`` (replacing), then remove ``staging``.
 
     Each file is fsync'ed first (whoever wrote it), so a renamed name never points at data
-    still in the page cache."""
+    still in the page cache.
+    """
     staging, out = Path(staging), Path(out)
     moved = []
     for item in sorted(staging.iterdir()):

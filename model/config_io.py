@@ -36,8 +36,10 @@ def read_toml(path: str | Path, *, source: str) -> dict[str, Any]:
 
 
 def to_dict(config: ConfigFields) -> dict[str, Any]:
-    """Nested dict of every setting (kinds and plug-in namespaces as tables), ``None``
-    values left out."""
+    """Nested dict of every setting (kinds and plug-in namespaces as tables).
+
+    ``None`` values are left out.
+    """
     out: dict[str, Any] = {}
     for f in setting_fields():
         value = getattr(config, f.name)

@@ -46,7 +46,7 @@ import tempfile
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 
@@ -241,6 +241,7 @@ class Sumo(MobilityModel):
 
     @property
     def sumo_time(self) -> float:
+        """Simulated SUMO time in seconds (steps taken times the step length)."""
         return self.step_index * self.step_length
 
     def _sumo_step(self) -> None:
@@ -289,9 +290,11 @@ class Sumo(MobilityModel):
             return np.zeros(self.count)
         return np.hypot(*(self.cur_xy - self.prev_xy).T) / dt
 
+    @override
     def max_step_distance(self, step_s: float) -> float:
         return SPEED_FACTOR_MAX * self.speed_limit * step_s
 
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         self._check_owner()
         start = self.warmup_steps * self.step_length + self.time
@@ -334,6 +337,7 @@ class Sumo(MobilityModel):
             }
         )
 
+    @override
     def write_outputs(self, folder: Path) -> list[Path]:
         if not self.record_trace:
             return []
@@ -342,6 +346,7 @@ class Sumo(MobilityModel):
         return [path]
 
     # --- checkpoints ----------------------------------------------------------------------
+    @override
     def state_dict(self) -> dict[str, Any]:
         state = {
             **super().state_dict(),

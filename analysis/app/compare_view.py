@@ -1,5 +1,7 @@
-"""The Compare view (a tab of the page): the City tab's world under two or more policies,
-stepped side by side, with their accuracy and bytes, and the world on the regime map.
+"""The Compare view (a tab of the page).
+
+The City tab's world under two or more policies, stepped side by side, with their accuracy and
+bytes, and the world on the regime map.
 
 Only arranges what :mod:`mobidfl.analysis.app.compare` computes; the Step / Play / Rebuild buttons
 are the page's own queued controller (:func:`mobidfl.analysis.app.controller.QueuedController`), so

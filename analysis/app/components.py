@@ -183,8 +183,11 @@ def AgentInfo(model: MobiDFLModel) -> None:
 
 
 def _plot(make, css_class: str, *, shown=None):
-    """A Solara component drawing ``make(model)``; ``shown(model)`` (if given) tells the
-    page whether to place it at all (:func:`mobidfl.analysis.app.controller.AppPage`)."""
+    """A Solara component drawing ``make(model)``.
+
+    ``shown(model)`` (if given) tells the page whether to place it at all
+    (:func:`mobidfl.analysis.app.controller.AppPage`).
+    """
 
     @solara.component
     def Plot(model: MobiDFLModel) -> None:

@@ -123,8 +123,10 @@ def register_map_format[F: type[MapFormat]](cls: F) -> F:
 
 
 def format_for(path: str | Path) -> MapFormat | None:
-    """The format reading ``path``: the registered one with the longest suffix ending its
-    name (case-insensitive), or None."""
+    """The format reading ``path``.
+
+    The registered one with the longest suffix ending its name (case-insensitive), or None.
+    """
     name = Path(path).name.lower()
     best: tuple[int, type[MapFormat]] | None = None
     for cls in MAP_FORMATS.values():
@@ -160,10 +162,13 @@ def max_inflated_bytes(max_inflated: int | None) -> int:
 def inflated_bytes(path: Path, *, max_inflated: int | None = None) -> bytes:
     """The file's bytes, inflated once (capped) when its suffix names a compression.
 
-    Raises:
-        MapDataError: a compressed stream cut short, not that codec, or inflating past the
-            cap (refused as soon as it passes it).
-        OSError: the file cannot be read.
+    Raises
+    ------
+    MapDataError
+        a compressed stream cut short, not that codec, or inflating past the
+        cap (refused as soon as it passes it).
+    OSError
+        the file cannot be read.
     """
     codec = inflate.codec_of(path)
     if codec is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 import zlib
 from pathlib import Path
+from typing import override
 
 import numpy as np
 
@@ -47,6 +48,7 @@ class SumoNetFormat(MapFormat):
     name = "sumo_net"
     suffixes = SUMO_SUFFIXES
 
+    @override
     def read(self, path: Path, *, max_inflated: int | None = None) -> EdgeTable:
         return read_sumo_net(path, max_inflated=max_inflated)
 
