@@ -43,7 +43,7 @@ def stage() -> Path:
     if not (STAGE / "__init__.py").is_file() or (STAGE / "__init__.py").read_bytes() != init:
         part = STAGE / f".__init__.{os.getpid()}"
         part.write_bytes(init)
-        os.replace(part, STAGE / "__init__.py")
+        part.replace(STAGE / "__init__.py")
     return STAGE
 
 

@@ -50,38 +50,47 @@ class DeviceAgent(GeoAgent):
 
     @property
     def position_m(self) -> np.ndarray:
+        """Position in map metres (the model's array row; a view, not a copy)."""
         return self.model.position[self.index]
 
     @property
     def speed(self) -> float:
+        """Current speed in m/s."""
         return float(self.model.speed[self.index])
 
     @property
     def neighbours(self) -> int:
+        """Number of neighbours in range this step."""
         return int(self.model.neighbours_now[self.index])
 
     @property
     def distinct_neighbours(self) -> int:
+        """Number of distinct agents met so far."""
         return int(self.model.distinct_neighbours[self.index])
 
     @property
     def accuracy(self) -> float:
+        """Test accuracy at the latest evaluation (NaN before the first)."""
         return float(self.model.accuracy[self.index])
 
     @property
     def loss(self) -> float:
+        """Test loss at the latest evaluation."""
         return float(self.model.loss[self.index])
 
     @property
     def high_mobility(self) -> bool:
+        """Whether the agent is in the high-mobility class."""
         return bool(self.model.hm[self.index])
 
     @property
     def policy(self) -> str:
+        """Name of the policy this agent's kind runs."""
         return self.model.config.policy_of(self.kind)
 
     @property
     def label_histogram(self) -> list[int]:
+        """Training samples per label (empty when the run does not learn)."""
         hist = self.model.label_hist
         return [] if hist is None else [int(v) for v in hist[self.index]]
 
@@ -124,8 +133,10 @@ class UAV(DeviceAgent):
 
 
 def _agent_class(row: AgentKind) -> type[DeviceAgent]:
-    """The agent class of a kind without one written here (a plug-in kind): a
-    :class:`DeviceAgent` named after it, its row's ``doc`` as the docstring."""
+    """The agent class of a kind without one written here (a plug-in kind).
+
+    A :class:`DeviceAgent` named after it, its row's ``doc`` as the docstring.
+    """
     name = "".join(part.title() for part in row.name.split("_"))
     return type(name, (DeviceAgent,), {"kind": row.name, "__doc__": row.doc or None,
                                        "__module__": __name__})  # fmt: skip

@@ -113,11 +113,12 @@ def _safe(text: str) -> str:
 
 def plan_runs(cells: Sequence[Cell], seeds: Sequence[int] | Mapping[str, Sequence[int]], *,
               extra: dict[str, Any]) -> dict[str, list[Any]]:
-    """``cell key -> [RunSpec per seed]`` of every runnable cell (seed-major order is the
-    caller's). ``seeds``: one list for every cell, or a list per column key (seeds added
-    column by column, ``--until-half-width``: the cells of a column keep the same seeds, so
-    its policies stay paired). ``extra``: run settings (device, workers), the same for
-    every cell."""
+    """``cell key -> [RunSpec per seed]`` of every runnable cell (seed-major order is the caller's).
+
+    ``seeds``: one list for every cell, or a list per column key (seeds added column by column,
+    ``--until-half-width``: the cells of a column keep the same seeds, so its policies stay paired).
+    ``extra``: run settings (device, workers), the same for every cell.
+    """
     from mobidfl.analysis.sweep import RunSpec
 
     plan: dict[str, list[Any]] = {}
@@ -184,8 +185,10 @@ def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
 
 
 def _cell_manifest() -> type:
-    """The sweep's :class:`~mobidfl.analysis.sweep.Manifest`, whose failed write says only why: the
-    bench adds what is saved and the bench command that resumes (not a cell's sweep)."""
+    """The sweep's :class:`~mobidfl.analysis.sweep.Manifest`, whose failed write says only why.
+
+    The bench adds what is saved and the bench command that resumes (not a cell's sweep).
+    """
     from mobidfl.analysis.sweep import Manifest
 
     class CellManifest(Manifest):
@@ -212,8 +215,10 @@ def _keys(data: Any, where: str, needed: dict[str, type | tuple[type, ...]]) -> 
 
 
 def read_plan(out: Path) -> dict[str, Any]:
-    """``out/manifest.json`` read whole and checked (what the report reads of it); a cut or
-    foreign file raises :class:`BenchDamaged` naming it."""
+    """``out/manifest.json`` read whole and checked (what the report reads of it).
+
+    A cut or foreign file raises :class:`BenchDamaged` naming it.
+    """
     path = out / PLAN
     try:
         plan = json.loads(path.read_text())
@@ -267,8 +272,10 @@ def _short(text: str, path: Path) -> str:
 
 
 def _cell_rows(folder: Path, runs: Sequence[str]) -> Any:
-    """A cell's ``manifest.csv`` read whole (a row for each of ``runs``, no other), or
-    :class:`BenchDamaged` naming it."""
+    """A cell's ``manifest.csv`` read whole, or :class:`BenchDamaged` naming it.
+
+    A row for each of ``runs``, no other.
+    """
     from mobidfl.analysis.sweep import MANIFEST, read_manifest
 
     path = folder / MANIFEST
@@ -300,9 +307,11 @@ def _cell_rows(folder: Path, runs: Sequence[str]) -> Any:
 
 
 def check_bench_folder(out: Path) -> dict[str, Any]:
-    """Check a bench folder whole before its report: ``manifest.json``, each cell's
-    ``manifest.csv`` and the file of every run listed ok. Raises :class:`BenchDamaged`
-    naming the first file that is cut, damaged or missing; returns the plan."""
+    """Check a bench folder whole before its report.
+
+    ``manifest.json``, each cell's ``manifest.csv`` and the file of every run listed ok. Raises
+    :class:`BenchDamaged` naming the first file that is cut, damaged or missing; returns the plan.
+    """
     from mobidfl.analysis.sweep import run_path
 
     plan = read_plan(out)
@@ -339,7 +348,8 @@ def _check_same_bench(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any
     WHY: another bench's folder would have its table replaced and its runs left as orphans
     (never reported, never removed); a ``mobidfl run`` or sweep folder would be mixed with
     a bench. The same bench is the same cells with the same run ids (worlds, policies,
-    seeds, scale and device: :func:`plan_runs`)."""
+    seeds, scale and device: :func:`plan_runs`).
+    """
     entries = _bench_entries(out)
     if not entries:
         return
@@ -382,8 +392,11 @@ def _check_cell_folders(out: Path, wanted: dict[str, list[str]], *,
 
 def _repair_runs(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any]], *,
                  say: Callable[[str], None] | None) -> None:
-    """Resume: a damaged ``manifest.json`` or cell ``manifest.csv`` is written again, a
-    damaged run file removed so that its run runs again; one line (``say``) each."""
+    """Resume: write damaged manifests again and remove damaged run files, one line each.
+
+    A damaged ``manifest.json`` or cell ``manifest.csv`` is written again, a damaged run file
+    removed so that its run runs again; one line (``say``) each.
+    """
     from mobidfl.analysis.sweep import MANIFEST, run_path
 
     tell = say or (lambda _: None)
@@ -522,8 +535,10 @@ def _run_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
               batch_runs: bool, retry_errors: bool, progress: bool,
               column_seeds: Mapping[str, Sequence[int]], adaptive: dict[str, Any] | None,
               ) -> None:
-    """Run every run of ``plan`` not finished yet (the plan is written first: a folder
-    holding cells/ always says which bench they belong to)."""
+    """Run every run of ``plan`` not finished yet.
+
+    The plan is written first: a folder holding cells/ always says which bench they belong to.
+    """
     _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
                 command=command, started=started, wall_s=None, plan=plan,
                 column_seeds=column_seeds, adaptive=adaptive)
@@ -549,9 +564,11 @@ def _run_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
 
 
 def _grown_before(out: Path, column_seeds: dict[str, list[int]]) -> dict[str, list[int]]:
-    """On resume of an adaptive bench: each column's seeds as its last session left them,
-    where they extend this command's first seeds (anything else is checked as a new bench
-    by :func:`_check_same_bench`)."""
+    """On resuming an adaptive bench, each column's seeds as its last session left them.
+
+    Where they extend this command's first seeds (anything else is checked as a new bench by
+    :func:`_check_same_bench`).
+    """
     if not (out / PLAN).is_file():
         return column_seeds
     try:
@@ -568,8 +585,11 @@ def _grown_before(out: Path, column_seeds: dict[str, list[int]]) -> dict[str, li
 
 def _grow_seeds(out: Path, column_seeds: Mapping[str, Sequence[int]], *, half_width: float,
                 cap: int) -> dict[str, list[int]]:
-    """Each column's seeds after this round: :func:`seeds_for_column` over the spread of
-    its finished cells (the next seeds follow its last one)."""
+    """Each column's seeds after this round.
+
+    :func:`seeds_for_column` over the spread of its finished cells (the next seeds follow its last
+    one).
+    """
     _, runs, _ = load_results(out)
     grown: dict[str, list[int]] = {}
     for key, seeds in column_seeds.items():
@@ -738,8 +758,10 @@ def _world_source(name: str) -> Any:
 
 
 def _commit() -> str:
-    """The MobiDFL commit this session ran (``git rev-parse HEAD`` of its source tree; empty
-    for an installed copy without git)."""
+    """The MobiDFL commit this session ran (``git rev-parse HEAD`` of its source tree).
+
+    Empty for an installed copy without git.
+    """
     import subprocess
 
     try:
@@ -759,8 +781,10 @@ def _world_without_link(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_descriptors(out: Path, cols: Sequence[Column], *, seed: int) -> Path:
-    """Measure each column's regime descriptors (once per world: the links share one) at
-    ``seed`` and write them to ``out/descriptors.csv``; columns already there are kept."""
+    """Measure each column's regime descriptors at ``seed`` into ``out/descriptors.csv``.
+
+    Once per world (the links share one); columns already there are kept.
+    """
     from mobidfl.analysis.describe import describe_world
 
     path = out / DESCRIPTORS
@@ -796,8 +820,11 @@ def _is_scenario_file(path: str) -> bool:
 
 
 def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None) -> str:
-    """``mobidfl bench --describe WORLD``: the descriptors of a scenario's, a study's or a
-    settings file's worlds, as a Markdown table (no training; seconds per world)."""
+    """``mobidfl bench --describe WORLD``.
+
+    The descriptors of a scenario's, a study's or a settings file's worlds, as a Markdown table (no
+    training; seconds per world).
+    """
     from mobidfl.analysis.describe import describe_world
 
     if world in scenario_names() or (world.endswith(".toml") and _is_scenario_file(world)):
@@ -837,9 +864,10 @@ def _agents(settings: dict[str, Any]) -> int:
 # --- the report -----------------------------------------------------------------------------
 def planned_records(out: Path, plan: dict[str, Any]) -> Iterator[tuple[
         dict[str, Any], dict[str, Any], Path | None]]:
-    """``(cell, manifest record, run file or None)`` of every planned run of a bench-shaped
-    folder (a bench's or a study tuning's): the run file only where the run is ok and its
-    file exists."""
+    """``(cell, manifest record, run file or None)`` of every planned run of a bench-shaped folder.
+
+    A bench's or a study tuning's folder; the run file only where the run is ok and its file exists.
+    """
     from mobidfl.analysis.sweep import read_manifest, run_path
 
     for cell in plan["cells"]:
@@ -855,8 +883,10 @@ def planned_records(out: Path, plan: dict[str, Any]) -> Iterator[tuple[
 
 
 def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """``(plan, per-run numbers, curves)`` of a bench folder (finished runs only); the curves
-    hold :data:`mobidfl.analysis.comm.CURVE` per evaluation."""
+    """``(plan, per-run numbers, curves)`` of a bench folder (finished runs only).
+
+    The curves hold :data:`mobidfl.analysis.comm.CURVE` per evaluation.
+    """
     plan = read_plan(out)
     rows, curves = [], []
     for cell, record, path in planned_records(out, plan):
@@ -886,8 +916,10 @@ def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]
 
 
 def _twin(column: dict[str, Any], plan: dict[str, Any]) -> str:
-    """The column's ideal-link twin (same scenario and axis value), for the references
-    (central FedAvg ignores the link, so it runs only at the ideal link)."""
+    """The column's ideal-link twin (same scenario and axis value), for the references.
+
+    Central FedAvg ignores the link, so it runs only at the ideal link.
+    """
     for other in plan["columns"]:
         if (other["scenario"], other["variant"], other["link"]) == (
                 column["scenario"], column["variant"], "ideal"):
@@ -904,11 +936,14 @@ def _by_seed(runs: pd.DataFrame, column: str, policy: str, metric: str) -> pd.Se
 
 
 def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell: status or reason, and every metric's mean and CI half-width; the
-    comparison with the column's best (:func:`mobidfl.analysis.bench_stats.compare_column`: all
-    pairs, Holm-adjusted p, TOST, verdict), the column's detectable difference, the seeds
-    the cell needs, the score where its scale is clear (else ``score_reason``) and the time
-    to target over every seed (median, never = inf; ``target_reached``)."""
+    """One row per cell.
+
+    Status or reason, and every metric's mean and CI half-width; the comparison with the column's
+    best (:func:`mobidfl.analysis.bench_stats.compare_column`: all pairs, Holm-adjusted p, TOST,
+    verdict), the column's detectable difference, the seeds the cell needs, the score where its
+    scale is clear (else ``score_reason``) and the time to target over every seed (median, never =
+    inf; ``target_reached``).
+    """
     rows = []
     for column in plan["columns"]:
         key = column["key"]
@@ -993,9 +1028,11 @@ def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _mark_front(rows: list[dict[str, Any]]) -> None:
-    """``pareto``: each finished cell of one column on the front of mean bytes per agent
-    (low) and mean final accuracy (high) (:func:`mobidfl.analysis.comm.pareto_front`); NaN where
-    no cell of the column has both."""
+    """``pareto``: each finished cell of one column on the front of bytes and accuracy.
+
+    The front of mean bytes per agent (low) and mean final accuracy (high)
+    (:func:`mobidfl.analysis.comm.pareto_front`); NaN where no cell of the column has both.
+    """
     done = [r for r in rows if r.get("status") in ("ok", "partial")]
     cost = np.array([r.get("bytes_per_agent", math.nan) for r in done], float)
     value = np.array([r.get("final_acc", math.nan) for r in done], float)
@@ -1023,8 +1060,11 @@ def _mark(row: pd.Series) -> str:
 
 
 def _column_notes(rows: pd.DataFrame) -> list[str]:
-    """What a world's comparisons rest on: how the best was chosen, the Holm family, the
-    smallest difference the seeds detect, and why the score is missing where it is."""
+    """What a world's comparisons rest on.
+
+    How the best was chosen, the Holm family, the smallest difference the seeds detect, and why the
+    score is missing where it is.
+    """
     done = rows[rows["status"].isin(["ok", "partial"])] if "status" in rows else rows
     if done.empty or "tests_in_family" not in done:
         return []
@@ -1047,8 +1087,11 @@ def _column_notes(rows: pd.DataFrame) -> list[str]:
 
 
 def _adaptive_lines(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
-    """With ``--until-half-width``: the target, and per column its seeds and whether every
-    cell reached the target or the cap stopped it (the power each column has)."""
+    """The report's lines on the ``--until-half-width`` stopping rule.
+
+    The target, and per column its seeds and whether every cell reached the target or the cap
+    stopped it (the power each column has).
+    """
     rule = plan.get("until_half_width")
     if not rule:
         return []
@@ -1070,8 +1113,11 @@ def _adaptive_lines(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
 
 def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatmap.png",
              plots: Sequence[str] = (), comm: Sequence[str] = ()) -> str:
-    """The leaderboard page: summary tables (score, final accuracy), refusals, one detail
-    table per column, scenarios, links, policies' settings and the metrics' definitions."""
+    """The leaderboard page.
+
+    Summary tables (score, final accuracy), refusals, one detail table per column, scenarios, links,
+    policies' settings and the metrics' definitions.
+    """
     machine, versions = plan["machine"], plan["versions"]
     wall = sum(plan.get("wall_s_sessions", []))
     lines = [
@@ -1275,8 +1321,10 @@ def heatmap(plan: dict[str, Any], board: pd.DataFrame, path: Path) -> Path:
 
 
 def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> list[Path]:
-    """One figure per world (scenario and axis value): mean accuracy over simulated hours,
-    one line per policy, one panel per link."""
+    """One figure per world (scenario and axis value).
+
+    Mean accuracy over simulated hours, one line per policy, one panel per link.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1315,10 +1363,12 @@ def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> lis
 
 def comm_plots(plan: dict[str, Any], board: pd.DataFrame, curves: pd.DataFrame,
                out: Path) -> list[Path]:
-    """One figure per world whose runs counted bytes: per column (link), mean accuracy over
-    the MB per agent sent so far (top), and each policy's mean final accuracy against its
-    mean MB per agent with the Pareto front (:func:`mobidfl.analysis.comm.pareto_front`) joined and
-    ringed (bottom)."""
+    """One figure per world whose runs counted bytes.
+
+    Per column (link), mean accuracy over the MB per agent sent so far (top), and each policy's mean
+    final accuracy against its mean MB per agent with the Pareto front
+    (:func:`mobidfl.analysis.comm.pareto_front`) joined and ringed (bottom).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1372,8 +1422,10 @@ def comm_plots(plan: dict[str, Any], board: pd.DataFrame, curves: pd.DataFrame,
 
 
 def _one_legend(fig: Any, axes: Sequence[Any], *, right: float) -> None:
-    """One legend at the figure's right for all ``axes`` (each label once, first seen
-    first), the plots laid out left of ``right``."""
+    """One legend at the figure's right for all ``axes``, the plots laid out left of ``right``.
+
+    Each label once, first seen first.
+    """
     handles: list[Any] = []
     labels: list[str] = []
     for ax in axes:
@@ -1387,8 +1439,7 @@ def _one_legend(fig: Any, axes: Sequence[Any], *, right: float) -> None:
 
 
 def write_report(out: str | Path) -> list[Path]:
-    """Leaderboard (.md, .csv), heat-map, accuracy and communication plots of a bench
-    folder."""
+    """Leaderboard (.md, .csv), heat-map, accuracy and communication plots of a bench folder."""
     out = Path(out)
     plan, runs, curves = load_results(out)
     board = leaderboard(plan, runs)
@@ -1502,6 +1553,7 @@ def _saved(out: Path) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """``mobidfl bench``: run a benchmark, or describe, tune or report one; the exit code."""
     from mobidfl.analysis.folders import OutputFailed, check_output_folder
     from mobidfl.analysis.sweep import SweepStopped
 

@@ -71,7 +71,8 @@ RUN_SETTINGS = frozenset({
 def policy_setting_owners() -> frozenset[str]:
     """Namespaces owned by a registered policy (``cached``, ``psfl``, ...): not the world's.
 
-    A namespace shared with a mobility model (PSFL's walker) counts as the policy's."""
+    A namespace shared with a mobility model (PSFL's walker) counts as the policy's.
+    """
     owners = {getattr(cls, "settings_class", None) for _, cls in POLICIES.items()}
     return frozenset(own.namespace for own in owners if own is not None)
 
@@ -87,8 +88,10 @@ def is_world_setting(name: str, *, owners: frozenset[str]) -> bool:
 
 
 def world_values(config: Config) -> dict[str, Any]:
-    """Every world setting of a resolved config, by public name (the identity checked across
-    the policies of a column)."""
+    """Every world setting of a resolved config, by public name.
+
+    The identity checked across the policies of a column.
+    """
     owners = policy_setting_owners()
     return {
         name: value
@@ -170,8 +173,10 @@ def _scenario_text(name: str) -> tuple[str, str]:
 
 @functools.cache
 def load_scenario(name: str) -> Scenario:
-    """Read and check one scenario, bundled (by name) or the user's own (a ``.toml`` path
-    with the same schema); a bad one is one :class:`ConfigError` naming it."""
+    """Read and check one scenario, bundled (by name) or the user's own (a ``.toml`` path).
+
+    The user's own has the same schema; a bad one is one :class:`ConfigError` naming it.
+    """
     raw_text, where = _scenario_text(name)
     try:
         data = tomllib.loads(raw_text)
@@ -236,8 +241,10 @@ def _policy_table() -> dict[str, tuple[str, dict[str, Any]]]:
 
 
 def policy_settings(policy: str) -> tuple[str, dict[str, Any]]:
-    """``(source, settings)``: a policy's own settings at its paper's values (plug-ins and
-    policies without settings of their own: their defaults, ``({}, "")``)."""
+    """``(source, settings)`` of a policy's own settings at its paper's values.
+
+    Plug-ins and policies without settings of their own get their defaults, ``({}, "")``.
+    """
     about, settings = _policy_table().get(policy, ("", {}))
     return about, dict(settings)
 
@@ -247,9 +254,11 @@ REFERENCES = {"local": 0, "central_fedavg": 1}
 
 
 def policy_names(spec: str | Sequence[str] | None = None) -> list[str]:
-    """Policies to benchmark: ``all`` (every registered one, entry-point plug-ins included:
-    ``local`` and ``central_fedavg`` first) or a comma list of registered names, in the
-    order given."""
+    """Policies to benchmark.
+
+    ``all`` (every registered one, entry-point plug-ins included: ``local`` and ``central_fedavg``
+    first) or a comma list of registered names, in the order given.
+    """
     items = [spec] if isinstance(spec, str) else list(spec or ["all"])
     names: list[str] = []
     for item in items:
@@ -282,6 +291,7 @@ class Column:
 
     @property
     def world_name(self) -> str:
+        """``scenario[variant]``, or the scenario alone when it has no variant."""
         return f"{self.scenario}[{self.variant}]" if self.variant else self.scenario
 
     @property
@@ -291,6 +301,7 @@ class Column:
 
     @property
     def label(self) -> str:
+        """``world / link`` for tables and plots."""
         return f"{self.world_name} / {self.link_label}"
 
 
@@ -338,12 +349,15 @@ class Cell:
 
     @property
     def key(self) -> str:
+        """``<column key>__<policy>``, folder- and CSV-safe."""
         return f"{self.column.key}__{self.policy}"
 
 
 def cell_settings(column: Column, policy: str) -> dict[str, Any]:
-    """The explicit settings of a cell's runs: the column's world, the policy for every kind
-    and its own settings at its paper's values."""
+    """The explicit settings of a cell's runs.
+
+    The column's world, the policy for every kind and its own settings at its paper's values.
+    """
     _, own = policy_settings(policy)
     kinds = {f"{kind}.policy": None for kind in KINDS}
     return {**column.settings, **kinds, "policy": policy, **own}
@@ -374,9 +388,11 @@ def memo_setting_names() -> Iterator[None]:
 
 
 def build_cells(cols: Sequence[Column], policies: Sequence[str]) -> list[Cell]:
-    """Resolve every column x policy pair (``Config`` only: fast); a refused pair keeps the
-    one-line reason. Raises when a policy changed the world of its column (it cannot: every
-    world setting is explicit, which this checks)."""
+    """Resolve every column x policy pair (``Config`` only: fast).
+
+    A refused pair keeps the one-line reason. Raises when a policy changed the world of its column
+    (it cannot: every world setting is explicit, which this checks).
+    """
     with memo_setting_names():
         return _build_cells(cols, policies)
 

@@ -102,14 +102,17 @@ RUN_NUMBERS = ("final_acc", "p10_acc", "bytes_per_agent", "energy_per_agent", "e
 
 @dataclass(frozen=True)
 class Interval:
-    """Mean of ``n`` finite values and the half-width of its confidence interval (NaN when
-    ``n < 2``: one seed has no spread to estimate)."""
+    """Mean of ``n`` finite values and the half-width of its confidence interval.
+
+    NaN when ``n < 2``: one seed has no spread to estimate.
+    """
 
     mean: float
     half: float
     n: int
 
     def text(self, digits: int = 3, factor: float = 1.0) -> str:
+        """``mean ± half`` to ``digits`` decimals, times ``factor``; ``n/a`` without samples."""
         if self.n == 0:
             return "n/a"
         mean = f"{self.mean * factor:.{digits}f}"
@@ -122,8 +125,11 @@ def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 def t_interval(values: Sequence[float] | np.ndarray, *, confidence: float = CONFIDENCE) -> Interval:
-    """Mean and Student-t confidence half-width ``t_{1-a/2, n-1} s / sqrt(n)`` of the finite
-    values (``s`` the sample standard deviation, :func:`mobidfl.analysis.stats.sample_std`)."""
+    """Mean and Student-t confidence half-width of the finite values.
+
+    The half-width is ``t_{1-a/2, n-1} s / sqrt(n)``, ``s`` the sample standard deviation
+    (:func:`mobidfl.analysis.stats.sample_std`).
+    """
     from scipy import stats
 
     v = _finite(values)
@@ -138,10 +144,12 @@ def t_interval(values: Sequence[float] | np.ndarray, *, confidence: float = CONF
 # --- paired tests ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PairedTest:
-    """``a - b`` over the seeds both have: mean, confidence half-width, two-sided p-value
-    (before any multiplicity correction), and whether the difference is distinguishable
-    from zero on its own. ``method``: ``"paired t"``, or ``"sign-flip"`` for a difference
-    without spread (:func:`paired_difference`)."""
+    """``a - b`` over the seeds both have.
+
+    Mean, confidence half-width, two-sided p-value (before any multiplicity correction), and whether
+    the difference is distinguishable from zero on its own. ``method``: ``"paired t"``, or
+    ``"sign-flip"`` for a difference without spread (:func:`paired_difference`).
+    """
 
     mean: float
     half: float
@@ -151,8 +159,10 @@ class PairedTest:
 
     @property
     def distinguishable(self) -> bool:
-        """``p < alpha`` for this one test alone; a table of many tests reads
-        :func:`compare_column`'s Holm-adjusted p instead."""
+        """``p < alpha`` for this one test alone.
+
+        A table of many tests reads :func:`compare_column`'s Holm-adjusted p instead.
+        """
         return bool(self.n >= 2 and self.p < ALPHA)
 
 
@@ -164,14 +174,18 @@ def _pairs(a: pd.Series, b: pd.Series) -> np.ndarray:
 
 
 def _no_spread(diff: np.ndarray) -> bool:
-    """The differences are the same on every seed, up to float noise (the t statistic would
-    be a ratio of rounding errors, or infinite)."""
+    """The differences are the same on every seed, up to float noise.
+
+    The t statistic would be a ratio of rounding errors, or infinite.
+    """
     return sample_std(diff) <= 1e-12 * max(1.0, float(np.abs(diff).max()))
 
 
 def _sign_flip_p(diff: np.ndarray, alternative: str) -> float:
-    """Exact sign-flip (paired permutation) test of mean ``diff`` = 0: all ``2^n`` sign
-    patterns (``scipy.stats.permutation_test``)."""
+    """Exact sign-flip (paired permutation) test of mean ``diff`` = 0.
+
+    All ``2^n`` sign patterns (``scipy.stats.permutation_test``).
+    """
     from scipy import stats
 
     result = stats.permutation_test((diff,), np.mean, permutation_type="samples",
@@ -208,8 +222,9 @@ def paired_difference(a: pd.Series, b: pd.Series) -> PairedTest:
 
 
 def equivalence(a: pd.Series, b: pd.Series, *, margin: float = EQUIVALENCE_MARGIN) -> float:
-    """p-value of TOST (two one-sided paired t-tests, statsmodels' ``ttost_paired``) that
-    ``-margin < mean(a - b) < margin`` over the seeds both have: small p = shown *level*.
+    """p-value of TOST that ``-margin < mean(a - b) < margin`` over the seeds both have.
+
+    Two one-sided paired t-tests (statsmodels' ``ttost_paired``): small p = shown *level*.
 
     NaN with fewer than two pairs. A difference without spread gets the exact sign-flip
     tests of ``a - b + margin > 0`` and ``a - b - margin < 0`` (the larger p), as in
@@ -229,9 +244,11 @@ def equivalence(a: pd.Series, b: pd.Series, *, margin: float = EQUIVALENCE_MARGI
 
 def holm(pvalues: Sequence[float] | np.ndarray, *, alpha: float = ALPHA) -> tuple[
         np.ndarray, np.ndarray]:
-    """Holm's step-down adjustment (statsmodels ``multipletests(method="holm")``) of the
-    finite p-values: ``(adjusted p, rejected)``; NaN p-values (tests that could not be made)
-    stay NaN, are not rejected and do not count in the family."""
+    """Holm's step-down adjustment of the finite p-values: ``(adjusted p, rejected)``.
+
+    As statsmodels ``multipletests(method="holm")``; NaN p-values (tests that could not be made)
+    stay NaN, are not rejected and do not count in the family.
+    """
     from statsmodels.stats.multitest import multipletests
 
     p = np.asarray(pvalues, dtype=float)
@@ -248,13 +265,15 @@ def holm(pvalues: Sequence[float] | np.ndarray, *, alpha: float = ALPHA) -> tupl
 # --- one column: the best, and every policy against it -------------------------------------
 @dataclass(frozen=True)
 class Comparison:
-    """One policy against the column's best: the paired difference (``test``), its
-    Holm-adjusted p (``p_holm``), the TOST p and its Holm adjustment (``p_level``,
-    ``p_level_holm``), and the verdict: ``"best"``, ``"worse"`` (Holm-significant, below the
-    best), ``"better"`` (Holm-significant, above: only possible when the best was chosen on
-    tuning seeds, or on unequal seeds), ``"level"`` (TOST-equivalent within the margin after
-    Holm, and not significantly different) or ``"undecided"`` (neither: the seeds cannot
-    tell)."""
+    """One policy against the column's best.
+
+    The paired difference (``test``), its Holm-adjusted p (``p_holm``), the TOST p and its Holm
+    adjustment (``p_level``, ``p_level_holm``), and the verdict: ``"best"``, ``"worse"``
+    (Holm-significant, below the best), ``"better"`` (Holm-significant, above: only possible when
+    the best was chosen on tuning seeds, or on unequal seeds), ``"level"`` (TOST-equivalent within
+    the margin after Holm, and not significantly different) or ``"undecided"`` (neither: the seeds
+    cannot tell).
+    """
 
     test: PairedTest
     p_holm: float
@@ -372,11 +391,12 @@ def compare_column(finals: Mapping[str, pd.Series], *,
 # --- what the seeds can tell ----------------------------------------------------------------
 def detectable_difference(sd: float, n: int, *, alpha: float = ALPHA,
                           power: float = POWER) -> float:
-    """The smallest mean paired difference the two-sided paired t-test over ``n`` seeds
-    detects with probability ``power`` at level ``alpha``, when the differences have
-    standard deviation ``sd``: statsmodels' ``TTestPower().solve_power`` gives the effect
-    size ``d`` (difference / sd), times ``sd``. NaN when ``n < 2`` or ``sd`` is not finite;
-    0 when ``sd`` is 0."""
+    """The smallest mean paired difference the paired t-test over ``n`` seeds detects.
+
+    Two-sided, with probability ``power`` at level ``alpha``, when the differences have standard
+    deviation ``sd``: statsmodels' ``TTestPower().solve_power`` gives the effect size ``d``
+    (difference / sd), times ``sd``. NaN when ``n < 2`` or ``sd`` is not finite; 0 when ``sd`` is 0.
+    """
     if n < 2 or not math.isfinite(sd) or sd < 0:
         return float("nan")
     if sd == 0:
@@ -390,9 +410,11 @@ def detectable_difference(sd: float, n: int, *, alpha: float = ALPHA,
 
 def seeds_needed(sd: float, *, half_width: float = HALF_WIDTH, cap: int = MAX_SEEDS,
                  confidence: float = CONFIDENCE) -> int:
-    """The fewest seeds (at least 2) whose Student-t interval ``t_{1-a/2, n-1} sd / sqrt(n)``
-    is at most ``half_width`` for a cell with sample standard deviation ``sd``; ``cap`` when
-    even ``cap`` seeds are not enough, or when ``sd`` is unknown (NaN: one seed)."""
+    """The fewest seeds (at least 2) whose Student-t half-width is at most ``half_width``.
+
+    The half-width ``t_{1-a/2, n-1} sd / sqrt(n)`` of a cell with sample standard deviation ``sd``;
+    ``cap`` when even ``cap`` seeds are not enough, or when ``sd`` is unknown (NaN: one seed).
+    """
     from scipy import stats
 
     if not math.isfinite(sd):
@@ -406,14 +428,16 @@ def seeds_needed(sd: float, *, half_width: float = HALF_WIDTH, cap: int = MAX_SE
 
 def seeds_for_column(stds: Sequence[float], *, have: int, half_width: float = HALF_WIDTH,
                      cap: int = MAX_SEEDS, confidence: float = CONFIDENCE) -> int:
-    """How many seeds a column runs next when seeds are added until every cell's 95 %
-    half-width is at most ``half_width`` or ``cap`` seeds are reached (a stopping rule fixed
-    before the runs).
+    """How many seeds a column runs next under the half-width stopping rule.
+
+    Seeds are added until every cell's 95 % half-width is at most ``half_width`` or ``cap`` seeds
+    are reached (a stopping rule fixed before the runs).
 
     ``stds``: each cell's sample standard deviation of final accuracy over the ``have``
     seeds run so far (NaN: unknown). The column grows to the largest :func:`seeds_needed`
     among its cells, never shrinks below ``have`` and never passes ``cap``; all cells of a
-    column share their seeds, so the policies stay paired seed by seed."""
+    column share their seeds, so the policies stay paired seed by seed.
+    """
     if have < 0 or cap < 1:
         raise ValueError(f"have = {have} and cap = {cap}: need have >= 0 and cap >= 1")
     need = [seeds_needed(float(sd), half_width=half_width, cap=cap, confidence=confidence)
@@ -422,9 +446,11 @@ def seeds_for_column(stds: Sequence[float], *, have: int, half_width: float = HA
 
 # --- the score --------------------------------------------------------------------------------
 def normalised(value: pd.Series, low: pd.Series, high: pd.Series) -> pd.Series:
-    """``(value - low) / (high - low)`` seed by seed (index): 0 = ``local``'s accuracy, 1 =
-    ``central_fedavg``'s on the same seed; NaN where the two are equal or missing. Use
-    :func:`score`, which checks first that the scale stands clear of the noise."""
+    """``(value - low) / (high - low)`` seed by seed (index).
+
+    0 = ``local``'s accuracy, 1 = ``central_fedavg``'s on the same seed; NaN where the two are equal
+    or missing. Use :func:`score`, which checks first that the scale stands clear of the noise.
+    """
     low = low.reindex(value.index).astype(float)
     high = high.reindex(value.index).astype(float)
     span = high - low
@@ -463,9 +489,11 @@ def score(value: pd.Series, low: pd.Series, high: pd.Series, *,
 # --- time to target -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TimeToTarget:
-    """Seeds that reached the target (``reached`` of ``n``) and the median time over all
-    ``n`` seeds with never = +inf (+inf when half or more never reached it; NaN with no
-    seed), with the fastest and slowest reaching seed."""
+    """Seeds that reached the target and the median time over all seeds.
+
+    ``reached`` of ``n`` seeds; never = +inf in the median (+inf when half or more never reached it;
+    NaN with no seed), with the fastest and slowest reaching seed.
+    """
 
     reached: int
     n: int
@@ -474,6 +502,7 @@ class TimeToTarget:
     slowest: float
 
     def text(self, factor: float = 1.0, digits: int = 2) -> str:
+        """The median time (``never`` if infinite) and ``(reached/n)``; ``n/a`` without runs."""
         if self.n == 0:
             return "n/a"
         median = "never" if math.isinf(self.median) else f"{self.median * factor:.{digits}f}"
@@ -481,7 +510,8 @@ class TimeToTarget:
 
 
 def time_to_target(times: Sequence[float] | np.ndarray | pd.Series) -> TimeToTarget:
-    """Time (or bytes, :func:`mobidfl.analysis.comm.bytes_to_target`) to target over every seed:
+    """Time (or bytes, :func:`mobidfl.analysis.comm.bytes_to_target`) to target over every seed.
+
     NaN (never reached) counts as +inf.
 
     The mean over the seeds that reached the target says nothing of the others (one of five
@@ -502,8 +532,10 @@ def time_to_target(times: Sequence[float] | np.ndarray | pd.Series) -> TimeToTar
 
 # --- one run ----------------------------------------------------------------------------------
 def last_value(table: pd.DataFrame, column: str) -> float:
-    """The last finite value of ``column`` (a run evaluates every ``eval_every`` steps; NaN
-    in between), NaN when the column is absent or never finite."""
+    """The last finite value of ``column``; NaN when it is absent or never finite.
+
+    A run evaluates every ``eval_every`` steps; NaN in between.
+    """
     if column not in table:
         return float("nan")
     values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
@@ -513,8 +545,10 @@ def last_value(table: pd.DataFrame, column: str) -> float:
 
 def first_time_at(table: pd.DataFrame, target: float, *, column: str = "acc_mean",
                   time: str = "time_s") -> float:
-    """Simulated seconds at the first evaluation where ``column >= target``; NaN if never
-    (or when the target is not finite)."""
+    """Simulated seconds at the first evaluation where ``column >= target``.
+
+    NaN if never (or when the target is not finite).
+    """
     if not math.isfinite(target) or column not in table or time not in table:
         return float("nan")
     values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)

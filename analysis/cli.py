@@ -19,7 +19,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, override
 
 from mobidfl.analysis.folders import OutputFailed, check_output_folder, mib
 from mobidfl.analysis.interrupts import CtrlC
@@ -107,9 +107,10 @@ def clear_run_outputs(out: Path) -> list[Path]:
 
 
 def run_summary(config: Config) -> str:
-    """One line before step 1: what will run, which dataset stands in, every setting not at
-    its default and where it came from (the preset, the user, a mobility model), and what is
-    not the preset's.
+    """The one line shown before step 1.
+
+    What will run, which dataset stands in, every setting not at its default and where it came from
+    (the preset, the user, a mobility model), and what is not the preset's.
 
     WHY: a preset fills dozens of settings and may swap in an offline dataset; a researcher
     should see that (and the settings they changed) before waiting hours for the numbers.
@@ -151,6 +152,7 @@ def run_summary(config: Config) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``mobidfl run``: one run headless, or ``--resume`` a killed one; returns the exit code."""
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         raise ConfigError("--checkpoint-every", args.checkpoint_every, "an integer >= 1")
     if args.resume:
@@ -361,8 +363,11 @@ def _run_to_end(
         return "nothing was saved (use --checkpoint-every N to make runs resumable)"
 
     def unwritten() -> str:
-        """After a plug-in failed: keep a whole checkpoint (resumable once it is fixed);
-        remove what this run made before its first one (nothing half-written)."""
+        """Clean up after a plug-in failed.
+
+        Keep a whole checkpoint (resumable once it is fixed); remove what this run made before its
+        first one (nothing half-written).
+        """
         if checkpoint_every and _checkpoint_step(
             out / CHECKPOINT_DIR / CHECKPOINT_STATE, None
         ) is not None:
@@ -475,8 +480,10 @@ _mib = mib
 
 
 def settings_markdown() -> str:
-    """The settings table as Markdown rows (``mobidfl settings --markdown``; the settings
-    reference page, docs/reference/settings.md, holds the same table)."""
+    """The settings table as Markdown rows (``mobidfl settings --markdown``).
+
+    The settings reference page, docs/reference/settings.md, holds the same table.
+    """
     rows = ["| setting | default | meaning |", "|---|---|---|"]
     rows += [
         f"| `{name}` | `{default}` | {help_text.replace('|', '/')} |"
@@ -486,6 +493,7 @@ def settings_markdown() -> str:
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
+    """``mobidfl settings``: print every setting with its default and help (or Markdown)."""
     rows = settings_table()
     if args.markdown:
         print(settings_markdown(), end="")
@@ -497,6 +505,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """``mobidfl sweep``: run or resume a sweep file's runs; returns the exit code."""
     from mobidfl.analysis.sweep import SWEEP_FILE, Sweep, SweepStopped, run_sweep
 
     out = Path(args.out)
@@ -563,6 +572,7 @@ def _sweep_interrupted(out: Path) -> str:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
+    """``mobidfl presets``: list the paper presets; returns the exit code."""
     from mobidfl.model.presets import load_preset, preset_names
 
     names = preset_names()
@@ -587,9 +597,11 @@ def reproduce_overrides(assignments: list[str], *, preset: str) -> dict[str, Any
 
 
 def check_no_seed(extra: dict[str, Any]) -> None:
-    """Refuse ``reproduce --set seed=N``, named as typed: the seeds are ``--first-seed`` and
-    ``--seeds`` (the sweep underneath used to refuse it as ``base.seed``, after making
-    ``--out``)."""
+    """Refuse ``reproduce --set seed=N``, named as typed.
+
+    The seeds are ``--first-seed`` and ``--seeds`` (the sweep underneath used to refuse it as
+    ``base.seed``, after making ``--out``).
+    """
     from mobidfl.analysis.reproduce import check_no_seed as check
 
     check(extra)
@@ -645,6 +657,7 @@ def _reproduce_interrupted(args: argparse.Namespace, out: Path, total: int) -> s
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    """``mobidfl reproduce``: run a paper's experiment with its preset; returns the exit code."""
     check_reproduce_flags(args)  # before torch, the presets and any folder
     import torch
 
@@ -703,6 +716,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """``mobidfl report``: write a folder's report and print each file written."""
     from mobidfl.analysis.report import make_report
 
     written = make_report(args.dir, out=args.out)
@@ -714,8 +728,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 class OneLineParser(argparse.ArgumentParser):
     """argparse whose errors are one line, exit 2, like every other refusal of the CLI.
 
-    Subcommand parsers are of the same class (``add_subparsers`` uses the parent's)."""
+    Subcommand parsers are of the same class (``add_subparsers`` uses the parent's).
+    """
 
+    @override
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"mobidfl: error: {' '.join(message.split())} (see `{self.prog} --help`)",
               file=sys.stderr)
@@ -723,6 +739,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def make_parser() -> argparse.ArgumentParser:
+    """The ``mobidfl`` argument parser, one subparser per command."""
     parser = OneLineParser(
         prog="mobidfl", description="Mobility-aware decentralized federated learning simulator"
     )
@@ -832,6 +849,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command ``argv`` names; refusals are one line on stderr, the exit code returned."""
     parser = make_parser()
     args = parser.parse_args(argv)
     from mobidfl.model.inert import one_report

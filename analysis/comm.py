@@ -45,10 +45,12 @@ CURVE = ("time_s", "acc_mean", PER_AGENT)
 
 def cumulative_per_agent(table: pd.DataFrame, *, agents: int,
                          column: str = BYTES) -> np.ndarray:
-    """Bytes sent so far per agent at every row of a run's per-step table: the running sum
-    of ``column`` over ``agents``. All NaN when the column is absent (a run made before the
-    ideal link counted bytes) or ``agents`` < 1; a NaN step (a policy that did not say what
-    it sent) makes every later total NaN: unknown stays unknown."""
+    """Bytes sent so far per agent at every row of a run's per-step table.
+
+    The running sum of ``column`` over ``agents``. All NaN when the column is absent (a run made
+    before the ideal link counted bytes) or ``agents`` < 1; a NaN step (a policy that did not say
+    what it sent) makes every later total NaN: unknown stays unknown.
+    """
     if column not in table or agents < 1:
         return np.full(len(table), np.nan)
     values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
@@ -57,8 +59,9 @@ def cumulative_per_agent(table: pd.DataFrame, *, agents: int,
 
 def bytes_to_target(curves: Mapping[Any, pd.DataFrame],
                     targets: Mapping[Any, float]) -> TimeToTarget:
-    """Bytes per agent to a target accuracy over seeds, as
-    :func:`mobidfl.analysis.bench_stats.time_to_target` does for time.
+    """Bytes per agent to a target accuracy over seeds.
+
+    As :func:`mobidfl.analysis.bench_stats.time_to_target` does for time.
 
     ``curves``: per seed a run's curve (:data:`CURVE` columns: ``acc_mean`` and the bytes
     per agent sent by each evaluation); ``targets``: per seed the target accuracy. Per seed,
@@ -83,10 +86,12 @@ def bytes_to_target(curves: Mapping[Any, pd.DataFrame],
 
 def pareto_front(cost: Sequence[float] | np.ndarray,
                  value: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Whether each point is on the Pareto front of low ``cost`` (bytes) and high ``value``
-    (accuracy): no other point has cost <= and value >= with one of them strict. Points
-    with a non-finite coordinate are never on it, nor do they dominate; equal points are
-    both on it."""
+    """Whether each point is on the Pareto front of low ``cost`` (bytes) and high ``value``.
+
+    ``value`` is the accuracy; on the front: no other point has cost <= and value >= with one of
+    them strict. Points with a non-finite coordinate are never on it, nor do they dominate; equal
+    points are both on it.
+    """
     c, v = np.asarray(cost, dtype=float), np.asarray(value, dtype=float)
     if c.shape != v.shape:
         raise ValueError(f"cost {c.shape} and value {v.shape}: one of each per point")
@@ -98,9 +103,11 @@ def pareto_front(cost: Sequence[float] | np.ndarray,
 
 
 def accuracy_over_bytes(curves: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds, per column and policy at each evaluation time, of the accuracy and
-    the bytes per agent sent by then (``column, policy, time_s, bytes_per_agent,
-    acc_mean``; rows whose bytes are unknown are left out)."""
+    """Mean over seeds of the accuracy and the bytes per agent sent, at each evaluation time.
+
+    Per column and policy: ``column, policy, time_s, bytes_per_agent, acc_mean``; rows whose bytes
+    are unknown are left out.
+    """
     cols = ["column", "policy", "time_s", PER_AGENT, "acc_mean"]
     if curves.empty or PER_AGENT not in curves:
         return pd.DataFrame(columns=cols)

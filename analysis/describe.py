@@ -1,5 +1,7 @@
-"""Regime descriptors of a world: what its mobility and its data split are, measured, without
-training (``mobidfl bench --describe WORLD``).
+"""Regime descriptors of a world.
+
+What its mobility and its data split are, measured, without training (``mobidfl bench --describe
+WORLD``).
 
 A benchmark column is placed on the regime map by numbers measured from its world, not by
 its name: how many agents an agent meets per step, how long a contact lasts and how long a
@@ -53,13 +55,15 @@ class Descriptors:
     """Mean total-variation distance of an agent's labels from the pooled labels (0 to 1)."""
 
     def as_dict(self) -> dict[str, float | int]:
+        """The descriptors as a plain dict, field by field."""
         return asdict(self)
 
 
 def contact_spells(adjacency: Sequence[sp.spmatrix], *, step_s: float) -> tuple[np.ndarray,
                                                                                    np.ndarray]:
-    """``(durations_s, gaps_s)`` of every contact spell in a sequence of symmetric contact
-    matrices, one per step.
+    """``(durations_s, gaps_s)`` of every contact spell in a sequence of contact matrices.
+
+    The matrices are symmetric, one per step.
 
     A spell is a run of consecutive steps in which a pair is in range; its duration is its
     number of steps x ``step_s``. A gap is the time from the last step of one spell of a pair
@@ -95,9 +99,11 @@ def contact_spells(adjacency: Sequence[sp.spmatrix], *, step_s: float) -> tuple[
 
 
 def label_skew_index(label_hist: np.ndarray) -> float:
-    """Mean total-variation distance between each agent's label distribution and the pooled
-    one: 0 when every agent holds the pooled mix, 1 - 1/C when each holds a single one of C
-    equally frequent labels. Agents without data are left out."""
+    """Mean total-variation distance between each agent's label distribution and the pooled one.
+
+    0 when every agent holds the pooled mix, 1 - 1/C when each holds a single one of C equally
+    frequent labels. Agents without data are left out.
+    """
     counts = np.asarray(label_hist, dtype=float)
     sizes = counts.sum(axis=1)
     held = sizes > 0
@@ -109,8 +115,10 @@ def label_skew_index(label_hist: np.ndarray) -> float:
 
 
 def speed_heterogeneity(mean_speeds: np.ndarray) -> float:
-    """Coefficient of variation (population std / mean) of the agents' mean speeds; 0 for
-    a fleet that does not move."""
+    """Coefficient of variation (population std / mean) of the agents' mean speeds.
+
+    0 for a fleet that does not move.
+    """
     speeds = np.asarray(mean_speeds, dtype=float)
     mean = float(speeds.mean()) if speeds.size else 0.0
     return 0.0 if mean <= 0.0 else float(speeds.std() / mean)

@@ -1,6 +1,8 @@
-"""Output folders every command checks the same way (``run``, ``sweep``, ``bench``,
-``reproduce``): one module below the commands, so each command's module imports it without
-importing the others (``tests/test_layers.py`` refuses a cycle)."""
+"""Output folders every command checks the same way (``run``, ``sweep``, ``bench``, ``reproduce``).
+
+One module below the commands, so each command's module imports it without importing the others
+(``tests/test_layers.py`` refuses a cycle).
+"""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def check_output_folder(out: Path, *, need_bytes: int = 0, option: str = "--out"
     try:
         handle, name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}probe-", dir=probe)
         os.close(handle)
-        os.unlink(name)
+        Path(name).unlink()
     except OSError as exc:
         raise ConfigError(
             option, str(out), f"a writable folder ({probe}: {exc.strerror or exc})"

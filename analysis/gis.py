@@ -33,6 +33,7 @@ LAYERS = ("points", "tracks", "streets", "cells")
 
 
 def points_layer(model: MobiDFLModel, *, start: pd.Timestamp = START_TIME) -> gpd.GeoDataFrame:
+    """One point per agent and recorded step, timed from ``start`` (WGS84)."""
     table = model.agent_table()
     table["time"] = start + pd.to_timedelta(table["step"] * model.config.step_s, unit="s")
     geometry = gpd.points_from_xy(table["lon"], table["lat"])
@@ -121,6 +122,7 @@ def cells_layer(model: MobiDFLModel) -> gpd.GeoDataFrame:
 
 
 def export_layers(model: MobiDFLModel) -> dict[str, gpd.GeoDataFrame]:
+    """The layers of a GIS export (points, tracks, streets, cells), with the map's attribution."""
     points = points_layer(model)
     layers = {
         "points": points,

@@ -22,10 +22,12 @@ class CtrlC:
         self._previous: Any = None
 
     def __call__(self, signum: int, frame: Any) -> None:
+        """The SIGINT handler: remember the press and raise KeyboardInterrupt."""
         self.pressed = True
         raise KeyboardInterrupt
 
     def check(self) -> None:
+        """Raise KeyboardInterrupt if Ctrl-C was pressed (at a step boundary)."""
         if self.pressed:
             raise KeyboardInterrupt
 

@@ -60,5 +60,6 @@ def summary_figure(model_csv: pd.DataFrame, *, title: str = "MobiDFL run") -> Fi
 
 
 def save_summary(model_csv: pd.DataFrame, path: str | Path, *, title: str = "MobiDFL run") -> Path:
+    """Write :func:`summary_figure` of ``model_csv`` to ``path`` and return the path."""
     write_figure(summary_figure(model_csv, title=title), path, dpi=110)
     return Path(path)

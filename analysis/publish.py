@@ -59,8 +59,11 @@ def publish_bench(folder: str | Path, dest: str | Path) -> list[Path]:
 
 
 def load_published(dest: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """``(plan, runs, descriptors)`` from published data; each ok run carries its curve as
-    ``_table`` (what :func:`mobidfl.analysis.bench.leaderboard` reads for time to target)."""
+    """``(plan, runs, descriptors)`` from published data.
+
+    Each ok run carries its curve as ``_table`` (what :func:`mobidfl.analysis.bench.leaderboard`
+    reads for time to target).
+    """
     dest = Path(dest)
     plan = json.loads((dest / "manifest.json").read_text())
     runs = pd.read_parquet(dest / RUNS)
@@ -180,10 +183,12 @@ def study_page(dest: str | Path, *, figure: str) -> str:
 
 
 def communication(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
-    """The page's communication section: per world the policies on the Pareto front of
-    final accuracy and bytes per agent, and the MB per agent of every policy; when no run
-    counted bytes (runs made before the ideal link counted them), one paragraph saying so
-    and what fills it."""
+    """The page's communication section.
+
+    Per world the policies on the Pareto front of final accuracy and bytes per agent, and the MB per
+    agent of every policy; when no run counted bytes (runs made before the ideal link counted them),
+    one paragraph saying so and what fills it.
+    """
     lines = ["## Communication: accuracy against bytes", ""]
     done = board[board["status"] == "ok"]
     if done.empty or not np.isfinite(done["bytes_per_agent"].astype(float)).any():

@@ -1,5 +1,7 @@
-"""The answer as a regime map: which policy wins where, as a function of measured world
-properties, with a decision rule drawn on some worlds and checked on others.
+"""The answer as a regime map.
+
+Which policy wins where, as a function of measured world properties, with a decision rule drawn on
+some worlds and checked on others.
 
 Input: a bench folder (``leaderboard.csv``, ``descriptors.csv``, ``manifest.json``), e.g. of
 ``mobidfl bench --study mobility_skew``. Per column, the winner is the policy with the best
@@ -44,8 +46,11 @@ REFERENCE = "central_fedavg"
 
 @dataclass(frozen=True)
 class Rule:
-    """Four regimes: contacts per step below / above ``x_cut`` x label skew below / above
-    ``y_cut``; ``predict[(x_high, y_high)]`` is each regime's policy."""
+    """Four regimes, each with the policy it predicts.
+
+    Contacts per step below / above ``x_cut`` x label skew below / above ``y_cut``;
+    ``predict[(x_high, y_high)]`` is each regime's policy.
+    """
 
     x_cut: float
     y_cut: float
@@ -54,14 +59,18 @@ class Rule:
     train_n: int
 
     def regime(self, x: float, y: float) -> str:
+        """The regime of ``(x, y)``: ``hi``/``lo`` against each cut, e.g. ``"hi,lo"``."""
         return f"{'hi' if x > self.x_cut else 'lo'},{'hi' if y > self.y_cut else 'lo'}"
 
     def __call__(self, x: float, y: float) -> str:
+        """The policy predicted at ``(x, y)`` (empty where the rule predicts none)."""
         return self.predict.get(self.regime(x, y), "")
 
     def text(self) -> str:
-        """The rule in words: where each policy is predicted, the most frequent one last as
-        "elsewhere"."""
+        """The rule in words.
+
+        Where each policy is predicted, the most frequent one last as "elsewhere".
+        """
         words = {"lo": "at most", "hi": "above"}
         where: dict[str, list[str]] = {}
         for key in ("lo,lo", "lo,hi", "hi,lo", "hi,hi"):
@@ -82,9 +91,11 @@ class Rule:
 
 
 def load_rule(path: str | Path) -> Rule:
-    """A rule written by :func:`write_regime_map` or ``python -m mobidfl.analysis.publish --page``
-    (``regime_rule.json``), or a shipped study's name for the rule published with it; a
-    file that is not one is one :class:`ConfigError`."""
+    """A rule from a ``regime_rule.json`` or a shipped study's name.
+
+    Written by :func:`write_regime_map` or ``python -m mobidfl.analysis.publish --page``, or the
+    rule published with a shipped study; a file that is not one is one :class:`ConfigError`.
+    """
     from mobidfl.analysis.study import PACKAGE, study_names
     from mobidfl.errors import ConfigError
 
@@ -104,8 +115,11 @@ def load_rule(path: str | Path) -> Rule:
 
 
 def column_outcomes(board: pd.DataFrame, descriptors: pd.DataFrame) -> pd.DataFrame:
-    """One row per column: its descriptors, winner, margin over the runner-up (accuracy
-    points x 100) and contenders (``;``-joined), and whether it is held out."""
+    """One row per column.
+
+    Its descriptors, winner, margin over the runner-up (accuracy points x 100) and contenders
+    (``;``-joined), and whether it is held out.
+    """
     rows = []
     ok = board[(board["status"] == "ok") & (board["policy"] != REFERENCE)]
     for column, group in ok.groupby("column", sort=False):
@@ -173,8 +187,10 @@ def score_rule(rule: Rule, test: pd.DataFrame) -> dict[str, Any]:
 
 
 def regime_figure(outcomes: pd.DataFrame, rule: Rule, path: Path) -> Path:
-    """Winner per column over contacts per step (log) x label skew; marker area ~ margin;
-    held-out columns hollow; the rule's thresholds as dashed lines."""
+    """Winner per column over contacts per step (log) x label skew.
+
+    Marker area ~ margin; held-out columns hollow; the rule's thresholds as dashed lines.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -208,8 +224,11 @@ def regime_figure(outcomes: pd.DataFrame, rule: Rule, path: Path) -> Path:
 
 
 def answer(board: pd.DataFrame, descriptors: pd.DataFrame) -> dict[str, Any]:
-    """Outcomes per column (with the rule's prediction), the rule drawn on the non-held-out
-    columns, and its scores on them (``train``) and on the held-out ones (``heldout``)."""
+    """Outcomes per column, the rule drawn on the non-held-out columns, and its scores.
+
+    Each outcome with the rule's prediction; scores on the non-held-out columns (``train``) and on
+    the held-out ones (``heldout``).
+    """
     outcomes = column_outcomes(board, descriptors)
     train, test = outcomes[~outcomes["heldout"]], outcomes[outcomes["heldout"]]
     rule = fit_rule(train)
@@ -225,9 +244,12 @@ def rule_json(got: dict[str, Any]) -> str:
 
 
 def write_regime_map(folder: str | Path, out: str | Path | None = None) -> dict[str, Any]:
-    """Read a bench ``folder``, fit the rule on its non-held-out columns, score it on the
-    held-out ones, and write ``regime_map.csv``, ``regime_rule.json`` and ``regime_map.png``
-    to ``out`` (default: the folder). Returns the rule and its scores."""
+    """Fit the regime rule on a bench ``folder`` and score it on its held-out columns.
+
+    The rule is fit on the non-held-out columns; ``regime_map.csv``, ``regime_rule.json`` and
+    ``regime_map.png`` are written to ``out`` (default: the folder). Returns the rule and its
+    scores.
+    """
     from mobidfl.atomic import write_csv, write_text_atomic
 
     folder = Path(folder)

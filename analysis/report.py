@@ -132,8 +132,10 @@ def final_values(data: pd.DataFrame, column: str, *, keys: Sequence[str] = ()) -
 def step_means(
     data: pd.DataFrame, column: str, *, keys: Sequence[str] = (), first_step: int = 1
 ) -> pd.DataFrame:
-    """Per run: the mean of ``column`` over steps >= ``first_step`` (step 0 is before any
-    exchange, so caches are empty there)."""
+    """Per run: the mean of ``column`` over steps >= ``first_step``.
+
+    Step 0 is before any exchange, so caches are empty there.
+    """
     rows = data[data["step"] >= first_step].dropna(subset=[column])
     by = ["run_id", *_present(rows, ("seed", *keys))]
     return rows.groupby(by, sort=False, dropna=False)[column].mean().reset_index()
@@ -228,8 +230,10 @@ def metric_vs_parameter(
     title: str,
     reduce: str = "final",
 ):
-    """Final (or step-mean) ``columns`` vs a swept ``parameter``, error bars over seeds; one
-    line per combination of the other swept parameters."""
+    """Final (or step-mean) ``columns`` vs a swept ``parameter``, error bars over seeds.
+
+    One line per combination of the other swept parameters.
+    """
     present = [c for c in columns if c in data and data[c].notna().any()]
     if parameter not in swept or data[parameter].nunique() < 2 or len(present) != len(columns):
         return None
@@ -257,6 +261,7 @@ def metric_vs_parameter(
 
 
 def final_accuracy_vs_p(data: pd.DataFrame, swept: Sequence[str]):
+    """Figure: final mean accuracy against ``hm_fraction`` (mean ± std over seeds)."""
     return metric_vs_parameter(
         data, swept, parameter="hm_fraction", columns=["acc_mean"], labels=["final " + ACC_LABEL],
         xlabel=P_LABEL, title="Final accuracy vs p (mean ± std over seeds)",
@@ -264,6 +269,7 @@ def final_accuracy_vs_p(data: pd.DataFrame, swept: Sequence[str]):
 
 
 def hm_lm_gap_vs_p(data: pd.DataFrame, swept: Sequence[str]):
+    """Figure: high- minus low-mobility accuracy against ``hm_fraction``."""
     return metric_vs_parameter(
         data, swept, parameter="hm_fraction", columns=["hm_lm_gap"],
         labels=["accuracy HM − LM"], xlabel=P_LABEL,
@@ -272,6 +278,7 @@ def hm_lm_gap_vs_p(data: pd.DataFrame, swept: Sequence[str]):
 
 
 def cache_vs_tau_max(data: pd.DataFrame, swept: Sequence[str]):
+    """Figure: cached models per agent and their mean age against ``tau_max``."""
     return metric_vs_parameter(
         data, swept, parameter="tau_max", columns=list(STEP_MEAN_METRICS),
         labels=["cached models per agent", "mean age of cached models (steps)"],
@@ -398,10 +405,7 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
     data, swept = load_results(folder)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    if data.empty:
-        figures = {}
-    else:
-        figures = {name: make(data, swept) for name, make in FIGURES.items()}
+    figures = {} if data.empty else {name: make(data, swept) for name, make in FIGURES.items()}
     for name, fig in figures.items():
         if fig is None:
             continue

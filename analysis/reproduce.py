@@ -166,8 +166,11 @@ def world_sentence(spec: PaperSpec, config: Config) -> str:
 
 
 def data_sentence(spec: PaperSpec, config: Config) -> str:
-    """The report's data line: the set trained on and, where it is not the paper's, the
-    paper's set it stands in for (the preset's first ``auto:`` choice)."""
+    """The report's data line.
+
+    The set trained on and, where it is not the paper's, the paper's set it stands in for (the
+    preset's first ``auto:`` choice).
+    """
     from mobidfl.model.presets import load_preset
 
     wanted = str(load_preset(spec.preset).settings.get("dataset", config.dataset))
@@ -198,8 +201,11 @@ MOFEL_SPEED_MAP = "nyc_uws"
 
 
 def _mofel_world(config: Config) -> str:
-    """MoFeL's world as run; the 20/3 speed factor is justified only on the map it was
-    measured on (``model/presets/mofel_002.toml``)."""
+    """MoFeL's world as run.
+
+    The 20/3 speed factor is justified only on the map it was measured on
+    (``model/presets/mofel_002.toml``).
+    """
     why = (
         f"`{MOFEL_SPEED_MAP}` territories are ~500 m of road per visit, the paper's d_s 75 m"
         if config.map == MOFEL_SPEED_MAP else
@@ -825,7 +831,8 @@ def map_available(spec: str) -> bool:
     """Whether a named map is known to this build (e.g. ``manhattan_grid``).
 
     Reads the map's edge table, as a run does; no networkx graph is built (for Cached-DFL's
-    Manhattan that was four fifths of the check's time, repeated for every variant)."""
+    Manhattan that was four fifths of the check's time, repeated for every variant).
+    """
     from mobidfl.maps.sources import load_edges
 
     try:
@@ -980,8 +987,10 @@ def _run_batched(
     progress: bool,
     on_progress: Callable[[str], None] | None,
 ) -> list[pd.DataFrame]:
-    """Every variant's runs still to do, run together (``--batch-runs``); each run is
-    recorded in its own variant's sweep folder, as :func:`reproduce` does run by run."""
+    """Every variant's runs still to do, run together (``--batch-runs``).
+
+    Each run is recorded in its own variant's sweep folder, as :func:`reproduce` does run by run.
+    """
     from tqdm import tqdm
 
     from mobidfl.analysis.sweep import load_runs, open_sweep, run_batched
@@ -1121,8 +1130,11 @@ def _under(reading: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
 def reading_rows(
     spec: PaperSpec, per_run: pd.DataFrame, steps: pd.DataFrame | None = None
 ) -> list[dict[str, str]]:
-    """The sensitivity table: each claim's verdict under the reading of record and under
-    every alternative :class:`Reading` (*not run* where its variants were not run)."""
+    """The sensitivity table.
+
+    Each claim's verdict under the reading of record and under every alternative :class:`Reading`
+    (*not run* where its variants were not run).
+    """
     if not spec.readings:
         return []
     record = {r["claim"]: r for r in verdict_rows(spec, per_run, steps)}

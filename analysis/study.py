@@ -77,16 +77,20 @@ class Study(About):
     sha256: str = ""
 
     def base_world(self, scale: str) -> dict[str, Any]:
-        """The base world at ``scale`` (the scale's departures on top), every kind's
-        partition explicit as in the bench's scenarios."""
+        """The base world at ``scale``, every kind's partition explicit.
+
+        The scale's departures on top; partitions explicit as in the bench's scenarios.
+        """
         world = {**self.base, **self.scales.get(scale, {})}
         for kind in KINDS:
             world.setdefault(f"{kind}.partition", world["partition"])
         return world
 
     def variants(self) -> list[tuple[str, dict[str, str], dict[str, Any]]]:
-        """``(variant, named levels, settings changed)`` of every column, base first: one
-        factor at a time, then the crosses, then the held-out worlds (named levels empty)."""
+        """``(variant, named levels, settings changed)`` of every column, base first.
+
+        One factor at a time, then the crosses, then the held-out worlds (named levels empty).
+        """
         out: list[tuple[str, dict[str, str], dict[str, Any]]] = [(BASE, {}, {})]
         for factor in self.factors.values():
             for level, changes in factor.levels.items():
@@ -209,8 +213,10 @@ def load_study(name: str) -> Study:
 
 
 def changed_settings(column: Column, base: Column) -> dict[str, tuple[Any, Any]]:
-    """``name -> (base value, column value)`` for every setting where ``column`` differs
-    from ``base`` (the one-factor check)."""
+    """``name -> (base value, column value)`` for every setting where ``column`` differs.
+
+    Differs from ``base``: the one-factor check.
+    """
     names = set(column.settings) | set(base.settings)
     return {n: (base.settings.get(n), column.settings.get(n)) for n in sorted(names)
             if base.settings.get(n) != column.settings.get(n)}

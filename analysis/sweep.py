@@ -101,8 +101,10 @@ MAX_RUNS = 100_000
 
 
 class SweepStopped(Exception):
-    """The sweep cannot go on (a write failed, the Ray head went away, another driver holds
-    the folder): one line saying why, what is saved and how to resume."""
+    """The sweep cannot go on: one line saying why, what is saved and how to resume.
+
+    A write failed, the Ray head went away, or another driver holds the folder.
+    """
 
 
 def _why(exc: OSError) -> str:
@@ -146,6 +148,7 @@ class Sweep:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Sweep:
+        """The sweep declared in a TOML file, checked as :meth:`from_dict` does."""
         return cls.from_dict(read_toml(path, source="sweep file"))
 
     @classmethod
@@ -268,8 +271,11 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, A
 
 
 def _public_name(name: str) -> str:
-    """``vehicle_policy`` -> ``vehicle.policy``; an old flat name (``hm_fraction``) stays as
-    written, so manifests keep their columns; unknown names fail naming the setting."""
+    """``vehicle_policy`` -> ``vehicle.policy``.
+
+    An old flat name (``hm_fraction``) stays as written, so manifests keep their columns; unknown
+    names fail naming the setting.
+    """
     if name in _PUBLIC:
         return name
     for kind in KINDS:
@@ -354,12 +360,13 @@ def run_batched(
     *,
     say: Callable[[str], None] | None = None,
 ) -> None:
-    """Runs together as one program (``--batch-runs``): build every run of
-    ``specs`` (seeded and partitioned as alone), step those whose engines share
+    """Runs together as one program (``--batch-runs``).
+
+    Build every run of ``specs`` (seeded and partitioned as alone), step those whose engines share
     :func:`mobidfl.model.learning.multirun.group_key` in lockstep with their stacks concatenated
-    (training and evaluation one call over runs x agents), the rest one after the other,
-    and ``record`` each run's table, made by ``mesa.batch_run`` from the finished model so
-    that it has the rows of the same run alone (tests/test_batch_runs.py).
+    (training and evaluation one call over runs x agents), the rest one after the other, and
+    ``record`` each run's table, made by ``mesa.batch_run`` from the finished model so that it has
+    the rows of the same run alone (tests/test_batch_runs.py).
 
     Never raises for a failing run: a model that cannot be built or a step that raises
     becomes that run's ``status="error"`` (the other runs of its group go on).
@@ -402,8 +409,11 @@ def run_batched(
 def _finished_run(
     spec: RunSpec, model: Any, error: str | None, wall: float, worker: str
 ) -> RunResult:
-    """A run stepped by :func:`run_batched`: its table made by ``mesa.batch_run`` from the
-    finished model (the columns and rows of :func:`execute_run`), or its error."""
+    """A run stepped by :func:`run_batched`.
+
+    Its table made by ``mesa.batch_run`` from the finished model (the columns and rows of
+    :func:`execute_run`), or its error.
+    """
     import mesa
 
     if error is not None:
@@ -465,11 +475,13 @@ def _worker_context() -> Any:
 
 
 def _init_worker(driver: int) -> None:
-    """One torch thread; exit when the driver process is gone (killed sweeps leave no
-    orphans: pool workers would otherwise wait forever on their task queue, holding the
-    driver's standard streams). Two ways: the parent-death signal (the fork server, or the
-    driver under ``spawn``), and a poll of the driver for a parent that died before it was
-    set (:mod:`mobidfl.lifetime`)."""
+    """One torch thread.
+
+    Exit when the driver process is gone (killed sweeps leave no orphans: pool workers would
+    otherwise wait forever on their task queue, holding the driver's standard streams). Two ways:
+    the parent-death signal (the fork server, or the driver under ``spawn``), and a poll of the
+    driver for a parent that died before it was set (:mod:`mobidfl.lifetime`).
+    """
     import threading
 
     import torch
@@ -491,7 +503,7 @@ _IN_RUN = False
 
 def _pool_run(spec: RunSpec) -> RunResult:
     """:func:`execute_run` in a pool worker, interruptible by SIGINT."""
-    global _IN_RUN
+    global _IN_RUN  # noqa: PLW0603 - this process's flag, read by its SIGINT handler
     _IN_RUN = True
     try:
         return execute_run(spec)
@@ -505,8 +517,11 @@ def _interrupt_run(signum: int, frame: Any) -> None:
 
 
 def _exit_with(driver: int, *, every_s: float = 1.0) -> None:
-    """Exit once ``driver`` has ended; a killed driver that its caller has not reaped yet
-    (a zombie, while the caller still reads the streams this worker holds) counts as ended."""
+    """Exit once ``driver`` has ended.
+
+    A killed driver that its caller has not reaped yet (a zombie, while the caller still reads the
+    streams this worker holds) counts as ended.
+    """
     from mobidfl.lifetime import process_gone
 
     while True:
@@ -703,8 +718,10 @@ def _check_new_folder(out: Path, *, resume: bool) -> None:
 
 @contextlib.contextmanager
 def sweep_lock(out: str | Path) -> Iterator[None]:
-    """Hold ``OUT/sweep.lock`` while this driver writes ``OUT``; a second driver on the same
-    folder is refused in one line (its runs would overwrite each other's manifest rows).
+    """Hold ``OUT/sweep.lock`` while this driver writes ``OUT``.
+
+    A second driver on the same folder is refused in one line (its runs would overwrite each other's
+    manifest rows).
 
     ``flock`` is released by the kernel when the driver exits, however it exits, so a
     killed sweep never leaves a stale lock behind.
@@ -715,7 +732,7 @@ def sweep_lock(out: str | Path) -> Iterator[None]:
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / LOCK).touch()
-        handle = open(out / LOCK)  # noqa: SIM115 - held (read-only) for the whole sweep
+        handle = (out / LOCK).open()  # noqa: SIM115 - held (read-only) for the whole sweep
     except OSError as exc:
         raise SweepStopped(
             f"could not open {out / LOCK} ({_why(exc)}); nothing of this sweep started"
@@ -786,10 +803,8 @@ def _interrupt_workers(pool: ProcessPoolExecutor) -> None:
     The executor has no public API for its processes (``_processes``).
     """
     for process in list((getattr(pool, "_processes", None) or {}).values()):
-        try:
+        with contextlib.suppress(ProcessLookupError, TypeError):
             os.kill(process.pid, signal.SIGINT)
-        except (ProcessLookupError, TypeError):
-            pass
 
 
 def _run_ray(
@@ -801,12 +816,14 @@ def _run_ray(
     stopped: Callable[[str], str] = lambda why: why,
     retries: int = RAY_RETRIES,
 ) -> None:
-    """Every run as a Ray task (``max_retries=0``: the retries are ours, so the manifest
-    can say them); a run whose node or worker process died is sent again up to
-    ``retries`` times (``attempts`` and ``retried`` in its manifest row), then recorded
-    ``lost``. A run that raised is not retried (its error is the run's, not the node's).
-    The head going away stops the sweep with :class:`SweepStopped` (one line; the runs
-    finished so far are saved, the rest stay pending for ``--resume``)."""
+    """Every run as a Ray task; a run whose node or worker died is sent again.
+
+    ``max_retries=0``: the retries are ours, so the manifest can say them; a run whose node or
+    worker process died is sent again up to ``retries`` times (``attempts`` and ``retried`` in its
+    manifest row), then recorded ``lost``. A run that raised is not retried (its error is the run's,
+    not the node's). The head going away stops the sweep with :class:`SweepStopped` (one line; the
+    runs finished so far are saved, the rest stay pending for ``--resume``).
+    """
     with ray_session(address) as ray:
         head = _head_address(ray)
         options = _ray_options(resources)
@@ -846,9 +863,11 @@ def _run_ray(
 
 @contextlib.contextmanager
 def ray_session(address: str | None) -> Iterator[Any]:
-    """The ``ray`` module, connected: a Ray already initialised by the caller is used as
-    it is; otherwise a local Ray (127.0.0.1 only) or the cluster at ``address`` is joined
-    here and left at the end."""
+    """The ``ray`` module, connected.
+
+    A Ray already initialised by the caller is used as it is; otherwise a local Ray (127.0.0.1 only)
+    or the cluster at ``address`` is joined here and left at the end.
+    """
     try:
         import ray
     except ImportError:
@@ -951,13 +970,16 @@ class Manifest:
                 row["status"] = "pending"
 
     def todo(self, *, retry_errors: bool) -> list[RunSpec]:
+        """The runs still to do; failed ones too with ``retry_errors``."""
         done = {"ok"} if retry_errors else {"ok", "error"}
         return [self.specs[i] for i, row in self.rows.items() if row["status"] not in done]
 
     def record(self, result: RunResult) -> None:
-        """Save the run's table, then the manifest; a failed write raises
-        :class:`SweepStopped` naming the file, with nothing half-written left behind (the
-        row stays as it was, so a resume re-runs the run)."""
+        """Save the run's table, then the manifest.
+
+        A failed write raises :class:`SweepStopped` naming the file, with nothing half-written left
+        behind (the row stays as it was, so a resume re-runs the run).
+        """
         row = {
             **self.rows[result.run_id],
             "status": result.status,
@@ -990,12 +1012,15 @@ class Manifest:
                 f"manifest lists them); resume with: mobidfl sweep --resume --out {self.out}")
 
     def count(self, status: str) -> int:
+        """Number of runs with ``status``."""
         return sum(row["status"] == status for row in self.rows.values())
 
     def frame(self) -> pd.DataFrame:
+        """The manifest as a table, one row per run."""
         return pd.DataFrame(list(self.rows.values()))
 
     def save(self) -> None:
+        """Write the manifest (``manifest.csv``) atomically."""
         _write_text(self.out / MANIFEST, self.frame().to_csv(index=False))
 
 
@@ -1018,6 +1043,7 @@ def _row(spec: RunSpec) -> dict[str, Any]:
 
 
 def run_path(out: str | Path, run_id: str) -> Path:
+    """Where the table of run ``run_id`` is saved in the sweep folder ``out``."""
     return Path(out) / RUNS / f"{run_id}.parquet"
 
 

@@ -102,9 +102,12 @@ class Tuning:
 
 
 def load_tuning(name: str) -> Tuning:
-    """The ``[tuning]`` table of study ``name``, checked: every column a variant of the
-    study, every grid point the policy's own settings (never the world's), the same number
-    of points for every knob (equal budget); a bad table is one :class:`ConfigError`."""
+    """The ``[tuning]`` table of study ``name``, checked.
+
+    Every column a variant of the study, every grid point the policy's own settings (never the
+    world's), the same number of points for every knob (equal budget); a bad table is one
+    :class:`ConfigError`.
+    """
     from mobidfl.analysis.bench_scenarios import SCALES, is_world_setting, policy_setting_owners
     from mobidfl.analysis.study import load_study
     from mobidfl.model.config import canonical_name
@@ -202,9 +205,11 @@ def _value(v: Any) -> str:
 
 def seed_means(frame: pd.DataFrame, *, by: Sequence[str], seeds: Sequence[int],
                metric: str = "final_acc") -> pd.Series:
-    """Mean of ``metric`` over ``seeds`` per group of ``by``; NaN for a group that lacks a
-    finite value on any of the seeds (a candidate is compared on every seed or not at all:
-    a mean over fewer seeds would favour the candidate whose bad seed failed)."""
+    """Mean of ``metric`` over ``seeds`` per group of ``by``.
+
+    NaN for a group that lacks a finite value on any of the seeds (a candidate is compared on every
+    seed or not at all: a mean over fewer seeds would favour the candidate whose bad seed failed).
+    """
     wanted = set(int(s) for s in seeds)
 
     def mean(group: pd.DataFrame) -> float:
@@ -220,11 +225,14 @@ def seed_means(frame: pd.DataFrame, *, by: Sequence[str], seeds: Sequence[int],
 
 def choose(means: Mapping[Hashable, float], *, prefer: Sequence[Hashable],
            tie: float) -> Hashable:
-    """The declared rule: the candidate with the highest mean; every candidate within
-    ``tie`` of that highest mean is tied, and the first of them in ``prefer`` wins.
+    """The declared rule.
+
+    The candidate with the highest mean; every candidate within ``tie`` of that highest mean is
+    tied, and the first of them in ``prefer`` wins.
 
     Candidates with a non-finite mean (a failed seed) are out; ``prefer`` must name every
-    finite one. Raises ``ValueError`` when none is finite."""
+    finite one. Raises ``ValueError`` when none is finite.
+    """
     finite = {k: float(v) for k, v in means.items() if math.isfinite(float(v))}
     if not finite:
         raise ValueError("no candidate has a finite mean")
@@ -237,9 +245,12 @@ def choose(means: Mapping[Hashable, float], *, prefer: Sequence[Hashable],
 
 def recipe_choice(frame: pd.DataFrame, *, seeds: Sequence[int], tie: float
                   ) -> tuple[float, pd.Series]:
-    """``(chosen value, mean final accuracy per value)``: each value's mean over the tuning
-    seeds in each column, then over the columns (each column counts once); ties to the
-    smaller value. ``frame``: ``value``, ``column``, ``seed``, ``final_acc`` per run."""
+    """``(chosen value, mean final accuracy per value)``.
+
+    Each value's mean over the tuning seeds in each column, then over the columns (each column
+    counts once); ties to the smaller value. ``frame``: ``value``, ``column``, ``seed``,
+    ``final_acc`` per run.
+    """
     per_column = seed_means(frame, by=["value", "column"], seeds=seeds)
     columns = frame["column"].unique()
     overall = per_column.groupby(level="value").apply(
@@ -250,10 +261,13 @@ def recipe_choice(frame: pd.DataFrame, *, seeds: Sequence[int], tie: float
 
 def knob_choices(frame: pd.DataFrame, *, grids: Mapping[str, Sequence[str]],
                  paper: Mapping[str, str], seeds: Sequence[int], tie: float) -> pd.DataFrame:
-    """The chosen grid point per policy and column: ``policy``, ``column``, ``chosen``,
-    ``chosen_mean``, ``paper``, ``paper_mean``. Candidates are the grid's points (labels,
-    in grid order) only; ties go to the paper's point when it is one of them, then to the
-    earlier point. ``frame``: ``policy``, ``column``, ``label``, ``seed``, ``final_acc``."""
+    """The chosen grid point per policy and column.
+
+    ``policy``, ``column``, ``chosen``, ``chosen_mean``, ``paper``, ``paper_mean``. Candidates are
+    the grid's points (labels, in grid order) only; ties go to the paper's point when it is one of
+    them, then to the earlier point. ``frame``: ``policy``, ``column``, ``label``, ``seed``,
+    ``final_acc``.
+    """
     means = seed_means(frame, by=["policy", "column", "label"], seeds=seeds)
     rows = []
     for (policy, column), group in means.groupby(level=["policy", "column"], sort=False):
@@ -274,8 +288,10 @@ def knob_choices(frame: pd.DataFrame, *, grids: Mapping[str, Sequence[str]],
 
 
 def last_finite(table: pd.DataFrame, column: str) -> float:
-    """The last finite value of ``column`` in a run's table (NaN when it has none): a
-    metric a policy records only at evaluation steps, e.g. PSFL's ``area_acc_mean``."""
+    """The last finite value of ``column`` in a run's table (NaN when it has none).
+
+    A metric a policy records only at evaluation steps, e.g. PSFL's ``area_acc_mean``.
+    """
     if column not in table:
         return math.nan
     values = pd.to_numeric(table[column], errors="coerce").to_numpy(float)
@@ -291,7 +307,8 @@ def sigma_per_sample(sigma: float, sizes: Sequence[int] | np.ndarray, *, batch: 
     the number of batch terms (:func:`mobidfl.model.maths.psfl.eq3_loss`): ``ceil(n_i / batch)``
     for ``batches = 0`` (the car's own data), else ``batches``. ``sigma`` divided by that
     count is the per-sample loss it tolerates: the same for every car only when
-    ``batches > 0``."""
+    ``batches > 0``.
+    """
     n = np.asarray(sizes, dtype=float)
     terms = np.ceil(n / float(batch)) if batches == 0 else np.full(n.shape, float(batches))
     return float(sigma) / terms
@@ -333,8 +350,10 @@ def _cell(stage: str, column: Any, policy: str, point: dict[str, Any], *, paper:
 
 
 def paper_point(policy: str, knob: Knob) -> dict[str, Any]:
-    """The policy's paper values (``_policies.toml``, else its defaults) of the knob's
-    settings."""
+    """The policy's paper values of the knob's settings.
+
+    From ``_policies.toml``, else the policy's defaults.
+    """
     from mobidfl.analysis.bench_scenarios import policy_settings
     from mobidfl.plugins import POLICIES
 
@@ -411,8 +430,11 @@ def _check_folder(out: Path, *, kind: str, study: str, scale: str) -> dict[str, 
 
 
 def _cpu_s() -> float:
-    """CPU seconds of this process and its waited-for children (with ``--processes 0`` the
-    runs are here; with worker processes each run's own CPU is in ``cpu_s_runs``)."""
+    """CPU seconds of this process and its waited-for children.
+
+    With ``--processes 0`` the runs are here; with worker processes each run's own CPU is in
+    ``cpu_s_runs``.
+    """
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
@@ -430,9 +452,11 @@ def _timed_run(spec: Any) -> tuple[Any, float]:
 def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *,
                    processes: int | None, progress: bool, cpu: dict[str, float],
                    before: Any = None) -> dict[str, list[Any]]:
-    """Run every cell's runs not finished yet (the bench's cells and manifests), each run's
-    CPU seconds into ``cpu`` (run id -> s); ``before(plan)`` is called before the first
-    run (to write the folder's plan); returns the plan."""
+    """Run every cell's runs not finished yet; returns the plan.
+
+    The bench's cells and manifests; each run's CPU seconds go into ``cpu`` (run id -> s);
+    ``before(plan)`` is called before the first run (to write the folder's plan).
+    """
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from tqdm import tqdm
@@ -489,8 +513,11 @@ def _cell_record(cell: TuneCell, seeds: Sequence[int], plan: dict[str, list[Any]
 
 
 def load_tuning_runs(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """``(plan, runs, curves)`` of a tuning folder: one row per planned run (final numbers,
-    PSFL's own-area accuracy and federations where the run recorded them)."""
+    """``(plan, runs, curves)`` of a tuning folder.
+
+    One row per planned run (final numbers, PSFL's own-area accuracy and federations where the run
+    recorded them).
+    """
     from mobidfl.analysis.bench import planned_records
     from mobidfl.analysis.bench_stats import run_numbers
 
@@ -524,8 +551,10 @@ def load_tuning_runs(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFr
 
 def _data_sizes(tuning: Tuning, scale: str, variants: Sequence[str], seeds: Sequence[int]
                 ) -> dict[str, dict[str, list[int]]]:
-    """Each car's number of training samples, per column and seed (the data split alone:
-    learners built, never stepped), for the page's reading of PSFL's sigma."""
+    """Each car's number of training samples, per column and seed.
+
+    The data split alone (learners built, never stepped), for the page's reading of PSFL's sigma.
+    """
     import warnings
 
     from mobidfl.model.inert import InertSettingWarning
@@ -548,8 +577,10 @@ def run_tuning(*, study: str, kind: str, out: str | Path, scale: str,
                results_seeds: Sequence[int], policies: Sequence[str] | None = None,
                processes: int | None = 0, progress: bool = True, command: str = "",
                say: Any = None) -> Path:
-    """Run ``--tune recipe`` or ``--tune policies`` of ``study`` into ``out`` (resumable)
-    and write its ``tuning.json`` and ``tuning.md``; returns the Markdown table's path."""
+    """Run ``--tune recipe`` or ``--tune policies`` of ``study`` into ``out`` (resumable).
+
+    Then write its ``tuning.json`` and ``tuning.md``; returns the Markdown table's path.
+    """
     from mobidfl.analysis.bench import _commit, _machine, _versions
     from mobidfl.analysis.folders import check_output_folder
     from mobidfl.atomic import write_text_atomic
@@ -557,7 +588,7 @@ def run_tuning(*, study: str, kind: str, out: str | Path, scale: str,
     if kind not in KINDS:
         raise ConfigError("--tune", kind, "one of " + ", ".join(KINDS))
     tuning = load_tuning(study)
-    if scale != tuning.scale and scale != "ci":
+    if scale not in (tuning.scale, "ci"):
         raise ConfigError("--scale", scale, f"{tuning.scale} (the declared tuning scale) or ci "
                           "(a test of the command)")
     overlap = sorted(set(results_seeds) & set(tuning.seeds))
@@ -665,9 +696,11 @@ MANIFEST = "manifest.json"
 
 
 def publish_tuning(folders: Sequence[str | Path], dest: str | Path) -> list[Path]:
-    """Write the runs of tuning folders (``--tune recipe`` and ``--tune policies``) to
-    ``dest``: ``runs.parquet``, ``curves.parquet`` and ``manifest.json`` (each folder's
-    plan: declaration, cells, data sizes, sessions)."""
+    """Write the runs of tuning folders (``--tune recipe`` and ``--tune policies``) to ``dest``.
+
+    ``runs.parquet``, ``curves.parquet`` and ``manifest.json`` (each folder's plan: declaration,
+    cells, data sizes, sessions).
+    """
     from mobidfl.atomic import write_parquet, write_text_atomic
 
     dest = Path(dest)
@@ -707,15 +740,19 @@ def _study_means(study_dest: Path, seeds: Sequence[int]) -> pd.DataFrame:
 
 
 def winner(means: Mapping[str, float], *, reference: str = "central_fedavg") -> str:
-    """The policy with the highest mean final accuracy, the oracle reference left out (as
-    the bench's winner); ties by name."""
+    """The policy with the highest mean final accuracy, the oracle reference left out.
+
+    As the bench's winner; ties by name.
+    """
     finite = {p: float(v) for p, v in means.items() if p != reference and math.isfinite(v)}
     return min(finite, key=lambda p: (-finite[p], p)) if finite else ""
 
 
 def tuning_page(dest: str | Path, *, study_dest: str | Path) -> str:
-    """The tuning page, every number computed from the published tuning data ``dest`` (and,
-    for the ranking at the papers' values, the published study ``study_dest``)."""
+    """The tuning page, every number computed from the published tuning data ``dest``.
+
+    And, for the ranking at the papers' values, from the published study ``study_dest``.
+    """
     from mobidfl.analysis.bench_stats import holm, paired_difference
 
     dest, study_dest = Path(dest), Path(study_dest)
@@ -956,8 +993,11 @@ def _diff(test: Any) -> str:
 
 
 def _sigma_section(plan: dict[str, Any], decl: dict[str, Any]) -> list[str]:
-    """What PSFL's sigma means per sample, car by car, at the paper's reading and the
-    scale-keeping one (:func:`sigma_per_sample`), from the cars' recorded data sizes."""
+    """What PSFL's sigma means per sample, car by car, at two readings.
+
+    The paper's reading and the scale-keeping one (:func:`sigma_per_sample`), from the cars'
+    recorded data sizes.
+    """
     sizes = plan.get("data_sizes", {})
     knob = decl["knobs"].get("psfl")
     if not sizes or knob is None:
@@ -1005,8 +1045,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    """``mobidfl bench --study S --tune recipe|policies``: the study's declared tuning (here,
-    not in :mod:`mobidfl.analysis.bench`, which this module builds on: no import cycle)."""
+    """``mobidfl bench --study S --tune recipe|policies``.
+
+    The study's declared tuning (here, not in :mod:`mobidfl.analysis.bench`, which this module
+    builds on: no import cycle).
+    """
     import sys
 
     from mobidfl.analysis.bench import _check_flags, _list, bench_command, cmd_bench

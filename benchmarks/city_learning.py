@@ -45,7 +45,7 @@ PHASES = ("move", "contacts", "train", "exchange", "evaluate", "other")
 
 
 def _rss_bytes() -> int:
-    with open("/proc/self/statm") as fh:
+    with Path("/proc/self/statm").open() as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
@@ -91,8 +91,7 @@ def settings(net: str, n: int, policy: str, args: argparse.Namespace) -> dict:
 
 def run_one(net: str, n: int, policy: str, args: argparse.Namespace) -> dict:
     """Build the world and run ``args.epochs`` epochs with every phase timed."""
-    import mobidfl.model.world as world
-    from mobidfl.model import bounds
+    from mobidfl.model import bounds, world
     from mobidfl.model.config import Config
     from mobidfl.model.world import MobiDFLModel
 

@@ -29,6 +29,7 @@ import resource
 import time
 import tracemalloc
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -72,7 +73,7 @@ def old_network():
 
 def rss_mb() -> float:
     """Current resident set size (Linux /proc), MB."""
-    with open("/proc/self/statm") as f:
+    with Path("/proc/self/statm").open() as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 

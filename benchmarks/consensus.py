@@ -52,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
         cpu = torch.device("cpu")
         assert consensus_distance(stacks, device=cpu) == two_temporaries(stacks)  # same float
         for _ in range(args.repeats):
-            for name in times:
+            for name, series in times.items():
                 start = time.process_time()
                 if name == "in place":
                     consensus_distance(stacks, device=cpu)
                 else:
                     two_temporaries(stacks)
-                times[name].append(time.process_time() - start)
+                series.append(time.process_time() - start)
         rows.append((n, *(statistics.median(t) * 1e3 for t in times.values())))
     print(f"fp32 matmul peak, one thread: {matmul_peak().wall:.1f} GFLOP/s (end)")
     print("agents | in place (CPU ms) | two temporaries (CPU ms) | ratio")

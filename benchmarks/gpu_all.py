@@ -261,7 +261,7 @@ def run_step(step: Step, args: argparse.Namespace, timeout: float, log) -> Outco
     started = time.perf_counter()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env, start_new_session=True,
-                            preexec_fn=_ctrl_c_stops)  # fmt: skip
+                            preexec_fn=_ctrl_c_stops)  # fmt: skip  # noqa: PLW1509 - no other way to reset SIGINT in the child
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -21,8 +21,7 @@ from collections import defaultdict
 
 import numpy as np
 
-import mobidfl.model.links as links
-import mobidfl.model.world as world
+from mobidfl.model import links, world
 from mobidfl.model.world import MobiDFLModel
 
 TIMED: dict[str, float] = defaultdict(float)

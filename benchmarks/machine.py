@@ -18,6 +18,7 @@ yardsticks its ratios are taken against, in the same run:
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import sys
@@ -102,7 +103,7 @@ def _cpuinfo() -> tuple[set[str], float]:
     flags: set[str] = set()
     mhz = float("nan")
     try:
-        text = open("/proc/cpuinfo", encoding="utf-8").read()  # noqa: SIM115 - read once
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
     except OSError:
         return flags, mhz
     for line in text.splitlines():
@@ -110,7 +111,7 @@ def _cpuinfo() -> tuple[set[str], float]:
         key = key.strip()
         if key == "flags" and not flags:
             flags = set(value.split())
-        elif key == "cpu MHz" and mhz != mhz:
+        elif key == "cpu MHz" and math.isnan(mhz):
             mhz = float(value)
     return flags, mhz / 1000
 

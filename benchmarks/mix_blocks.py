@@ -83,14 +83,14 @@ def main() -> None:
             best = {"fresh": float("inf"), "buffers": float("inf")}
             out: dict[str, list[torch.Tensor]] = {}
             for _ in range(args.repeats):
-                for name in best:
+                for name, fastest in best.items():
                     stacks = [b.clone() for b in base]
                     c = time.process_time()
                     if name == "fresh":
                         mix_fresh(stacks, w)
                     else:
                         mix_stacks(stacks, w, device=torch.device("cpu"))
-                    best[name] = min(best[name], time.process_time() - c)
+                    best[name] = min(fastest, time.process_time() - c)
                     out[name] = stacks
             same = all(torch.equal(a, b) for a, b in zip(out["fresh"], out["buffers"],
                                                          strict=True))  # fmt: skip

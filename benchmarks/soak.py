@@ -27,6 +27,7 @@ import json
 import multiprocessing
 import resource
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ def rss_mib() -> float:
     """Current anonymous resident memory (``RssAnon`` in ``/proc/self/status``), MiB: the
     heap and tensors; file-backed pages (libraries) are left out, as a loaded machine
     evicts and reloads them regardless of the run."""
-    with open("/proc/self/status") as fh:
+    with Path("/proc/self/status").open() as fh:
         for line in fh:
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) / 1024
@@ -159,7 +160,7 @@ def main() -> None:
               f"{r['time_growth_ms_per_100']:+10.3f} ms"
               + (f"  live {r['live_growth_mib_per_100']:+.2f} MiB/100" if args.trim else ""))
     if args.json:
-        with open(args.json, "w") as fh:
+        with Path(args.json).open("w") as fh:
             json.dump(results, fh, indent=1)
 
 

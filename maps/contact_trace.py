@@ -46,9 +46,11 @@ ONE_MESSAGE_ACTIONS = frozenset({"C", "S", "DE", "A", "DR", "R"})
 
 
 class Contacts:
-    """Stays in range read from a trace: 0-based agent ids ``a < b``, absolute ``t_start`` /
-    ``t_end`` (seconds since the trace's start) or, with ``step``, seconds of that step;
-    ``d_min`` metres (NaN where the trace has none)."""
+    """Stays in range read from a trace.
+
+    0-based agent ids ``a < b``, absolute ``t_start`` / ``t_end`` (seconds since the trace's start)
+    or, with ``step``, seconds of that step; ``d_min`` metres (NaN where the trace has none).
+    """
 
     def __init__(self, *, a: np.ndarray, b: np.ndarray, t_start: np.ndarray,
                  t_end: np.ndarray, d_min: np.ndarray, step: np.ndarray | None) -> None:
@@ -66,8 +68,10 @@ def _refuse(path: Path, why: str) -> ConfigError:
 
 
 def _open_text(path: Path) -> str:
-    """The file's text (gzip inflated once, at most :data:`MAX_INFLATED_BYTES`); a
-    truncated, broken or bomb-sized gzip is one line."""
+    """The file's text (gzip inflated once, at most :data:`MAX_INFLATED_BYTES`).
+
+    A truncated, broken or bomb-sized gzip is one line.
+    """
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
@@ -91,9 +95,12 @@ def _data_lines(text: str) -> list[tuple[int, str]]:
 
 
 def detect_format(path: Path, *, text: str | None = None) -> str:
-    """``one`` when the second field of the first data line is ``CONN`` or a message action,
-    ``mobidfl`` for Parquet or a file whose first line names columns, else ``crawdad``
-    (``text``: the file's text when already read)."""
+    """The trace dialect: ``one``, ``mobidfl`` or ``crawdad``.
+
+    ``one`` when the second field of the first data line is ``CONN`` or a message action,
+    ``mobidfl`` for Parquet or a file whose first line names columns, else ``crawdad`` (``text``:
+    the file's text when already read).
+    """
     if path.suffix.lower() == ".parquet":
         return "mobidfl"
     text = _open_text(path) if text is None else text
@@ -185,8 +192,10 @@ def _read_mobidfl(path: Path, text: str | None) -> Contacts:
 
 
 def _split_fields(path: Path, text: str | None, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """``[L, width]`` object array of the first ``width`` fields of each data line (None where
-    a line has fewer) and the lines' numbers in the file; an empty trace is refused."""
+    """The first ``width`` fields of each data line, and the lines' numbers in the file.
+
+    An ``[L, width]`` object array (None where a line has fewer fields); an empty trace is refused.
+    """
     lines = _data_lines(text or "")
     if not lines:
         raise _refuse(path, "empty: no contacts")
@@ -287,10 +296,12 @@ def _runs(*keys: np.ndarray) -> np.ndarray:
 
 
 def _event_order(lo: np.ndarray, hi: np.ndarray, time: np.ndarray, up: np.ndarray) -> np.ndarray:
-    """Order of a pair's connection events: by time; events of one pair at the same time
-    (a zero-length contact, or one stay ending as the next begins) alternate starting with
-    what the pair's state allows (``down`` first while it is up), whatever their file
-    order."""
+    """Order of a pair's connection events.
+
+    By time; events of one pair at the same time (a zero-length contact, or one stay ending as the
+    next begins) alternate starting with what the pair's state allows (``down`` first while it is
+    up), whatever their file order.
+    """
     order = np.lexsort((np.arange(len(time)), time, hi, lo))
     lo, hi, time, up = lo[order], hi[order], time[order], up[order]
     pair, group = _runs(lo, hi), _runs(lo, hi, time)
@@ -304,8 +315,11 @@ def _event_order(lo: np.ndarray, hi: np.ndarray, time: np.ndarray, up: np.ndarra
 def _checked(path: Path, lines: np.ndarray, *, a: np.ndarray, b: np.ndarray,
              t_start: np.ndarray, t_end: np.ndarray, d_min: np.ndarray,
              step: np.ndarray | None) -> Contacts:
-    """Whole-trace checks shared by the formats: no self-contacts, no negative or reversed
-    times, no two overlapping stays of one pair (a duplicate), at least one contact."""
+    """Whole-trace checks shared by the formats.
+
+    No self-contacts, no negative or reversed times, no two overlapping stays of one pair (a
+    duplicate), at least one contact.
+    """
     if not len(a):
         raise _refuse(path, "empty: no contacts")
     checks = (
@@ -348,17 +362,26 @@ def read_contacts(path: str | Path, *, fmt: str = "auto") -> Contacts:
 class ContactTrace:
     """A checked trace indexed by step: :meth:`table` is one step's contact table.
 
-    Args:
-        contacts: what :func:`read_contacts` returned.
-        step_s: the run's step length (absolute trace times are cut into steps with it).
-        n_agents: the run's agents; ids (after ``id_base``) must lie in ``[0, n_agents)``.
-        id_base: the trace's first id (CRAWDAD's iMote ids start at 1).
-        start_s: trace time that is MobiDFL time 0 (earlier contacts are cut off).
-        distance_m: distance of a contact the trace gives none for (0 = unknown).
-        steps: the run's steps; contacts after its last step are dropped and a stay is cut
-            there (a day-long stay in a 4-day trace is one row per step it spans, so a long
-            trace and a short run stay small).
-        path: named in errors.
+    Parameters
+    ----------
+    contacts
+        what :func:`read_contacts` returned.
+    step_s
+        the run's step length (absolute trace times are cut into steps with it).
+    n_agents
+        the run's agents; ids (after ``id_base``) must lie in ``[0, n_agents)``.
+    id_base
+        the trace's first id (CRAWDAD's iMote ids start at 1).
+    start_s
+        trace time that is MobiDFL time 0 (earlier contacts are cut off).
+    distance_m
+        distance of a contact the trace gives none for (0 = unknown).
+    steps
+        the run's steps; contacts after its last step are dropped and a stay is cut
+        there (a day-long stay in a 4-day trace is one row per step it spans, so a long
+        trace and a short run stay small).
+    path
+        named in errors.
     """
 
     def __init__(self, contacts: Contacts, *, step_s: float, n_agents: int, id_base: int = 0,
@@ -418,8 +441,10 @@ class ContactTrace:
         return slice(int(lo), int(hi))
 
     def table(self, step: int) -> ContactTable:
-        """Step ``step``'s stays in range (sorted by pair, then time). Each row is one
-        piece at its constant distance ``d_min`` (NaN where unknown)."""
+        """Step ``step``'s stays in range (sorted by pair, then time).
+
+        Each row is one piece at its constant distance ``d_min`` (NaN where unknown).
+        """
         s = self._slice(step)
         n = s.stop - s.start
         d = self.d_min[s]
@@ -432,8 +457,10 @@ class ContactTrace:
         )
 
     def adjacency(self, table: ContactTable) -> sp.csr_matrix:
-        """Symmetric bool adjacency of the pairs in ``table`` (what ``contact_matrix`` gives
-        a map run)."""
+        """Symmetric bool adjacency of the pairs in ``table``.
+
+        What ``contact_matrix`` gives a map run.
+        """
         n = self.n_agents
         first = table.first_rows()
         i, j = table.a[first], table.b[first]
@@ -443,8 +470,10 @@ class ContactTrace:
         )
 
     def encounters(self, table: ContactTable) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs sorted by (a, b) and the fraction of the step of their first contact (as
-        :func:`mobidfl.model.contacts.contact_times`)."""
+        """Pairs sorted by (a, b) and the fraction of the step of their first contact.
+
+        As :func:`mobidfl.model.contacts.contact_times` gives them.
+        """
         first = table.first_rows()
         pairs = np.stack([table.a[first], table.b[first]], axis=1).astype(np.int64)
         return pairs.reshape(-1, 2), table.t_start[first] / self.step_s

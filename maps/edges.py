@@ -22,7 +22,8 @@ _NOT_METRIC = (3857, 900913)  # web Mercator: projected, but metres grow with la
 class MapDataError(ValueError):
     """A map file's content is not a usable street map (bad coordinates or projection).
 
-    Readers turn it into a one-line :class:`mobidfl.errors.ConfigError` naming the file."""
+    Readers turn it into a one-line :class:`mobidfl.errors.ConfigError` naming the file.
+    """
 
 
 ROUND_TRIP_M = 1.0
@@ -48,8 +49,10 @@ def check_coordinates(xy: np.ndarray, crs: object) -> None:
     CRS needs every point to map to such a longitude/latitude and back within
     :data:`ROUND_TRIP_M` (outside its domain a projection is not a place on the map).
 
-    Raises:
-        MapDataError: the first bad point and what is wrong with it.
+    Raises
+    ------
+    MapDataError
+        the first bad point and what is wrong with it.
     """
     xy = np.asarray(xy, float).reshape(-1, 2)
     parsed = parse_crs(crs)
@@ -170,14 +173,21 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 class EdgeTable:
     """Directed street edges with their geometries (metres in ``crs``).
 
-    Attributes:
-        node_ids: original node identifiers (OSM ids or generated), one per node.
-        node_xy: ``[n, 2]`` node positions.
-        edge_u, edge_v: node indices of each directed edge.
-        coords: ``[P, 2]`` geometry points of all edges, edge ``e`` owning
-            ``coords[ptr[e]:ptr[e + 1]]`` (at least two points, oriented u -> v).
-        ptr: ``[E + 1]`` offsets into ``coords``.
-        crs: the projected CRS of all coordinates.
+    Attributes
+    ----------
+    node_ids
+        original node identifiers (OSM ids or generated), one per node.
+    node_xy
+        ``[n, 2]`` node positions.
+    edge_u, edge_v
+        node indices of each directed edge.
+    coords
+        ``[P, 2]`` geometry points of all edges, edge ``e`` owning
+        ``coords[ptr[e]:ptr[e + 1]]`` (at least two points, oriented u -> v).
+    ptr
+        ``[E + 1]`` offsets into ``coords``.
+    crs
+        the projected CRS of all coordinates.
     """
 
     node_ids: np.ndarray
@@ -190,14 +200,17 @@ class EdgeTable:
 
     @property
     def n_nodes(self) -> int:
+        """Number of nodes."""
         return len(self.node_xy)
 
     @property
     def n_edges(self) -> int:
+        """Number of edges."""
         return len(self.edge_u)
 
     @property
     def point_counts(self) -> np.ndarray:
+        """Number of polyline points of each edge."""
         return np.diff(self.ptr)
 
     def subset(self, edges: np.ndarray) -> EdgeTable:
@@ -288,12 +301,18 @@ def from_segments(
     Ends are matched after rounding to ``snap_m`` (in the units of ``crs``; geographic
     tables are projected first so the tolerance is in metres).
 
-    Args:
-        start_xy, end_xy: ``[E, 2]`` segment ends.
-        crs: CRS of the coordinates.
-        two_way: per segment (or for all), whether it can be travelled end -> start too.
-        geometry: optional ``(coords, ptr)`` polylines per segment (start to end).
-        snap_m: distance under which two ends are the same intersection.
+    Parameters
+    ----------
+    start_xy, end_xy
+        ``[E, 2]`` segment ends.
+    crs
+        CRS of the coordinates.
+    two_way
+        per segment (or for all), whether it can be travelled end -> start too.
+    geometry
+        optional ``(coords, ptr)`` polylines per segment (start to end).
+    snap_m
+        distance under which two ends are the same intersection.
     """
     start_xy = np.asarray(start_xy, float)
     end_xy = np.asarray(end_xy, float)

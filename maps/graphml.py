@@ -36,9 +36,11 @@ def read_graphml(path: str | Path, *, raw: bytes | None = None) -> EdgeTable:
     ``raw``: the file's bytes when the caller already has them (e.g. inflated from a
     ``.graphml.gz``); the file is then not read again.
 
-    Raises:
-        ValueError: not a GraphML street graph (no x/y node data, malformed XML, a file cut
-            short, an element or data key GraphML does not declare).
+    Raises
+    ------
+    ValueError
+        not a GraphML street graph (no x/y node data, malformed XML, a file cut
+        short, an element or data key GraphML does not declare).
     """
     raw = Path(path).read_bytes() if raw is None else raw
     tags = check_whole(raw)
@@ -106,8 +108,10 @@ def check_whole(raw: bytes) -> Counter:
     in C, no per-element Python), use only GraphML's own elements (or prefixed foreign
     ones: a flipped byte in ``<edge`` is not silently skipped) and declare every data key.
 
-    Raises:
-        ValueError: what is wrong, with the line and column where the XML parser stopped.
+    Raises
+    ------
+    ValueError
+        what is wrong, with the line and column where the XML parser stopped.
     """
     parser = xml.parsers.expat.ParserCreate()
     try:

@@ -25,6 +25,7 @@ class Grid:
 
     @classmethod
     def over(cls, bounds: tuple[float, float, float, float], *, cell_m: float) -> Grid:
+        """The grid of ``cell_m`` cells covering ``bounds`` (west, south, east, north)."""
         west, south, east, north = bounds
         cols = max(1, math.ceil((east - west) / cell_m))
         rows = max(1, math.ceil((north - south) / cell_m))
@@ -32,13 +33,16 @@ class Grid:
 
     @property
     def n_cells(self) -> int:
+        """Number of cells, ``rows * cols``."""
         return self.rows * self.cols
 
     def rc(self, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(row, col)`` of each cell index."""
         cells = np.asarray(cells)
         return cells // self.cols, cells % self.cols
 
     def centres(self, cells: np.ndarray | None = None) -> np.ndarray:
+        """``[n, 2]`` centre of each cell in ``cells`` (default: every cell, in index order)."""
         cells = np.arange(self.n_cells) if cells is None else np.asarray(cells)
         rows, cols = self.rc(cells)
         return np.stack(
@@ -46,6 +50,7 @@ class Grid:
         )
 
     def cell_of(self, xy: np.ndarray) -> np.ndarray:
+        """Cell index of each point of ``xy`` (points outside take the nearest edge cell)."""
         col = np.clip(((xy[:, 0] - self.x0) // self.cell_m).astype(int), 0, self.cols - 1)
         row = np.clip(((xy[:, 1] - self.y0) // self.cell_m).astype(int), 0, self.rows - 1)
         return row * self.cols + col

@@ -29,8 +29,10 @@ TURN_RULES = ("classes", "straightest")
 def _straightest_weights(
     owner: np.ndarray, abs_angle: np.ndarray, per_edge: np.ndarray, straight: float
 ) -> np.ndarray:
-    """Cached-DFL's turn rule on flat candidates: the straightest gets ``straight``, the
-    others share ``1 - straight`` equally, a lone candidate gets 1 (``owner`` sorted).
+    """Cached-DFL's turn rule on flat candidates.
+
+    The straightest gets ``straight``, the others share ``1 - straight`` equally, a lone candidate
+    gets 1 (``owner`` sorted).
 
     The authors' ``get_road_choice_probability`` gives ``straight`` to every candidate of the
     largest cosine (its probabilities do not sum to 1 on an exact tie); here the first of a
@@ -64,6 +66,7 @@ class TurnTable:
     cum: np.ndarray
 
     def sample(self, edges: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """Next edge of each agent arriving on ``edges``, drawn with ``uniforms`` in [0, 1)."""
         keys = edges + np.minimum(uniforms, 1.0 - 1e-12)
         first = self.ptr[edges]
         if self._short_blocks:
@@ -83,8 +86,11 @@ class TurnTable:
 
     @property
     def _short_blocks(self) -> int:
-        """The largest block when every block is short (<= 8) and non-decreasing with
-        values below ``edge + 1`` before its last, else 0 (then: ``searchsorted``)."""
+        """The largest block when blocks are short and sorted enough to scan, else 0.
+
+        Every block must be short (<= 8) and non-decreasing with values below ``edge + 1`` before
+        its last; else 0 (then: ``searchsorted``).
+        """
         cached = self.__dict__.get("_short")
         if cached is None:
             sizes = np.diff(self.ptr)
@@ -211,6 +217,7 @@ class StreetNetwork:
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> StreetNetwork:
+        """The network :meth:`to_arrays` wrote under ``prefix``."""
         crs, mode = (str(v) for v in arrays[f"{prefix}meta"])
         values = {name: np.asarray(arrays[f"{prefix}{name}"]) for name in cls.ARRAYS}
         return cls(**values, crs=crs, directed=mode == "directed")
@@ -218,10 +225,12 @@ class StreetNetwork:
     # --- geometry ------------------------------------------------------------------
     @property
     def n_edges(self) -> int:
+        """Number of edges."""
         return len(self.edge_u)
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:
+        """``(west, south, east, north)`` of the network's points, in map metres."""
         lo, hi = self.pts_xy.min(axis=0), self.pts_xy.max(axis=0)
         return float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])
 
@@ -261,6 +270,7 @@ class StreetNetwork:
         return b
 
     def heading(self, edge: int, *, at_end: bool) -> np.ndarray:
+        """Unit direction of ``edge`` at its start, or at its end with ``at_end``."""
         p0, p1 = self.edge_pt0[edge], self.edge_pt1[edge]
         seg = self.pts_xy[p1 - 1] - self.pts_xy[p1 - 2] if at_end else (
             self.pts_xy[p0 + 1] - self.pts_xy[p0]
@@ -312,10 +322,14 @@ class StreetNetwork:
         is used only at a dead end. With ``allowed_nodes`` (area-restricted agents) edges
         leading outside are never chosen, unless that leaves no choice.
 
-        Args:
-            probs: (straight, left, right) probabilities.
-            allowed_nodes: optional boolean mask of nodes the agent may drive to.
-            rule: ``"classes"`` or ``"straightest"`` (above).
+        Parameters
+        ----------
+        probs
+            (straight, left, right) probabilities.
+        allowed_nodes
+            optional boolean mask of nodes the agent may drive to.
+        rule
+            ``"classes"`` or ``"straightest"`` (above).
         """
         if rule not in TURN_RULES:
             raise ValueError(f"turn rule {rule!r}: one of {', '.join(TURN_RULES)}")
@@ -408,14 +422,22 @@ class StreetNetwork:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Move agents ``distances`` metres; leftover distance carries into the next edge.
 
-        Args:
-            edges, offsets: current positions (not modified).
-            distances: metres to travel per agent.
-            tables: turn tables; agent ``i`` uses ``tables[table_of[i]]``.
-            rng: draws one uniform per intersection decision.
-            decisions: if given, ``[in_edge, out_edge]`` pairs are appended (for tests).
+        Parameters
+        ----------
+        edges, offsets
+            current positions (not modified).
+        distances
+            metres to travel per agent.
+        tables
+            turn tables; agent ``i`` uses ``tables[table_of[i]]``.
+        rng
+            draws one uniform per intersection decision.
+        decisions
+            if given, ``[in_edge, out_edge]`` pairs are appended (for tests).
 
-        Returns:
+        Returns
+        -------
+        tuple[np.ndarray, np.ndarray]
             New ``(edges, offsets)``.
         """
         edges, offsets = edges.copy(), offsets.astype(float).copy()

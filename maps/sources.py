@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import re
 from pathlib import Path
 
@@ -97,15 +96,21 @@ def load_edges(spec: str, *, cache_dir: str | Path = "~/.cache/mobidfl/maps",
     A file is read by the registered map format its name ends with
     (:data:`mobidfl.maps.formats.MAP_FORMATS`, the longest matching suffix).
 
-    Args:
-        spec: the ``map`` setting (see :func:`allowed`).
-        cache_dir: where online queries are saved as GraphML so later runs are offline.
-        max_inflated: largest size a compressed map file may inflate to (bytes; None: the
-            default cap, :data:`mobidfl.inflate.MAX_INFLATED_BYTES`).
+    Parameters
+    ----------
+    spec
+        the ``map`` setting (see :func:`allowed`).
+    cache_dir
+        where online queries are saved as GraphML so later runs are offline.
+    max_inflated
+        largest size a compressed map file may inflate to (bytes; None: the
+        default cap, :data:`mobidfl.inflate.MAX_INFLATED_BYTES`).
 
-    Raises:
-        ConfigError: unknown name, unreadable file, or a map with no edges; the one-line
-            message names the file and what is wrong.
+    Raises
+    ------
+    ConfigError
+        unknown name, unreadable file, or a map with no edges; the one-line
+        message names the file and what is wrong.
     """
     if spec == "nyc_uws":
         table = read_graphml_map(_package_file("momepy", "datasets/nyc_graph.graphml"))
@@ -175,12 +180,18 @@ def grid_table(
 
     It is placed in UTM zone 18N (Manhattan) so that WGS84 export stays meaningful.
 
-    Args:
-        rows, cols: intersections along y (streets) and x (avenues).
-        spacing_m: metres between intersections, or ``(dx, dy)``.
-        oneway_rows: per row, 0 = two-way, +1 = one-way towards +x, -1 = towards -x.
-        oneway_cols: per column, 0 = two-way, +1 = one-way towards +y, -1 = towards -y.
-        rotation_deg: counter-clockwise rotation of the whole grid about ``origin``.
+    Parameters
+    ----------
+    rows, cols
+        intersections along y (streets) and x (avenues).
+    spacing_m
+        metres between intersections, or ``(dx, dy)``.
+    oneway_rows
+        per row, 0 = two-way, +1 = one-way towards +x, -1 = towards -x.
+    oneway_cols
+        per column, 0 = two-way, +1 = one-way towards +y, -1 = towards -y.
+    rotation_deg
+        counter-clockwise rotation of the whole grid about ``origin``.
     """
     if rows < 2 or cols < 2:
         raise ConfigError("map", f"grid:{rows}x{cols}", "a grid of at least 2x2 intersections")
@@ -310,7 +321,7 @@ def check_readable(path: Path, setting: str = "map") -> None:
     if not path.is_file():
         raise ConfigError(setting, str(path), "an existing, readable map file")
     try:
-        with open(path, "rb") as fh:
+        with path.open("rb") as fh:
             fh.read(1)
     except OSError as exc:
         raise ConfigError(setting, str(path), f"a readable file (cannot read it: "
@@ -387,7 +398,7 @@ def _online(spec: str, cache_dir: Path) -> Path:
     cache_dir.mkdir(parents=True, exist_ok=True)
     partial = cached.with_suffix(".graphml.part")
     ox.save_graphml(graph, partial)
-    os.replace(partial, cached)
+    partial.replace(cached)
     return cached
 
 

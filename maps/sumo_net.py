@@ -62,6 +62,7 @@ class SumoTools:
     version: str
 
     def binary(self, name: str) -> Path:
+        """Path of SUMO's ``name`` program; a missing or non-executable one is refused."""
         path = self.home / "bin" / name
         if not path.is_file() or not os.access(path, os.X_OK):
             raise ConfigError("vehicle.mobility", "sumo", f"SUMO's '{name}' binary from {INSTALL}")
@@ -69,6 +70,7 @@ class SumoTools:
 
     @property
     def random_trips(self) -> Path:
+        """Path of SUMO's ``tools/randomTrips.py``; refused when missing."""
         path = self.home / "tools" / "randomTrips.py"
         if not path.is_file():
             raise ConfigError(
@@ -174,8 +176,10 @@ def build_network(
 ) -> Path:
     """Convert ``network`` with netconvert (cached by content hash); return the .net.xml.
 
-    Raises:
-        ConfigError: netconvert fails or produces a network without edges.
+    Raises
+    ------
+    ConfigError
+        netconvert fails or produces a network without edges.
     """
     tools = tools or sumo_tools()
     nodes, edges = plain_xml(network, speed_mps=speed_mps)

@@ -46,6 +46,7 @@ class Trace:
 
     @property
     def n_agents(self) -> int:
+        """Number of agents in the trace."""
         return len(self.ids)
 
     def subset(self, start: int, count: int) -> Trace:
@@ -62,8 +63,10 @@ class Trace:
 def read_trace(path: str | Path, *, map_crs: str, crs: str = "") -> Trace:
     """Read an FCD XML or CSV trace into map-CRS metres (see the module docstring).
 
-    Raises:
-        ConfigError: missing file, unknown columns, non-numeric values, time going back.
+    Raises
+    ------
+    ConfigError
+        missing file, unknown columns, non-numeric values, time going back.
     """
     path = Path(path).expanduser()
     if not path.is_file():

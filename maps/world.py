@@ -44,6 +44,7 @@ class WorldMap:
         seed: int,
         cache_dir: str | Path = "~/.cache/mobidfl/maps",
     ) -> WorldMap:
+        """Load the map ``spec`` (cached) and lay the grid and the ``areas`` areas over it."""
         drive, walk = street_networks(spec, cache_dir=cache_dir)
         grid = Grid.over(walk.bounds, cell_m=cell_m)
         node_area = split_areas(walk.node_xy, k=areas, seed=seed)
@@ -63,9 +64,11 @@ class WorldMap:
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:
+        """``(west, south, east, north)`` of the walk network, in map metres."""
         return self.walk.bounds
 
     def area_of(self, xy: np.ndarray) -> np.ndarray:
+        """The area of each point of ``xy`` (that of its nearest walk-network node)."""
         return area_of_points(xy, self.walk.node_xy, self.node_area)
 
     def nodes_in_area(self, network: StreetNetwork, area: int) -> np.ndarray:
@@ -80,7 +83,7 @@ class WorldMap:
 
 @functools.lru_cache(maxsize=16)
 def _to_wgs84(crs: str) -> Transformer:
-    """Building a pyproj Transformer costs milliseconds; every step's export reuses one."""
+    """The transformer from ``crs`` to WGS84, cached: building one costs milliseconds."""
     return Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
 
 

@@ -63,25 +63,27 @@ def open_atomic(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     path = Path(path)
     with _naming(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}-", dir=path.parent)
+        handle, name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}-", dir=path.parent)
+    tmp = Path(name)
     try:
-        with _naming(path, tmp):
+        with _naming(path, name):
             with os.fdopen(handle, mode) as fh:
                 yield fh
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(tmp, file_mode())
-            os.replace(tmp, path)
+            tmp.chmod(file_mode())
+            tmp.replace(path)
             fsync_dir(path.parent)
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            tmp.unlink()
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary name for ``path``; what is written there replaces ``path`` only if
-    the block completes.
+    """Yield a temporary name for ``path``.
+
+    What is written there replaces ``path`` only if the block completes.
 
     For writers that want a file name rather than a handle (GDAL's GeoPackage, an external
     converter). The name is ``path``'s own name inside a hidden folder beside it, so a
@@ -97,8 +99,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with _naming(path, str(tmp), str(folder)):
             yield tmp
             fsync_file(tmp)
-            os.chmod(tmp, file_mode())
-            os.replace(tmp, path)
+            tmp.chmod(file_mode())
+            tmp.replace(path)
             fsync_dir(path.parent)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -126,8 +128,7 @@ def write_csv(frame: Any, path: str | Path, **options: Any) -> Path:
 
 
 def write_parquet(frame: Any, path: str | Path, **options: Any) -> Path:
-    """Write a pandas ``frame`` as Parquet to ``path`` atomically (``options``: ``to_parquet``'s).
-    """
+    """Write a pandas ``frame`` as Parquet to ``path`` atomically (``to_parquet``'s ``options``)."""
     with open_atomic(path, "wb") as fh:
         frame.to_parquet(fh, **options)
     return Path(path)
@@ -178,7 +179,7 @@ def staging_dir(out: str | Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}staging-", dir=out))
-    os.chmod(staging, dir_mode())
+    staging.chmod(dir_mode())
     return staging
 
 
@@ -186,7 +187,8 @@ def publish(staging: str | Path, out: str | Path) -> list[Path]:
     """Rename every entry of ``staging`` into ``out`` (replacing), then remove ``staging``.
 
     Each file is fsync'ed first (whoever wrote it), so a renamed name never points at data
-    still in the page cache."""
+    still in the page cache.
+    """
     staging, out = Path(staging), Path(out)
     moved = []
     for item in sorted(staging.iterdir()):
@@ -196,7 +198,7 @@ def publish(staging: str | Path, out: str | Path) -> list[Path]:
         target = out / item.name
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
-        os.replace(item, target)
+        item.replace(target)
         moved.append(target)
     fsync_dir(out)
     shutil.rmtree(staging, ignore_errors=True)

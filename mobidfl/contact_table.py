@@ -1,6 +1,7 @@
-"""A step's contacts as a table of stays in range: the one type the contact search
-(:mod:`mobidfl.model.contacts`), contact traces (:mod:`mobidfl.maps.contact_trace`) and the link
-models (:mod:`mobidfl.model.links`) share.
+"""A step's contacts as a table of stays in range.
+
+The one type the contact search (:mod:`mobidfl.model.contacts`), contact traces
+(:mod:`mobidfl.maps.contact_trace`) and the link models (:mod:`mobidfl.model.links`) share.
 
 Ground floor: imports nothing of ours, so every floor that produces or reads contacts can
 name it.
@@ -49,6 +50,7 @@ class ContactTable:
 
     @property
     def duration(self) -> np.ndarray:
+        """Seconds each contact lasted, ``t_end - t_start``."""
         return self.t_end - self.t_start
 
     def columns(self, step: int) -> dict[str, np.ndarray]:

@@ -68,9 +68,10 @@ def unloaded_cores() -> int:
 
 
 def idle_cores(*, window_s: float = 0.1) -> float:
-    """Cores idle right now: the idle share of ``/proc/stat`` over ``window_s`` (this process
-    sleeps meanwhile) times the machine's cores, at most the usable ones; the load average
-    where ``/proc`` is missing.
+    """Cores idle right now.
+
+    The idle share of ``/proc/stat`` over ``window_s`` (this process sleeps meanwhile) times the
+    machine's cores, at most the usable ones; the load average where ``/proc`` is missing.
 
     Parameters
     ----------
@@ -85,7 +86,7 @@ def idle_cores(*, window_s: float = 0.1) -> float:
     cores = usable_cores()
 
     def sample() -> tuple[int, int]:
-        with open("/proc/stat") as f:
+        with Path("/proc/stat").open() as f:
             fields = [int(v) for v in f.readline().split()[1:]]
         return fields[3] + fields[4], sum(fields)  # idle + iowait, total
 

@@ -49,7 +49,8 @@ class DatasetUnavailable(ValueError):
     """The requested dataset's files are not on this machine (message says how to get them).
 
     Here, not in :mod:`mobidfl.model.learning.data`, so the presets (ground floor) can tell a
-    missing dataset from a broken one without importing the loaders' module."""
+    missing dataset from a broken one without importing the loaders' module.
+    """
 
 
 class DatasetDamaged(DatasetUnavailable):
@@ -57,4 +58,5 @@ class DatasetDamaged(DatasetUnavailable):
 
     A subclass of :class:`DatasetUnavailable` (both stop a run in one line, exit 2), kept
     apart so that an ``auto:`` dataset refuses a damaged file instead of silently falling
-    back to the next set."""
+    back to the next set.
+    """

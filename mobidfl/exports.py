@@ -15,8 +15,11 @@ from typing import Any
 
 
 def resolve(namespace: MutableMapping[str, Any], exports: Mapping[str, str], name: str) -> Any:
-    """``name`` from the module ``exports[name]``, kept in ``namespace`` (the package's globals)
-    so the next lookup is a plain attribute; ``AttributeError`` for a name not exported."""
+    """``name`` from the module ``exports[name]``, kept in ``namespace``.
+
+    ``namespace`` is the package's globals, so the next lookup is a plain attribute;
+    ``AttributeError`` for a name not exported.
+    """
     if name not in exports:
         raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(exports[name]), name)

@@ -94,8 +94,8 @@ class _GzipEngine:
 
 CODECS: dict[str, Callable[[], _Engine]] = {
     "gzip": _GzipEngine,
-    "bz2": lambda: bz2.BZ2Decompressor(),
-    "xz": lambda: lzma.LZMADecompressor(),
+    "bz2": lambda: bz2.BZ2Decompressor(),  # noqa: PLW0108 - the class is looked up per call
+    "xz": lambda: lzma.LZMADecompressor(),  # noqa: PLW0108 - the class is looked up per call
 }
 """Codec name -> a fresh decompressor of one member/stream."""
 
@@ -108,8 +108,10 @@ def codec_of(path: str | Path) -> str | None:
 
 
 def _inflated(read: Callable[[int], bytes], codec: str, cap: int) -> Iterator[bytes]:
-    """The inflated bytes of every member of the stream ``read`` gives, in chunks, stopping
-    with :class:`InflateTooLarge` before the total passes ``cap``."""
+    """The inflated bytes of every member of the stream ``read`` gives, in chunks.
+
+    It stops with :class:`InflateTooLarge` before the total passes ``cap``.
+    """
     make = CODECS[codec]
     total = 0
     data = read(_CHUNK)
@@ -151,13 +153,18 @@ def _decompress(engine: _Engine, data: bytes, limit: int, codec: str) -> bytes:
 
 
 def inflate(raw: bytes, *, cap: int = MAX_INFLATED_BYTES, codec: str = "gzip") -> bytes:
-    """``raw`` inflated (every member, as ``gzip.decompress`` / ``bz2.decompress``) in one
-    streaming pass that stops as soon as the output would pass ``cap`` bytes.
+    """``raw`` inflated in one streaming pass, stopped as soon as it would pass ``cap`` bytes.
 
-    Raises:
-        InflateTooLarge: more than ``cap`` bytes.
-        InflateCutShort: the stream is cut short (also an :class:`EOFError`).
-        InflateDamaged: bytes that are not ``codec`` data.
+    Every member is inflated, as ``gzip.decompress`` / ``bz2.decompress`` do.
+
+    Raises
+    ------
+    InflateTooLarge
+        more than ``cap`` bytes.
+    InflateCutShort
+        the stream is cut short (also an :class:`EOFError`).
+    InflateDamaged
+        bytes that are not ``codec`` data.
     """
     return b"".join(_inflated(io.BytesIO(raw).read, codec, cap))
 
@@ -186,17 +193,21 @@ class _Reader(io.RawIOBase):
 
 
 def inflated_reader(fh: BinaryIO, *, codec: str, cap: int = MAX_INFLATED_BYTES) -> BinaryIO:
-    """A buffered binary stream of ``fh``'s inflated bytes, refused (raising, as
-    :func:`inflate`, from ``read``) as soon as more than ``cap`` bytes come out."""
+    """A buffered binary stream of ``fh``'s inflated bytes, refused past ``cap`` bytes.
+
+    It raises (as :func:`inflate`, from ``read``) as soon as more than ``cap`` bytes come out.
+    """
     return io.BufferedReader(_Reader(_inflated(fh.read, codec, cap)), _CHUNK)
 
 
 def read_inflated(path: str | Path, *, cap: int = MAX_INFLATED_BYTES,
                   codec: str | None = None) -> bytes:
-    """The bytes of ``path``, inflated once (capped) when its suffix (or ``codec``) names a
-    compression; a plain file is read as it is."""
+    """The bytes of ``path``, inflated once (capped) when compressed.
+
+    A compression is named by the file's suffix (or ``codec``); a plain file is read as it is.
+    """
     codec = codec or codec_of(path)
-    with open(path, "rb") as fh:
+    with Path(path).open("rb") as fh:
         if codec is None:
             return fh.read()
         return b"".join(_inflated(fh.read, codec, cap))

@@ -121,8 +121,10 @@ BUILTIN_KINDS: tuple[AgentKind, ...] = (
 
 
 def _registered() -> tuple[AgentKind, ...]:
-    """The built-in kinds, then every :data:`ENTRY_POINT_GROUP` kind by entry-point name;
-    a kind whose name or count setting is taken is refused naming both."""
+    """The built-in kinds, then every :data:`ENTRY_POINT_GROUP` kind by entry-point name.
+
+    A kind whose name or count setting is taken is refused naming both.
+    """
     from importlib.metadata import entry_points
 
     rows = list(BUILTIN_KINDS)
@@ -149,8 +151,10 @@ KIND_POLICY: dict[str, str] = {k.name: k.policy for k in AGENT_KINDS}
 
 
 def auto_policies() -> str:
-    """``vehicle cached_lru, pedestrian dpsgd, sensor and uav fedavg_weighted``: each kind's
-    own policy, kinds sharing one named together (the help of ``policy``)."""
+    """``vehicle cached_lru, pedestrian dpsgd, sensor and uav fedavg_weighted``.
+
+    Each kind's own policy, kinds sharing one named together (the help of ``policy``).
+    """
     by_policy: dict[str, list[str]] = {}
     for kind in AGENT_KINDS:
         by_policy.setdefault(kind.policy, []).append(kind.name)
@@ -158,8 +162,10 @@ def auto_policies() -> str:
 
 
 def kinds_where(**wanted: object) -> frozenset[str]:
-    """Names of the kinds whose row has every ``attribute=value`` given, e.g.
-    ``kinds_where(network="drive")``; ``network=True`` matches any non-empty network."""
+    """Names of the kinds whose row has every ``attribute=value`` given.
+
+    E.g. ``kinds_where(network="drive")``; ``network=True`` matches any non-empty network.
+    """
     return frozenset(
         k.name for k in AGENT_KINDS
         if all((bool(getattr(k, a)) if v is True else getattr(k, a) == v)

@@ -53,14 +53,18 @@ def warned_by_parent() -> bool:
 
 
 class PluginImportWarning(UserWarning):
-    """An installed entry point's module failed to import: its plug-ins are missing, every
-    other plug-in works (one line, once per process)."""
+    """An installed entry point's module failed to import.
+
+    Its plug-ins are missing, every other plug-in works (one line, once per process).
+    """
 
 
 def _declared(group: str) -> list[tuple[str, str, bool]]:
-    """``(module, entry point as written, ours)`` declared under ``group``: this checkout's
-    ``pyproject.toml`` first, then every installed distribution's entry points. ``ours``:
-    declared by MobiDFL itself (a failure there is a bug in MobiDFL, raised as is)."""
+    """``(module, entry point as written, ours)`` declared under ``group``.
+
+    This checkout's ``pyproject.toml`` first, then every installed distribution's entry points.
+    ``ours``: declared by MobiDFL itself (a failure there is a bug in MobiDFL, raised as is).
+    """
     declared: list[tuple[str, str, bool]] = []
     if _PYPROJECT.is_file():
         project = tomllib.loads(_PYPROJECT.read_text()).get("project", {})
@@ -85,8 +89,11 @@ def _declared(group: str) -> list[tuple[str, str, bool]]:
 
 
 def plugin_modules(group: str = PLUGIN_GROUP) -> list[str]:
-    """Module names declared under ``group``: this checkout's ``pyproject.toml`` first, then
-    every installed distribution's entry points (duplicates once)."""
+    """Module names declared under ``group``.
+
+    This checkout's ``pyproject.toml`` first, then every installed distribution's entry points
+    (duplicates once).
+    """
     return [module for module, _, _ in _declared(group)]
 
 
@@ -95,8 +102,10 @@ _FAILED: dict[str, dict[str, str]] = {}
 
 
 def failed_plugins(group: str = PLUGIN_GROUP) -> dict[str, str]:
-    """Entry points of ``group`` whose module failed to import -> why, in one line each
-    (empty until the group is loaded)."""
+    """Entry points of ``group`` whose module failed to import -> why, in one line each.
+
+    Empty until the group is loaded.
+    """
     return dict(_FAILED.get(group, {}))
 
 
@@ -184,14 +193,18 @@ class Registry[T](Mapping[str, T]):
     def register(self, name_or_cls: T, /) -> T: ...
 
     def register(self, name_or_cls: str | T, /) -> Callable[[T], T] | T:
-        """Register a plug-in: ``@reg.register`` (a class, under its ``name`` attribute) or
-        ``@reg.register("name")`` (a class or a function). Returns the plug-in, so both work
-        as decorators.
+        """Register a plug-in.
 
-        Raises:
-            ValueError: the name is not a Python identifier, or a different class already
-                holds it (registering the same class again is a no-op).
-            TypeError: ``@reg.register`` on a class without a string ``name`` attribute.
+        ``@reg.register`` (a class, under its ``name`` attribute) or ``@reg.register("name")`` (a
+        class or a function). Returns the plug-in, so both work as decorators.
+
+        Raises
+        ------
+        ValueError
+            the name is not a Python identifier, or a different class already
+            holds it (registering the same class again is a no-op).
+        TypeError
+            ``@reg.register`` on a class without a string ``name`` attribute.
         """
         if isinstance(name_or_cls, str):
             name = name_or_cls
@@ -233,9 +246,11 @@ class Registry[T](Mapping[str, T]):
 
     @property
     def version(self) -> int:
-        """A number that changes whenever a plug-in is added or removed (after loading the
-        entry-point group): what is derived from the registered plug-ins, such as the
-        settings namespaces, is recomputed only when it changes."""
+        """A number that changes whenever a plug-in is added or removed.
+
+        It is read after loading the entry-point group: what is derived from the registered
+        plug-ins, such as the settings namespaces, is recomputed only when it changes.
+        """
         self._load()
         return self._version
 
@@ -246,17 +261,22 @@ class Registry[T](Mapping[str, T]):
         return sorted(self._entries)
 
     def lookup(self, name: str, *, setting: str | None = None) -> T:
-        """The plug-in under ``name``; unknown names raise :class:`ConfigError` naming
-        ``setting`` (default: this registry's ``kind``) and the choices."""
+        """The plug-in under ``name``.
+
+        Unknown names raise :class:`ConfigError` naming ``setting`` (default: this registry's
+        ``kind``) and the choices.
+        """
         self._load()
         if name not in self._entries:
             raise ConfigError(setting or self.kind, name, self.choices())
         return self._entries[name]
 
     def choices(self, names: list[str] | None = None) -> str:
-        """What a setting naming a plug-in accepts, in words: ``"one of a, b"`` (``names``,
-        default :meth:`names`), plus the entry points of the group that failed to import
-        (the name asked for may be one of theirs)."""
+        """What a setting naming a plug-in accepts, in words.
+
+        ``"one of a, b"`` (``names``, default :meth:`names`), plus the entry points of the group
+        that failed to import (the name asked for may be one of theirs).
+        """
         text = "one of " + ", ".join(self.names() if names is None else names)
         broken = failed_plugins(self.group) if self.group is not None else {}
         if broken:

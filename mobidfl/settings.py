@@ -1,5 +1,6 @@
-"""Building blocks of every setting: one field declaration, the checks, and the base class of
-a plug-in's own settings.
+"""Building blocks of every setting.
+
+One field declaration, the checks, and the base class of a plug-in's own settings.
 
 Ground floor (imports only :mod:`mobidfl.errors`): :class:`mobidfl.model.config.Config` declares its
 core settings with :func:`setting`, and each policy or mobility model declares a small
@@ -153,8 +154,10 @@ def one_of(*choices: str) -> Check:
 def check_value(
     name: str, f: dataclasses.Field, value: Any, *, extra: Check | None = None
 ) -> None:
-    """Raise one :class:`ConfigError` naming ``name`` when ``value`` breaks ``f``'s check
-    (NaN never passes; ``inf`` only where the field says so)."""
+    """Raise one :class:`ConfigError` naming ``name`` when ``value`` breaks ``f``'s check.
+
+    NaN never passes; ``inf`` only where the field says so.
+    """
     if isinstance(value, float):
         if math.isnan(value):
             raise ConfigError(name, value, "a number (not NaN)")
@@ -169,8 +172,10 @@ def check_value(
 
 
 class PluginSettings:
-    """Base of a plug-in's own settings: subclass as ``@dataclass(frozen=True, kw_only=True)``
-    with :func:`setting` fields and a ``namespace`` (public names ``<namespace>.<field>``).
+    """Base of a plug-in's own settings.
+
+    Subclass as ``@dataclass(frozen=True, kw_only=True)`` with :func:`setting` fields and a
+    ``namespace`` (public names ``<namespace>.<field>``).
 
     Several plug-ins may share one namespace by naming the same class as their
     ``settings_class`` (``mofel``, ``mofel_a1`` and ``mofel_a2`` -> ``mofel``).
@@ -186,7 +191,7 @@ class PluginSettings:
 
     @classmethod
     def of(cls, config: Any) -> Self:
-        """This namespace's settings in ``config``.
+        """The settings of this namespace in ``config``.
 
         A :class:`~mobidfl.model.config.Config` hands out its validated instance. Anything else
         (a plain namespace in a unit test) is read by the old flat names, or the
@@ -208,9 +213,10 @@ class PluginSettings:
 
 
 def plugin_settings_classes(plugin: Any) -> tuple[type[PluginSettings], ...]:
-    """The settings classes a plug-in declares: the one its family shares
-    (``common_settings_class``: every link model reads ``link``), then its own
-    (``settings_class``: ``psfl``, ``link.fixed_rate``); either may be absent.
+    """The settings classes a plug-in declares.
+
+    The one its family shares (``common_settings_class``: every link model reads ``link``), then its
+    own (``settings_class``: ``psfl``, ``link.fixed_rate``); either may be absent.
 
     Parameters
     ----------

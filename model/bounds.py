@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 from mobidfl.errors import ConfigError
@@ -41,7 +42,7 @@ _TRAIN_SAMPLES = {"mnist5k": 4_000, "digits": 1_437, "fashion_mnist": 60_000, "m
 def available_memory_bytes() -> int | None:
     """``MemAvailable`` from ``/proc/meminfo`` (Linux), else physical memory, else ``None``."""
     try:
-        with open("/proc/meminfo") as fh:
+        with Path("/proc/meminfo").open() as fh:
             for line in fh:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024

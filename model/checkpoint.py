@@ -23,7 +23,7 @@ _ARRAY, _STRINGS = "__ndarray__", "__strarray__"
 
 
 def encode(obj: Any) -> Any:
-    """numpy arrays -> tagged tensors/lists, recursively (tensors and scalars pass through)."""
+    """Turn numpy arrays into tagged tensors/lists, recursively (tensors, scalars pass through)."""
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind in "US":
             return {_STRINGS: obj.tolist()}
@@ -40,6 +40,7 @@ def encode(obj: Any) -> Any:
 
 
 def decode(obj: Any) -> Any:
+    """Undo :func:`encode`: tagged tensors/lists back to numpy arrays, recursively."""
     if isinstance(obj, dict):
         if _ARRAY in obj and len(obj) == 1:
             return obj[_ARRAY].numpy()
@@ -94,8 +95,9 @@ def load(path: str | Path, *, required: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def config_unchanged(saved_sha: str, path: str | Path, rendered: str) -> bool:
-    """Whether the config file at ``path`` is the one a checkpoint recorded as ``saved_sha``
-    (sha-256 of the text written next to it).
+    """Whether the config file at ``path`` is the one a checkpoint recorded as ``saved_sha``.
+
+    ``saved_sha`` is the sha-256 of the text written next to the checkpoint.
 
     Either its bytes are those written (whatever MobiDFL version wrote them: a newer
     version renders the same settings as a different text, which is no edit), or the

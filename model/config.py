@@ -128,8 +128,10 @@ class Config(ConfigFields):
         super().__init__(**own)
 
     def __getattr__(self, name: str) -> Any:
-        """A plug-in namespace (``config.psfl.sigma``) or a plug-in setting's old flat name
-        (``config.psfl_sigma``)."""
+        """A plug-in namespace or a plug-in setting by its old flat name.
+
+        ``config.psfl.sigma`` reads the namespace, ``config.psfl_sigma`` the old flat name.
+        """
         plugins = self.__dict__.get("plugins")
         if name.startswith("_") or plugins is None:
             raise AttributeError(name)
@@ -170,7 +172,7 @@ class Config(ConfigFields):
         return config_resolve.updated(self, given)
 
     def validated(self) -> Config:
-        """This config when every setting passes its check (:mod:`mobidfl.model.config_checks`)."""
+        """The config itself when every setting passes its check and the settings agree."""
         return config_checks.validated(self)
 
     # --- provenance -------------------------------------------------------------------
@@ -183,9 +185,11 @@ class Config(ConfigFields):
         return frozenset(self.provenance.origin)
 
     def setting_origins(self) -> dict[str, str]:
-        """Every setting not at its default -> where its value came from: ``user`` (given
-        explicitly), ``preset NAME``, an ``auto:`` data set's choice, or the mobility model
-        that declared it (``uav.mobility = NAME``), in the settings reference's order.
+        """Every setting not at its default -> where its value came from.
+
+        ``user`` (given explicitly), ``preset NAME``, an ``auto:`` data set's choice, or the
+        mobility model that declared it (``uav.mobility = NAME``), in the settings reference's
+        order.
 
         WHY: a run's first line names what differs from the defaults and who chose it, so a
         changed world is never silent (a policy never changes it, see
@@ -198,14 +202,19 @@ class Config(ConfigFields):
         return config_names.display_name(self, name)
 
     def setting(self, name: str) -> Any:
-        """The value of one public setting by name (``vehicle.mobility``, ``psfl.sigma``,
-        ``lr`` or an old flat name such as ``psfl_sigma``)."""
+        """The value of one public setting by name.
+
+        The name may be ``vehicle.mobility``, ``psfl.sigma``, ``lr`` or an old flat name such as
+        ``psfl_sigma``.
+        """
         return config_resolve.get_setting(self, config_names.canonical(name))
 
     # --- output -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Nested dict of every setting (kinds and plug-in namespaces as tables), ``None``
-        values left out."""
+        """Nested dict of every setting (kinds and plug-in namespaces as tables).
+
+        ``None`` values are left out.
+        """
         return config_io.to_dict(self)
 
     def to_toml(self) -> str:
@@ -214,6 +223,8 @@ class Config(ConfigFields):
 
 
 def canonical_name(name: str) -> str:
-    """The public name of setting ``name`` (``psfl_sigma`` -> ``psfl.sigma``,
-    ``vehicle_mobility`` -> ``vehicle.mobility``); unknown names raise :class:`ConfigError`."""
+    """The public name of setting ``name``; unknown names raise :class:`ConfigError`.
+
+    E.g. ``psfl_sigma`` -> ``psfl.sigma``, ``vehicle_mobility`` -> ``vehicle.mobility``.
+    """
     return config_names.canonical(name)

@@ -1,6 +1,7 @@
-"""The checks of a whole config: every field by its own check, then what settings must
-agree on (at least one agent, workers within the cores, mobility models that fit their
-kinds, a link the policies send over).
+"""The checks of a whole config.
+
+Every field by its own check, then what settings must agree on (at least one agent, workers within
+the cores, mobility models that fit their kinds, a link the policies send over).
 
 A bad value fails at once with :class:`mobidfl.errors.ConfigError`, whose one-line message
 names the setting (as it was written, :func:`mobidfl.model.config_names.display_name`), the value
@@ -24,8 +25,10 @@ __all__ = ["check_setting", "validated"]
 
 
 def validated[C: ConfigFields](config: C) -> C:
-    """``config`` itself when every setting passes its check and the settings agree; else
-    one :class:`ConfigError` for the first problem."""
+    """``config`` itself when every setting passes its check and the settings agree.
+
+    Else one :class:`ConfigError` for the first problem.
+    """
     shown = names.display_name
     for f in setting_fields():
         value = getattr(config, f.name)
@@ -47,9 +50,11 @@ def validated[C: ConfigFields](config: C) -> C:
 
 
 def check_setting(name: str, value: Any) -> None:
-    """Check ``value`` by setting ``name``'s own declared check, the one :func:`validated`
-    runs: code that takes a setting's value as an argument (the learning engine) checks it
-    here, so each rule is written once."""
+    """Check ``value`` by setting ``name``'s own declared check, the one :func:`validated` runs.
+
+    Code that takes a setting's value as an argument (the learning engine) checks it here, so each
+    rule is written once.
+    """
     owner, attr = names.split_name(name)
     declared = next(f for f in fields(names.owner_type(owner)) if f.name == attr)
     run_check(name, declared, value)
@@ -75,8 +80,10 @@ def _check_joint(config: ConfigFields) -> None:
 
 
 def _check_link(config: ConfigFields) -> None:
-    """A link other than ``ideal`` needs contact times and policies that send over it: a
-    policy that ignores the link would make it a silent no-op."""
+    """A link other than ``ideal`` needs contact times and policies that send over it.
+
+    A policy that ignores the link would make it a silent no-op.
+    """
     plugins = config.plugins
     if "link" not in plugins or plugins["link"].model == "ideal":
         return

@@ -59,8 +59,10 @@ class KindSettings:
 
 @dataclass(frozen=True)
 class PluginValues:
-    """The plug-ins' settings instances by namespace: a frozen, hashable, read-only mapping
-    (so a config stays comparable and hashable)."""
+    """The plug-ins' settings instances by namespace.
+
+    A frozen, hashable, read-only mapping (so a config stays comparable and hashable).
+    """
 
     entries: tuple[tuple[str, Any], ...] = ()
 
@@ -82,6 +84,7 @@ class PluginValues:
         return (name for name, _ in self.entries)
 
     def items(self) -> Iterator[tuple[str, Any]]:
+        """``(namespace, settings)`` pairs, in the stored order."""
         return iter(self.entries)
 
 
@@ -121,9 +124,12 @@ def _kind(kind: str) -> Any:
 
 
 def _with_kinds(cls: type) -> type:
-    """Add one count field (after ``map_cache``) and one :class:`KindSettings` field (after
-    ``contacts_out``) per row of :data:`mobidfl.kinds.AGENT_KINDS`, in the table's order, so
-    a kind registered by a plug-in has its settings without a line here."""
+    """Add a count field and a :class:`KindSettings` field per kind of the kinds table.
+
+    One count field (after ``map_cache``) and one :class:`KindSettings` field (after
+    ``contacts_out``) per row of :data:`mobidfl.kinds.AGENT_KINDS`, in the table's order, so a kind
+    registered by a plug-in has its settings without a line here.
+    """
     annotations: dict[str, Any] = {}
     for name, annotation in cls.__dict__.get("__annotations__", {}).items():
         annotations[name] = annotation
@@ -285,27 +291,38 @@ class ConfigFields:
 
     # --- reading ---------------------------------------------------------------------
     def count(self, kind: str) -> int:
+        """Number of agents of ``kind`` (its count setting, e.g. ``vehicles``)."""
         return int(getattr(self, COUNT_SETTING[kind]))
 
     def kind(self, kind: str) -> KindSettings:
+        """The settings of ``kind`` (``config.vehicle`` for ``"vehicle"``)."""
         return getattr(self, kind)
 
     def policy_of(self, kind: str) -> str:
+        """The policy ``kind`` runs: its own, else the global one.
+
+        ``auto`` means the kind's default policy.
+        """
         chosen = self.kind(kind).policy or self.policy
         return KIND_POLICY[kind] if chosen == "auto" else chosen
 
     def partition_of(self, kind: str) -> str:
+        """The data partition of ``kind``: its own, else the global one."""
         return self.kind(kind).partition or self.partition
 
     def plugin_settings(self, namespace: str) -> Any:
-        """The settings instance of one plug-in namespace (what :meth:`PluginSettings.of`
-        hands a policy or mobility model); defaults for one registered after this config."""
+        """The settings instance of one plug-in namespace.
+
+        What :meth:`PluginSettings.of` hands a policy or mobility model; defaults for one registered
+        after this config.
+        """
         if namespace in self.plugins:
             return self.plugins[namespace]
         return registered_plugins(self)[namespace]
 
     @property
     def n_agents(self) -> int:
+        """Number of agents over every kind."""
         return sum(self.count(k) for k in KINDS)
 
 
@@ -319,8 +336,10 @@ FIELD_NAMES: frozenset[str] = frozenset(f.name for f in setting_fields())
 
 
 def registered_plugins(config: ConfigFields) -> dict[str, Any]:
-    """``config``'s plug-in settings for the namespaces registered now: a plug-in
-    registered later gets its defaults, an unregistered one is dropped."""
+    """``config``'s plug-in settings for the namespaces registered now.
+
+    A plug-in registered later gets its defaults, an unregistered one is dropped.
+    """
     held = dict(config.plugins.items())
     return {
         n: held[n] if type(held.get(n)) is own else own()
@@ -333,17 +352,19 @@ _NAMESPACES: tuple[tuple[int, ...], dict[str, type[PluginSettings]]] | None = No
 
 
 def plugin_namespaces() -> dict[str, type[PluginSettings]]:
-    """Namespace -> settings class declared by the registered policies, mobility models and
-    link models (:func:`mobidfl.settings.plugin_settings_classes`: a family's common class
-    such as ``link``, and each plug-in's ``settings_class``), sorted by namespace (the
-    settings reference's order: ``link`` before ``link.fixed_rate``).
+    """Namespace -> settings class declared by the registered plug-ins, sorted by namespace.
+
+    The classes are those the policies, mobility models and link models declare
+    (:func:`mobidfl.settings.plugin_settings_classes`: a family's common class such as ``link``, and
+    each plug-in's ``settings_class``); the order is the settings reference's (``link`` before
+    ``link.fixed_rate``).
 
     A namespace is an identifier that is no core setting or kind, or dotted under another
     namespace (``link.fixed_rate``) whose fields it does not shadow. Built again only when
     a plug-in was registered or removed since the last call (every setting name is resolved
     through this table).
     """
-    global _NAMESPACES
+    global _NAMESPACES  # noqa: PLW0603 - the module's cache, keyed by registry versions
     versions = tuple(registry.version for registry in (POLICIES, MOBILITY_MODELS, LINKS))
     if _NAMESPACES is not None and _NAMESPACES[0] == versions:
         return dict(_NAMESPACES[1])

@@ -21,7 +21,7 @@ __all__ = ["read_toml", "to_dict", "to_toml", "toml_value"]
 def read_toml(path: str | Path, *, source: str) -> dict[str, Any]:
     """Parse a TOML file; any unreadable file is one :class:`ConfigError` naming ``source``."""
     try:
-        with open(path, "rb") as fh:
+        with Path(path).open("rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError(source, str(path), "an existing TOML file") from None
@@ -36,8 +36,10 @@ def read_toml(path: str | Path, *, source: str) -> dict[str, Any]:
 
 
 def to_dict(config: ConfigFields) -> dict[str, Any]:
-    """Nested dict of every setting (kinds and plug-in namespaces as tables), ``None``
-    values left out."""
+    """Nested dict of every setting (kinds and plug-in namespaces as tables).
+
+    ``None`` values are left out.
+    """
     out: dict[str, Any] = {}
     for f in setting_fields():
         value = getattr(config, f.name)

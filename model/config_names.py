@@ -67,10 +67,11 @@ PAPER_WORDS: dict[str, list[str]] = {
 
 
 def old_names() -> dict[str, str]:
-    """Old name -> public name: ``<kind>_<field>`` for each kind's fields, then the
-    ``alias`` each registered plug-in field declares: an old flat name (``psfl_sigma`` ->
-    ``psfl.sigma``) or the short name a link model's setting had before it got its own
-    namespace (``link.rate_bps`` -> ``link.fixed_rate.rate_bps``).
+    """Old name -> public name.
+
+    ``<kind>_<field>`` for each kind's fields, then the ``alias`` each registered plug-in field
+    declares: an old flat name (``psfl_sigma`` -> ``psfl.sigma``) or the short name a link model's
+    setting had before it got its own namespace (``link.rate_bps`` -> ``link.fixed_rate.rate_bps``).
 
     An alias that is already a name (a core setting, a public name or another old name) is
     refused.
@@ -116,10 +117,12 @@ class UnknownSetting(ConfigError):
 
 
 def split_name(name: str) -> tuple[str | None, str]:
-    """``(owner, field)`` of any name of a setting: owner ``None`` (a core setting), a kind
-    (``vehicle.mobility``) or a plug-in namespace (``psfl.sigma``, ``link.fixed_rate.rate_bps``:
-    the owner is everything before the last dot); old names through :func:`old_names`.
-    Unknown names raise :class:`UnknownSetting`."""
+    """``(owner, field)`` of any name of a setting.
+
+    Owner ``None`` (a core setting), a kind (``vehicle.mobility``) or a plug-in namespace
+    (``psfl.sigma``, ``link.fixed_rate.rate_bps``: the owner is everything before the last dot); old
+    names through :func:`old_names`. Unknown names raise :class:`UnknownSetting`.
+    """
     if "." not in name and name in FIELD_NAMES and name not in KINDS and name != "plugins":
         return None, name
     owner, _, attr = name.rpartition(".")
@@ -144,8 +147,10 @@ def canonical(name: str) -> str:
 
 
 def owner_type(owner: str | None) -> type:
-    """The settings class a (split) setting name belongs to: the config, a kind, or a
-    plug-in's."""
+    """The settings class a (split) setting name belongs to.
+
+    The config's, a kind's, or a plug-in's.
+    """
     if owner is None:
         return ConfigFields
     if owner in KINDS:
@@ -155,12 +160,16 @@ def owner_type(owner: str | None) -> type:
 
 @functools.cache
 def field_type(owner: type, attr: str) -> Any:
+    """The type annotation of ``attr`` on ``owner`` (cached)."""
     return typing.get_type_hints(owner)[attr]
 
 
 def display_name(config: ConfigFields, name: str) -> str:
-    """How messages name setting ``name``: as the user wrote it, or, when the user wrote
-    any setting of its namespace by its old flat name, that old name too."""
+    """How messages name setting ``name``.
+
+    As the user wrote it, or, when the user wrote any setting of its namespace by its old flat name,
+    that old name too.
+    """
     spelled = config.provenance.spelling
     if name in spelled:
         return spelled[name]
@@ -186,8 +195,10 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, An
 
 
 def settings_table() -> list[tuple[str, str, str]]:
-    """Rows (name, default, help) of every public setting, for ``--help`` and the settings
-    reference (docs/reference/settings.md)."""
+    """Rows (name, default, help) of every public setting.
+
+    For ``--help`` and the settings reference (docs/reference/settings.md).
+    """
     rows: list[tuple[str, str, str]] = []
     defaults = ConfigFields()
     for f in setting_fields():
@@ -212,6 +223,7 @@ def settings_table() -> list[tuple[str, str, str]]:
 
 
 def public_names() -> list[str]:
+    """Every setting's public name, in the settings table's order."""
     return [row[0] for row in settings_table()]
 
 

@@ -56,8 +56,10 @@ def get_setting(config: ConfigFields, name: str) -> Any:
 
 
 def replaced[C: ConfigFields](config: C, flat: Mapping[str, Any]) -> C:
-    """Copy of ``config`` with settings replaced by any of their names (coerced, not
-    validated; the provenance kept)."""
+    """Copy of ``config`` with settings replaced by any of their names.
+
+    The values are coerced, not validated; the provenance is kept.
+    """
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
     for name, value in flat.items():
@@ -81,9 +83,12 @@ def replaced[C: ConfigFields](config: C, flat: Mapping[str, Any]) -> C:
 
 
 def updated[C: ConfigFields](config: C, given: Iterable[tuple[str, Any]]) -> C:
-    """``config`` with the settings ``given`` (``(name, value)``, any names) made explicit on
-    top of the ones it was given before, then resolved, validated and checked for inert
-    settings (:func:`mobidfl.model.inert.warn_inert`)."""
+    """``config`` with the settings ``given`` made explicit, then resolved and checked.
+
+    ``given`` is ``(name, value)`` pairs under any names, put on top of the ones ``config`` was
+    given before; the result is resolved, validated and checked for inert settings
+    (:func:`mobidfl.model.inert.warn_inert`).
+    """
     given = list(given)
     names.check_one_name_each(given)
     flat = {names.canonical(n): v for n, v in given}
@@ -99,8 +104,10 @@ def updated[C: ConfigFields](config: C, given: Iterable[tuple[str, Any]]) -> C:
 
 
 def resolve[C: ConfigFields](config: C, explicit: Mapping[str, Any]) -> C:
-    """Fill non-explicit settings from the preset, auto datasets and mobility declarations;
-    then check what the policies require (never filled: a policy never changes the world)."""
+    """Fill non-explicit settings from the preset, auto datasets and mobility declarations.
+
+    Then check what the policies require (never filled: a policy never changes the world).
+    """
     origin: dict[str, str] = {}
     if config.preset:
         from mobidfl.model.presets import preset_settings
@@ -149,10 +156,12 @@ def resolve[C: ConfigFields](config: C, explicit: Mapping[str, Any]) -> C:
 
 
 def origins(config: ConfigFields) -> dict[str, str]:
-    """Every setting not at its default -> where its value came from: ``user`` (given
-    explicitly), ``preset NAME``, ``default auto:...`` (an ``auto:`` dataset resolved to the
-    first one present) or the mobility model that declared it (``uav.mobility = NAME``), in
-    the settings reference's order. Never a policy: a policy never changes the world."""
+    """Every setting not at its default -> where its value came from.
+
+    ``user`` (given explicitly), ``preset NAME``, ``default auto:...`` (an ``auto:`` dataset
+    resolved to the first one present) or the mobility model that declared it (``uav.mobility =
+    NAME``), in the settings reference's order. Never a policy: a policy never changes the world.
+    """
     explicit, origin = config.provenance.explicit, config.provenance.origin
     defaults = type(config)()
     out: dict[str, str] = {}
@@ -164,8 +173,10 @@ def origins(config: ConfigFields) -> dict[str, str]:
 
 
 def declared_settings(config: ConfigFields) -> list[tuple[str, Any, str, bool]]:
-    """``(setting, value, why, strict)`` declared by the mobility models in use, then the
-    requirements of the policies in use (``strict``, never applied).
+    """The requirements and defaults of the mobility models and policies in use.
+
+    ``(setting, value, why, strict)`` declared by the mobility models in use, then the requirements
+    of the policies in use (``strict``, never applied).
 
     A mobility model (``mobidfl.agents.mobility``) is part of the world and may set ``requires``
     (strict: an explicit contrary value is an error) and ``defaults`` (applied only where
@@ -199,10 +210,11 @@ def _mobility_declarations(config: ConfigFields) -> list[tuple[str, Any, str, bo
 
 
 def policy_requirements(config: ConfigFields) -> list[tuple[str, Any, str]]:
-    """``(setting, value, why)``: what the policies in use cannot run without (their
-    ``requires``). A policy class that declares ``defaults`` is refused: a policy never
-    changes the world, so the settings its paper pairs with it belong in that paper's
-    preset (``model/presets``)."""
+    """``(setting, value, why)``: what the policies in use cannot run without (their ``requires``).
+
+    A policy class that declares ``defaults`` is refused: a policy never changes the world, so the
+    settings its paper pairs with it belong in that paper's preset (``model/presets``).
+    """
     out: list[tuple[str, Any, str]] = []
     for kind in KINDS:
         if config.count(kind) == 0:

@@ -67,8 +67,10 @@ def registered(registry: Registry[Any], *, allow_auto: bool = False) -> Check:
 
 
 def dataset_check(value: str | None) -> str | None:
-    """A registered data set, or ``auto:A|B|...`` naming registered ones (the first present
-    is taken when the config is resolved)."""
+    """A registered data set, or ``auto:A|B|...`` naming registered ones.
+
+    With ``auto:``, the first one present is taken when the config is resolved.
+    """
     plain = registered(DATASETS)
     if value is not None and value.startswith("auto:"):
         bad = [name for name in value[len("auto:") :].split("|") if plain(name) is not None]
@@ -79,10 +81,12 @@ def dataset_check(value: str | None) -> str | None:
 
 
 def seed_range(value: int) -> str | None:
+    """``None`` for a seed in ``[0, SEED_MAX]``, else what is allowed."""
     return None if 0 <= value <= SEED_MAX else f"an integer in [0, {SEED_MAX}] (2**63 - 1)"
 
 
 def existing_folder(value: str | None) -> str | None:
+    """``None`` for no folder or an existing one, else what is allowed."""
     if value is None or Path(value).expanduser().is_dir():
         return None
     return "an existing folder (or empty for none)"
@@ -107,12 +111,16 @@ def mobility_fit(kind: str, name: str) -> str | None:
 
 
 def is_optional(target: Any) -> bool:
+    """Whether ``target`` is a ``X | None`` union."""
     return isinstance(target, types.UnionType) and type(None) in typing.get_args(target)
 
 
 def coerce(name: str, target: Any, value: Any) -> Any:
-    """``value`` as type ``target`` (``bool``, ``int``, ``float``, ``str``, or one of them
-    ``| None``); a value that is not one raises :class:`ConfigError` naming ``name``."""
+    """``value`` as type ``target``; a value that is not one raises :class:`ConfigError`.
+
+    ``target`` is ``bool``, ``int``, ``float``, ``str``, or one of them ``| None``; the error names
+    ``name``.
+    """
     if value is None:
         if is_optional(target):
             return None

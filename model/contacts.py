@@ -175,8 +175,9 @@ CELL_LIMIT = 8_000_000
 
 
 def _grid_candidates(mid: np.ndarray, reach: float, columns: int, rows: int, max_cells: int):
-    """Every pair (i < j) of ``mid`` within ``reach`` and some farther ones, from a uniform
-    grid, or None when the grid would exceed ``max_cells`` cells.
+    """Every pair (i < j) of ``mid`` within ``reach`` and some farther ones, from a uniform grid.
+
+    None when the grid would exceed ``max_cells`` cells.
 
     Cells ``reach / columns`` wide and ``reach / rows`` high; agents sorted by cell
     (column-major), so a run of cells in a column is one contiguous range of the sorted
@@ -253,8 +254,9 @@ def _chord_hits(
     *,
     entering: bool = False,
 ):
-    """Pairs whose straight-line motions from ``start`` to ``end`` come within ``radius``,
-    as ``(i, j)`` blocks (rows of ``start``; i < j not guaranteed) of about :data:`CHUNK`.
+    """Pairs whose straight-line motions from ``start`` to ``end`` come within ``radius``.
+
+    They come as ``(i, j)`` blocks (rows of ``start``; i < j not guaranteed) of about :data:`CHUNK`.
 
     Candidates: pairs whose chord midpoints are within R + 2 * max half chord (a pair whose
     chords come within R has midpoints within R + h_i + h_j), widened by 1e-9 so rounding
@@ -313,9 +315,12 @@ def _chord_hits(
 def chord_pairs(
     start: np.ndarray, end: np.ndarray, radius: float, *, budget: int | None = None
 ) -> np.ndarray:
-    """Pairs (i < j) whose straight-line motions from ``start`` to ``end`` come within
-    ``radius`` (exact closest approach; candidates from :func:`_chord_hits`), ``[P, 2]``.
-    At most ``budget`` (default :data:`PAIR_BUDGET`) candidates are held at a time."""
+    """Pairs (i < j) whose straight-line motions come within ``radius``, ``[P, 2]``.
+
+    The motions run from ``start`` to ``end``; the closest approach is exact, the candidates come
+    from :func:`_chord_hits`. At most ``budget`` (default :data:`PAIR_BUDGET`) candidates are held
+    at a time.
+    """
     if len(start) < 2:
         return np.empty((0, 2), np.int64)
     budget = PAIR_BUDGET if budget is None else int(budget)
@@ -329,10 +334,14 @@ def chord_pairs(
 def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.csr_matrix:
     """Symmetric boolean N x N contacts of one step, no self loops.
 
-    Args:
-        trajectory: ``[F + 1, N, 2]`` positions at the step start and at F sub-times.
-        radius_m: radio range R.
-        mode: ``"end"`` or ``"during"`` (module docstring).
+    Parameters
+    ----------
+    trajectory
+        ``[F + 1, N, 2]`` positions at the step start and at F sub-times.
+    radius_m
+        radio range R.
+    mode
+        ``"end"`` or ``"during"`` (module docstring).
     """
     n = trajectory.shape[1]
     if mode == "end":
@@ -414,8 +423,10 @@ def contact_matrix(trajectory: np.ndarray, *, radius_m: float, mode: str) -> sp.
 
 
 def _symmetric_from_bitmap(seen: np.ndarray) -> sp.csr_matrix:
-    """CSR of ``seen | seen.T`` built block by block of rows: never a list of all pairs
-    (30M pairs on nyc_uws with 10k agents would take ~2 GB as int64 COO)."""
+    """CSR of ``seen | seen.T`` built block by block of rows.
+
+    Never a list of all pairs (30M pairs on nyc_uws with 10k agents would take ~2 GB as int64 COO).
+    """
     n = len(seen)
     full = seen | seen.T
     indptr = np.zeros(n + 1, np.int64)
@@ -458,6 +469,7 @@ def _unique_keys(keys: np.ndarray) -> np.ndarray:
 
 
 def symmetric_adjacency(pairs: np.ndarray, n: int) -> sp.csr_matrix:
+    """Symmetric ``[n, n]`` bool CSR adjacency of ``pairs`` (both directions, duplicates merged)."""
     rows = np.concatenate([pairs[:, 0], pairs[:, 1]])
     cols = np.concatenate([pairs[:, 1], pairs[:, 0]])
     adj = sp.csr_matrix((np.ones(len(rows), bool), (rows, cols)), shape=(n, n))
@@ -476,8 +488,11 @@ def brute_force_contacts(xy: np.ndarray, radius_m: float) -> sp.csr_matrix:
 def _relative_chords(
     start: np.ndarray, end: np.ndarray, pairs: np.ndarray, radius: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each pair's relative motion ``rel(t) = rel0 + t relv`` over the chord and the
-    coefficients of ``|rel(t)|^2 - R^2 = a t^2 + 2 b t + c``."""
+    """Each pair's relative motion over the chord and the coefficients of its range test.
+
+    The motion is ``rel(t) = rel0 + t relv``; the coefficients are those of ``|rel(t)|^2 - R^2 = a
+    t^2 + 2 b t + c``.
+    """
     i, j = pairs[:, 0], pairs[:, 1]
     rel0 = start[i] - start[j]
     relv = (end[i] - end[j]) - rel0
@@ -490,8 +505,10 @@ def _relative_chords(
 def chord_entry_times(
     start: np.ndarray, end: np.ndarray, radius: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs of :func:`chord_pairs` and the fraction ``t`` in [0, 1] of the chord where they
-    first come within ``radius`` (0 when already in range at ``start``).
+    """Pairs of :func:`chord_pairs` and the fraction of the chord where they come within range.
+
+    ``t`` in [0, 1] is where they first come within ``radius`` (0 when already in range at
+    ``start``).
 
     The entry time is the smaller root of ``|rel0 + t relv|^2 = R^2`` on the pair's relative
     straight-line motion; where rounding leaves no root, the closest approach is used.
@@ -517,14 +534,20 @@ def contact_times(
     and exchanges caches as pairs meet, once per pair and epoch, so relay chains and cache
     ages depend on the order of encounters. This gives that order.
 
-    Args:
-        trajectory: ``[F + 1, N, 2]`` positions at the step start and at F sub-times (as
-            for :func:`contact_matrix`, whose pairs these are).
-        radius_m: radio range R.
-        mode: ``"during"``: first moment within R, from the chords of
-            :func:`chord_entry_times`; ``"end"``: every pair at 1.0 (no time is known).
+    Parameters
+    ----------
+    trajectory
+        ``[F + 1, N, 2]`` positions at the step start and at F sub-times (as
+        for :func:`contact_matrix`, whose pairs these are).
+    radius_m
+        radio range R.
+    mode
+        ``"during"``: first moment within R, from the chords of
+        :func:`chord_entry_times`; ``"end"``: every pair at 1.0 (no time is known).
 
-    Returns:
+    Returns
+    -------
+    tuple[np.ndarray, np.ndarray]
         ``pairs`` ``[P, 2]`` (i < j, sorted by (i, j)) and ``times`` ``[P]``: fraction of
         the step in [0, 1] at which each pair first came within R.
     """
@@ -566,7 +589,9 @@ def chord_intervals(
     ``|rel(t)|^2 = R^2`` (clipped to [0, 1]): one interval per chord. Where rounding leaves
     no root (a graze at exactly R) the interval is the closest approach alone.
 
-    Returns:
+    Returns
+    -------
+    tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
         ``pairs`` ``[P, 2]`` (i < j), ``t_in``, ``t_out`` (fractions of the chord),
         ``d2_min`` (squared closest distance on the chord), ``rel0`` ``[P, 2]`` and ``relv``
         ``[P, 2]`` (relative position at the chord's start and motion over it, metres).
@@ -600,10 +625,14 @@ def contact_intervals(
     one stay; a pair that leaves and comes back gives two rows. Vectorised: one sort and
     ``reduceat`` over all pieces, no per-pair Python.
 
-    Args:
-        trajectory: ``[F + 1, N, 2]`` positions (as for :func:`contact_matrix`).
-        radius_m: radio range R.
-        step_s: the step's length in seconds (times are returned in seconds).
+    Parameters
+    ----------
+    trajectory
+        ``[F + 1, N, 2]`` positions (as for :func:`contact_matrix`).
+    radius_m
+        radio range R.
+    step_s
+        the step's length in seconds (times are returned in seconds).
     """
     n = trajectory.shape[1]
     count = trajectory.shape[0] - 1
@@ -648,13 +677,14 @@ def contact_intervals(
 
 
 def one_connection_events(frame, *, step_s: float):  # noqa: ANN001, ANN201
-    """The contact table as The ONE's connection events (``StandardEventsReader``), one
-    row each: ``TIME CONN A B up`` and ``TIME CONN A B down``, times in seconds since the
-    run's start (step ``s`` starts at ``(s - 1) * step_s``), sorted by time; one pair's
-    events alternate up, down, up, ... even at equal times (a zero-length stay, a stay that
-    ends as the next begins at a step boundary), so The ONE replays them in order.
-    ``frame`` has the columns of :data:`CONTACT_COLUMNS`; write the result with
-    ``to_csv(sep=" ", header=False, index=False)``."""
+    """The contact table as The ONE's connection events (``StandardEventsReader``), one row each.
+
+    ``TIME CONN A B up`` and ``TIME CONN A B down``, times in seconds since the run's start (step
+    ``s`` starts at ``(s - 1) * step_s``), sorted by time; one pair's events alternate up, down, up,
+    ... even at equal times (a zero-length stay, a stay that ends as the next begins at a step
+    boundary), so The ONE replays them in order. ``frame`` has the columns of
+    :data:`CONTACT_COLUMNS`; write the result with ``to_csv(sep=" ", header=False, index=False)``.
+    """
     import pandas as pd
 
     step = frame["step"].to_numpy(np.int64)
@@ -683,10 +713,12 @@ def one_connection_events(frame, *, step_s: float):  # noqa: ANN001, ANN201
 
 
 def contact_outputs(value: str, *, link_ideal: bool) -> tuple[str, ...]:
-    """The contact files a run writes for ``contacts_out = value``: ``auto`` = csv and one
-    when a link model is set (what link runs always wrote), none under ``ideal``;
-    ``none``; or a comma list of :data:`mobidfl.model.config.CONTACT_OUTPUTS` (csv, parquet,
-    one)."""
+    """The contact files a run writes for ``contacts_out = value``.
+
+    ``auto`` = csv and one when a link model is set (what link runs always wrote), none under
+    ``ideal``; ``none``; or a comma list of :data:`mobidfl.model.config.CONTACT_OUTPUTS` (csv,
+    parquet, one).
+    """
     value = value.strip()
     if value == "auto":
         return () if link_ideal else ("csv", "one")

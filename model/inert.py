@@ -78,9 +78,11 @@ def _readers(help_text: str, names: set[str]) -> set[str]:
 
 @dataclass(frozen=True)
 class ReadWhen:
-    """A core setting read only in some worlds: ``decides`` is the setting (or fact) that
-    decides, ``when`` tells from the config whether it is read, ``learning``: read only in a
-    world that learns."""
+    """A core setting read only in some worlds.
+
+    ``decides`` is the setting (or fact) that decides, ``when`` tells from the config whether it is
+    read, ``learning``: read only in a world that learns.
+    """
 
     decides: str
     when: Callable[[Any], bool]
@@ -106,8 +108,10 @@ settings' fields carry help and checks; which setting decides is declared here).
 
 
 def core_inert_settings(config: Any) -> list[str]:
-    """One message per core setting of :data:`CORE_READERS` given a value other than its
-    default (and than its preset's) that ``config`` does not read."""
+    """One message per core setting of :data:`CORE_READERS` that ``config`` does not read.
+
+    Only those given a value other than their default (and than their preset's).
+    """
     explicit = config.explicit_settings()
     defaults = {f.name: f.default for f in fields(config)}
     preset: dict[str, Any] = {}
@@ -136,8 +140,11 @@ def core_inert_settings(config: Any) -> list[str]:
 
 
 def inert_settings(config: Any) -> list[str]:
-    """One message per setting given a value other than its default that nothing in
-    ``config`` reads: plug-in settings (their plug-in unused) and :data:`CORE_READERS`."""
+    """One message per setting given a value that nothing in ``config`` reads.
+
+    Settings given a value other than their default: plug-in settings (their plug-in unused) and
+    :data:`CORE_READERS`.
+    """
     return _plugin_inert_settings(config) + core_inert_settings(config)
 
 
@@ -176,9 +183,11 @@ _SHOWN: set[str] | None = None
 
 
 def warn_inert(config: Any) -> Any:
-    """Warn (one line each) about :func:`inert_settings`; return ``config`` unchanged, so
-    config resolution can call it inline. Within :func:`one_report` each message once, and
-    none in a worker process of the command (its parent showed them)."""
+    """Warn (one line each) about :func:`inert_settings`.
+
+    Return ``config`` unchanged, so config resolution can call it inline. Within :func:`one_report`
+    each message once, and none in a worker process of the command (its parent showed them).
+    """
     if warned_by_parent():
         return config
     for message in inert_settings(config):
@@ -192,13 +201,15 @@ def warn_inert(config: Any) -> Any:
 
 @contextlib.contextmanager
 def one_report() -> Iterator[None]:
-    """One command (``mobidfl run``, ``reproduce``, ...): each inert setting is warned once,
-    whatever number of configs it resolves (a run resolves its config several times, a
-    reproduction one per variant and run), and never by the processes it starts.
+    """One command (``mobidfl run``, ``reproduce``, ...).
+
+    Each inert setting is warned once, whatever number of configs it resolves (a run resolves its
+    config several times, a reproduction one per variant and run), and never by the processes it
+    starts.
 
     WHY: a run printed the same line twice, a reproduction 41 times.
     """
-    global _SHOWN
+    global _SHOWN  # noqa: PLW0603 - one command's warned set, put back when it ends
     before, env_before = _SHOWN, os.environ.get(COMMAND_ENV)
     _SHOWN = set()
     os.environ[COMMAND_ENV] = str(os.getpid())

@@ -161,8 +161,10 @@ def _loss_check(value: float) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class LinkSettings(PluginSettings):
-    """Settings every link model reads (namespace ``link``); each model's own settings are
-    its ``settings_class`` under ``link.<name>`` (``link.fixed_rate.rate_bps``).
+    """Settings every link model reads (namespace ``link``).
+
+    Each model's own settings are its ``settings_class`` under ``link.<name>``
+    (``link.fixed_rate.rate_bps``).
 
     Attributes
     ----------
@@ -278,10 +280,11 @@ class LinkSettings(PluginSettings):
 
 
 class LinkModel(ABC):
-    """Base of the link plug-ins. The contract is :meth:`plan`: what each stay in range of
-    one step can carry (a :class:`LinkPlan`, which then sends the policies' messages over
-    it). How a model gets there is its own: a rate over the pair's distance
-    (:class:`RateLink`) or a packet-level replay (``ns3``).
+    """Base of the link plug-ins.
+
+    The contract is :meth:`plan`: what each stay in range of one step can carry (a
+    :class:`LinkPlan`, which then sends the policies' messages over it). How a model gets there is
+    its own: a rate over the pair's distance (:class:`RateLink`) or a packet-level replay (``ns3``).
 
     A link model is one class registered by name in :data:`mobidfl.plugins.LINKS`; the
     settings it alone reads are its :attr:`settings_class` under the namespace
@@ -350,8 +353,10 @@ class LinkModel(ABC):
         return self.name
 
     def j_per_flop(self) -> dict[str, float]:
-        """Joules per training FLOP per kind: ``link.kind_j_per_flop`` over the defaults
-        (:data:`mobidfl.model.maths.energy.J_PER_FLOP`)."""
+        """Joules per training FLOP per kind.
+
+        ``link.kind_j_per_flop`` over the defaults (:data:`mobidfl.model.maths.energy.J_PER_FLOP`).
+        """
         return J_PER_FLOP | parse_kind_values(self.options.kind_j_per_flop, KINDS)
 
     @abstractmethod
@@ -379,12 +384,14 @@ class LinkModel(ABC):
         """
 
     def state_dict(self) -> dict[str, Any]:
+        """The link's state for a checkpoint: its generator and the transfers still in progress."""
         return {
             "rng": self.rng.bit_generator.state,
             "partial": [[a, b, list(key), done] for (a, b), (key, done) in self.partial.items()],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
         self.rng.bit_generator.state = state["rng"]
         self.partial = {
             (int(a), int(b)): (tuple(key), float(done)) for a, b, key, done in state["partial"]
@@ -392,8 +399,9 @@ class LinkModel(ABC):
 
 
 class RateLink(LinkModel):
-    """A link model whose stays carry what a rate gives: :meth:`rate` between two agents at a
-    distance, turned into each stay's bytes by :meth:`plan`.
+    """A link model whose stays carry what a rate gives.
+
+    :meth:`rate` between two agents at a distance, turned into each stay's bytes by :meth:`plan`.
 
     Parameters
     ----------
@@ -408,10 +416,12 @@ class RateLink(LinkModel):
     def plan(
         self, table: ContactTable, *, kinds: np.ndarray, message_bytes: int, n: int
     ) -> LinkPlan:
-        """Bytes each stay in range of ``table`` can carry, from :meth:`rate` averaged over
-        the stay (4 points per chord piece), after ``setup_s``, times the MAC's
-        ``efficiency``, shared by each device's simultaneous contacts, and slowed by frame
-        retries."""
+        """Bytes each stay in range of ``table`` can carry.
+
+        From :meth:`rate` averaged over the stay (4 points per chord piece), after ``setup_s``,
+        times the MAC's ``efficiency``, shared by each device's simultaneous contacts, and slowed by
+        frame retries.
+        """
         o = self.options
         rows = table.piece_row
         nodes = (np.arange(4) + 0.5) / 4
@@ -442,8 +452,10 @@ class RateLink(LinkModel):
 
 
 def radio_share(table: ContactTable) -> np.ndarray:
-    """Per stay, how many ways its busier end's one radio is shared: the most stays of
-    either device that overlap it (an upper bound on the share over the stay)."""
+    """Per stay, how many ways its busier end's one radio is shared.
+
+    The most stays of either device that overlap it (an upper bound on the share over the stay).
+    """
     if not len(table):
         return np.ones(0)
     count = overlap_counts(
@@ -542,8 +554,11 @@ class LinkPlan:
         self._log.append((src, dst, sent, got, aborted))
 
     def swap_models(self, pairs: np.ndarray) -> np.ndarray:
-        """Every pair ``(a, b)`` sends one model each way; returns the directed pairs
-        ``(receiver, sender)`` whose model arrived whole before the contact ended."""
+        """Every pair ``(a, b)`` sends one model each way.
+
+        Returns the directed pairs ``(receiver, sender)`` whose model arrived whole before the
+        contact ended.
+        """
         pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
         size = np.full(len(pairs), float(self.message_bytes))
         to_b, to_a = self.swap(pairs, size, size)
@@ -555,9 +570,11 @@ class LinkPlan:
     def swap(
         self, pairs: np.ndarray, size_ab: np.ndarray, size_ba: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Each pair ``(a, b)`` sends one message of ``size_ab`` bytes from a to b and one of
-        ``size_ba`` from b to a (0: none) over what its best stay has left; returns whether
-        each arrived whole (a message of 0 bytes never counts as arrived)."""
+        """One message each way per pair ``(a, b)`` over what its best stay has left.
+
+        ``size_ab`` bytes from a to b and ``size_ba`` from b to a (0: none); returns whether each
+        arrived whole (a message of 0 bytes never counts as arrived).
+        """
         pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
         rows = self.rows_of(pairs)
         known = rows >= 0
@@ -584,8 +601,10 @@ class LinkPlan:
     def send(
         self, a: int, b: int, out_a: list[tuple[Any, int]], out_b: list[tuple[Any, int]]
     ) -> tuple[list[Any], list[Any]]:
-        """Ordered messages ``(id, bytes)`` from ``a`` to ``b`` and from ``b`` to ``a`` over
-        their best stay in range; returns the ids that arrived at ``b`` and at ``a``.
+        """Ordered messages ``(id, bytes)`` both ways between ``a`` and ``b`` over their best stay.
+
+        From ``a`` to ``b`` and from ``b`` to ``a`` over their best stay in range; returns the ids
+        that arrived at ``b`` and at ``a``.
 
         The first unfinished message is lost, or with ``link.resume`` kept for the pair's
         next contact (its remaining bytes only, if the sender still holds it then).
@@ -628,9 +647,10 @@ class LinkPlan:
     def server_link(
         self, agents: np.ndarray, *, need: np.ndarray, window_s: np.ndarray, up: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Agents move ``need`` more bytes to (``up``) or from their edge server within
-        ``window_s`` seconds each, at ``link.server_up_bps`` / ``link.server_down_bps``
-        times the MAC's ``efficiency``, slowed by frame retries (as :meth:`LinkModel.plan`).
+        """Agents move ``need`` more bytes to (``up``) or from their edge server.
+
+        Each within ``window_s`` seconds, at ``link.server_up_bps`` / ``link.server_down_bps`` times
+        the MAC's ``efficiency``, slowed by frame retries (as :meth:`LinkModel.plan`).
 
         Returns the bytes moved, the seconds it took and whether the message is now whole.
         The caller keeps partial progress (a connection to a server lasts while the client
@@ -662,10 +682,12 @@ class LinkPlan:
         np.add.at(self.aborted, np.asarray(agents, np.int64), 1)
 
     def transfers(self) -> dict[str, np.ndarray]:
-        """This step's transfers, one row per direction of each exchange
-        (:attr:`TRANSFER_COLUMNS`): sender, receiver, bytes put on the air, bytes of whole
-        messages that arrived, messages aborted or lost. Per pair, what :meth:`per_agent`
-        sums per agent: the app draws each contact's progress from it."""
+        """The step's transfers, one row per direction of each exchange (:attr:`TRANSFER_COLUMNS`).
+
+        Sender, receiver, bytes put on the air, bytes of whole messages that arrived, messages
+        aborted or lost. Per pair, what :meth:`per_agent` sums per agent: the app draws each
+        contact's progress from it.
+        """
         kinds = (np.int64, np.int64, float, float, np.int64)
         return {
             name: np.concatenate([np.ravel(entry[k]) for entry in self._log]).astype(kind)
@@ -674,7 +696,7 @@ class LinkPlan:
         }
 
     def per_agent(self) -> dict[str, np.ndarray]:
-        """This step's tally per agent: the link columns (energy is added by the session)."""
+        """The step's tally per agent: the link columns (energy is added by the session)."""
         return {
             "bytes_sent": self.sent.copy(),
             "bytes_received": self.received.copy(),
@@ -717,8 +739,9 @@ class FixedRateSettings(PluginSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class DistanceRateSettings(PluginSettings):
-    """Settings of ``distance_rate`` (namespace ``link.distance_rate``; its radio without a
-    table is the common ``link.profile``).
+    """Settings of ``distance_rate`` (namespace ``link.distance_rate``).
+
+    Its radio without a table is the common ``link.profile``.
 
     Attributes
     ----------
@@ -748,8 +771,11 @@ def _kind_pair_rates(
 
 @LINKS.register
 class IdealLink(RateLink):
-    """No link model: every contact carries every message at once (every system's
-    assumption, and MobiDFL's without a link model)."""
+    """The ideal link: no link model.
+
+    Every contact carries every message at once (every system's assumption, and MobiDFL's without a
+    link model).
+    """
 
     name = "ideal"
     ideal = True
@@ -760,9 +786,11 @@ class IdealLink(RateLink):
 
 @LINKS.register
 class FixedRateLink(RateLink):
-    """A constant rate per pair of kinds (``link.fixed_rate.kind_rates``, else
-    ``link.fixed_rate.rate_bps``), whatever the distance within range (The ONE's
-    ``SimpleBroadcastInterface``)."""
+    """A constant rate per pair of kinds, whatever the distance within range.
+
+    ``link.fixed_rate.kind_rates``, else ``link.fixed_rate.rate_bps`` (The ONE's
+    ``SimpleBroadcastInterface``).
+    """
 
     name = "fixed_rate"
     settings_class = FixedRateSettings
@@ -780,9 +808,11 @@ class FixedRateLink(RateLink):
 
 @LINKS.register
 class DistanceRateLink(RateLink):
-    """Rate by distance: the step table ``link.distance_rate.table`` (The ONE's
-    ``DistanceCapacityInterface``) or the ``link.profile`` radio's path loss + Shannon
-    capacity."""
+    """Rate by distance.
+
+    The step table ``link.distance_rate.table`` (The ONE's ``DistanceCapacityInterface``) or the
+    ``link.profile`` radio's path loss + Shannon capacity.
+    """
 
     name = "distance_rate"
     settings_class = DistanceRateSettings

@@ -41,8 +41,10 @@ PACKET = 1472
 
 
 def install_adhoc(ns: Any, wifi: Any, phy: Any, nodes: Any) -> Any:
-    """Ad-hoc (OCB-like) MAC, IPv4 on 10.1.1.0/24 and ARP caches filled beforehand, so no
-    ARP timer eats a contact's window; returns the interfaces (their addresses)."""
+    """Ad-hoc (OCB-like) MAC, IPv4 on 10.1.1.0/24, ARP caches filled beforehand.
+
+    So no ARP timer eats a contact's window; returns the interfaces (their addresses).
+    """
     mac = ns.WifiMacHelper()
     mac.SetType("ns3::AdhocWifiMac")
     devices = wifi.Install(phy, mac, nodes)
@@ -64,7 +66,8 @@ def replay_pair(
     profile: str = "dsrc",
     need: int = 0,
 ) -> list[float]:
-    """Bytes two nodes received in ns-3 802.11p between ``start_s`` and ``stop_s``:
+    """Bytes two nodes received in ns-3 802.11p between ``start_s`` and ``stop_s``.
+
     ``[at node 1, at node 0]``.
 
     ``waypoints``: per node ``(t, x, y)`` in seconds and metres (``WaypointMobilityModel``:
@@ -127,8 +130,10 @@ def replay_pair(
 
 
 def relative_waypoints(table: ContactTable, row: int) -> list[tuple[float, float, float]]:
-    """Node b's path relative to node a over stay ``row``: the position at each piece's start
-    and end (seconds of the step), from the table's chords."""
+    """Node b's path relative to node a over stay ``row``.
+
+    The position at each piece's start and end (seconds of the step), from the table's chords.
+    """
     pieces = np.flatnonzero(table.piece_row == row)
     points: list[tuple[float, float, float]] = []
     for k in pieces:
@@ -142,8 +147,10 @@ def relative_waypoints(table: ContactTable, row: int) -> list[tuple[float, float
 
 @LINKS.register
 class Ns3Link(LinkModel):
-    """Each pair's longest stay of the step replayed in ns-3 802.11p, saturating TCP both
-    ways: its in-order bytes are the stay's capacity (small worlds, ``link.loss = 0``)."""
+    """Each pair's longest stay of the step replayed in ns-3 802.11p, saturating TCP both ways.
+
+    Its in-order bytes are the stay's capacity (small worlds, ``link.loss = 0``).
+    """
 
     name = "ns3"
     needs_distance = True  # ns-3 replays the pair's relative motion: a trace without it is refused
@@ -169,9 +176,11 @@ class Ns3Link(LinkModel):
     def plan(
         self, table: ContactTable, *, kinds: np.ndarray, message_bytes: int, n: int
     ) -> LinkPlan:
-        """Replay each pair's longest stay in ns-3; its TCP bytes both ways, after
-        ``link.setup_s`` and shared as in :meth:`mobidfl.model.links.RateLink.plan`, are its
-        capacity."""
+        """Replay each pair's longest stay in ns-3.
+
+        Its TCP bytes both ways, after ``link.setup_s`` and shared as in
+        :meth:`mobidfl.model.links.RateLink.plan`, are its capacity.
+        """
         o = self.options
         duration = table.duration
         order = np.lexsort((-duration, table.a * n + table.b))

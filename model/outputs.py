@@ -19,7 +19,7 @@ one)."""
 
 
 def agent_record(model: World) -> dict[str, np.ndarray]:
-    """This step's ``agents.parquet`` rows as columns (copies: the model moves on)."""
+    """The step's ``agents.parquet`` rows as columns (copies: the model moves on)."""
     lonlat = model.world_map.to_wgs84(model.position)
     return {
         "step": np.full(model.n_agents, model.steps),
@@ -46,8 +46,9 @@ def agent_table(records: ColumnLog) -> pd.DataFrame:
 
 
 class ColumnLog:
-    """Rows appended step by step as column arrays, joined into one array per column every
-    ``chunk`` appends.
+    """Rows appended step by step as column arrays, joined every ``chunk`` appends.
+
+    Joined into one array per column.
 
     A long run keeps its rows, not one small object per step: a pandas DataFrame per step
     costs ~15 kB of bookkeeping whatever its rows, which a 1,000-epoch run sees as steady
@@ -81,8 +82,10 @@ class ColumnLog:
         self._pending = []
 
     def blocks(self) -> list[dict[str, np.ndarray]]:
-        """Every row so far as one block of columns (``[]`` before the first append): what a
-        checkpoint keeps."""
+        """Every row so far as one block of columns (``[]`` before the first append).
+
+        What a checkpoint keeps.
+        """
         self._join()
         return [] if self._joined is None else [dict(self._joined)]
 

@@ -30,12 +30,15 @@ def local_ray_env() -> None:
 
 
 def init_ray(ray: Any, *, address: str | None, **options: Any) -> None:
-    """``ray.init``: a new local Ray on 127.0.0.1 only (no dashboard), or join ``address``
-    (a cluster on 127.0.0.1 is joined on the loopback, as it was started).
+    """``ray.init``.
+
+    A new local Ray on 127.0.0.1 only (no dashboard), or join ``address`` (a cluster on 127.0.0.1 is
+    joined on the loopback, as it was started).
 
     A local Ray is asked for with ``address="local"``: ``None`` would join whatever
     cluster ``ray start`` (or a test's ``ray.cluster_utils.Cluster``) last recorded on this
-    machine, with other jobs' runs and its own resources."""
+    machine, with other jobs' runs and its own resources.
+    """
     if address is None:
         local_ray_env()
         ray.init(address="local", _node_ip_address=LOOPBACK, include_dashboard=False,

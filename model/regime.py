@@ -64,9 +64,11 @@ def contact_regime(model: World) -> str:
 
 
 def static_groups(model: World) -> dict[str, int]:
-    """Per kind whose agents never move (and whose policy no moving kind shares: DAM's UAVs
-    carry models between static clients): how many groups its agents form in the latest
-    step's contact graph (one group = linked through in-range neighbours).
+    """Per kind whose agents never move: how many groups they form in the contact graph.
+
+    Kinds whose policy no moving kind shares (DAM's UAVs carry models between static clients); the
+    groups are those of the latest step's contact graph (one group = linked through in-range
+    neighbours).
 
     Static agents out of range of each other can never exchange, whatever the policy, e.g.
     PSFL sensors placed over a real city's cells: its federations cannot span two groups,
@@ -92,8 +94,10 @@ def static_groups(model: World) -> dict[str, int]:
 
 
 def saturated(moving: pd.DataFrame) -> bool:
-    """Fleet or one kind above :data:`SATURATED_SHARE` on average (``model.csv`` rows of
-    steps > 0)."""
+    """Fleet or one kind above :data:`SATURATED_SHARE` on average.
+
+    Over the ``model.csv`` rows of steps > 0.
+    """
     shares = [float(moving["neighbours_share"].mean())]
     return max([*shares, *same_kind_shares(moving).values()]) > SATURATED_SHARE
 

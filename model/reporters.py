@@ -21,18 +21,22 @@ one)."""
 
 
 def simulated_time_s(model: World) -> float:
+    """Simulated seconds so far (steps times ``step_s``)."""
     return model.steps * model.config.step_s
 
 
 def contact_pairs(model: World) -> int:
+    """Number of agent pairs in contact this step."""
     return int(model.adjacency.nnz // 2)
 
 
 def mean_neighbours(model: World) -> float:
+    """Mean neighbours per agent this step."""
     return float(model.neighbours_now.mean())
 
 
 def mean_distinct_neighbours(model: World) -> float:
+    """Mean distinct agents met so far, per agent."""
     return float(model.distinct_neighbours.mean())
 
 
@@ -65,15 +69,18 @@ def _nanmean(values: np.ndarray) -> float:
 
 
 def accuracy_mean(model: World) -> float:
+    """Mean accuracy at the latest evaluation (NaN entries skipped)."""
     return _nanmean(model.evaluation.accuracy)
 
 
 def accuracy_std(model: World) -> float:
+    """Standard deviation of the accuracies at the latest evaluation (NaN skipped)."""
     accuracy = model.evaluation.accuracy
     return float(np.nanstd(accuracy)) if np.isfinite(accuracy).any() else float("nan")
 
 
 def accuracy_min(model: World) -> float:
+    """Lowest accuracy at the latest evaluation (NaN skipped)."""
     accuracy = model.evaluation.accuracy
     return float(np.nanmin(accuracy)) if np.isfinite(accuracy).any() else float("nan")
 
@@ -86,41 +93,48 @@ def accuracy_p10(model: World) -> float:
 
 
 def loss_mean(model: World) -> float:
+    """Mean test loss at the latest evaluation (NaN skipped)."""
     return _nanmean(model.evaluation.loss)
 
 
 def accuracy_of_kind(model: World, kind: str) -> float:
+    """Mean accuracy of the agents of ``kind``."""
     return _nanmean(model.evaluation.accuracy[model.kind_of == kind])
 
 
 def accuracy_of_policy(model: World, policy: str) -> float:
+    """Mean accuracy of the agents that run ``policy``."""
     return _nanmean(model.evaluation.accuracy[model.policy_of_agent == policy])
 
 
 def accuracy_high_mobility(model: World) -> float:
+    """Mean accuracy of the high-mobility agents (NaN when there are none)."""
     return _nanmean(model.evaluation.accuracy[model.hm]) if model.hm.any() else float("nan")
 
 
 def accuracy_low_mobility(model: World) -> float:
+    """Mean accuracy of the low-mobility agents (NaN when there are none)."""
     return _nanmean(model.evaluation.accuracy[~model.hm]) if (~model.hm).any() else float("nan")
 
 
 def hm_lm_gap(model: World) -> float:
-    """de Heredia 2024, Table 2: accuracy of high- minus low-mobility clients."""
+    """Table 2 of de Heredia 2024: accuracy of high- minus low-mobility clients."""
     return accuracy_high_mobility(model) - accuracy_low_mobility(model)
 
 
 def distinct_neighbours_of_class(model: World, high: bool) -> float:
-    """de Heredia 2024, App. B: cumulative distinct neighbours per mobility class."""
+    """App. B of de Heredia 2024: cumulative distinct neighbours per mobility class."""
     mask = model.hm if high else ~model.hm
     return float(model.distinct_neighbours[mask].mean()) if mask.any() else float("nan")
 
 
 def consensus_distance(model: World) -> float:
+    """Consensus distance of the agents' models at the latest evaluation."""
     return model.evaluation.consensus
 
 
 def policy_metric(model: World, name: str) -> float:
+    """The policy metric ``name`` of this step (NaN when the policy gave none)."""
     return float(model.policy_metrics.get(name, float("nan")))
 
 
@@ -136,7 +150,7 @@ message the policies sent, counted, not limited (no rate, so no airtime or radio
 
 
 def link_total(model: World, column: str) -> float:
-    """This step's ``column`` summed over agents (0 before step 1)."""
+    """The step's ``column`` summed over agents (0 before step 1)."""
     step = model.last_step
     if step is None or step.link is None:
         return 0.0
@@ -144,8 +158,11 @@ def link_total(model: World, column: str) -> float:
 
 
 def model_reporters(model: World) -> dict[str, Callable[[World], Any]]:
-    """The named ``model.csv`` columns of ``model``: contacts always; learning, per-kind,
-    per-policy, mobility-class and link columns only when the run has them."""
+    """The named ``model.csv`` columns of ``model``.
+
+    Contacts always; learning, per-kind, per-policy, mobility-class and link columns only when the
+    run has them.
+    """
     reporters: dict[str, Callable[[World], Any]] = {
         "time_s": simulated_time_s,
         "contacts": contact_pairs,

@@ -54,9 +54,12 @@ def group_views(groups: Sequence[tuple[str, slice, MobilityModel]]) -> tuple[Gro
 class ModelWorldView:
     """:class:`mobidfl.agents.views.WorldView` over a running model (reads are live, never copies).
 
-    Args:
-        model: the Mesa model (or anything with ``groups``, ``position``, ``label_hist``).
-        world_map: the map whose areas and road nodes are offered (``None``: no map).
+    Parameters
+    ----------
+    model
+        the Mesa model (or anything with ``groups``, ``position``, ``label_hist``).
+    world_map
+        the map whose areas and road nodes are offered (``None``: no map).
     """
 
     def __init__(self, model: _World, *, world_map: WorldMap | None = None) -> None:
@@ -66,18 +69,22 @@ class ModelWorldView:
 
     @property
     def n_agents(self) -> int:
+        """Number of agents (global ids are 0 .. n_agents-1)."""
         return max((g.members.stop for g in self._groups), default=0)
 
     @property
     def groups(self) -> tuple[GroupView, ...]:
+        """The mobility groups, in global id order."""
         return self._groups
 
     @property
     def position(self) -> np.ndarray:
+        """``[N, 2]`` positions in metres at the start of the current step (read-only)."""
         return read_only(self._model.position)
 
     @property
     def label_hist(self) -> np.ndarray | None:
+        """``[N, C]`` label counts of every agent's data (``None`` without learning)."""
         hist = self._model.label_hist
         return None if hist is None else read_only(hist)
 
@@ -88,15 +95,19 @@ class ModelWorldView:
 
     @property
     def n_areas(self) -> int:
+        """Number of areas of the map."""
         return int(self._world_map().n_areas)
 
     def area_of(self, xy: np.ndarray) -> np.ndarray:
+        """Area of every point ``[M, 2]`` (metres)."""
         return self._world_map().area_of(xy)
 
     @property
     def road_node_xy(self) -> np.ndarray:
+        """``[V, 2]`` nodes of the walk network (territories are split over them)."""
         return read_only(self._world_map().walk.node_xy)
 
     def members_of(self, kind: str) -> np.ndarray:
+        """Global ids of the agents of ``kind`` (empty when none)."""
         spans = [np.arange(g.members.start, g.members.stop) for g in self._groups if g.kind == kind]
         return np.concatenate(spans) if spans else np.empty(0, dtype=np.int64)

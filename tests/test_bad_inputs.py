@@ -79,8 +79,8 @@ def run_cli_cases(cases: list[dict]) -> list[int]:
 
     The cases go through stdin: as one argument they passed Linux's 128 KiB limit on a
     single argument (MAX_ARG_STRLEN; the 100,000-character map case alone is most of it)."""
-    proc = subprocess.run([sys.executable, "-c", _DRIVER], input=json.dumps(cases), cwd=ROOT,
-                          env=_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", _DRIVER], check=False, input=json.dumps(cases),
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -458,7 +458,7 @@ def test_the_real_entry_point_gives_the_same_line(tmp_path):
         out = tmp_path / "out"
         # Execute
         proc = subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", "run", "--out",
-                               str(out), *TINY, *extra], cwd=ROOT, env=_env(),
+                               str(out), *TINY, *extra], check=False, cwd=ROOT, env=_env(),
                               capture_output=True, text=True, timeout=300)
         # Assert
         assert proc.returncode == 2, proc.stderr
@@ -550,7 +550,7 @@ def test_force_clears_the_previous_run_and_its_checkpoint(tmp_path):
 
 
 def test_full_disk_is_refused_before_step_1(tmp_path, monkeypatch, capsys):
-    import mobidfl.analysis.cli as cli
+    from mobidfl.analysis import cli
 
     # Prepare: the disk reports 1 MiB free
     monkeypatch.setattr(cli.shutil, "disk_usage",
@@ -566,7 +566,7 @@ def test_full_disk_is_refused_before_step_1(tmp_path, monkeypatch, capsys):
 
 def test_a_world_too_big_for_memory_is_refused_for_memory_even_on_a_full_disk(
         tmp_path, monkeypatch, capsys):
-    import mobidfl.analysis.cli as cli
+    from mobidfl.analysis import cli
 
     # Prepare: the disk reports 1 MiB free, so the outputs would not fit either
     monkeypatch.setattr(cli.shutil, "disk_usage",
@@ -582,7 +582,7 @@ def test_a_world_too_big_for_memory_is_refused_for_memory_even_on_a_full_disk(
 
 
 def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch, capsys):
-    import mobidfl.model.checkpoint as checkpoint
+    from mobidfl.model import checkpoint
 
     # Prepare: the second checkpoint write fails half-way as on a full disk
     real_save, calls = checkpoint.torch.save, []
@@ -610,7 +610,7 @@ def test_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypa
 
 
 def test_interrupt_while_writing_outputs_leaves_no_hidden_folder(tmp_path, monkeypatch, capsys):
-    import mobidfl.analysis.gis as gis
+    from mobidfl.analysis import gis
 
     # Prepare: Ctrl-C arrives while the GIS layers are written (the last output)
     def interrupted(*args, **kwargs):
@@ -702,7 +702,7 @@ def test_a_local_ray_start_opens_no_socket_outside_loopback():
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
     pytest.importorskip("psutil", reason="psutil lists the sockets (installed with Ray)")
     # Execute: start a local Ray as sweeps and training workers do; list what listens
-    proc = subprocess.run([sys.executable, "-c", _RAY_SOCKETS], cwd=ROOT, env=_env(),
+    proc = subprocess.run([sys.executable, "-c", _RAY_SOCKETS], check=False, cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     listening = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -715,22 +715,18 @@ def test_a_local_ray_start_opens_no_socket_outside_loopback():
 
 
 def test_a_map_that_cannot_be_read_says_read_not_write(tmp_path, monkeypatch, capsys):
-    import builtins
-
-    import mobidfl.maps.sources as sources
-
     # Prepare: a map file whose read fails as without read permission (root reads anyway,
     # so the failure is made by the open the reader calls)
     path = tmp_path / "locked.graphml"
     path.write_text("<graphml/>")
-    real_open = builtins.open
+    real_open = Path.open
 
-    def locked(file, *args, **kwargs):
-        if Path(str(file)) == path:
+    def locked(self, *args, **kwargs):
+        if self == path:
             raise PermissionError(13, "Permission denied", str(path))
-        return real_open(file, *args, **kwargs)
+        return real_open(self, *args, **kwargs)
 
-    monkeypatch.setattr(sources, "open", locked, raising=False)
+    monkeypatch.setattr(Path, "open", locked)
     # Execute
     code = main(["run", "--out", str(tmp_path / "out"), *TINY, "--set", f"map={path}"])
     # Assert
@@ -774,7 +770,7 @@ def _start(args: list[str]) -> subprocess.Popen:
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True,
                             start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509 - no other way to reset SIGINT in the child
 
 
 def _wait_for(path_glob: Callable[[], list], proc: subprocess.Popen, timeout: float = 150):

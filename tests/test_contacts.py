@@ -48,7 +48,7 @@ def test_sub_samples_grow_with_speed_times_step_over_radius():
 
 
 def test_crowded_steps_use_the_bitmap_and_agree_with_the_sparse_path(monkeypatch):
-    import mobidfl.model.contacts as contacts
+    from mobidfl.model import contacts
 
     # Prepare: 300 agents crossing a 200 m box: far more than n^2/16 pair sightings
     rng = np.random.default_rng(3)
@@ -102,7 +102,7 @@ def test_during_contacts_equal_the_oracle_on_random_walks(seed):
 
 @pytest.mark.parametrize("grid", [None, (1, 1), (2, 2), (3, 3), (3, 12), (5, 2), (4, 16)])
 def test_every_grid_resolution_and_the_tree_fallback_equal_the_oracle(monkeypatch, grid):
-    import mobidfl.model.contacts as contacts
+    from mobidfl.model import contacts
 
     # Prepare: grid None is the cKDTree fallback
     monkeypatch.setattr(contacts, "GRIDS", (grid,) if grid else ())
@@ -114,7 +114,7 @@ def test_every_grid_resolution_and_the_tree_fallback_equal_the_oracle(monkeypatc
 
 
 def test_a_grid_too_large_falls_back_to_the_tree(monkeypatch):
-    import mobidfl.model.contacts as contacts
+    from mobidfl.model import contacts
 
     monkeypatch.setattr(contacts, "CELL_LIMIT", 10)
     trajectory = _random_trajectories(12, n=300, steps=3, box=1000.0, speed=40.0)
@@ -182,7 +182,7 @@ def test_crowded_bitmap_path_equals_the_oracle():
 
 @pytest.mark.parametrize("skip_known", [False, True])
 def test_crowded_bitmap_path_with_or_without_skipping_known_pairs(monkeypatch, skip_known):
-    import mobidfl.model.contacts as contacts
+    from mobidfl.model import contacts
 
     monkeypatch.setattr(contacts, "SKIP_KNOWN", skip_known)
     trajectory = _random_trajectories(14, n=350, steps=6, box=300.0, speed=40.0)

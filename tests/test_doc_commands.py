@@ -222,7 +222,7 @@ def run_commands(script: list[str], *, cwd: Path, env: dict[str, str] | None = N
     lines = ["set -euo pipefail"]
     for command in script:
         lines += [f"echo {shlex.quote(MARK + command)} >&2", command]
-    done = subprocess.run(["bash", "-c", "\n".join(lines)], cwd=cwd, env=env,
+    done = subprocess.run(["bash", "-c", "\n".join(lines)], check=False, cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
     ran = [line[len(MARK):] for line in done.stderr.splitlines() if line.startswith(MARK)]
     return done.returncode, ran, done.stdout + done.stderr

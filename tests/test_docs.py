@@ -90,7 +90,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")  # Material's end-of-life banner
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
     log = done.stdout + done.stderr
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{log[-4000:]}"
@@ -204,7 +204,7 @@ def run_tutorial(name: str, workdir: Path, page: str | None = None, *,
             (workdir / f"_step{i}.py").write_text(body)
             script.append(f'python "_step{i}.py"')
     done = subprocess.run(
-        ["bash", "-c", "\n".join(script)], cwd=workdir, env=env,
+        ["bash", "-c", "\n".join(script)], check=False, cwd=workdir, env=env,
         capture_output=True, text=True, timeout=240,
     )
     if done.returncode != 0:
@@ -247,7 +247,8 @@ def test_the_warm_mobidfl_answers_as_the_real_one(warm_cli, tmp_path):
     env = tutorial_env()
     env["PATH"] = warm_cli.path_with(env["PATH"])
     done = subprocess.run(["mobidfl", "run", "--out", "x", "--set", "no_such_setting=1"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                          check=False, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "no_such_setting" in done.stderr, done.stderr
     assert done.stdout == "" and not (tmp_path / "x").exists()

@@ -130,7 +130,7 @@ def test_an_output_folder_made_read_only_mid_run_stops_in_one_line_and_resumes(
         disk = tmp_path / "disk"
         disk.mkdir()
         if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
-                          capture_output=True).returncode != 0:
+                          check=False, capture_output=True).returncode != 0:
             pytest.skip("root without mount: a read-only folder cannot be made here")
         out = disk / "sweep"
 
@@ -162,7 +162,7 @@ def test_an_output_folder_made_read_only_mid_run_stops_in_one_line_and_resumes(
         tables = _tables(out)
     finally:
         if disk is not None:
-            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+            subprocess.run(["umount", "-l", str(disk)], check=False, capture_output=True)
     # Assert
     assert code == 1
     assert ("Read-only file system" in line or "Permission denied" in line), line
@@ -213,7 +213,7 @@ def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path, monk
             self.fh.write(data[: len(data) // 2])
             raise OSError(fault, os.strerror(fault))
 
-    import mobidfl.atomic as atomic
+    from mobidfl import atomic
 
     real_open = atomic.open_atomic
 
@@ -223,9 +223,8 @@ def test_a_failed_write_leaves_the_previous_file_and_no_temporary(tmp_path, monk
             yield Half(fh)
 
     # Execute
-    with pytest.raises(OSError) as caught:
-        with failing(path) as fh:
-            fh.write(uuid.uuid4().bytes * 64)
+    with pytest.raises(OSError) as caught, failing(path) as fh:
+        fh.write(uuid.uuid4().bytes * 64)
     # Assert
     assert caught.value.errno == fault
     assert path.read_bytes() == b"old"

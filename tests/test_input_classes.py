@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-import mobidfl.maps.contact_trace as contact_trace
 from mobidfl.analysis.cli import main
 from mobidfl.errors import ConfigError
+from mobidfl.maps import contact_trace
 from mobidfl.maps.contact_trace import inflate, read_contacts
 from mobidfl.model.config import KINDS, Config, plugin_namespaces
 from mobidfl.model.inert import KINDS as INERT_KINDS

@@ -22,7 +22,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-import mobidfl.registry as registry
+from mobidfl import registry
 from mobidfl.analysis.cli import main
 from mobidfl.errors import ConfigError
 from mobidfl.model.config import Config, settings_table

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import mobidfl.inflate as inflate
+from mobidfl import inflate
 from mobidfl.errors import ConfigError
 from mobidfl.maps.edges import EdgeTable, MapDataError, from_segments
 from mobidfl.maps.formats import MAP_FORMATS, MapFormat, format_for, register_map_format

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-import mobidfl.model.contacts as contacts
 from mobidfl.errors import ConfigError
+from mobidfl.model import contacts
 from mobidfl.model.learning.engine import AUTO_WORKERS_MIN_FLOP, auto_workers, make_engine
 from mobidfl.model.learning.partition import partition_shards
 from mobidfl.model.world import MobiDFLModel

@@ -171,7 +171,8 @@ def test_federations_match_areas_when_models_are_identical_within_areas(speciali
     # Execute
     policy, ex = _elect(engine, area, adjacency, sigma=4.0)
     # Assert
-    assert ex.metrics["ds_intra_mean"] < 1.0 < 4.0 < ex.metrics["ds_inter_mean"]
+    assert ex.metrics["ds_intra_mean"] < 1.0
+    assert ex.metrics["ds_inter_mean"] > 4.0  # sigma
     assert ex.metrics["federations"] == 3
     assert ex.metrics["federation_errors"] == 0
     assert ex.metrics["unassigned"] == 0

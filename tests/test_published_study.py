@@ -28,8 +28,8 @@ PAGE = ROOT / "docs" / "benchmark" / "study.md"
 
 
 def _mobidfl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=900,
+    return subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", *args], check=False,
+                          cwd=cwd, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 

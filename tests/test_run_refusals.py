@@ -170,8 +170,8 @@ def _cli(tmp_path: Path, site: Path, *args: str) -> subprocess.CompletedProcess:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), str(ROOT),
                                                      env.get("PYTHONPATH")]))
     env.pop("MOBIDFL_COMMAND_PID", None)
-    return subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", *args], check=False,
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_a_broken_entry_point_is_warned_once_and_refused_only_where_named(tmp_path):
@@ -260,8 +260,8 @@ def test_one_command_warns_each_line_once_and_its_workers_none():
             worker = subprocess.run(
                 [sys.executable, "-c", "from mobidfl.model.config import Config; "
                  "Config.from_settings({'dirichlet_alpha': 0.3, 'learning': False})"],
-                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                text=True, timeout=300,
+                check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                capture_output=True, text=True, timeout=300,
             )
         after = _inert({"dirichlet_alpha": 0.3, "learning": False})
     shown = [str(w.message) for w in caught if issubclass(w.category, InertSettingWarning)]

@@ -83,7 +83,7 @@ def run_authors(task: str, req: dict, *, seed: int = PAPER_SEED) -> dict:
     with tempfile.TemporaryDirectory(prefix="cdfl-") as tmp:
         root = Path(tmp)
         (root / "run").mkdir()
-        os.symlink(folder / "NY_Data", root / "NY_Data")
+        (root / "NY_Data").symlink_to(folder / "NY_Data")
         full = {
             **req, "task": task, "folder": str(folder), "seed": int(seed),
             "cwd": str(root / "run"), "result": str(root / "result.json"),

@@ -82,7 +82,7 @@ def authors_run(*, seed: int) -> Path:
     with tempfile.TemporaryDirectory(prefix="cdfl-remeet-") as tmp:
         root = Path(tmp)
         (root / "run").mkdir()
-        os.symlink(folder / "NY_Data", root / "NY_Data")
+        (root / "NY_Data").symlink_to(folder / "NY_Data")
         part = out.with_name(out.stem + f".{os.getpid()}.partial.npz")
         req = {"num_car": NUM_CAR, "num_round": ROUNDS, "epoch_time": EPOCH,
                "radius_m": RADIUS_M, "speed": SPEED, "out": str(part), "folder": str(folder),

@@ -219,7 +219,7 @@ def neighbour_stats(run: Run, *, window: int) -> dict[str, float]:
     distinct = np.asarray(union.astype(bool).sum(axis=1)).ravel()
     cumulative = degree[:window].sum(axis=0)
     hm, lm = run.hm, ~run.hm
-    out = {
+    return {
         "neighbours per iteration": float(degree.mean()),
         "neighbours per iteration, HM": float(degree[:, hm].mean()) if hm.any() else math.nan,
         "neighbours per iteration, LM": float(degree[:, lm].mean()),
@@ -228,7 +228,6 @@ def neighbour_stats(run: Run, *, window: int) -> dict[str, float]:
         "cumulative neighbours over the window, HM": float(cumulative[hm].mean()),
         "cumulative neighbours over the window, LM": float(cumulative[lm].mean()),
     }
-    return out
 
 
 def pair_sets(adj: sp.csr_matrix) -> set[tuple[int, int]]:

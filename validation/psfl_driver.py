@@ -53,7 +53,6 @@ DONE: list[dict] = []
 ORDER: list[int] = []  # node ids in the order the simulator ran the election probe
 sys.path.insert(0, str(SRC))
 
-import ProFed.partitioner as partitioner  # noqa: E402
 from phyelds.calculus import aggregate  # noqa: E402
 from phyelds.data import Field  # noqa: E402
 from phyelds.libraries.device import local_id  # noqa: E402
@@ -63,6 +62,7 @@ from phyelds.simulator import Simulator  # noqa: E402
 from phyelds.simulator.deployments import deformed_lattice  # noqa: E402
 from phyelds.simulator.neighborhood import radius_neighborhood  # noqa: E402
 from phyelds.simulator.runner import aggregate_program_runner  # noqa: E402
+from ProFed import partitioner  # noqa: E402
 
 LATTICE = (7, 7, 1, 0.01)  # simulation.py: deformed_lattice(simulator, 7, 7, 1, 0.01)
 RADIUS = 1.15  # simulation.py: radius_neighborhood(1.15)
@@ -240,7 +240,7 @@ def job_run() -> dict:
 
         ns["aggregate_program_runner"] = runner
         work = Path(tempfile.mkdtemp(prefix="psfl-run-", dir=OUT))
-        here = os.getcwd()
+        here = Path.cwd()
         os.chdir(work)
         try:
             random.seed(seed)

@@ -12,7 +12,6 @@ lock never reuses a stale environment. A Python 3.13 is looked up in ``$MOBIDFL_
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
 import shutil
@@ -28,13 +27,13 @@ __all__ = ["find_python313", "locked_requirements", "ensure_venv", "venv_python"
 def find_python313() -> str | None:
     """A Python 3.13 interpreter, or None when this machine has none."""
     cands = [os.environ.get("MOBIDFL_PYTHON313", ""), shutil.which("python3.13") or ""]
-    cands += sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.13*/bin/python3.13")))
+    cands += sorted(str(p) for p in (Path.home() / ".pyenv/versions").glob("3.13*/bin/python3.13"))
     for c in cands:
         if c and Path(c).is_file():
             try:
                 out = subprocess.run(
                     [c, "-c", "import sys, venv; print(sys.version_info[:2])"],
-                    capture_output=True, text=True, timeout=60,
+                    check=False, capture_output=True, text=True, timeout=60,
                 ).stdout.strip()
             except (OSError, subprocess.SubprocessError):
                 continue
@@ -83,14 +82,15 @@ def ensure_venv(ref_folder: Path, *, python: str | None = None) -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
     log = folder.with_name(folder.name + ".log")
-    with open(log, "w") as out:
+    with log.open("w") as out:
         steps = [
             [py, "-m", "venv", str(folder)],
             [str(folder / "bin/python"), "-m", "pip", "install", "--quiet", "--no-deps",
              "--only-binary", ":all:", *reqs],
         ]
         for cmd in steps:
-            done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=3600)
+            done = subprocess.run(cmd, check=False, stdout=out, stderr=subprocess.STDOUT,
+                                  timeout=3600)
             if done.returncode != 0:
                 raise ConfigError(
                     "psfl reference environment", f"{cmd[2]} failed", f"a clean install (see {log})"

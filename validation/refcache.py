@@ -188,7 +188,7 @@ def _copy_seed(ref: Reference, seed: Path, dest: Path) -> None:
         src, out = seed / src_rel, dest / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         if src.suffix == ".gz":
-            with gzip.open(src, "rb") as fin, open(out, "wb") as fout:
+            with gzip.open(src, "rb") as fin, out.open("wb") as fout:
                 shutil.copyfileobj(fin, fout)
         else:
             shutil.copyfile(src, out)

@@ -109,9 +109,11 @@ class MobilityModel(ABC):
         self.position = np.zeros((count, 2))
 
     def street_network(self) -> Any:
-        """The street network this group's kind moves on: the directed ``drive`` network
-        for a kind whose row says ``network = "drive"`` (cars keep one-way streets), else
-        the ``walk`` network (both directions)."""
+        """The street network this group's kind moves on.
+
+        The directed ``drive`` network for a kind whose row says ``network = "drive"`` (cars keep
+        one-way streets), else the ``walk`` network (both directions).
+        """
         return self.world.drive if self.kind in kinds_where(network="drive") else self.world.walk
 
     def speeds(self) -> np.ndarray:
@@ -131,9 +133,14 @@ class MobilityModel(ABC):
         return []
 
     def state_dict(self) -> dict[str, Any]:
+        """The group's state for a checkpoint: copies of its positions and high-mobility flags.
+
+        Subclasses add what their next step depends on; :meth:`load_state_dict` takes it back.
+        """
         return {"position": self.position.copy(), "hm": self.hm.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the group from a dict :meth:`state_dict` returned (copies, not views)."""
         self.position = np.asarray(state["position"], float).copy()
         self.hm = np.asarray(state["hm"], bool).copy()
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 
@@ -81,12 +81,14 @@ class ContactTraceMobility(MobilityModel):
         self.position = centre + radius * np.stack([np.cos(angle), np.sin(angle)], axis=1)
 
     def _first_index(self) -> int:
-        """This kind's first global agent id (kinds in the order vehicle, pedestrian, ...)."""
+        """The first global agent id of this kind (kinds in the order vehicle, pedestrian, ...)."""
         return sum(self.settings.count(k) for k in KINDS[: KINDS.index(self.kind)])
 
+    @override
     def speeds(self) -> np.ndarray:
         return np.zeros(self.count)
 
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         return np.broadcast_to(self.position, (len(ctx.fractions), self.count, 2)).copy()
 

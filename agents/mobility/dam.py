@@ -16,7 +16,7 @@ cells, Euclidean between cell centres. The maths lives in
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, cast, override
 
 import numpy as np
 
@@ -56,9 +56,11 @@ class DistributionAwareGrid(GridMobility):
     Subclasses say where destinations may lie and with which probabilities
     (:meth:`destination_choices`).
 
-    Attributes:
-        destination: ``(count,)`` cell each member heads for (``NO_DESTINATION`` before the
-            first step).
+    Attributes
+    ----------
+    destination
+        ``(count,)`` cell each member heads for (``NO_DESTINATION`` before the
+        first step).
     """
 
     name = "distribution_aware_base"
@@ -153,7 +155,7 @@ class DistributionAwareGrid(GridMobility):
         for i in range(self.count):
             cell = int(self.cell[i])
             previous = int(self.destination[i])
-            if previous == NO_DESTINATION or previous == cell:
+            if previous in (NO_DESTINATION, cell):
                 candidates, probs = self.destination_choices(ctx, i, dists[i], cell)
                 target = next_destination(
                     cell,
@@ -169,9 +171,11 @@ class DistributionAwareGrid(GridMobility):
         return new
 
     # --- checkpoints ----------------------------------------------------------------------
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "destination": self.destination.copy()}
 
+    @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.destination = np.asarray(state["destination"], dtype=np.int64).copy()
@@ -183,6 +187,7 @@ class DAM(DistributionAwareGrid):
 
     name = "dam"
 
+    @override
     def destination_choices(
         self, ctx: MobilityContext, member: int, distributions: np.ndarray, cell: int
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -220,6 +225,7 @@ class DCM(DistributionAwareGrid):
             )
         return self.centres
 
+    @override
     def destination_choices(
         self, ctx: MobilityContext, member: int, distributions: np.ndarray, cell: int
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -227,10 +233,12 @@ class DCM(DistributionAwareGrid):
         probs = dcm_probabilities(distributions, cell, centres, distance=self.distance)
         return centres, probs
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         centres = None if self.centres is None else self.centres.copy()
         return {**super().state_dict(), "centres": centres}
 
+    @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         centres = state.get("centres")

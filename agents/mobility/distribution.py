@@ -1,5 +1,7 @@
-"""Distribution-aware mobility on a grid: DAM and DCM (Reza et al.,
-"Distribution-Aware Mobility-Assisted Decentralized Federated Learning", §III-IV).
+"""Distribution-aware mobility on a grid.
+
+DAM and DCM (Reza et al., "Distribution-Aware Mobility-Assisted Decentralized Federated Learning",
+§III-IV).
 
 Clients live on a ``G x G`` grid of locations ``(p, q)``. Cells are numbered row-major:
 ``cell = row * G + col`` with ``row, col in [0, G)`` (the paper counts from 1; distances are the
@@ -190,16 +192,25 @@ def label_distribution_at_cells(
     ``zeta_L`` = static clients within ``R_c`` of ``L`` plus the mobile client itself. Counts are
     pooled (a client with more samples weighs more), not averaged per client.
 
-    Args:
-        static_cells: ``(S,)`` cell index of each static client (its initial location).
-        static_counts: ``(S, Y)`` per-client label counts.
-        mobile_counts: ``(Y,)`` label counts of the mobile client; None for a client holding no
-            data (e.g. a pure relay).
-        grid: cells per side ``G``, or ``(rows, cols)``.
-        rc: communication radius ``R_c`` in cells.
-        metric: grid distance (paper: euclidean).
+    Parameters
+    ----------
+    static_cells
+        ``(S,)`` cell index of each static client (its initial location).
+    static_counts
+        ``(S, Y)`` per-client label counts.
+    mobile_counts
+        ``(Y,)`` label counts of the mobile client; None for a client holding no
+        data (e.g. a pure relay).
+    grid
+        cells per side ``G``, or ``(rows, cols)``.
+    rc
+        communication radius ``R_c`` in cells.
+    metric
+        grid distance (paper: euclidean).
 
-    Returns:
+    Returns
+    -------
+    np.ndarray
         ``(rows*cols, Y)`` float array; each row sums to 1, or is all zero where nobody with data is
         in reach (eq. 4 is 0/0 there).
     """
@@ -270,12 +281,18 @@ def dam_probabilities(
     cell (distance 0) is never drawn unless all distances are 0 (then uniform, see
     ``_proportional``).
 
-    Args:
-        distributions: ``(cells, Y)`` from :func:`label_distribution_at_cells`.
-        current_cell: the client's cell ``L^(t-1)``.
-        distance: ``"l2"`` (eq. 5) or ``"tv"``.
+    Parameters
+    ----------
+    distributions
+        ``(cells, Y)`` from :func:`label_distribution_at_cells`.
+    current_cell
+        the client's cell ``L^(t-1)``.
+    distance
+        ``"l2"`` (eq. 5) or ``"tv"``.
 
-    Returns:
+    Returns
+    -------
+    np.ndarray
         ``(cells,)`` probabilities summing to 1.
     """
     dist = np.asarray(distributions, dtype=np.float64)
@@ -297,7 +314,9 @@ def dcm_probabilities(
 
     Same as eq. 6 restricted to the centres ``L^c`` of Alg. 1 (:func:`dcm_centres`).
 
-    Returns:
+    Returns
+    -------
+    np.ndarray
         ``(len(centres),)`` probabilities summing to 1, aligned with ``centres``.
     """
     dist = np.asarray(distributions, dtype=np.float64)
@@ -329,7 +348,9 @@ def dcm_centres(
     ties uniformly with ``rng``. Line 11: mark the clients it covers as covered. Repeat until all
     are covered (terminates: an uncovered client always covers its own cell).
 
-    Returns:
+    Returns
+    -------
+    list[int]
         Cell indices of the centres, in the order chosen (empty when there are no static
         clients).
     """
@@ -412,14 +433,22 @@ def next_destination(
 ) -> int:
     """Keep the destination until it is reached, then draw a new one (Reza et al., eq. 8).
 
-    Args:
-        current_cell: ``L^(t-1)``.
-        previous_destination: ``L^(des, t-1)``; None before the first draw.
-        candidates: cells to draw from (all cells for DAM, the centres for DCM).
-        probabilities: eq. 6 or eq. 9, aligned with ``candidates``.
-        rng: random generator.
+    Parameters
+    ----------
+    current_cell
+        ``L^(t-1)``.
+    previous_destination
+        ``L^(des, t-1)``; None before the first draw.
+    candidates
+        cells to draw from (all cells for DAM, the centres for DCM).
+    probabilities
+        eq. 6 or eq. 9, aligned with ``candidates``.
+    rng
+        random generator.
 
-    Returns:
+    Returns
+    -------
+    int
         ``L^(des, t)``.
     """
     if previous_destination is not None and previous_destination != current_cell:

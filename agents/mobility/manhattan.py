@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,8 +43,10 @@ class ManhattanSettings(PluginSettings):
 
     @property
     def turn_probabilities(self) -> tuple[float, float, float]:
+        """``(straight, left, right)`` turn probabilities, as set."""
         return (self.turn_straight, self.turn_left, self.turn_right)
 
+    @override
     def joint_check(self) -> tuple[tuple[str, ...], Any, str] | None:
         turns = sum(self.turn_probabilities)
         if math.isclose(turns, 1.0, abs_tol=1e-9):
@@ -85,6 +87,7 @@ class Manhattan(MobilityModel):
         self.position = self.network.xy(self.edge, self.offset)
         self.decisions: list[np.ndarray] | None = None
 
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         step_distance = self.speeds() * ctx.step_s
         out = np.empty((len(ctx.fractions), self.count, 2))
@@ -104,9 +107,11 @@ class Manhattan(MobilityModel):
         self.position = out[-1]
         return out
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "edge": self.edge.copy(), "offset": self.offset.copy()}
 
+    @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.edge = np.asarray(state["edge"], int).copy()

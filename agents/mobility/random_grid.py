@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 
@@ -15,8 +15,10 @@ from mobidfl.settings import PluginSettings, one_of, positive, setting
 
 @dataclass(frozen=True, kw_only=True)
 class DamSettings(PluginSettings):
-    """Reza et al.'s cell movers (``random_grid``, ``dam``, ``dcm``): the move radius R_m
-    and, for DAM/DCM, the eq. 5 distribution distance."""
+    """Reza et al.'s cell movers (``random_grid``, ``dam``, ``dcm``).
+
+    The move radius R_m and, for DAM/DCM, the eq. 5 distribution distance.
+    """
 
     namespace: ClassVar[str] = "dam"
     rm_cells: float = setting(
@@ -54,9 +56,11 @@ class GridMobility(MobilityModel):
         """``(rows, cols)`` of the map's grid, the ``grid`` argument of the pure maths."""
         return (self.world.grid.rows, self.world.grid.cols)
 
+    @override
     def speeds(self) -> np.ndarray:
         return self.last_speed
 
+    @override
     def max_step_distance(self, step_s: float) -> float:
         rm = self.options.rm_cells
         grid = self.world.grid
@@ -64,8 +68,10 @@ class GridMobility(MobilityModel):
         return min(rm, diagonal) * grid.cell_m
 
     def next_cells(self, ctx: MobilityContext) -> np.ndarray:
+        """Each member's cell at the end of this step, ``(count,)`` cell indices."""
         raise NotImplementedError
 
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         start = self.position
         self.cell = self.next_cells(ctx)
@@ -75,9 +81,11 @@ class GridMobility(MobilityModel):
         self.position = end
         return out
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "cell": self.cell.copy(), "speed": self.last_speed.copy()}
 
+    @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.cell = np.asarray(state["cell"], int).copy()
@@ -97,6 +105,7 @@ class RandomGrid(GridMobility):
     # Kinds it fits: Reza et al.: mobile clients (UAVs) fly between grid cells.
     kinds = frozenset({"uav"})
 
+    @override
     def next_cells(self, ctx: MobilityContext) -> np.ndarray:
         shape = self.grid_shape
         rm = float(self.options.rm_cells)

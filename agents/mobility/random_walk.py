@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 
@@ -34,8 +34,10 @@ class RandomWalkSettings(PluginSettings):
 
     @property
     def walk_probabilities(self) -> tuple[float, ...]:
+        """Probabilities of the directions up, down, left and right, parsed from ``q``."""
         return tuple(float(v) for v in self.q.split(","))
 
+    @override
     def joint_check(self) -> tuple[tuple[str, ...], Any, str] | None:
         try:
             walk = self.walk_probabilities
@@ -84,7 +86,9 @@ def draw_speeds(
     ``hm_fraction`` (p) of the agents, chosen at random, is high-mobility: ``ceil(pN)``
     of them, as in the authors' code (:func:`high_mobility_count`).
 
-    Returns:
+    Returns
+    -------
+    tuple[np.ndarray, np.ndarray]
         (speeds, is_high_mobility)
     """
     hm = np.zeros(count, bool)
@@ -124,9 +128,11 @@ class RandomWalk(MobilityModel):
             rng=rng,
         )
 
+    @override
     def speeds(self) -> np.ndarray:
         return self.speed
 
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         q = np.asarray(self.options.walk_probabilities)
         direction = DIRECTIONS[ctx.rng.choice(4, size=self.count, p=q)]
@@ -140,9 +146,11 @@ class RandomWalk(MobilityModel):
         self.position = out[-1]
         return out
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "speed": self.speed.copy()}
 
+    @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.speed = np.asarray(state["speed"], float).copy()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import zlib
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 import scipy.sparse as sp
@@ -124,13 +124,19 @@ class RouteSettings(PluginSettings):
 class Route(MobilityModel):
     """Shortest-path trips to random destination nodes; the planned route is disclosed.
 
-    Attributes:
-        edge, offset: current edge and metres along it, per member.
-        time: simulated seconds since the start (advanced by ``step_s`` per step).
-        entered: time at which each member entered its current edge.
-        plan: per member, the planned edges after the current one (committed trips).
-        last_transitions: ``(member, time, new_edge)`` of every edge change during the
-            last :meth:`advance`, in time order per member.
+    Attributes
+    ----------
+    edge, offset
+        current edge and metres along it, per member.
+    time
+        simulated seconds since the start (advanced by ``step_s`` per step).
+    entered
+        time at which each member entered its current edge.
+    plan
+        per member, the planned edges after the current one (committed trips).
+    last_transitions
+        ``(member, time, new_edge)`` of every edge change during the
+        last :meth:`advance`, in time order per member.
     """
 
     name = "route"
@@ -227,6 +233,7 @@ class Route(MobilityModel):
         return edges, entry, float(ends[-1])
 
     # --- moving -------------------------------------------------------------------------
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         speed = self.speeds()
         lengths = self.network.edge_len
@@ -277,6 +284,7 @@ class Route(MobilityModel):
         return out
 
     # --- checkpoints --------------------------------------------------------------------
+    @override
     def state_dict(self) -> dict[str, Any]:
         sizes = np.array([len(p) for p in self.plan], dtype=np.int64)
         flat = np.fromiter((e for p in self.plan for e in p), dtype=np.int64, count=sizes.sum())
@@ -293,6 +301,7 @@ class Route(MobilityModel):
             "transitions": [a.copy() for a in self.last_transitions],
         }
 
+    @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.edge = np.asarray(state["edge"], np.int64).copy()

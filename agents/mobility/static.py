@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, override
 
 import numpy as np
 
@@ -44,8 +44,10 @@ class Static(MobilityModel):
             net = self.street_network()
             self.position = net.xy(*net.random_edges(self.count, rng))
 
+    @override
     def speeds(self) -> np.ndarray:
         return np.zeros(self.count)
 
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         return np.broadcast_to(self.position, (len(ctx.fractions), self.count, 2)).copy()

@@ -41,11 +41,12 @@ replays it exactly (same sub-times, same contacts).
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 
@@ -73,10 +74,8 @@ def _close_if_owner(token: object) -> None:
     if _OWNER["token"] is token:
         _OWNER["token"] = None
         libsumo = import_libsumo()
-        try:
+        with contextlib.suppress(Exception):  # already closed
             libsumo.close()
-        except Exception:  # already closed
-            pass
 
 
 def point_along(shape: np.ndarray, pos: float) -> np.ndarray:
@@ -242,6 +241,7 @@ class Sumo(MobilityModel):
 
     @property
     def sumo_time(self) -> float:
+        """Simulated SUMO time in seconds (steps taken times the step length)."""
         return self.step_index * self.step_length
 
     def _sumo_step(self) -> None:
@@ -290,9 +290,11 @@ class Sumo(MobilityModel):
             return np.zeros(self.count)
         return np.hypot(*(self.cur_xy - self.prev_xy).T) / dt
 
+    @override
     def max_step_distance(self, step_s: float) -> float:
         return SPEED_FACTOR_MAX * self.speed_limit * step_s
 
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         self._check_owner()
         start = self.warmup_steps * self.step_length + self.time
@@ -335,6 +337,7 @@ class Sumo(MobilityModel):
             }
         )
 
+    @override
     def write_outputs(self, folder: Path) -> list[Path]:
         if not self.record_trace:
             return []
@@ -343,6 +346,7 @@ class Sumo(MobilityModel):
         return [path]
 
     # --- checkpoints ----------------------------------------------------------------------
+    @override
     def state_dict(self) -> dict[str, Any]:
         state = {
             **super().state_dict(),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 
@@ -113,6 +113,7 @@ class TraceReplay(MobilityModel):
         self.position = positions_at(self.trace, 0.0)
         self._speed = np.zeros(self.count)
 
+    @override
     def speeds(self) -> np.ndarray:
         return self._speed.copy()
 
@@ -124,6 +125,7 @@ class TraceReplay(MobilityModel):
         per_step = min(round(step_s / self.min_dt), MAX_RECORDS_PER_STEP)
         return max(moving, (per_step - 0.5) * float(self.settings.radius_m) / 2.0)
 
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         out = np.empty((len(ctx.fractions), self.count, 2))
         previous, before = 0.0, self.position
@@ -137,9 +139,11 @@ class TraceReplay(MobilityModel):
         self.position = out[-1]
         return out
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "time": float(self.time), "speed": self._speed.copy()}
 
+    @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.time = float(state["time"])

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 
@@ -42,8 +42,10 @@ __all__ = ["PsflSettings", "PsflWalker", "area_layout", "rectangle_areas", "snak
 
 @dataclass(frozen=True, kw_only=True)
 class PsflSettings(PluginSettings):
-    """PSFL's settings, shared by the ``psfl`` policy and this ``psfl_walker`` mobility
-    (here, below the policy, so the policy imports it and not the other way round)."""
+    """PSFL's settings, shared by the ``psfl`` policy and this ``psfl_walker`` mobility.
+
+    They live here, below the policy, so the policy imports them and not the other way round.
+    """
 
     namespace: ClassVar[str] = "psfl"
     sigma: float = setting(
@@ -101,12 +103,18 @@ def rectangle_areas(
 ) -> np.ndarray:
     """Area id of each point under PSFL's rectangle layout (see module docstring).
 
-    Args:
-        xy: ``[n, 2]`` positions in metres.
-        bounds: (west, south, east, north) of the field.
-        k: number of areas.
+    Parameters
+    ----------
+    xy
+        ``[n, 2]`` positions in metres.
+    bounds
+        (west, south, east, north) of the field.
+    k
+        number of areas.
 
-    Returns:
+    Returns
+    -------
+    np.ndarray
         Int array ``[n]`` in ``[0, k)``; points outside the bounds take the nearest rectangle.
     """
     rows, cols = area_layout(k)
@@ -138,11 +146,15 @@ def snake_order(k: int) -> list[int]:
 class PsflWalker(MobilityModel):
     """Static sensors in PSFL's rectangular areas; optionally the last one walks (★).
 
-    Attributes:
-        home_area: area of every member at the start (read by the Mesa model as ``area``,
-            hence by the ``area`` data partition).
-        walkers: local indices of the moving members (empty, or the last member).
-        tour: areas the ★ node visits, in order; ``stops``: the cell it stands on in each.
+    Attributes
+    ----------
+    home_area
+        area of every member at the start (read by the Mesa model as ``area``,
+        hence by the ``area`` data partition).
+    walkers
+        local indices of the moving members (empty, or the last member).
+    tour
+        areas the ★ node visits, in order; ``stops``: the cell it stands on in each.
     """
 
     name = "psfl_walker"
@@ -210,9 +222,11 @@ class PsflWalker(MobilityModel):
         """Area each member stands in now (differs from ``home_area`` only for the ★ node)."""
         return self.area_of(self.position)
 
+    @override
     def speeds(self) -> np.ndarray:
         return self.last_speed
 
+    @override
     def max_step_distance(self, step_s: float) -> float:
         if not self.walkers.size:
             return 0.0
@@ -235,6 +249,7 @@ class PsflWalker(MobilityModel):
             return target
         return here + (target - here) * (self.speed_m / gap)
 
+    @override
     def advance(self, ctx: MobilityContext) -> np.ndarray:
         start = self.position
         self.t += 1
@@ -245,6 +260,7 @@ class PsflWalker(MobilityModel):
         self.position = end
         return start[None] + ctx.fractions[:, None, None] * (end - start)[None]
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {
             **super().state_dict(),
@@ -254,6 +270,7 @@ class PsflWalker(MobilityModel):
             "speed": self.last_speed.copy(),
         }
 
+    @override
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.t = int(state["t"])

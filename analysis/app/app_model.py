@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, override
 
 from mobidfl.analysis.app.inputs import initial_settings, model_params
 from mobidfl.model.world import MobiDFLModel
@@ -18,11 +18,16 @@ class AppModel(MobiDFLModel):
     dataset whose files are missing, too many sensors for the grid) leaves a one-line message
     in ``app_error`` and builds ``fallback`` settings instead, so the page stays usable.
 
-    Args:
-        map: a bundled map name (the Select input).
-        map_file: free text (a file path or any ``map`` spec); overrides ``map`` when set.
-        fallback: settings to use when these are rejected (``None``: raise instead).
-        **settings: public settings of :class:`mobidfl.model.config.Config`.
+    Parameters
+    ----------
+    map
+        a bundled map name (the Select input).
+    map_file
+        free text (a file path or any ``map`` spec); overrides ``map`` when set.
+    fallback
+        settings to use when these are rejected (``None``: raise instead).
+    **settings
+        public settings of :class:`mobidfl.model.config.Config`.
     """
 
     def __init__(
@@ -72,6 +77,7 @@ class AppModel(MobiDFLModel):
             out.pop("map", None)
         return out
 
+    @override
     def step(self) -> None:
         started = time.perf_counter()
         super().step()

@@ -1,5 +1,7 @@
-"""The Compare view's parts that need no browser: runs of one world under several policies,
-stepped together, their plots, and where the world sits on the regime map.
+"""The Compare view's parts that need no browser.
+
+Runs of one world under several policies, stepped together, their plots, and where the world sits on
+the regime map.
 
 WHY: the bench answers "which policy wins where" in a table; here a user sees it happen. Every
 run is a :class:`mobidfl.model.world.MobiDFLModel` built from the same
@@ -61,19 +63,26 @@ REGIME_SHADES = ("#c6dbef", "#fdd0a2", "#c7e9c0", "#dadaeb", "#fcbba1")
 
 
 def policy_settings(policy: str) -> dict[str, str]:
-    """The settings that make every kind use ``policy`` (a kind's own policy setting wins
-    over the global ``policy``, so each is set)."""
+    """The settings that make every kind use ``policy``.
+
+    A kind's own policy setting wins over the global ``policy``, so each is set.
+    """
     return {f"{kind}.policy": policy for kind in KINDS}
 
 
 class Comparison:
-    """One run per policy on the world of ``base`` (same settings, same seed), stepped
-    together; the runs are built on the first :meth:`step` (seconds on a large world).
+    """One run per policy on the world of ``base`` (same settings, same seed), stepped together.
 
-    Args:
-        base: the world's settings (e.g. the running City model's ``config``).
-        policies: two or more policy names (repeats dropped).
-        world: the already loaded map of ``base``, shared by the runs (read only).
+    The runs are built on the first :meth:`step` (seconds on a large world).
+
+    Parameters
+    ----------
+    base
+        the world's settings (e.g. the running City model's ``config``).
+    policies
+        two or more policy names (repeats dropped).
+    world
+        the already loaded map of ``base``, shared by the runs (read only).
 
     ``running`` is false when there is nothing to compare (fewer than two policies, learning
     off, or fewer than two runs the world accepts); ``note`` then says why. Mesa's
@@ -106,8 +115,10 @@ class Comparison:
         return self.completed_steps
 
     def build(self) -> None:
-        """Build one run per policy; a policy the world refuses is kept in ``refused`` with
-        its one-line reason and left out."""
+        """Build one run per policy.
+
+        A policy the world refuses is kept in ``refused`` with its one-line reason and left out.
+        """
         if self.built:
             return
         models, refused = {}, {}
@@ -186,8 +197,10 @@ def _finish(ax: Any, steps: int, *, title: str, ylabel: str) -> None:
 
 
 def compare_accuracy_figure(comparison: Comparison) -> Figure:
-    """Mean test accuracy per policy over steps; SVG id ``compare-acc-<policy>``, one
-    marker per evaluated step."""
+    """Mean test accuracy per policy over steps.
+
+    SVG id ``compare-acc-<policy>``, one marker per evaluated step.
+    """
     figure, ax = _figure()
     for policy, table in comparison.tables().items():
         if "acc_mean" not in table:
@@ -204,16 +217,20 @@ def compare_accuracy_figure(comparison: Comparison) -> Figure:
 
 
 def cumulative_bytes(table: pd.DataFrame) -> np.ndarray | None:
-    """Bytes the agents sent since step 0 (the ``bytes_sent`` column summed), or ``None``
-    when the model does not count bytes at this link."""
+    """Bytes the agents sent since step 0 (the ``bytes_sent`` column summed).
+
+    ``None`` when the model does not count bytes at this link.
+    """
     if "bytes_sent" not in table:
         return None
     return np.cumsum(table["bytes_sent"].fillna(0.0).to_numpy(float))
 
 
 def compare_bytes_figure(comparison: Comparison) -> Figure:
-    """Cumulative MB sent per policy over steps (SVG id ``compare-bytes-<policy>``), or a
-    note that this link does not count bytes."""
+    """Cumulative MB sent per policy over steps, or a note that this link does not count bytes.
+
+    SVG id ``compare-bytes-<policy>``.
+    """
     figure, ax = _figure()
     uncounted = []
     for policy, table in comparison.tables().items():
@@ -245,9 +262,12 @@ class RegimePoint:
 
 
 def regime_point(model: MobiDFLModel) -> RegimePoint | None:
-    """Contacts per agent per step (mean of ``neighbours_mean`` over steps 1..t) and the
-    label-skew index of the data split, as :func:`mobidfl.analysis.describe.describe_world` measures
-    them; ``None`` before the first step or without learning (no data split)."""
+    """Contacts per agent per step and the label-skew index of the data split.
+
+    Contacts are the mean of ``neighbours_mean`` over steps 1..t; both as
+    :func:`mobidfl.analysis.describe.describe_world` measures them; ``None`` before the first step
+    or without learning (no data split).
+    """
     table = model.model_table()
     moving = table[table["step"] > 0]
     if moving.empty or model.learner is None:
@@ -272,8 +292,10 @@ def rule() -> Rule:
 
 def regime_point_figure(point: RegimePoint | None, *, drawn: Rule | None = None,
                         worlds: pd.DataFrame | None = None) -> Figure:
-    """The rule's four regimes shaded by the policy each predicts, the study's worlds as
-    grey dots, and this world as a star (SVG id ``compare-world``)."""
+    """The rule's four regimes shaded by the policy each predicts, with the worlds on top.
+
+    The study's worlds as grey dots, and this world as a star (SVG id ``compare-world``).
+    """
     drawn = drawn or rule()
     worlds = study_worlds() if worlds is None else worlds
     figure = Figure(figsize=(4.6, 3.9), dpi=72)
@@ -319,8 +341,11 @@ def regime_point_figure(point: RegimePoint | None, *, drawn: Rule | None = None,
 
 def regime_text(point: RegimePoint | None, *, drawn: Rule | None = None,
                 leader: str | None = None) -> str:
-    """What the map says, in words: the world's numbers, the policy the rule predicts, how
-    often the rule was right where it was drawn, and which run leads here now."""
+    """What the map says, in words.
+
+    The world's numbers, the policy the rule predicts, how often the rule was right where it was
+    drawn, and which run leads here now.
+    """
     drawn = drawn or rule()
     where = (f"The rule, drawn from the controlled study `{RULE_STUDY}` (one base world, "
              f"one factor changed at a time), names the winner of {drawn.train_hits} of the "

@@ -1,5 +1,7 @@
-"""The Compare view (a tab of the page): the City tab's world under two or more policies,
-stepped side by side, with their accuracy and bytes, and the world on the regime map.
+"""The Compare view (a tab of the page).
+
+The City tab's world under two or more policies, stepped side by side, with their accuracy and
+bytes, and the world on the regime map.
 
 Only arranges what :mod:`mobidfl.analysis.app.compare` computes; the Step / Play / Rebuild buttons
 are the page's own queued controller (:func:`mobidfl.analysis.app.controller.QueuedController`), so
@@ -40,9 +42,11 @@ def default_policies() -> list[str]:
 
 
 def _svg(figure: Any, dependencies: list[Any], css_class: str) -> None:
-    with solara.Div(classes=[css_class], style={"flex": "1 1 300px", "min-width": "280px"}):
-        with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text: a smaller SVG
-            solara.FigureMatplotlib(figure, dependencies=dependencies, format="svg")
+    with (
+        solara.Div(classes=[css_class], style={"flex": "1 1 300px", "min-width": "280px"}),
+        matplotlib.rc_context({"svg.fonttype": "none"}),  # text as text: a smaller SVG
+    ):
+        solara.FigureMatplotlib(figure, dependencies=dependencies, format="svg")
 
 
 @solara.component

@@ -6,6 +6,7 @@ They only arrange what :mod:`mobidfl.analysis.app.layers`, :mod:`mobidfl.analysi
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import ipyleaflet
@@ -143,10 +144,8 @@ def MapView(model: MobiDFLModel) -> None:
         fit()
 
         def stop() -> None:
-            try:
+            with contextlib.suppress(ValueError):  # already fitted
                 widget.unobserve(fit, names=["right", "bottom"])
-            except ValueError:  # already fitted
-                pass
 
         return stop
 
@@ -184,8 +183,11 @@ def AgentInfo(model: MobiDFLModel) -> None:
 
 
 def _plot(make, css_class: str, *, shown=None):
-    """A Solara component drawing ``make(model)``; ``shown(model)`` (if given) tells the
-    page whether to place it at all (:func:`mobidfl.analysis.app.controller.AppPage`)."""
+    """A Solara component drawing ``make(model)``.
+
+    ``shown(model)`` (if given) tells the page whether to place it at all
+    (:func:`mobidfl.analysis.app.controller.AppPage`).
+    """
 
     @solara.component
     def Plot(model: MobiDFLModel) -> None:
@@ -195,9 +197,11 @@ def _plot(make, css_class: str, *, shown=None):
         # otherwise memoise a figure without that step's data under the new step number.
         done = getattr(model, "completed_steps", model.steps)
         figure = solara.use_memo(lambda: make(model), [model, done])
-        with solara.Div(classes=[css_class], style={"width": "100%"}):
-            with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text: a smaller SVG
-                solara.FigureMatplotlib(figure, dependencies=[model, done], format="svg")
+        with (
+            solara.Div(classes=[css_class], style={"width": "100%"}),
+            matplotlib.rc_context({"svg.fonttype": "none"}),  # text as text: a smaller SVG
+        ):
+            solara.FigureMatplotlib(figure, dependencies=[model, done], format="svg")
 
     Plot.__name__ = make.__name__.replace("_figure", "_plot")
     Plot.shown = shown

@@ -153,12 +153,14 @@ def AppPage(
     model_params: dict[str, Any],
     name: str,
 ) -> None:
-    """SolaraViz's app bar and sidebar (controls, inputs) with :func:`QueuedController` in
-    place of Mesa's ``ModelController``; in the main area ``map_view`` on its whole width,
-    then the ``plots`` side by side with ``side`` (the agent panel) after them. A plot
-    whose ``shown(model)`` is false is left out (the link plots under ``link = "ideal"``).
-    With ``compare`` (:func:`mobidfl.analysis.app.compare_view.CompareView`) all that is the "City"
-    tab and ``compare(model)`` the "Compare policies" tab, on the City tab's world.
+    """SolaraViz's app bar and sidebar with :func:`QueuedController` in place of Mesa's.
+
+    The sidebar holds the controls and inputs; :func:`QueuedController` replaces Mesa's
+    ``ModelController``. In the main area ``map_view`` on its whole width, then the ``plots`` side
+    by side with ``side`` (the agent panel) after them. A plot whose ``shown(model)`` is false is
+    left out (the link plots under ``link = "ideal"``). With ``compare``
+    (:func:`mobidfl.analysis.app.compare_view.CompareView`) all that is the "City" tab and
+    ``compare(model)`` the "Compare policies" tab, on the City tab's world.
 
     WHY: ``SolaraViz`` hard-wires its controller, and its component grid (``ComponentsView``)
     gives every component an equal draggable cell under a "PAGE 0" tab: the map got a

@@ -1,5 +1,6 @@
-"""The app's plots as matplotlib figures: accuracy, contacts, distinct neighbours, and with
-a link model energy and bytes/aborted transfers.
+"""The app's plots as matplotlib figures.
+
+Accuracy, contacts, distinct neighbours, and with a link model energy and bytes/aborted transfers.
 
 Why our own plots instead of ``mesa.visualization.make_plot_component``: its column list is
 fixed when the page is built, but the accuracy columns (``acc_<kind>``,
@@ -89,8 +90,10 @@ def contacts_figure(model: MobiDFLModel) -> Figure:
 
 
 def neighbours_figure(model: MobiDFLModel) -> Figure:
-    """Cumulative distinct neighbours per mobility class (HM/LM, de Heredia 2024 App. B) and
-    per kind."""
+    """Cumulative distinct neighbours per mobility class and per kind.
+
+    Mobility classes HM/LM as in de Heredia 2024, App. B.
+    """
     figure, ax = _figure()
     history: dict[str, list[float]] = getattr(model, "distinct_history", {})
     for label, values in history.items():
@@ -117,8 +120,11 @@ MB = 1e6
 
 
 def link_on(model: MobiDFLModel) -> bool:
-    """Whether the model reports a link model's columns (one other than ``ideal``, which
-    counts bytes only: no aborted transfers, airtime or energy to draw)."""
+    """Whether the model reports a link model's columns.
+
+    A link model other than ``ideal``, which counts bytes only: no aborted transfers, airtime or
+    energy to draw.
+    """
     return "transfers_aborted" in model.datacollector.model_vars
 
 
@@ -128,9 +134,11 @@ def energy_split_columns(model: MobiDFLModel) -> list[str]:
 
 
 def energy_per_kind(model: MobiDFLModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per kind, (steps, mean cumulative ``energy_j`` per agent of that kind) from the
-    agents' records (``agents.parquet``: the running total since step 0, every
-    ``record_every`` steps). One ``bincount`` over every recorded row, none per agent."""
+    """Per kind, (steps, mean cumulative ``energy_j`` per agent of that kind).
+
+    From the agents' records (``agents.parquet``: the running total since step 0, every
+    ``record_every`` steps). One ``bincount`` over every recorded row, none per agent.
+    """
     blocks = model.records.blocks()  # one block: every recorded row as columns
     if not blocks or "energy_j" not in blocks[0]:
         return {}
@@ -153,9 +161,10 @@ def _no_link(ax: Any, model: MobiDFLModel) -> None:
 
 
 def energy_figure(model: MobiDFLModel) -> Figure:
-    """Energy per step (``energy_j`` and any ``energy_<part>_j`` split, e.g. radio/compute),
-    and the cumulative energy per agent, mean per kind (radio tx/rx power x
-    airtime plus training FLOPs x J/FLOP, docs/concepts/links.md).
+    """Energy per step and the cumulative energy per agent, mean per kind.
+
+    Per step ``energy_j`` and any ``energy_<part>_j`` split, e.g. radio/compute; energy is radio
+    tx/rx power x airtime plus training FLOPs x J/FLOP (docs/concepts/links.md).
 
     SVG ids: ``energy-total``, ``energy-<part>``, ``energy-kind-<kind>``.
     """
@@ -189,8 +198,9 @@ def energy_figure(model: MobiDFLModel) -> Figure:
 
 
 def link_figure(model: MobiDFLModel) -> Figure:
-    """Bytes sent and received per step (MB, left axis) and transfers aborted per step
-    (bars, right axis): what the contacts carried.
+    """Bytes sent and received per step, and transfers aborted per step: what contacts carried.
+
+    Bytes in MB on the left axis, aborted transfers as bars on the right axis.
 
     SVG ids: ``link-sent``, ``link-received``, one bar ``link-aborted-<step>`` per step.
     """

@@ -1,5 +1,8 @@
-"""The app's inputs: SolaraViz parameter widgets from :class:`mobidfl.model.config.Config`, and
-settings from the environment (``MOBIDFL_APP_SETTINGS``)."""
+"""The app's inputs.
+
+SolaraViz parameter widgets from :class:`mobidfl.model.config.Config`, and settings from the
+environment (``MOBIDFL_APP_SETTINGS``).
+"""
 
 from __future__ import annotations
 

@@ -118,9 +118,10 @@ def contact_pairs(adjacency: sp.spmatrix) -> np.ndarray:
 
 
 def link_progress(model: MobiDFLModel, pairs: np.ndarray) -> dict[str, np.ndarray] | None:
-    """Each pair's transfers of the latest step, both directions summed, from the model's
-    :attr:`mobidfl.model.learning.results.StepResult.transfers`; ``None`` when the step carried no
-    link accounting (``link = "ideal"``, learning off, before step 1).
+    """Each pair's transfers of the latest step, both directions summed.
+
+    From the model's :attr:`mobidfl.model.learning.results.StepResult.transfers`; ``None`` when the
+    step carried no link accounting (``link = "ideal"``, learning off, before step 1).
 
     Returns arrays aligned with ``pairs`` (P x 2): ``bytes_sent``, ``bytes_received``,
     ``aborted`` (messages cut at the contact's end or lost), ``fraction`` (received / sent,
@@ -155,7 +156,7 @@ def link_progress(model: MobiDFLModel, pairs: np.ndarray) -> dict[str, np.ndarra
 
 
 def contacts_geojson(model: MobiDFLModel, *, max_lines: int = MAX_CONTACT_LINES) -> dict:
-    """This step's exchanges as lines between the agents' current positions.
+    """The step's exchanges as lines between the agents' current positions.
 
     Without link accounting, one MultiLineString. With a link model, one
     MultiLineString per progress class of :func:`link_progress` and per aborted or not:
@@ -398,8 +399,10 @@ def world_bounds(model: MobiDFLModel) -> tuple[float, float, float, float]:
 def map_view(
     model: MobiDFLModel, *, width_px: float, height_px: float, padding_px: float = 0.0
 ) -> tuple[list[float], float]:
-    """Centre (lat, lon) and the largest zoom (quarter steps) that shows :func:`world_bounds`
-    whole in a ``width_px`` x ``height_px`` map, ``padding_px`` kept free on every side.
+    """Centre (lat, lon) and the largest zoom that shows :func:`world_bounds` whole.
+
+    Zoom in quarter steps, in a ``width_px`` x ``height_px`` map, ``padding_px`` kept free on every
+    side.
 
     Web Mercator at zoom z draws 156,543.03 x cos(lat) / 2^z ground metres per pixel
     (256-pixel tiles), so the zoom that fits a span of s metres in p pixels is

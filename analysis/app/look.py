@@ -79,8 +79,10 @@ NOTHING_SENT = -1
 
 
 def progress_labels() -> dict[int, str]:
-    """Legend text of every progress class (``progress`` of
-    :func:`mobidfl.analysis.app.layers.link_progress`)."""
+    """Legend text of every progress class.
+
+    The ``progress`` classes of :func:`mobidfl.analysis.app.layers.link_progress`.
+    """
     edges = (0.0, *PROGRESS_EDGES)
     labels = {
         k: f"{edges[k]:.0%}-{edges[k + 1]:.0%} arrived" for k in range(len(PROGRESS_EDGES))

@@ -143,7 +143,7 @@ def details_html(details: Mapping[str, Any]) -> str:
     labels = list(details.get("labels") or [])
     bars = ""
     if labels:
-        top = max(max(labels), 1)
+        top = max(*labels, 1)
         cells = "".join(
             '<div style="display:inline-block;width:18px;margin-right:2px;text-align:center">'
             f'<div style="height:60px;display:flex;align-items:flex-end">'

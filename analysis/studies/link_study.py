@@ -1,5 +1,7 @@
-"""What crosses a contact, and what it does to learning: Cached-DFL vs DFL on the authors'
-Manhattan, unlimited vs 802.11p links, the paper's CNN and a ResNet-18-size model.
+r"""What crosses a contact, and what it does to learning.
+
+Cached-DFL vs DFL on the authors' Manhattan, unlimited vs 802.11p links, the paper's CNN and a
+ResNet-18-size model.
 
 The world is the ``cached_dfl_003`` preset (Wang et al., AAAI 2025,
 "Decentralized Federated Learning with Model Caching on Mobile Agents", Fig. 2): 100 cars
@@ -29,7 +31,7 @@ min-max in brackets), writes the per-epoch data as one CSV and plots accuracy ov
 epochs per policy and link (mean with a min-max band)::
 
     python -m mobidfl.analysis.studies.link_study run --out results/link_study --seeds 0,1,2 --steps
-    20 python -m mobidfl.analysis.studies.link_study report --out results/link_study \\
+    20 python -m mobidfl.analysis.studies.link_study report --out results/link_study \
         --csv published/studies/links_study.csv --plot docs/studies/links_accuracy.png
 """
 
@@ -82,8 +84,10 @@ def settings_of(policy: str, link: str, seed: int, steps: int) -> dict[str, Any]
 
 
 def run_one(policy: str, link: str, seed: int, steps: int, out: Path) -> Path:
-    """Train one run and write its model table (plus message size, wall and CPU time) to ``out``;
-    a run already written is kept as it is."""
+    """Train one run and write its model table (plus message size, wall and CPU time) to ``out``.
+
+    A run already written is kept as it is.
+    """
     path = out / f"{policy}__{link}__s{seed}.csv"
     if path.exists():
         return path
@@ -114,9 +118,12 @@ def load(out: Path) -> pd.DataFrame:
 
 
 def per_run(data: pd.DataFrame, cars: int = 100) -> pd.DataFrame:
-    """The study's numbers per run: models delivered per contact (bytes received over the
-    message size; a resumed model counts only its last part), transfers cut per epoch,
-    MB and joules per car per epoch, the final accuracy and the best seen."""
+    """The study's numbers per run.
+
+    Models delivered per contact (bytes received over the message size; a resumed model counts only
+    its last part), transfers cut per epoch, MB and joules per car per epoch, the final accuracy and
+    the best seen.
+    """
     rows = []
     for (policy, link, seed), g in data.groupby(["policy", "link", "seed"], sort=False):
         size = float(g["message_bytes"].iloc[0])
@@ -141,7 +148,7 @@ def table_text(runs: pd.DataFrame) -> str:
     keys = [c for c in runs.columns if c not in ("policy", "link", "seed", "epochs", "wall_s")]
     lines = ["| policy | link | seeds | " + " | ".join(keys) + " |",
              "|---|---|---|" + "---|" * len(keys)]
-    for policy in POLICIES:
+    for policy, label in POLICIES.items():
         for link in LINKS:
             g = runs[(runs["policy"] == policy) & (runs["link"] == link)]
             if g.empty:
@@ -151,14 +158,16 @@ def table_text(runs: pd.DataFrame) -> str:
                 lo, mean, hi = g[key].min(), g[key].mean(), g[key].max()
                 cells.append(f"{mean:.3g}" if np.isclose(lo, hi, rtol=5e-3, atol=1e-12)
                              else f"{mean:.3g} [{lo:.3g}-{hi:.3g}]")
-            lines.append(f"| {POLICIES[policy]} | {link} | {len(g)} | " + " | ".join(cells) + " |")
+            lines.append(f"| {label} | {link} | {len(g)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def plot(data: pd.DataFrame, path: Path) -> None:
-    """Accuracy over epochs, one panel per link, one line per policy: mean over seeds with
-    a min-max band (evaluated epochs only: ``model.csv`` repeats the last accuracy between
-    evaluations)."""
+    """Accuracy over epochs, one panel per link, one line per policy.
+
+    Mean over seeds with a min-max band (evaluated epochs only: ``model.csv`` repeats the last
+    accuracy between evaluations).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -196,6 +205,7 @@ def plot(data: pd.DataFrame, path: Path) -> None:
 
 
 def main() -> None:
+    """Command line of the study: ``run`` or ``report``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("run", "report"))
     parser.add_argument("--out", type=Path, default=Path("results/link_study"),

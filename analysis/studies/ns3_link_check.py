@@ -104,6 +104,7 @@ def mobidfl_pass(
 
 
 def main() -> None:
+    """Command line of the check."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--offsets", default="0,20,60")
     parser.add_argument("--speeds", default="13.89,8.0")

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-import mobidfl.inflate as inflate
+from mobidfl import inflate
 from mobidfl.errors import ConfigError
 from mobidfl.maps.edges import EdgeTable, MapDataError
 from mobidfl.registry import Registry
@@ -123,8 +123,10 @@ def register_map_format[F: type[MapFormat]](cls: F) -> F:
 
 
 def format_for(path: str | Path) -> MapFormat | None:
-    """The format reading ``path``: the registered one with the longest suffix ending its
-    name (case-insensitive), or None."""
+    """The format reading ``path``.
+
+    The registered one with the longest suffix ending its name (case-insensitive), or None.
+    """
     name = Path(path).name.lower()
     best: tuple[int, type[MapFormat]] | None = None
     for cls in MAP_FORMATS.values():
@@ -143,7 +145,7 @@ def file_digest(path: Path, *, prefix: bytes) -> str:
     """SHA-256 of ``prefix`` then the file's bytes, read in 1 MiB chunks."""
     digest = hashlib.sha256(prefix)
     try:
-        with open(path, "rb") as fh:
+        with Path(path).open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError as exc:  # a map that cannot be *read*: never "could not write"
@@ -160,10 +162,13 @@ def max_inflated_bytes(max_inflated: int | None) -> int:
 def inflated_bytes(path: Path, *, max_inflated: int | None = None) -> bytes:
     """The file's bytes, inflated once (capped) when its suffix names a compression.
 
-    Raises:
-        MapDataError: a compressed stream cut short, not that codec, or inflating past the
-            cap (refused as soon as it passes it).
-        OSError: the file cannot be read.
+    Raises
+    ------
+    MapDataError
+        a compressed stream cut short, not that codec, or inflating past the
+        cap (refused as soon as it passes it).
+    OSError
+        the file cannot be read.
     """
     codec = inflate.codec_of(path)
     if codec is None:

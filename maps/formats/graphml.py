@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import override
 
 import shapely
 
@@ -15,15 +16,19 @@ from mobidfl.maps.graphml import check_whole, read_graphml
 
 @register_map_format
 class GraphmlFormat(MapFormat):
-    """osmnx-style GraphML (directed, or undirected as momepy writes it): see
-    :func:`mobidfl.maps.graphml.read_graphml`."""
+    """osmnx-style GraphML (directed, or undirected as momepy writes it).
+
+    See :func:`mobidfl.maps.graphml.read_graphml`.
+    """
 
     name = "graphml"
     suffixes = (".graphml", ".graphml.gz")
 
+    @override
     def read(self, path: Path, *, max_inflated: int | None = None) -> EdgeTable:
         return read_graphml_map(path, max_inflated=max_inflated)
 
+    @override
     def check(self, path: Path, *, max_inflated: int | None = None) -> None:
         raw = inflated_bytes(path, max_inflated=max_inflated)
         try:

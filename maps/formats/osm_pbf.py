@@ -6,6 +6,7 @@ Map data © OpenStreetMap contributors, available under the Open Database Licens
 from __future__ import annotations
 
 from pathlib import Path
+from typing import override
 
 import networkx as nx
 
@@ -22,6 +23,7 @@ class OsmPbfFormat(MapFormat):
     name = "osm_pbf"
     suffixes = (".osm.pbf",)
 
+    @override
     def read(self, path: Path, *, max_inflated: int | None = None) -> EdgeTable:
         try:
             return table_from_graph(pyrosm_graph(path, "driving"))
@@ -34,7 +36,7 @@ class OsmPbfFormat(MapFormat):
 
 
 def pyrosm_graph(path: Path, network_type: str) -> nx.MultiDiGraph:
-    """pyrosm's ``network_type`` network of the extract as a projected osmnx graph."""
+    """The ``network_type`` network (read by pyrosm) of the extract as a projected osmnx graph."""
     import osmnx as ox  # here, not at the top: osmnx imports matplotlib's pyplot
     from pyrosm import OSM
 

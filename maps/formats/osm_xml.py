@@ -9,6 +9,7 @@ import re
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import override
 
 import numpy as np
 
@@ -39,16 +40,21 @@ _OSM_REF = re.compile(rb"<nd\s[^>]*?\bref=[\"']([^\"']*)[\"']")
 
 @register_map_format
 class OsmXmlFormat(MapFormat):
-    """OSM XML: checked whole (:func:`check_osm_bytes`), then read by osmnx, simplified, its
-    largest weakly connected part kept and projected to UTM. A ``.osm.bz2`` is inflated
-    once (capped) and osmnx reads the inflated copy."""
+    """OSM XML: checked whole, then read by osmnx.
+
+    The bytes are checked by :func:`check_osm_bytes`; osmnx's graph is simplified, its largest
+    weakly connected part kept and projected to UTM. A ``.osm.bz2`` is inflated once (capped) and
+    osmnx reads the inflated copy.
+    """
 
     name = "osm_xml"
     suffixes = (".osm", ".osm.bz2", ".xml")
 
+    @override
     def check(self, path: Path, *, max_inflated: int | None = None) -> None:
         check_osm_xml(path, max_inflated=max_inflated)
 
+    @override
     def read(self, path: Path, *, max_inflated: int | None = None) -> EdgeTable:
         import osmnx as ox  # here, not at the top: osmnx imports matplotlib's pyplot
 
@@ -68,8 +74,11 @@ class OsmXmlFormat(MapFormat):
 
 
 def _graph_from_xml(path: Path, raw: bytes):
-    """osmnx's graph of the file; a compressed file's already inflated ``raw`` is handed to
-    osmnx as a plain temporary file, so nothing is inflated a second time."""
+    """The osmnx graph of the file.
+
+    A compressed file's already inflated ``raw`` is handed to osmnx as a plain temporary file, so
+    nothing is inflated a second time.
+    """
     import osmnx as ox
 
     if codec_of(path) is None:
@@ -86,8 +95,10 @@ def check_osm_xml(path: Path, *, max_inflated: int | None = None) -> None:
     WHY: osmnx silently drops ways whose nodes are missing, so an extract cut short loads
     as a smaller city. ``.osm.bz2`` is inflated to its end first (once, capped).
 
-    Raises:
-        MapDataError: what is missing (a cut file, a bad compressed stream, a missing node).
+    Raises
+    ------
+    MapDataError
+        what is missing (a cut file, a bad compressed stream, a missing node).
     """
     try:
         raw = inflated_bytes(path, max_inflated=max_inflated)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import override
 
 import numpy as np
 
@@ -20,6 +21,7 @@ class SegmentsCsvFormat(MapFormat):
     name = "segments_csv"
     suffixes = (".csv",)
 
+    @override
     def read(self, path: Path, *, max_inflated: int | None = None) -> EdgeTable:
         return read_segments_csv(path)
 

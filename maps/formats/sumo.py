@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 import zlib
 from pathlib import Path
+from typing import override
 
 import numpy as np
 
@@ -47,6 +48,7 @@ class SumoNetFormat(MapFormat):
     name = "sumo_net"
     suffixes = SUMO_SUFFIXES
 
+    @override
     def read(self, path: Path, *, max_inflated: int | None = None) -> EdgeTable:
         return read_sumo_net(path, max_inflated=max_inflated)
 
@@ -74,7 +76,7 @@ def read_sumo_net(path: Path, *, max_inflated: int | None = None) -> EdgeTable:
     crs = LOCAL_PLANE_CRS
     drivable, lane_shape = False, ""
     try:
-        with open(path, "rb") as raw:
+        with Path(path).open("rb") as raw:
             fh = raw if codec is None else inflated_reader(raw, codec=codec, cap=cap)
             for _, elem in ET.iterparse(fh):  # "end" events: an edge's lanes come first
                 tag = elem.tag

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import override
 
 import numpy as np
 import shapely
@@ -19,6 +20,7 @@ class VectorLinesFormat(MapFormat):
     name = "vector_lines"
     suffixes = (".gpkg", ".geojson", ".json")
 
+    @override
     def read(self, path: Path, *, max_inflated: int | None = None) -> EdgeTable:
         return read_line_file(path)
 

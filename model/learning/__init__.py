@@ -1,5 +1,7 @@
-"""MobiDFL's learning engine: datasets, partitions, network templates, stacked-parameter
-training of all agents (``loop`` / ``batched`` backends) and sparse mixing.
+"""MobiDFL's learning engine.
+
+Datasets, partitions, network templates, stacked-parameter training of all agents (``loop`` /
+``batched`` backends) and sparse mixing.
 
 Typical use (what the Mesa model does each step)::
 

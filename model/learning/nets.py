@@ -1,5 +1,7 @@
-"""Network templates. Agents never own a module: the engine keeps per-layer parameter stacks
-and calls the one template functionally (``torch.func.functional_call``).
+"""Network templates.
+
+Agents never own a module: the engine keeps per-layer parameter stacks and calls the one template
+functionally (``torch.func.functional_call``).
 
 No BatchNorm (its running buffers would have to be stacked and vmapped too) and no dropout
 (needs per-agent randomness under vmap): every net is a pure function of its parameters.
@@ -29,8 +31,10 @@ def _flat_size(body: nn.Module, input_shape: tuple[int, ...]) -> int:
 
 
 def mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """784-128-10 MLP with ReLU (PSFL: "a simple MLP with 128 neurons in the hidden
-    layer"); flattens any input shape."""
+    """784-128-10 MLP with ReLU (PSFL: "a simple MLP with 128 neurons in the hidden layer").
+
+    Flattens any input shape.
+    """
     from torch import nn
 
     return nn.Sequential(
@@ -94,9 +98,10 @@ def cached_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
 
 def lenet5(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """LeNet-5 (MoFeL; de Heredia's CIFAR-10 model): conv 6@5x5, pool, conv 16@5x5, pool,
-    FC 120, FC 84, FC classes, with ReLU and LeCun's average pooling ("subsampling"; see
-    :func:`cnn` for why not max pooling).
+    """LeNet-5 (MoFeL; de Heredia's CIFAR-10 model).
+
+    Conv 6@5x5, pool, conv 16@5x5, pool, FC 120, FC 84, FC classes, with ReLU and LeCun's average
+    pooling ("subsampling"; see :func:`cnn` for why not max pooling).
 
     28x28 inputs get padding 2 on the first conv so both 28x28 and 3x32x32 reach 16x5x5.
     """
@@ -148,6 +153,7 @@ def build_net(name: str, input_shape: tuple[int, ...], num_classes: int) -> nn.M
 
 
 def num_params(net: nn.Module) -> int:
+    """Number of parameters of ``net``."""
     return sum(p.numel() for p in net.parameters())
 
 

@@ -42,8 +42,10 @@ measured with benchmarks/aggregation.py: docs/performance/measurements.md)."""
 
 
 def shared_zeros(like: torch.Tensor) -> torch.Tensor:
-    """Zeros shaped like ``like`` in shared memory, allocated there directly (never a second
-    private copy: ``share_memory_()`` of an untouched buffer reads no page)."""
+    """Zeros shaped like ``like`` in shared memory, allocated there directly.
+
+    Never a second private copy: ``share_memory_()`` of an untouched buffer reads no page.
+    """
     return torch.empty(like.shape, dtype=like.dtype).share_memory_().zero_()
 
 
@@ -53,7 +55,8 @@ def init_stacks(
     """Per-layer stacks: N copies of one init, or N successive inits from the seeded RNG.
 
     ``shared``: in shared memory from the start (worker processes map them), so a big fleet's
-    stacks are never held twice."""
+    stacks are never held twice.
+    """
     empty = (
         (lambda *shape: torch.empty(*shape).share_memory_()) if shared else torch.empty
     )  # fmt: skip
@@ -113,17 +116,19 @@ def mix_stacks(
     part: int = 0,
     parts: int = 1,
 ) -> None:
-    """``x_i <- sum_j W_ij x_j`` in place, one matmul per layer (W is N x N, checked by the
-    caller); in place because workers share the stacks' memory. A sparse W goes column
-    block by column block (:data:`MIX_BLOCK_BYTES`): a block's result depends only on that
-    block, so it is written back at once and the memory needed beyond the stacks is one
-    block, whatever N (a dense W, small fleets only, is one matmul per layer). The block
-    goes through two buffers allocated once (a fresh 2 MB tensor per block costs page
-    faults as large as the copy): the same kernel on the same values, so bit-identical.
+    """``x_i <- sum_j W_ij x_j`` in place, one matmul per layer (W is N x N, checked by the caller).
+
+    In place because workers share the stacks' memory. A sparse W goes column block by column block
+    (:data:`MIX_BLOCK_BYTES`): a block's result depends only on that block, so it is written back at
+    once and the memory needed beyond the stacks is one block, whatever N (a dense W, small fleets
+    only, is one matmul per layer). The block goes through two buffers allocated once (a fresh 2 MB
+    tensor per block costs page faults as large as the copy): the same kernel on the same values, so
+    bit-identical.
 
     ``part`` of ``parts``: only every ``parts``-th block from ``part`` (worker processes
     share the blocks of a sparse W; the blocks and their arithmetic are the same whatever
-    ``parts``, so the result is bit-identical)."""
+    ``parts``, so the result is bit-identical).
+    """
     n = int(w.shape[0])
     wt = mixing_operator(w, device=device)
     width = mix_columns(n)
@@ -147,8 +152,10 @@ def mix_stacks(
 
 
 def splits_mixing(w: sp.csr_matrix, stacks: Sequence[torch.Tensor]) -> bool:
-    """Whether :func:`mix_stacks` would go block by block (sparse W, wide layers): only then
-    is sharing it between worker processes worth the shipping of W."""
+    """Whether :func:`mix_stacks` would go block by block (sparse W, wide layers).
+
+    Only then is sharing it between worker processes worth the shipping of W.
+    """
     n = int(w.shape[0])
     if w.nnz > DENSE_MIX_DENSITY * n * n:
         return False
@@ -158,8 +165,10 @@ def splits_mixing(w: sp.csr_matrix, stacks: Sequence[torch.Tensor]) -> bool:
 def average_stacks(
     stacks: Sequence[torch.Tensor], agents: np.ndarray, weights: np.ndarray, *, device: torch.device
 ) -> Params:
-    """``sum_k weights[k] x_{agents[k]}`` per layer, weights normalised to sum 1 (checked by
-    the caller): FedAvg with weights = sample counts."""
+    """``sum_k weights[k] x_{agents[k]}`` per layer, weights normalised to sum 1.
+
+    The caller checks the weights; FedAvg with weights = sample counts.
+    """
     idx = np.asarray(agents, dtype=np.int64).reshape(-1)
     w = np.asarray(weights, dtype=np.float64)
     wt = torch.as_tensor(w / w.sum(), dtype=torch.float32, device=device)
@@ -173,8 +182,10 @@ def average_stacks(
 def combine_snapshots(
     snapshots: Sequence[Params], weights: Sequence[float], *, n_layers: int, device: torch.device
 ) -> Params:
-    """``sum_k weights[k] * snapshots[k]`` per layer, weights used as given (caches mix
-    stored snapshots that are no longer any agent's current model)."""
+    """``sum_k weights[k] * snapshots[k]`` per layer, weights used as given.
+
+    Caches mix stored snapshots that are no longer any agent's current model.
+    """
     w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=torch.float32)
     out = []
     with torch.no_grad():

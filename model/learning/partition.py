@@ -123,8 +123,9 @@ def partition_shards_resampled(
     rng: np.random.Generator,
     shard_size: int | None = None,
 ) -> list[np.ndarray]:
-    """Cached-DFL's shard mix for any fleet size: virtual shards filled by sampling with
-    replacement within one label.
+    """Cached-DFL's shard mix for any fleet size.
+
+    Virtual shards filled by sampling with replacement within one label.
 
     The data set's labels sorted and cut into 2N equal *virtual* shards, as in
     :func:`partition_shards`; virtual shard ``s`` takes the label found at the middle of its

@@ -36,8 +36,11 @@ class LearningSession:
     """Owns the engine and one policy instance per policy name used in the run."""
 
     def __init__(self, model: Any) -> None:
-        """``model`` is the running :class:`mobidfl.model.world.MobiDFLModel`, which owns this
-        session (typed ``Any`` here: that module imports this one, never the reverse)."""
+        """Bind the session to ``model``, the running :class:`mobidfl.model.world.MobiDFLModel`.
+
+        The model owns this session (typed ``Any`` here: that module imports this one, never the
+        reverse).
+        """
         config = model.config
         self.model = model
         self.dataset = load_dataset(
@@ -124,9 +127,14 @@ class LearningSession:
 
     @property
     def config(self):
+        """The model's config."""
         return self.model.config
 
     def agent_table(self) -> AgentTable:
+        """What ``agents.parquet`` records of each agent.
+
+        Kind, speed, data size, area, label counts, mobility class and position.
+        """
         model = self.model
         return AgentTable(
             kind=model.kind_of,
@@ -216,23 +224,27 @@ class LearningSession:
         )
 
     def message_bytes(self) -> int:
-        """Bytes of one model message on the air: ``link.params`` (0 = the run's network)
-        x ``link.dtype``'s bytes + ``link.overhead_bytes`` (every link, ``ideal`` too)."""
+        """Bytes of one model message on the air.
+
+        ``link.params`` (0 = the run's network) x ``link.dtype``'s bytes + ``link.overhead_bytes``
+        (every link, ``ideal`` too).
+        """
         o = self.model.link.options
         params = o.params or self.engine.num_params
         return message_bytes(params, dtype=o.dtype, overhead=o.overhead_bytes)
 
     def ideal_bytes(self, exchanges: list[tuple[np.ndarray, Exchange]]) -> dict[str, np.ndarray]:
-        """At the ideal link, per agent: the bytes this step's exchanges sent and received,
-        counted, not limited (:func:`mobidfl.model.policies.base.exchange_messages` x
-        :meth:`message_bytes`): what a link model would carry if every contact were long
-        enough."""
+        """The bytes each agent sent and received this step, at the ideal link.
+
+        Counted, not limited (:func:`mobidfl.model.policies.base.exchange_messages` x
+        :meth:`message_bytes`): what a link model would carry if every contact were long enough.
+        """
         messages = exchange_messages(exchanges, self.model.n_agents)
         size = float(self.message_bytes())
         return {"bytes_sent": messages.sent * size, "bytes_received": messages.received * size}
 
     def link_plan(self) -> LinkPlan | None:
-        """This step's link plan (what each contact can carry); ``None`` under the ideal link."""
+        """The step's link plan (what each contact can carry); ``None`` under the ideal link."""
         model = self.model
         if model.contact_table is None:
             return None
@@ -242,9 +254,12 @@ class LearningSession:
         )
 
     def link_costs(self, plan: LinkPlan, trained: np.ndarray) -> dict[str, np.ndarray]:
-        """Per agent: the plan's tally, and energy = radio (tx/rx power x airtime) + local
-        training (FLOPs x the kind's J/FLOP; forward x 3 per sample seen) + flight (a UAV's
-        rotary-wing power at its speed x the step, Zeng, Xu, Zhang 2019, eq. 12)."""
+        """Per agent: the plan's tally, and the energy of radio, training and flight.
+
+        Energy = radio (tx/rx power x airtime) + local training (FLOPs x the kind's J/FLOP; forward
+        x 3 per sample seen) + flight (a UAV's rotary-wing power at its speed x the step, Zeng, Xu,
+        Zhang 2019, eq. 12).
+        """
         model = self.model
         costs = plan.per_agent()
         samples = self.engine.batch_sizes * self.config.local_steps * trained
@@ -264,6 +279,10 @@ class LearningSession:
         return Evaluation(accuracy=accuracy, loss=loss, consensus=self.engine.consensus())
 
     def state_dict(self) -> dict[str, Any]:
+        """The learning state for a checkpoint.
+
+        The engine's, each policy's, and the learning-rate and early-stop schedule.
+        """
         return {
             "engine": self.engine.state_dict(),
             "policies": {name: p.state_dict() for name, (p, _) in self.policies.items()},
@@ -274,6 +293,7 @@ class LearningSession:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
         self.engine.load_state_dict(state["engine"])
         if "schedule" in state:
             lr, best, bad, acc, at = state["schedule"]

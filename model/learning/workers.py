@@ -9,6 +9,7 @@ write them in place. :func:`auto_workers` decides how many workers ``workers = 0
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import multiprocessing.connection as mpc
@@ -99,7 +100,8 @@ def worker_main(
 ) -> None:
     """Loop-backend worker: trains / evaluates the agents it is sent, on shared stacks.
 
-    Replies ``(result, wall s, CPU s, minor page faults)`` of the kernel, or the exception."""
+    Replies ``(result, wall s, CPU s, minor page faults)`` of the kernel, or the exception.
+    """
     torch.set_num_threads(1)
     keep_heap()
     x, y, x_test, y_test = data
@@ -139,10 +141,12 @@ is at least this much work (seconds of one core): spawning a worker re-imports t
 
 
 def auto_workers(*, flops_per_step: float, n_agents: int, pooled: bool = True) -> int:
-    """Worker processes for ``workers = 0``: the free cores (at least 1, at most one per
-    agent) when the step is big enough to pay for spawning them (:data:`AUTO_WORKERS_MIN_FLOP`),
-    else 1. Always 1 outside the CPU loop backend and inside child processes (a sweep's runs
-    already use the cores)."""
+    """Worker processes for ``workers = 0``.
+
+    The free cores (at least 1, at most one per agent) when the step is big enough to pay for
+    spawning them (:data:`AUTO_WORKERS_MIN_FLOP`), else 1. Always 1 outside the CPU loop backend and
+    inside child processes (a sweep's runs already use the cores).
+    """
     if not pooled or flops_per_step < AUTO_WORKERS_MIN_FLOP:
         return 1
     if multiprocessing.current_process().daemon or multiprocessing.parent_process() is not None:
@@ -209,9 +213,12 @@ class ProcessPool:
         return parts
 
     def evaluate_split(self, agents: np.ndarray, chunk: int, n_test: int) -> np.ndarray:
-        """``[2, A]`` like ``run("eval", ...)``, but every worker evaluates all ``agents`` on a
-        contiguous share of the test chunks: balanced when there are few agents (5 cars on
-        2 workers would split 3 / 2 by agents). Bit-identical (:func:`sum_chunks`)."""
+        """``[2, A]`` like ``run("eval", ...)``, each worker evaluating all ``agents`` on a share.
+
+        Every worker evaluates all ``agents`` on a contiguous share of the test chunks: balanced
+        when there are few agents (5 cars on 2 workers would split 3 / 2 by agents). Bit-identical
+        (:func:`sum_chunks`).
+        """
         starts = np.array_split(np.arange(0, n_test, chunk), len(self.conns))
         used = []
         for conn, share in zip(self.conns, starts, strict=True):
@@ -222,14 +229,17 @@ class ProcessPool:
         return sum_chunks(sums, n_test)
 
     def mix(self, w: Any) -> None:
-        """``x <- W x`` on the shared stacks, the column blocks dealt round-robin over the
-        workers (:func:`mobidfl.model.learning.params.mix_stacks` with ``part``/``parts``)."""
+        """``x <- W x`` on the shared stacks, the column blocks dealt round-robin over the workers.
+
+        As :func:`mobidfl.model.learning.params.mix_stacks` with ``part``/``parts``.
+        """
         parts = len(self.conns)
         for part, conn in enumerate(self.conns):
             conn.send(("mix", w, part, parts))
         self._gather([(conn, None) for conn in self.conns])
 
     def close(self) -> None:
+        """Tell every worker to stop and wait for them; workers already gone are skipped."""
         for conn in self.conns:
             try:
                 conn.send(None)
@@ -275,6 +285,10 @@ class RayWorker:
         batches: np.ndarray,
         hp: Hyper,
     ) -> tuple[np.ndarray, list[torch.Tensor], list[torch.Tensor]]:
+        """Train the agents of this worker's share; ``(losses, params, bufs)``.
+
+        The parameters and buffers returned are trained copies of the inputs.
+        """
         x, y, _, _ = self.data
         params = [p.clone() for p in params]  # Ray hands out read-only zero-copy buffers
         bufs = [b.clone() for b in bufs]
@@ -283,6 +297,7 @@ class RayWorker:
         return losses, params, bufs
 
     def evaluate(self, params: list[torch.Tensor], chunk: int) -> np.ndarray:
+        """Per-agent test accuracy of ``params``, evaluated ``chunk`` agents at a time."""
         _, _, x_test, y_test = self.data
         n = int(params[0].shape[0])
         return evaluate_agents(self.fn, params, x_test, y_test, np.arange(n), chunk)
@@ -351,11 +366,10 @@ class RayPool:
         return np.concatenate([r[0] for r in results])
 
     def close(self) -> None:
+        """Kill the actors and shut Ray down if this pool started it."""
         for actor in self.actors:
-            try:
+            with contextlib.suppress(Exception):  # Ray may already be down at interpreter exit
                 self.ray.kill(actor)
-            except Exception:  # noqa: BLE001 - Ray may already be down at interpreter exit
-                pass
         self.actors = []
         if self.started_here and self.ray.is_initialized():
             self.ray.shutdown()

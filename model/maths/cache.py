@@ -1,5 +1,6 @@
-"""Model caches of Cached-DFL (Wang et al., "Decentralized Federated Learning with
-Model Caching on Mobile Agents").
+"""Model caches of Cached-DFL.
+
+Wang et al., "Decentralized Federated Learning with Model Caching on Mobile Agents".
 
 Every agent keeps, besides its own model, a small cache of models of other agents it met
 (directly or through another agent's cache). A cache here is a mapping ``origin -> CacheEntry``;
@@ -40,12 +41,18 @@ __all__ = [
 class CacheEntry:
     """One cached model: who trained it, when, on how many samples, and its area group.
 
-    Attributes:
-        origin: id of the agent that trained the model (the paper's ``k`` in ``x_k(tau)``).
-        timestamp: epoch in which the origin produced it (the paper's ``tau``).
-        size: the origin's sample count ``n_k``, used by the aggregation weights.
-        group: the origin's distribution/area group (group-based LRU); 0 when unused.
-        payload: opaque reference to an immutable parameter snapshot; never copied or compared.
+    Attributes
+    ----------
+    origin
+        id of the agent that trained the model (the paper's ``k`` in ``x_k(tau)``).
+    timestamp
+        epoch in which the origin produced it (the paper's ``tau``).
+    size
+        the origin's sample count ``n_k``, used by the aggregation weights.
+    group
+        the origin's distribution/area group (group-based LRU); 0 when unused.
+    payload
+        opaque reference to an immutable parameter snapshot; never copied or compared.
     """
 
     origin: int
@@ -116,12 +123,18 @@ def evict_stale(cache: Cache, *, now: int, tau_max: int) -> dict[int, CacheEntry
     Cached-DFL, Alg. 2 lines 1-5 (and Remark 3: the kick-out threshold bounds staleness, which the
     convergence bound of Theorem 1 needs: ``tau < tau_max``).
 
-    Args:
-        cache: origin -> entry.
-        now: current epoch ``t``.
-        tau_max: staleness tolerance in epochs (>= 1).
+    Parameters
+    ----------
+    cache
+        origin -> entry.
+    now
+        current epoch ``t``.
+    tau_max
+        staleness tolerance in epochs (>= 1).
 
-    Returns:
+    Returns
+    -------
+    dict[int, CacheEntry]
         A new dict with only the fresh entries.
     """
     _check_tau_max(tau_max)
@@ -192,16 +205,26 @@ def lru_update(
     (descending) and keep the first ``cache_size``. Ties in line 17 keep arrival order (own cache
     first, then the peer's model, then the peer's cache). The owner's own model is never cached.
 
-    Args:
-        own_cache: the owner's cache before the encounter.
-        owner: id of the agent whose cache is updated.
-        peer_entry: the peer's own current model ``x_j(t)``.
-        peer_cache: the peer's cache ``C_j(t)`` as it was when they met.
-        now: current epoch ``t``.
-        tau_max: staleness tolerance (>= 1).
-        cache_size: ``C_max`` (>= 0), or None for an unlimited cache (Table 2).
+    Parameters
+    ----------
+    own_cache
+        the owner's cache before the encounter.
+    owner
+        id of the agent whose cache is updated.
+    peer_entry
+        the peer's own current model ``x_j(t)``.
+    peer_cache
+        the peer's cache ``C_j(t)`` as it was when they met.
+    now
+        current epoch ``t``.
+    tau_max
+        staleness tolerance (>= 1).
+    cache_size
+        ``C_max`` (>= 0), or None for an unlimited cache (Table 2).
 
-    Returns:
+    Returns
+    -------
+    dict[int, CacheEntry]
         The new cache ``C_i(t+1)``, ordered newest first.
     """
     _check_tau_max(tau_max)
@@ -240,12 +263,18 @@ def group_lru_update(
       group most over its limit (largest ``count - limit``; ties: smaller group id; oldest ties:
       latest arrival). A group may then borrow room another group leaves unused.
 
-    Args:
-        own_cache, owner, peer_entry, peer_cache, now, tau_max: as in :func:`lru_update`.
-        group_limits: per-group cache sizes; an entry's ``group`` indexes it.
-        variant: ``"partition"`` or ``"most_over"``.
+    Parameters
+    ----------
+    own_cache, owner, peer_entry, peer_cache, now, tau_max
+        as in :func:`lru_update`.
+    group_limits
+        per-group cache sizes; an entry's ``group`` indexes it.
+    variant
+        ``"partition"`` or ``"most_over"``.
 
-    Returns:
+    Returns
+    -------
+    dict[int, CacheEntry]
         The new cache, ordered newest first.
     """
     _check_tau_max(tau_max)
@@ -303,7 +332,9 @@ def exchange_pair(
     Uses :func:`group_lru_update` when ``group_limits`` is given, else :func:`lru_update` with
     ``cache_size`` (None = unlimited).
 
-    Returns:
+    Returns
+    -------
+    tuple[dict[int, CacheEntry], dict[int, CacheEntry]]
         ``(new cache of i, new cache of j)``.
     """
     if entry_i.origin == entry_j.origin:
@@ -343,11 +374,16 @@ def aggregation_weights(own_size: int, entries: Iterable[CacheEntry]) -> np.ndar
     of samples on agent j"; the own model takes part with its own ``n_i`` (the authors' code:
     own model + cached models weighted by sample count).
 
-    Args:
-        own_size: the owner's sample count ``n_i``.
-        entries: cached entries, in the order their payloads will be combined.
+    Parameters
+    ----------
+    own_size
+        the owner's sample count ``n_i``.
+    entries
+        cached entries, in the order their payloads will be combined.
 
-    Returns:
+    Returns
+    -------
+    np.ndarray
         float64 array ``[alpha_own, alpha_e1, alpha_e2, ...]`` summing to 1.
     """
     sizes = np.array([own_size, *(e.size for e in entries)], dtype=np.float64)
@@ -366,11 +402,16 @@ def cache_stats(caches: Iterable[Cache], *, now: int) -> tuple[float, float]:
     all cached models of all agents (Table 2 does not say which average; pooling weights each
     cached model equally). The age is ``nan`` when no agent caches anything.
 
-    Args:
-        caches: one cache per agent.
-        now: current epoch.
+    Parameters
+    ----------
+    caches
+        one cache per agent.
+    now
+        current epoch.
 
-    Returns:
+    Returns
+    -------
+    tuple[float, float]
         ``(mean number of cached models per agent, mean age in epochs)``.
     """
     counts: list[int] = []

@@ -40,7 +40,8 @@ def parse_kind_values(text: str, kinds: tuple[str, ...]) -> dict[str, float]:
     """``"vehicle:1e-11,sensor:1.5e-10"`` -> value per kind (kinds left out keep defaults).
 
     Raises :class:`ValueError` naming what is allowed (a kind twice, an unknown kind, a
-    negative or non-finite value)."""
+    negative or non-finite value).
+    """
     out: dict[str, float] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -141,8 +142,11 @@ def rotary_wing_power(speed: np.ndarray, wing: RotaryWing = ZENG_2019) -> np.nda
 def flight_energy(
     speed: np.ndarray, kinds: np.ndarray, *, seconds: float, wing: RotaryWing = ZENG_2019
 ) -> np.ndarray:
-    """Joules each agent spends flying for ``seconds`` at ``speed``: the rotary-wing power
-    for UAVs (airborne the whole step, hovering at speed 0), 0 for every other kind."""
+    """Joules each agent spends flying for ``seconds`` at ``speed``.
+
+    The rotary-wing power for UAVs (airborne the whole step, hovering at speed 0), 0 for every other
+    kind.
+    """
     power = rotary_wing_power(speed, wing)
     return np.where(np.isin(np.asarray(kinds), sorted(kinds_where(flies=True))),
                     power * float(seconds), 0.0)  # fmt: skip

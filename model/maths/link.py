@@ -62,7 +62,7 @@ def parse_rate_table(text: str) -> tuple[np.ndarray, np.ndarray]:
         rates = np.array([float(r) for _, r in items])
     except ValueError:
         raise ValueError("DISTANCE:RATE pairs separated by commas, e.g. 0:27e6,100:6e6") from None
-    if not len(items):
+    if not items:
         raise ValueError("at least one DISTANCE:RATE pair, e.g. 0:6e6")
     if not (np.isfinite(distances).all() and np.isfinite(rates).all()):
         raise ValueError("finite distances and rates")
@@ -111,8 +111,10 @@ def thermal_noise_dbm(bandwidth_hz: float, noise_figure_db: float) -> float:
 def log_distance_loss_db(
     distance: np.ndarray, *, loss_1m_db: float, exponent: float
 ) -> np.ndarray:
-    """Log-distance path loss ``PL(d) = PL(1 m) + 10 n log10(d / 1 m)`` (Rappaport eq. 4.68);
-    distances under 1 m count as 1 m."""
+    """Log-distance path loss ``PL(d) = PL(1 m) + 10 n log10(d / 1 m)`` (Rappaport eq. 4.68).
+
+    Distances under 1 m count as 1 m.
+    """
     return loss_1m_db + 10.0 * exponent * np.log10(np.maximum(np.asarray(distance, float), 1.0))
 
 
@@ -141,8 +143,10 @@ def shannon_rate(
 
 
 def expected_attempts(loss: float, retries: int) -> float:
-    """Mean transmissions of one frame lost with probability ``loss`` per attempt and retried
-    at most ``retries`` times: ``(1 - loss^(r+1)) / (1 - loss)`` (1 without loss)."""
+    """Mean transmissions of one frame lost with probability ``loss`` per attempt.
+
+    Retried at most ``retries`` times: ``(1 - loss^(r+1)) / (1 - loss)`` (1 without loss).
+    """
     if loss <= 0.0:
         return 1.0
     return (1.0 - loss ** (retries + 1)) / (1.0 - loss)
@@ -151,8 +155,11 @@ def expected_attempts(loss: float, retries: int) -> float:
 def message_loss_probability(
     size: np.ndarray, *, frame_bytes: int, loss: float, retries: int
 ) -> np.ndarray:
-    """Chance that a message of ``size`` bytes is lost: one of its ``ceil(size / frame)``
-    frames failed all ``retries + 1`` attempts (MAC retries, e.g. 802.11's retry limit 7)."""
+    """Chance that a message of ``size`` bytes is lost.
+
+    One of its ``ceil(size / frame)`` frames failed all ``retries + 1`` attempts (MAC retries, e.g.
+    802.11's retry limit 7).
+    """
     frames = np.ceil(np.asarray(size, float) / frame_bytes)
     if loss <= 0.0:
         return np.zeros_like(frames)
@@ -162,8 +169,11 @@ def message_loss_probability(
 def fair_split(
     need_a: np.ndarray, need_b: np.ndarray, capacity: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes each side of a half-duplex contact gets: half each (max-min fair), and what one
-    side leaves unused goes to the other. Neither side gets more than it needs."""
+    """Bytes each side of a half-duplex contact gets.
+
+    Half each (max-min fair), and what one side leaves unused goes to the other. Neither side gets
+    more than it needs.
+    """
     need_a, need_b = np.asarray(need_a, float), np.asarray(need_b, float)
     capacity = np.asarray(capacity, float)
     half = capacity / 2.0
@@ -173,8 +183,11 @@ def fair_split(
 
 
 def delivered_prefix(sizes: np.ndarray, budget: float) -> tuple[int, float]:
-    """Messages sent in order over ``budget`` bytes: how many arrive whole, and the bytes of
-    the next one sent before the window closed (0 when none was begun)."""
+    """Messages sent in order over ``budget`` bytes.
+
+    How many arrive whole, and the bytes of the next one sent before the window closed (0 when none
+    was begun).
+    """
     ends = np.cumsum(np.asarray(sizes, float))
     count = int(np.searchsorted(ends, budget + 1e-9, side="right"))
     if count >= len(ends):
@@ -184,8 +197,9 @@ def delivered_prefix(sizes: np.ndarray, budget: float) -> tuple[int, float]:
 
 
 def overlap_counts(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """For each contact interval of ``device``, how many intervals of the same device overlap
-    it (itself included): the most contacts its one radio is shared among.
+    """For each contact interval of ``device``, how many intervals of the device overlap it.
+
+    Itself included: the most contacts its one radio is shared among.
 
     Vectorised: per device, ``#(starts < end) - #(ends <= start)`` by two searchsorted calls
     on times offset by device (no per-device Python).
@@ -203,8 +217,11 @@ def overlap_counts(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np
 
 
 def training_flops(flops_per_sample: float, samples: np.ndarray) -> np.ndarray:
-    """FLOPs of local training: forward FLOPs x 3 (forward + backward) per sample seen
-    (the usual 1:2 forward:backward ratio, Kaplan et al. 2020, "Scaling laws", Sec. 2.1)."""
+    """FLOPs of local training.
+
+    Forward FLOPs x 3 (forward + backward) per sample seen (the usual 1:2 forward:backward ratio,
+    Kaplan et al. 2020, "Scaling laws", Sec. 2.1).
+    """
     return 3.0 * float(flops_per_sample) * np.asarray(samples, float)
 
 
@@ -215,9 +232,11 @@ def stay_seconds(
     *,
     stays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> np.ndarray:
-    """Seconds each ``client`` spends in ``server``'s range after time ``after``, summed
-    over ``stays`` = (client, server, t0, t1) rows (a client in range of a server from t0
-    to t1). Vectorised: one broadcast comparison of the queries with the stays."""
+    """Seconds each ``client`` spends in ``server``'s range after time ``after``.
+
+    Summed over ``stays`` = (client, server, t0, t1) rows (a client in range of a server from t0 to
+    t1). Vectorised: one broadcast comparison of the queries with the stays.
+    """
     client = np.asarray(client, np.int64)
     server = np.asarray(server, np.int64)
     after = np.broadcast_to(np.asarray(after, float), client.shape)

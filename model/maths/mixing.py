@@ -53,10 +53,12 @@ def member_mask(n: int, members: np.ndarray | None) -> np.ndarray:
 
 
 def member_pairs(adjacency: sp.spmatrix, members: np.ndarray | None = None) -> np.ndarray:
-    """This step's encounters between two members: ``[E, 2]`` pairs ``(i, j)`` with ``i < j``,
-    in row-major order (``None`` = every agent is a member). The one place the upper
-    triangle of the contact graph is read: each contact once, as the policies, the links and
-    the app's contact lines all count it."""
+    """The step's encounters between two members.
+
+    ``[E, 2]`` pairs ``(i, j)`` with ``i < j``, in row-major order (``None`` = every agent is a
+    member). The one place the upper triangle of the contact graph is read: each contact once, as
+    the policies, the links and the app's contact lines all count it.
+    """
     upper = sp.triu(sp.csr_matrix(adjacency, dtype=bool), k=1).tocoo()
     row, col = upper.row, upper.col
     if members is not None:
@@ -72,7 +74,8 @@ def _member_graph(
     """Validate the contact graph; keep only member-member edges. Returns (A, mask).
 
     ``directed``: row ``i`` lists the models ``i`` received (a link model may deliver one
-    way only), so the graph need not be symmetric."""
+    way only), so the graph need not be symmetric.
+    """
     a = sp.csr_matrix(adjacency, dtype=bool)
     n = a.shape[0]
     if a.shape != (n, n):

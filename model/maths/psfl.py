@@ -82,10 +82,13 @@ def to_graph(adjacency: object, *, n: int | None = None) -> Graph:
     gradient uses ``excludingSelf``; for sparse input every *stored* entry is an edge, even an
     explicit zero.
 
-    Args:
-        adjacency: ``scipy.sparse`` (n, n) matrix/array, a sequence of neighbour-id arrays,
-            or a :class:`Graph`.
-        n: number of nodes for list input (defaults to ``len(adjacency)``).
+    Parameters
+    ----------
+    adjacency
+        ``scipy.sparse`` (n, n) matrix/array, a sequence of neighbour-id arrays,
+        or a :class:`Graph`.
+    n
+        number of nodes for list input (defaults to ``len(adjacency)``).
     """
     if isinstance(adjacency, Graph):
         return adjacency
@@ -123,12 +126,17 @@ def to_graph(adjacency: object, *, n: int | None = None) -> Graph:
 def edge_weights(adjacency: object, ds: np.ndarray) -> np.ndarray:
     """Per-edge dissimilarity aligned with ``to_graph(adjacency).indices``.
 
-    Args:
-        adjacency: see :func:`to_graph`.
-        ds: dense (n, n) matrix with ``ds[i, j]`` = ds(i, j), or an already aligned 1-D array.
+    Parameters
+    ----------
+    adjacency
+        see :func:`to_graph`.
+    ds
+        dense (n, n) matrix with ``ds[i, j]`` = ds(i, j), or an already aligned 1-D array.
 
-    Raises:
-        ValueError: wrong shape, NaN on an edge, or a negative weight (G needs ds >= 0).
+    Raises
+    ------
+    ValueError
+        wrong shape, NaN on an edge, or a negative weight (G needs ds >= 0).
     """
     graph = to_graph(adjacency)
     ds = np.asarray(ds, dtype=float)
@@ -191,12 +199,17 @@ def eq3_loss(
     validation accuracies in 62nds and 69ths, the code's 20 % validation split) put 248 /
     276 training samples on a node, i.e. 4 / 5 batches of 64: ``batches = 4.5``.
 
-    Args:
-        sample_losses: per-sample losses in the node's fixed sample order.
-        scale: ``"batch_sum"`` or ``"mean"``.
-        batch: evaluation batch size of ``batch_sum`` (the authors' code: 64).
-        batches: ``batch_sum`` only: 0 = ``ceil(|D_i| / batch)`` batches of the node's own
-            data (the code on this node); > 0 = the per-sample mean times ``batches``.
+    Parameters
+    ----------
+    sample_losses
+        per-sample losses in the node's fixed sample order.
+    scale
+        ``"batch_sum"`` or ``"mean"``.
+    batch
+        evaluation batch size of ``batch_sum`` (the authors' code: 64).
+    batches
+        ``batch_sum`` only: 0 = ``ceil(|D_i| / batch)`` batches of the node's own
+        data (the code on this node); > 0 = the per-sample mean times ``batches``.
     """
     losses = np.asarray(sample_losses, dtype=np.float64).reshape(-1)
     if scale not in LOSS_SCALES:
@@ -239,8 +252,10 @@ def dissimilarity_matrix(loss: np.ndarray) -> np.ndarray:
     every pair, 2 L (zero only for a zero loss). NaN (pair not evaluated, e.g. not neighbours)
     propagates.
 
-    Raises:
-        ValueError: not square, or a negative loss.
+    Raises
+    ------
+    ValueError
+        not square, or a negative loss.
     """
     loss = _check_loss(loss, "loss")
     if loss.ndim != 2 or loss.shape[0] != loss.shape[1]:
@@ -254,9 +269,11 @@ def dissimilarity_edges(adjacency: object, loss_edges: np.ndarray) -> np.ndarray
     Why: the simulator only evaluates neighbours' models, one loss per directed edge; this
     pairs each edge with its reverse. ``loss_edges`` is aligned with ``to_graph(adjacency)``.
 
-    Raises:
-        ValueError: wrong length, negative loss, or an edge whose reverse is missing
-            (the neighbourhood must be symmetric).
+    Raises
+    ------
+    ValueError
+        wrong length, negative loss, or an edge whose reverse is missing
+        (the neighbourhood must be symmetric).
     """
     graph = to_graph(adjacency)
     loss_edges = _check_loss(loss_edges, "loss_edges").ravel()
@@ -285,10 +302,14 @@ def dissimilarity_edges(adjacency: object, loss_edges: np.ndarray) -> np.ndarray
 class GradientField:
     """Fixed point of G from the leaders.
 
-    Attributes:
-        G: accumulated dissimilarity to the followed leader (0 at leaders, inf if none).
-        leader_of: the leader each node follows (itself for a leader, -1 if none in reach).
-        parent: the next hop towards that leader (-1 at leaders and unassigned nodes).
+    Attributes
+    ----------
+    G
+        accumulated dissimilarity to the followed leader (0 at leaders, inf if none).
+    leader_of
+        the leader each node follows (itself for a leader, -1 if none in reach).
+    parent
+        the next hop towards that leader (-1 at leaders and unassigned nodes).
     """
 
     G: np.ndarray
@@ -361,11 +382,16 @@ def gradient_field(
     with ``sigma=None`` (the paper's code: ``classicGradient`` is unbounded) every node
     connected to a leader is assigned.
 
-    Args:
-        adjacency: neighbourhoods, see :func:`to_graph`.
-        ds: dense (n, n) or per-edge dissimilarities, see :func:`edge_weights`.
-        leaders: bool (n,), the source zone.
-        sigma: maximum tolerable path error, or None for no bound.
+    Parameters
+    ----------
+    adjacency
+        neighbourhoods, see :func:`to_graph`.
+    ds
+        dense (n, n) or per-edge dissimilarities, see :func:`edge_weights`.
+    leaders
+        bool (n,), the source zone.
+    sigma
+        maximum tolerable path error, or None for no bound.
     """
     graph = to_graph(adjacency)
     weights = edge_weights(graph, ds)
@@ -390,11 +416,15 @@ def gradient_field(
 class ElectionState:
     """Per-node memory of the election between rounds (the ``rep`` state of ScaFi's S).
 
-    Attributes:
-        lead: the candidate each node currently supports (a node id).
-        abdicated: True where the node advertises ``(inf, lead)``, i.e. abdicates (then
-            ``lead`` is the node's own id).
-        distance: the node's last gradient value d_i towards the nearest candidate.
+    Attributes
+    ----------
+    lead
+        the candidate each node currently supports (a node id).
+    abdicated
+        True where the node advertises ``(inf, lead)``, i.e. abdicates (then
+        ``lead`` is the node's own id).
+    distance
+        the node's last gradient value d_i towards the nearest candidate.
     """
 
     lead: np.ndarray
@@ -411,10 +441,14 @@ class ElectionState:
 class Election:
     """Result of :func:`elect_leaders`.
 
-    Attributes:
-        state: final :class:`ElectionState` (feed it to the next call when ds changes).
-        rounds: rounds executed.
-        converged: True when the last round changed nothing.
+    Attributes
+    ----------
+    state
+        final :class:`ElectionState` (feed it to the next call when ds changes).
+    rounds
+        rounds executed.
+    converged
+        True when the last round changed nothing.
     """
 
     state: ElectionState
@@ -535,10 +569,14 @@ def elect_leaders(
     so ``gradient_field(adjacency, ds, election.is_leader)`` has G <= sigma everywhere - the
     paper's statement "for every node i in federation f_j, G(n_i) <= sigma".
 
-    Args:
-        adjacency, ds, sigma, priority, self_ds: see :func:`election_round`.
-        state: previous state (continue after ds changed); default: everyone a candidate.
-        max_rounds: cap on rounds (default 4 n + 10).
+    Parameters
+    ----------
+    adjacency, ds, sigma, priority, self_ds
+        see :func:`election_round`.
+    state
+        previous state (continue after ds changed); default: everyone a candidate.
+    max_rounds
+        cap on rounds (default 4 n + 10).
     """
     graph = to_graph(adjacency)
     weights = edge_weights(graph, ds)
@@ -586,11 +624,16 @@ def fedavg_within(federation: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     The paper aggregates "with FedAvg" inside each federation (Sec. IV-A). Note: its code
     passes equal weights (``List.fill(n)(1.0)``); pass ``np.ones(n)`` as ``sizes`` for that.
 
-    Args:
-        federation: member node ids.
-        sizes: local dataset size per node, indexed by node id.
+    Parameters
+    ----------
+    federation
+        member node ids.
+    sizes
+        local dataset size per node, indexed by node id.
 
-    Returns:
+    Returns
+    -------
+    np.ndarray
         Weights aligned with ``federation``, summing to 1.
     """
     members = np.asarray(federation, dtype=np.int64).ravel()
@@ -627,11 +670,16 @@ def correctness(leader_of: np.ndarray, area_of: np.ndarray) -> dict[int, int]:
     counts the nodes wrongly placed in f_j; 0 means the federation is aligned with its
     leader's area. (The paper's code exports a different, label-set ratio; this is eq. 6.)
 
-    Args:
-        leader_of: leader per node (-1: in no federation, skipped).
-        area_of: actual area xi(n) per node.
+    Parameters
+    ----------
+    leader_of
+        leader per node (-1: in no federation, skipped).
+    area_of
+        actual area xi(n) per node.
 
-    Returns:
+    Returns
+    -------
+    dict[int, int]
         {leader id: number of misplaced members}.
     """
     leader_of = np.asarray(leader_of, dtype=np.int64).ravel()
@@ -650,10 +698,14 @@ def correctness(leader_of: np.ndarray, area_of: np.ndarray) -> dict[int, int]:
 def leader_changes(leader_history: np.ndarray) -> np.ndarray:
     """Eq. 7: DL(n, t) = chi(zeta(n, t), zeta(n, t - 1)) - 1 where the leader changed.
 
-    Args:
-        leader_history: leader of a node over time, shape (T,), or (T, N) for N nodes.
+    Parameters
+    ----------
+    leader_history
+        leader of a node over time, shape (T,), or (T, N) for N nodes.
 
-    Returns:
+    Returns
+    -------
+    np.ndarray
         Int array of shape (T - 1,) or (T - 1, N); entry k is DL at time t = k + 1
         (DL at t = 0 is undefined).
     """

@@ -64,8 +64,10 @@ class EarlyStopState:
 def early_stop_step(
     state: EarlyStopState, accuracy: float, *, step: int, patience: int
 ) -> tuple[EarlyStopState, bool]:
-    """Update with this step's mean accuracy; ``True`` = stop (no increase for ``patience``
-    steps since the best one; Cached-DFL: 20 epochs)."""
+    """Update with this step's mean accuracy.
+
+    ``True`` = stop (no increase for ``patience`` steps since the best one; Cached-DFL: 20 epochs).
+    """
     if not math.isnan(accuracy) and accuracy > state.best:
         state = EarlyStopState(best=accuracy, best_step=step)
     return state, step - state.best_step >= patience

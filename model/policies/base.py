@@ -140,8 +140,9 @@ agent's end of it is counted (:meth:`Messages.between`)."""
 
 @dataclass(frozen=True)
 class Messages:
-    """Whole model messages each agent sent and received in one step, counted at the ideal
-    link (``link = "ideal"``), where nothing limits them; ``[N]`` floats by global agent id.
+    """Whole model messages each agent sent and received in one step at the ideal link.
+
+    Counted at ``link = "ideal"``, where nothing limits them; ``[N]`` floats by global agent id.
 
     The session turns them into bytes (``bytes_sent`` / ``bytes_received`` = messages x
     one model message's bytes, :func:`mobidfl.model.maths.link.message_bytes`), the bytes a link
@@ -167,9 +168,11 @@ class Messages:
     def between(
         cls, n: int, senders: np.ndarray, receivers: np.ndarray, count: np.ndarray | float = 1.0
     ) -> Messages:
-        """``count`` messages from each ``senders[k]`` to ``receivers[k]`` (one bincount per
-        side, no loop over agents); :data:`SERVER` (-1) on either side is a server, whose
-        end is not counted (an upload counts only as sent, a download only as received)."""
+        """``count`` messages from each ``senders[k]`` to ``receivers[k]``, one bincount per side.
+
+        No loop over agents; :data:`SERVER` (-1) on either side is a server, whose end is not
+        counted (an upload counts only as sent, a download only as received).
+        """
         senders = np.asarray(senders, np.int64).reshape(-1)
         receivers = np.asarray(receivers, np.int64).reshape(-1)
         weight = np.broadcast_to(np.asarray(count, float), senders.shape)
@@ -264,8 +267,10 @@ class ExchangePolicy(ABC):
         return 0
 
     def __init__(self, *, settings: Any) -> None:
-        """``settings`` is the run config (world settings such as ``seed`` or ``areas``);
-        ``self.options`` is this policy's own typed settings (``None`` without a class)."""
+        """``settings`` is the run config (world settings such as ``seed`` or ``areas``).
+
+        ``self.options`` is this policy's own typed settings (``None`` without a class).
+        """
         self.settings = settings
         own = type(self).settings_class
         self.options: Any = None if own is None else own.of(settings)
@@ -279,11 +284,14 @@ class ExchangePolicy(ABC):
         rng: np.random.Generator,
         world: WorldView | None = None,
     ) -> None:
-        """Called once before step 1 (default: nothing to prepare)."""
+        """Prepare, once before step 1 (default: nothing to prepare)."""
 
     def before_training(self, ctx: ExchangeContext) -> None:  # noqa: B027 - optional hook
-        """Command, once per step before :meth:`train_mask`: update state from this step's
-        world (default: nothing). Side effects belong here, never in ``train_mask``."""
+        """Command, once per step before :meth:`train_mask`.
+
+        Update state from this step's world (default: nothing). Side effects belong here, never in
+        ``train_mask``.
+        """
 
     def train_mask(self, ctx: ExchangeContext) -> np.ndarray | None:
         """Query: which members train this step (bool over ``ctx.members``); ``None`` = all.
@@ -317,16 +325,20 @@ def check_metrics(policy: ExchangePolicy, metrics: dict[str, float]) -> None:
 
 
 def policy_metric_column(metric: str, policy: str) -> str:
-    """The ``model.csv`` column of ``policy``'s metric ``metric``: ``<metric>_policy_<policy>``,
-    named as the group's accuracy column ``acc_policy_<policy>``."""
+    """The ``model.csv`` column of ``policy``'s metric ``metric``.
+
+    ``<metric>_policy_<policy>``, named as the group's accuracy column ``acc_policy_<policy>``.
+    """
     return f"{metric}_policy_{policy}"
 
 
 def metric_columns(declared: Mapping[str, Iterable[str]]) -> dict[str, tuple[str, str]]:
     """Columns of the policies' metrics: ``{column: (policy, metric)}``.
 
-    Args:
-        declared: every policy in the run -> its ``metric_names``.
+    Parameters
+    ----------
+    declared
+        every policy in the run -> its ``metric_names``.
 
     Every metric gets its owner's column (:func:`policy_metric_column`), so two policies'
     ``degree_mean`` (D-PSGD pedestrians, FedAvg-weighted sensors) never overwrite one another.
@@ -382,12 +394,15 @@ def combine_rows(
 ) -> scipy.sparse.csr_matrix:
     """One global N x N mixing matrix from several policies' rows.
 
-    Args:
-        exchanges: ``(members, exchange)`` pairs, one per policy group. Each group's
-            ``exchange.rows`` contributes its members' rows; ``rows=None`` (no linear
-            mixing, e.g. ``local`` or cache policies that use ``assign``) leaves them as
-            the identity.
-        n: number of agents.
+    Parameters
+    ----------
+    exchanges
+        ``(members, exchange)`` pairs, one per policy group. Each group's
+        ``exchange.rows`` contributes its members' rows; ``rows=None`` (no linear
+        mixing, e.g. ``local`` or cache policies that use ``assign``) leaves them as
+        the identity.
+    n
+        number of agents.
 
     Agents covered by no group keep the identity row. An agent in two groups is an error.
     """

@@ -168,10 +168,12 @@ def parse_group_limits(text: str, *, cache_size: int, groups: int) -> list[int]:
 
 
 class Aggregation(Mapping[int, tuple]):
-    """``x_i(t+1) = sum_j alpha_j x~_j(tau)`` per car (Cached-DFL, Alg. 1 line 18), computed
-    when read: the caller writes each into the engine as it reads it, so one aggregated model
-    exists at a time instead of one per car. It reads only the immutable snapshots, so the
-    order of reading (and rows written meanwhile) changes nothing."""
+    """``x_i(t+1) = sum_j alpha_j x~_j(tau)`` per car (Cached-DFL, Alg. 1 line 18), when read.
+
+    The caller writes each into the engine as it reads it, so one aggregated model exists at a time
+    instead of one per car. It reads only the immutable snapshots, so the order of reading (and rows
+    written meanwhile) changes nothing.
+    """
 
     def __init__(self, engine: Engine, recipes: dict[int, tuple[list, Sequence[float]]]) -> None:
         self._engine = engine
@@ -226,14 +228,16 @@ class CachedPolicy(ExchangePolicy):
 
     @classmethod
     def held_models(cls, settings: Any) -> int:
-        """Distinct snapshots per car at the peak of an epoch: its own fresh one and cached
-        ones of the last ``tau_max - 1`` epochs, at most C_max (Cached-DFL Alg. 2: staler
-        ones are evicted before the fresh ones are taken). A cache entry refers to a shared
-        snapshot, so an epoch's snapshots count once, however many caches hold them: at most
-        one per car per epoch. The aggregated models are computed one at a time as they are
-        written (:class:`Aggregation`), so they add no copy per car. The bound is reached:
+        """Distinct snapshots per car at the peak of an epoch.
+
+        Its own fresh one and cached ones of the last ``tau_max - 1`` epochs, at most C_max
+        (Cached-DFL Alg. 2: staler ones are evicted before the fresh ones are taken). A cache entry
+        refers to a shared snapshot, so an epoch's snapshots count once, however many caches hold
+        them: at most one per car per epoch. The aggregated models are computed one at a time as
+        they are written (:class:`Aggregation`), so they add no copy per car. The bound is reached:
         cars that meet one new peer per epoch cache a distinct snapshot of each of the last
-        ``tau_max`` epochs (between two exchanges, the fresh epoch's included)."""
+        ``tau_max`` epochs (between two exchanges, the fresh epoch's included).
+        """
         options = CachedSettings.of(settings)
         return 1 + min(options.size, options.tau_max - 1)
 
@@ -245,6 +249,7 @@ class CachedPolicy(ExchangePolicy):
     # --- configuration ------------------------------------------------------------------------
     @property
     def tau_max(self) -> int:
+        """Staleness tolerance in epochs (``cached.tau_max``)."""
         return self.options.tau_max
 
     def _limits(self) -> dict[str, Any]:
@@ -322,8 +327,10 @@ class CachedPolicy(ExchangePolicy):
 
     @staticmethod
     def outbox(own: CacheEntry, cache: Mapping[int, CacheEntry], size: int) -> list:
-        """What a car sends at an encounter, in order: its own model, then its cached models
-        freshest first (ties in cache order), as ``((origin, timestamp), bytes)``.
+        """What a car sends at an encounter, in order.
+
+        Its own model, then its cached models freshest first (ties in cache order), as ``((origin,
+        timestamp), bytes)``.
 
         Cached-DFL: "When two agents meet, they not only exchange their own local models,
         but also share their cached models with each other". The paper gives no order;
@@ -338,9 +345,12 @@ class CachedPolicy(ExchangePolicy):
         self, link: LinkPlan, cache_i: Mapping[int, CacheEntry], cache_j: Mapping[int, CacheEntry],
         own_i: CacheEntry, own_j: CacheEntry, *, now: int, tau_max: int, limits: dict[str, Any],
     ) -> tuple[dict[int, CacheEntry], dict[int, CacheEntry]]:
-        """:func:`exchange_pair` over a link: each side receives only the messages of
-        :meth:`outbox` that arrived whole before the contact ended (both from the caches
-        held when they met). A side that received nothing keeps its cache."""
+        """:func:`exchange_pair` over a link.
+
+        Each side receives only the messages of :meth:`outbox` that arrived whole before the contact
+        ended (both from the caches held when they met). A side that received nothing keeps its
+        cache.
+        """
         i, j = own_i.origin, own_j.origin
         at_j, at_i = link.send(
             i, j, self.outbox(own_i, cache_i, link.message_bytes),
@@ -357,8 +367,11 @@ class CachedPolicy(ExchangePolicy):
         peer_cache: Mapping[int, CacheEntry], arrived: set, now: int, tau_max: int,
         limits: dict[str, Any],
     ) -> dict[int, CacheEntry]:
-        """Alg. 2 on what arrived: the peer's model (if it arrived, else the first cached
-        model that did stands in as line 6) and the cached models that arrived."""
+        """Alg. 2 on what arrived.
+
+        The peer's model (if it arrived, else the first cached model that did stands in as line 6)
+        and the cached models that arrived.
+        """
         got = [e for e in (peer, *peer_cache.values())
                if (e.origin, e.timestamp) in arrived and e.origin != owner]
         if not got:
@@ -375,7 +388,7 @@ class CachedPolicy(ExchangePolicy):
         )
 
     def _encounter_order(self, ctx: ExchangeContext) -> np.ndarray:
-        """This step's member encounters ``[E, 2]`` in the order the caches meet.
+        """The step's member encounters ``[E, 2]`` in the order the caches meet.
 
         Time order of first contact within the step (``ctx.encounters``, the authors' code's
         1 s sub-steps); pairs with the same time (all of them under ``contact = end``)
@@ -454,6 +467,7 @@ class CachedGroupLRUPolicy(CachedPolicy):
 
     @property
     def group_limits(self) -> Sequence[int]:
+        """Cache size of each area group, from ``cached.groups`` and ``cached.size``."""
         return parse_group_limits(
             self.options.groups,
             cache_size=self.options.size,

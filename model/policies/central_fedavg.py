@@ -8,7 +8,7 @@ mixing block (M^2 non-zeros would make the sparse matmul quadratic in M).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, override
 
 import numpy as np
 
@@ -29,6 +29,7 @@ class CentralFedAvgPolicy(ExchangePolicy):
     name = "central_fedavg"
     metric_names: ClassVar[tuple[str, ...]] = ("participants", "area_acc_mean")
 
+    @override
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         if ctx.members.size == 0:
             return Exchange()

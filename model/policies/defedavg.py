@@ -24,7 +24,7 @@ How it differs from the other neighbourhood policies:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,13 +58,20 @@ def pairwise_rows(
     ``W_ii = n_i / (n_i + n_j)``, ``W_ij = n_j / (n_i + n_j)``; every other row is the
     identity.
 
-    Args:
-        adjacency: N x N symmetric boolean contacts of this step (no self loops).
-        data_sizes: sample count per agent (> 0 for members).
-        members: global indices of the agents using the policy.
-        rng: draws the peers.
+    Parameters
+    ----------
+    adjacency
+        N x N symmetric boolean contacts of this step (no self loops).
+    data_sizes
+        sample count per agent (> 0 for members).
+    members
+        global indices of the agents using the policy.
+    rng
+        draws the peers.
 
-    Returns:
+    Returns
+    -------
+    tuple[sp.csr_matrix, np.ndarray]
         ``(W, peer)`` with ``peer[i]`` the chosen peer of agent ``i`` or -1.
     """
     a = sp.csr_matrix(adjacency, dtype=bool)
@@ -105,6 +112,7 @@ class DeFedAvgPolicy(ExchangePolicy):
         super().__init__(settings=settings)
         self.rng = np.random.default_rng([int(getattr(settings, "seed", 0)), RNG_TAG])
 
+    @override
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         rows, peer = pairwise_rows(
             ctx.adjacency, ctx.agents.data_size, ctx.members, rng=self.rng
@@ -121,5 +129,6 @@ class DeFedAvgPolicy(ExchangePolicy):
         """The peer-drawing generator's state (plain ints)."""
         return {"rng": self.rng.bit_generator.state}
 
+    @override
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]

@@ -6,7 +6,7 @@ de Heredia 2024, Sec. 5.3 and Alg. 1 line 6: ``W_ij = 1/|M_i|`` over ``M_i`` = t
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, override
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,9 +46,11 @@ def received_graph(ctx: ExchangeContext) -> tuple[sp.csr_matrix, bool]:
 
 
 def swap_messages(ctx: ExchangeContext) -> Messages | None:
-    """At the ideal link, the models this step's member contacts swap: one each way per
-    pair, as :meth:`mobidfl.model.links.LinkPlan.swap_models` sends them over a link (``None``
-    with a link model, whose plan counts what it carried)."""
+    """At the ideal link, the models this step's member contacts swap.
+
+    One each way per pair, as :meth:`mobidfl.model.links.LinkPlan.swap_models` sends them over a
+    link (``None`` with a link model, whose plan counts what it carried).
+    """
     if ctx.link is not None:
         return None
     return Messages.swapped(ctx.adjacency.shape[0], member_pairs(ctx.adjacency, ctx.members))
@@ -62,6 +64,7 @@ class DPSGDPolicy(ExchangePolicy):
     honours_link = True
     metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
+    @override
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         graph, directed = received_graph(ctx)
         rows = dpsgd_weights(graph, ctx.members, directed=directed)

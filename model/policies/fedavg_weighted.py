@@ -6,7 +6,7 @@ Reza et al., eq. (2): ``w_ij = |D_j| / (|D_i| + sum_{k in N_i} |D_k|)`` for ``j`
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, override
 
 from mobidfl.model.maths.mixing import fedavg_weights
 from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
@@ -21,6 +21,7 @@ class FedAvgWeightedPolicy(ExchangePolicy):
     honours_link = True
     metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
+    @override
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         graph, directed = received_graph(ctx)
         rows = fedavg_weights(graph, ctx.agents.data_size, ctx.members, directed=directed)

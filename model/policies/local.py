@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import override
+
 from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy, register_policy
 
 
@@ -12,5 +14,6 @@ class LocalPolicy(ExchangePolicy):
     name = "local"
     honours_link = True  # sends nothing, so every link carries all it sends
 
+    @override
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         return Exchange()

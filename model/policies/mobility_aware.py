@@ -44,8 +44,10 @@ class MobilityAwarePolicy(ExchangePolicy):
     metric_names: ClassVar[tuple[str, ...]] = ("degree_mean",)
 
     def exchange(self, ctx: ExchangeContext) -> Exchange:
-        """One row per member from this step's contacts (the models received over the link,
-        when one is set) and the agents' current speeds."""
+        """One row per member from this step's contacts and the agents' current speeds.
+
+        The contacts are the models received over the link, when one is set.
+        """
         graph, directed = received_graph(ctx)
         rows = mobility_aware_weights(
             graph,

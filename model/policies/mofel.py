@@ -26,7 +26,7 @@ onto its world) is :mod:`mobidfl.model.policies.mofel_servers`; the baselines ar
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, override
 
 from mobidfl.model.maths.mofel import Cycle, select
 from mobidfl.model.policies.base import ExchangeContext, register_policy
@@ -60,11 +60,13 @@ class MofelPolicy(MofelBase):
         "solver_greedy",
     )
 
+    @override
     def setup(self, **kwargs: Any) -> None:
         super().setup(**kwargs)
         self.solver_counts = {"milp": 0, "greedy": 0}
         self.solve_seconds = 0.0
 
+    @override
     def choose(self, ctx: ExchangeContext, alert: list[int]) -> tuple[Cycle, ...]:
         import time
 
@@ -92,6 +94,7 @@ class MofelPolicy(MofelBase):
         self.last_method = sel.method
         return sel.cycles
 
+    @override
     def metrics(self) -> dict[str, float]:
         return {
             **super().metrics(),
@@ -99,9 +102,11 @@ class MofelPolicy(MofelBase):
             "solver_greedy": float(self.solver_counts["greedy"]),
         }
 
+    @override
     def extra_state(self) -> dict:
         return {"solver_counts": dict(self.solver_counts), "solve_seconds": self.solve_seconds}
 
+    @override
     def load_extra_state(self, state: dict) -> None:
         self.solver_counts = {k: int(v) for k, v in state["solver_counts"].items()}
         self.solve_seconds = float(state["solve_seconds"])

@@ -7,6 +7,8 @@ connected to a server now; they share all server bookkeeping with MoFeL
 
 from __future__ import annotations
 
+from typing import override
+
 import numpy as np
 
 from mobidfl.model.maths.mofel import Cycle, Visits, select_a1, select_a2
@@ -27,6 +29,7 @@ class MofelA1Policy(MofelBase):
 
     name = "mofel_a1"
 
+    @override
     def choose(self, ctx: ExchangeContext, alert: list[int]) -> tuple[Cycle, ...]:
         if ctx.step % self.interval_steps():
             return ()
@@ -56,6 +59,7 @@ class MofelA2Policy(MofelBase):
 
     name = "mofel_a2"
 
+    @override
     def choose(self, ctx: ExchangeContext, alert: list[int]) -> tuple[Cycle, ...]:
         if ctx.step % self.interval_steps():
             return ()

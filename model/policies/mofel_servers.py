@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, override
 
 import numpy as np
 
@@ -144,8 +144,10 @@ def _half_open_unit(value: float) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class MofelSettings(PluginSettings):
-    """Servers, training times and selection limits shared by ``mofel``, ``mofel_a1`` and
-    ``mofel_a2``."""
+    """Servers, training times and selection limits of the MoFeL policies.
+
+    Shared by ``mofel``, ``mofel_a1`` and ``mofel_a2``.
+    """
 
     namespace: ClassVar[str] = "mofel"
     servers: int = setting(
@@ -200,11 +202,15 @@ class MofelBase(ExchangePolicy):
 
     Subclasses implement :meth:`choose` (which cycles to start for the servers in alert).
 
-    Attributes:
-        cycle_log: one dict per finished cycle (server, start, duration, clients, started,
-            frustrated, completed, method, end = when aggregated), times in seconds.
-        server_params: the servers' models (tuples of tensors, never modified in place).
-        server_acc: accuracy of each server model on the shared test sample.
+    Attributes
+    ----------
+    cycle_log
+        one dict per finished cycle (server, start, duration, clients, started,
+        frustrated, completed, method, end = when aggregated), times in seconds.
+    server_params
+        the servers' models (tuples of tensors, never modified in place).
+    server_acc
+        accuracy of each server model on the shared test sample.
     """
 
     requires: ClassVar[dict[str, Any]] = {"{kind}.mobility": "route"}
@@ -228,6 +234,7 @@ class MofelBase(ExchangePolicy):
     """A1's clients per cycle: the paper says only "randomly defines clients' participation"."""
 
     # --- set-up ---------------------------------------------------------------------
+    @override
     def setup(
         self,
         *,
@@ -382,6 +389,7 @@ class MofelBase(ExchangePolicy):
         return mask
 
     # --- one exchange ---------------------------------------------------------------
+    @override
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         self._sync(ctx)
         assign: dict[int, tuple[torch.Tensor, ...]] = {}
@@ -407,10 +415,11 @@ class MofelBase(ExchangePolicy):
                         messages=None if link is not None else self._messages(ctx))
 
     def _messages(self, ctx: ExchangeContext) -> Messages:
-        """At the ideal link, the models this step moved to and from the servers (as the
-        server link would: an upload per client whose training ended, a download per client
-        given a model it did not hold); a server is not an agent, so only the client's end
-        counts."""
+        """At the ideal link, the models this step moved to and from the servers.
+
+        As the server link would: an upload per client whose training ended, a download per client
+        given a model it did not hold; a server is not an agent, so only the client's end counts.
+        """
         n = ctx.adjacency.shape[0]
         up, down = (np.concatenate([np.empty(0, np.int64), *self._moved[k]])
                     for k in ("up", "down"))
@@ -419,15 +428,19 @@ class MofelBase(ExchangePolicy):
 
     # --- the server link (a link model is set) ----------------------------------------
     def _window(self, clients: np.ndarray, servers: np.ndarray, after: np.ndarray) -> np.ndarray:
-        """Seconds of this step each client is in its server's range (its territory) after
-        ``after``, less what its earlier transfers of the step took."""
+        """Seconds of this step each client is in its server's range after ``after``.
+
+        Its territory; less what its earlier transfers of the step took.
+        """
         seconds = stay_seconds(clients, servers, after, stays=self.stays)
         return np.maximum(0.0, seconds - self.busy_s[clients])
 
     def _uploads(self, link: LinkPlan) -> None:
-        """Clients that finished training send their model to the cycle's server while they
-        are in its territory; one that leaves first is frustrated (MoFeL Sec. 1: a client
-        "does not finish the local training tasks or send its results")."""
+        """Clients that finished training send their model to the cycle's server.
+
+        While they are in its territory; one that leaves first is frustrated (MoFeL Sec. 1: a client
+        "does not finish the local training tasks or send its results").
+        """
         for run in self.active:
             if not run.running:
                 continue
@@ -455,8 +468,10 @@ class MofelBase(ExchangePolicy):
                 self.cycle_of[clients[gone]] = -1
 
     def _ideal_uploads(self) -> None:
-        """At the ideal link, count the uploads :meth:`_uploads` would send: each client
-        whose training ended sends its model once, whole at once (nothing else changes)."""
+        """At the ideal link, count the uploads :meth:`_uploads` would send.
+
+        Each client whose training ended sends its model once, whole at once (nothing else changes).
+        """
         for run in self.active:
             if not run.running:
                 continue
@@ -469,9 +484,11 @@ class MofelBase(ExchangePolicy):
     def _downloads(
         self, clients: np.ndarray, servers: np.ndarray, link: LinkPlan
     ) -> np.ndarray:
-        """``clients`` fetch their server's current model within this step's stay; returns
-        which arrived whole. Progress is kept while the same model is being fetched; a
-        download given up for another model counts as aborted."""
+        """``clients`` fetch their server's current model within this step's stay.
+
+        Returns which arrived whole. Progress is kept while the same model is being fetched; a
+        download given up for another model counts as aborted.
+        """
         version = self.server_version[servers]
         other = (self.down_key[clients, 0] != servers) | (self.down_key[clients, 1] != version)
         dropped = other & (self.down_bytes[clients] > 0)
@@ -491,8 +508,11 @@ class MofelBase(ExchangePolicy):
         return whole
 
     def _finish_cycles(self, *, waiting: bool = False) -> None:
-        """Aggregate the cycles that ended; with ``waiting`` (a server link) a cycle also
-        waits for the uploads of its clients still in the territory."""
+        """Aggregate the cycles that ended.
+
+        With ``waiting`` (a server link) a cycle also waits for the uploads of its clients still in
+        the territory.
+        """
         keep: list[_Run] = []
         for run in self.active:
             if not run.running or run.start + run.duration > self.now + TIME_TOL:
@@ -595,8 +615,10 @@ class MofelBase(ExchangePolicy):
     def _hand_out(
         self, assign: dict[int, tuple[torch.Tensor, ...]], link: LinkPlan | None = None
     ) -> None:
-        """Idle clients fetch their current server's model when it is new to them (over the
-        server link when one is set: only those whose download arrives)."""
+        """Idle clients fetch their current server's model when it is new to them.
+
+        Over the server link when one is set: only those whose download arrives.
+        """
         idle = np.ones(self.members.size, bool)
         for run in self.active:
             if run.running:
@@ -613,6 +635,12 @@ class MofelBase(ExchangePolicy):
             self.held[c] = (s, self.server_version[s])
 
     def metrics(self) -> dict[str, float]:
+        """The policy's metrics: cycle and client counts, and the servers' accuracy.
+
+        Totals since the start: ``ntc`` complete training cycles, ``ntc_partial`` cycles a
+        frustrated client left partial, ``nfc`` frustrated clients, ``participants`` clients that
+        started a cycle; the servers' accuracy as mean and standard deviation.
+        """
         acc = self.server_acc
         return {
             "ntc": float(self.counts["ntc"]),
@@ -693,6 +721,7 @@ class MofelBase(ExchangePolicy):
         raise NotImplementedError
 
     # --- checkpoints ------------------------------------------------------------------
+    @override
     def state_dict(self) -> dict:
         return {
             "server_params": [list(p) for p in self.server_params],
@@ -713,6 +742,7 @@ class MofelBase(ExchangePolicy):
             "extra": self.extra_state(),
         }
 
+    @override
     def load_state_dict(self, state: dict) -> None:
         self.server_params = [tuple(p) for p in state["server_params"]]
         self.server_version = np.asarray(state["server_version"], np.int64).copy()
@@ -734,6 +764,10 @@ class MofelBase(ExchangePolicy):
         self.load_extra_state(state["extra"])
 
     def extra_state(self) -> dict:
+        """A subclass's own state for a checkpoint (none here).
+
+        :meth:`load_extra_state` restores it.
+        """
         return {}
 
     def load_extra_state(self, state: dict) -> None:  # noqa: B027 - optional hook

@@ -40,7 +40,7 @@ accuracy averaged within the federation (Fig. 6).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, override
 
 import numpy as np
 import scipy.sparse as sp
@@ -98,11 +98,15 @@ def area_accuracy(
     position), not on all classes; under area label skew "the labels the node holds" is
     exactly its area's label set. NaN for an agent whose labels have no test sample.
 
-    Args:
-        engine: the learning engine (:meth:`Engine.evaluate_params`, ``label_hist``).
-        agents: which agents (default: all).
-        models: parameters to use instead of the engine's for some agents (e.g. the
-            federation models a policy is about to assign).
+    Parameters
+    ----------
+    engine
+        the learning engine (:meth:`Engine.evaluate_params`, ``label_hist``).
+    agents
+        which agents (default: all).
+    models
+        parameters to use instead of the engine's for some agents (e.g. the
+        federation models a policy is about to assign).
     """
     idx = np.arange(engine.n_agents) if agents is None else np.asarray(agents, np.int64)
     models = models or {}
@@ -117,10 +121,14 @@ def area_accuracy(
 def set_agent_data(engine: Engine, agent: int, order: np.ndarray) -> None:
     """Give ``agent`` new local training data (a sensor that moved senses a new area).
 
-    Args:
-        engine: the learning engine (:meth:`Engine.set_data`).
-        agent: global agent id.
-        order: the new sample indices in the (random) order ``loss_of`` reads them.
+    Parameters
+    ----------
+    engine
+        the learning engine (:meth:`Engine.set_data`).
+    agent
+        global agent id.
+    order
+        the new sample indices in the (random) order ``loss_of`` reads them.
     """
     order = np.asarray(order, dtype=np.int64).reshape(-1)
     if order.size < engine.batch_size:
@@ -134,14 +142,20 @@ def set_agent_data(engine: Engine, agent: int, order: np.ndarray) -> None:
 class PsflPolicy(ExchangePolicy):
     """Self-organising federations bounded by accumulated loss dissimilarity (PSFL).
 
-    Attributes:
-        state: the election memory (:class:`mobidfl.model.maths.psfl.ElectionState`, member-local).
-        leader_of: leader (global agent id, -1 = none) of every member after the last step.
-        walker_leaders: one row per step with the leader of each moving node (eq. 7 input).
-        data_area: the area whose data each member holds now (xi(n) of eq. 6).
-        last_graph, last_ds, last_field: the last step's contact graph (member-local ids),
-            per-edge ds (aligned with ``last_graph.indices``) and gradient field (for
-            inspection and tests; not checkpointed, recomputed every step).
+    Attributes
+    ----------
+    state
+        the election memory (:class:`mobidfl.model.maths.psfl.ElectionState`, member-local).
+    leader_of
+        leader (global agent id, -1 = none) of every member after the last step.
+    walker_leaders
+        one row per step with the leader of each moving node (eq. 7 input).
+    data_area
+        the area whose data each member holds now (xi(n) of eq. 6).
+    last_graph, last_ds, last_field
+        the last step's contact graph (member-local ids),
+        per-edge ds (aligned with ``last_graph.indices``) and gradient field (for
+        inspection and tests; not checkpointed, recomputed every step).
     """
 
     name = "psfl"
@@ -276,6 +290,7 @@ class PsflPolicy(ExchangePolicy):
             per_sample, scale=self.loss_scale, batch=self.loss_batch, batches=self.loss_batches
         )
 
+    @override
     def exchange(self, ctx: ExchangeContext) -> Exchange:
         self._ensure(ctx)
         members, engine = self.members, ctx.engine
@@ -340,10 +355,12 @@ class PsflPolicy(ExchangePolicy):
         return Exchange(assign=assign, metrics=metrics, messages=messages)
 
     def _messages(self, n: int, adjacency: sp.csr_matrix, field: GradientField) -> Messages:
-        """At the ideal link, what Alg. 1 sends (as over a link, :meth:`_models_crossed`
-        and :meth:`_federate_over_link`): line 4's model both ways per member contact, then
-        per hop of the field one model up (collect, line 7) and one down (distribute, line
-        9)."""
+        """At the ideal link, what Alg. 1 sends.
+
+        As over a link (:meth:`_models_crossed` and :meth:`_federate_over_link`): line 4's model
+        both ways per member contact, then per hop of the field one model up (collect, line 7) and
+        one down (distribute, line 9).
+        """
         members, parent = self.members, field.parent
         child = np.flatnonzero(parent >= 0)
         hops = np.stack([members[child], members[parent[child]]], axis=1)
@@ -352,9 +369,11 @@ class PsflPolicy(ExchangePolicy):
 
     # --- over a link (a link model is set) -----------------------------------------------
     def _models_crossed(self, link: LinkPlan, adjacency: sp.csr_matrix) -> sp.csr_matrix:
-        """Alg. 1 line 4, "Broadcast nn_i^t to neighbours N_i", over the link: each contact
-        pair sends its models both ways; ds(i, j) = L_ij + L_ji (eq. 3) needs both, so only
-        pairs whose models crossed both ways stay neighbours this step."""
+        """Alg. 1 line 4, "Broadcast nn_i^t to neighbours N_i", over the link.
+
+        Each contact pair sends its models both ways; ds(i, j) = L_ij + L_ji (eq. 3) needs both, so
+        only pairs whose models crossed both ways stay neighbours this step.
+        """
         local = member_pairs(adjacency)
         pairs = self.members[local]
         size = float(link.message_bytes)
@@ -370,12 +389,14 @@ class PsflPolicy(ExchangePolicy):
         self, link: LinkPlan, engine: Engine, field: GradientField, groups: list[np.ndarray],
         assign: dict[int, tuple[torch.Tensor, ...]],
     ) -> None:
-        """Alg. 1 lines 7-9 over the link: "Collect models (using C) from federation members"
-        sends one model up each hop of the field (child to parent), "Distribute nn_fj^t to
-        each s in f_j (using G)" one model down each hop, over what line 4 left of each
-        contact. A member's model counts in the leader's FedAvg only if every hop up its
-        path delivered; it receives the federation model only if every hop down did (else
-        it keeps its own)."""
+        """Alg. 1 lines 7-9 over the link.
+
+        "Collect models (using C) from federation members" sends one model up each hop of the field
+        (child to parent), "Distribute nn_fj^t to each s in f_j (using G)" one model down each hop,
+        over what line 4 left of each contact. A member's model counts in the leader's FedAvg only
+        if every hop up its path delivered; it receives the federation model only if every hop down
+        did (else it keeps its own).
+        """
         members, parent = self.members, field.parent
         child = np.flatnonzero(parent >= 0)
         pairs = np.stack([members[child], members[parent[child]]], axis=1)
@@ -413,6 +434,7 @@ class PsflPolicy(ExchangePolicy):
         return mean_all, float(np.mean(per_fed)) if per_fed else float("nan")
 
     # --- checkpoint ------------------------------------------------------------------------
+    @override
     def state_dict(self) -> dict:
         import torch  # here: a world without learning never imports torch
 
@@ -433,6 +455,7 @@ class PsflPolicy(ExchangePolicy):
             "acc": list(self._acc),
         }
 
+    @override
     def load_state_dict(self, state: dict) -> None:
         if state.get("format") != STATE_FORMAT:
             raise ConfigError(

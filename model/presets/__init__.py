@@ -49,7 +49,9 @@ def preset_names() -> list[str]:
 
 @functools.cache
 def load_preset(name: str) -> Preset:
-    """Read one preset; its names are checked, as every setting's, when a config applies it
+    """Read one preset.
+
+    Its names are checked, as every setting's, when a config applies it
     (:class:`mobidfl.model.config.Config`, which imports this module, not the reverse).
 
     Parameters

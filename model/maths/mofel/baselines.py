@@ -58,8 +58,10 @@ def select_a2(
     min_clients: int = 1,
     rng: np.random.Generator | None = None,
 ) -> Selection:
-    """Baseline A2: each server takes only its currently connected clients that can finish
-    their own training before leaving (Sec. 5.2; no view of future arrivals).
+    """Baseline A2: each server takes its connected clients that can finish before leaving.
+
+    Only currently connected clients that can finish their own training before leaving (Sec. 5.2; no
+    view of future arrivals).
 
     Eligible: connected to s at ``now`` with remaining time >= tau_n. Up to ``max_clients``
     are kept, drawn with ``rng`` if given, else those with the lowest ids; a server with fewer

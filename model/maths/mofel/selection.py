@@ -351,22 +351,34 @@ def select_exact(
     a client joins s only inside s's chosen slot, where it is connected over
     [start, start + duration) and tau_n <= duration (eq. 8: the slowest client sets the end).
 
-    Args:
-        visits: predicted connection intervals (eq. 6).
-        train_time: tau_n per client id.
-        servers: servers that requested retraining in the window (alert state, Sec. 4).
-        t0: start of the evaluation interval (servers enter the alert state).
-        horizon: Delta; starts lie in [t0, t0 + Delta].
-        min_clients, max_clients: per-server bounds (scalar or one per requesting server).
-        max_trainings_per_client: eq. 10's threshold (1: each client serves one server).
-        finish_within_horizon: also end every cycle by t0 + Delta (y_nst is defined only
-            inside the interval, eqs. 2-4).
-        node_limit: branch-and-bound nodes for HiGHS (deterministic, unlike a time
-            limit); when reached the best found is returned with method
-            ``"milp_node_limit"``.
+    Parameters
+    ----------
+    visits
+        predicted connection intervals (eq. 6).
+    train_time
+        tau_n per client id.
+    servers
+        servers that requested retraining in the window (alert state, Sec. 4).
+    t0
+        start of the evaluation interval (servers enter the alert state).
+    horizon
+        Delta; starts lie in [t0, t0 + Delta].
+    min_clients, max_clients
+        per-server bounds (scalar or one per requesting server).
+    max_trainings_per_client
+        eq. 10's threshold (1: each client serves one server).
+    finish_within_horizon
+        also end every cycle by t0 + Delta (y_nst is defined only
+        inside the interval, eqs. 2-4).
+    node_limit
+        branch-and-bound nodes for HiGHS (deterministic, unlike a time
+        limit); when reached the best found is returned with method
+        ``"milp_node_limit"``.
 
-    Raises:
-        RuntimeError: HiGHS found no solution (only possible with a node limit).
+    Raises
+    ------
+    RuntimeError
+        HiGHS found no solution (only possible with a node limit).
     """
     tau = np.asarray(train_time, dtype=float).ravel()
     problem = _build_problem(

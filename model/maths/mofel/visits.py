@@ -16,8 +16,9 @@ __all__ = ["Visits", "connected_until", "feasible"]
 
 @dataclass(frozen=True)
 class Visits:
-    """Connection intervals: client ``client[k]`` is in server ``server[k]``'s territory on
-    [enter[k], exit[k]).
+    """Connection intervals of clients with servers.
+
+    Client ``client[k]`` is in server ``server[k]``'s territory on [enter[k], exit[k]).
 
     MoFeL, Sec. 3: a client belongs to one server's domain at any time, so the intervals of
     one client must not overlap (checked). Used both for the central station's predictions
@@ -65,7 +66,9 @@ def connected_until(visits: Visits, now: float, *, n_clients: int) -> tuple[np.n
     MoFeL, Sec. 4: a client connected to s loses the connection at the end of its
     d_s / v_n stay; the remaining time is what a server can use for training.
 
-    Returns:
+    Returns
+    -------
+    tuple[np.ndarray, np.ndarray]
         (server, remaining): server id per client (-1 when in no territory) and exit - now
         (0 when not connected).
     """
