@@ -273,7 +273,7 @@ def job_run() -> dict:
         })
         part = done.with_suffix(".part")  # whole or absent: a killed run leaves no half file
         part.write_text(json.dumps(results[-1]))
-        os.replace(part, done)
+        part.replace(done)
     return {"runs": results}
 
 
