@@ -246,6 +246,7 @@ class MobiDFLModel(mesa.Model):
 
     # --- one step --------------------------------------------------------------------
     def step(self) -> None:
+        """Move every agent, find the contacts, train and exchange: one Mesa step."""
         if self._clock_only:  # a resumed run's clock catching up: Mesa counts, nothing moves
             return
         config = self.config
@@ -344,18 +345,24 @@ class MobiDFLModel(mesa.Model):
         return self.evaluation.consensus
 
     def density_summary(self) -> tuple[str, bool]:
-        """One line on contact density so far, and whether it is saturated
-        (:func:`mobidfl.model.regime.density_summary`)."""
+        """One line on contact density so far, and whether it is saturated.
+
+        See :func:`mobidfl.model.regime.density_summary`.
+        """
         return regime.density_summary(self)
 
     def contact_regime(self) -> str:
-        """``"saturated"``, ``"isolated"`` or ``"mixing"`` over the steps run so far
-        (:func:`mobidfl.model.regime.contact_regime`: both ends make a mobility study moot)."""
+        """``"saturated"``, ``"isolated"`` or ``"mixing"`` over the steps run so far.
+
+        See :func:`mobidfl.model.regime.contact_regime`: both ends make a mobility study moot.
+        """
         return regime.contact_regime(self)
 
     def static_groups(self) -> dict[str, int]:
-        """Per kind of static agents, how many groups out of each other's range they form
-        (:func:`mobidfl.model.regime.static_groups`)."""
+        """Per kind of static agents, how many groups out of each other's range they form.
+
+        See :func:`mobidfl.model.regime.static_groups`.
+        """
         return regime.static_groups(self)
 
     def run(self, *, steps: int | None = None, progress: Callable[[int], None] | None = None):
@@ -373,8 +380,10 @@ class MobiDFLModel(mesa.Model):
         self.records.append(outputs.agent_record(self))
 
     def contacts_table(self):
-        """Every step's stays in range (``contacts.csv``: step, a, b, t_start, t_end, d_min),
-        recorded when a link model is set or ``contacts_out`` asks for them."""
+        """Every step's stays in range (``contacts.csv``: step, a, b, t_start, t_end, d_min).
+
+        Recorded when a link model is set or ``contacts_out`` asks for them.
+        """
         return outputs.contacts_table(self.contact_log)
 
     def agent_table(self):
@@ -404,8 +413,10 @@ class MobiDFLModel(mesa.Model):
 
     # --- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue this run exactly (:mod:`mobidfl.model.world_state`,
-        written by :mod:`mobidfl.model.checkpoint`)."""
+        """Everything needed to continue this run exactly.
+
+        See :mod:`mobidfl.model.world_state`; written by :mod:`mobidfl.model.checkpoint`.
+        """
         return world_state.state_dict(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

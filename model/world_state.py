@@ -56,8 +56,11 @@ def state_dict(model: World) -> dict[str, Any]:
 
 
 class IncompatibleCheckpoint(ValueError):
-    """A checkpoint whose tables this version cannot continue (an older MobiDFL wrote other
-    ``model.csv`` / ``agents.parquet`` columns): refused before any step, the file kept."""
+    """A checkpoint whose tables this version cannot continue.
+
+    An older MobiDFL wrote other ``model.csv`` / ``agents.parquet`` columns: the checkpoint
+    is refused before any step, and the file is kept.
+    """
 
 
 def check_tables(model: World, state: dict[str, Any]) -> None:
@@ -113,7 +116,8 @@ def load_state_dict(model: World, state: dict[str, Any]) -> None:
 
     Raises :class:`IncompatibleCheckpoint` (before changing ``model``) when the state's
     tables are not this version's (:func:`check_tables`), and ``ValueError`` (likewise) when
-    ``model`` has run past the state's step (:func:`restart_clock`)."""
+    ``model`` has run past the state's step (:func:`restart_clock`).
+    """
     check_tables(model, state)
     restart_clock(model, int(state["steps"]))  # first: Mesa's clock only, the step does nothing
     n = model.n_agents
