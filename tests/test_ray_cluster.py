@@ -79,29 +79,58 @@ def _forget(address: str) -> None:
         path.unlink()
 
 
-@pytest.fixture(scope="module")
-def cluster():
+def _start_cluster() -> tuple[object, list, str]:
     """Head (no CPU: runs go to the workers) + two one-CPU worker nodes, loopback only."""
     from ray.cluster_utils import Cluster
 
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, **NODE})
+    workers = [cluster.add_node(num_cpus=1, **NODE), cluster.add_node(num_cpus=1, **NODE)]
+    cluster.wait_for_nodes()
+    address = cluster.address  # None once the head is removed
+    _forget(address)
+    return cluster, workers, address
+
+
+@pytest.fixture(scope="module")
+def _clusters():
+    """The module's one cluster at a time. A test that damages it (a node killed, the head
+    removed) marks it spent, and the next test gets a new one: every test sees a whole
+    cluster in any order (``make test-random``), and the file's own order starts one extra
+    cluster (after the node is killed)."""
     from mobidfl.model.ray_local import local_ray_env
 
     saved = dict(os.environ)
     os.environ.update(FAST_FAILURE)
     local_ray_env()
+    holder: dict = {"now": None, "spent": False}
     try:
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, **NODE})
-        workers = [cluster.add_node(num_cpus=1, **NODE),
-                   cluster.add_node(num_cpus=1, **NODE)]
-        cluster.wait_for_nodes()
-        address = cluster.address  # None once the head is removed
-        _forget(address)
-        yield cluster, workers
-        cluster.shutdown()
-        _forget(address)
+        yield holder
     finally:
+        if holder["now"] is not None:
+            holder["now"][0].shutdown()
+            _forget(holder["now"][2])
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.fixture
+def cluster(_clusters):
+    """A whole cluster: the module's, or a new one where the last test damaged it."""
+    if _clusters["now"] is None or _clusters["spent"]:
+        if _clusters["now"] is not None:
+            _clusters["now"][0].shutdown()
+            _forget(_clusters["now"][2])
+            _clusters["now"] = None
+        _clusters["now"], _clusters["spent"] = _start_cluster(), False
+    cl, workers, _ = _clusters["now"]
+    return cl, workers
+
+
+@pytest.fixture
+def doomed_cluster(cluster, _clusters):
+    """A whole cluster that this test damages: the next test gets a new one."""
+    yield cluster
+    _clusters["spent"] = True
 
 
 @pytest.fixture(scope="module")
@@ -225,12 +254,8 @@ _WORKERS = textwrap.dedent(
 
 
 def test_a_runs_training_workers_spread_over_nodes_with_the_same_numbers(cluster, tmp_path):
-    # Prepare: two worker nodes (this test runs before one is killed below, so no third
-    # raylet starts; should the order change, a node is added back)
+    # Prepare: two worker nodes (a whole cluster: the fixture replaces a damaged one)
     cl, _ = cluster
-    if sum(n.get("Alive", False) for n in cl.global_state.node_table()) < 3:
-        cl.add_node(num_cpus=1, **NODE)
-        cl.wait_for_nodes()
     world = {**{k: v for k, v in WORLD.items() if k != "vehicle"},
              "vehicle.mobility": "random_walk", "policy": "dpsgd", "seed": 3,
              "eval_every": 1}
@@ -255,9 +280,10 @@ def test_a_runs_training_workers_spread_over_nodes_with_the_same_numbers(cluster
                                   expected.reset_index(drop=True), check_dtype=False)
 
 
-def test_a_sweep_survives_a_worker_node_killed_under_a_run(cluster, reference, tmp_path):
+def test_a_sweep_survives_a_worker_node_killed_under_a_run(doomed_cluster, reference,
+                                                           tmp_path):
     # Prepare
-    cl, workers = cluster
+    cl, workers = doomed_cluster
     proc = subprocess.Popen(_sweep_cmd(tmp_path, cl.address), cwd=ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # Execute: kill a node that finished a run (raylet, its workers, object store) while it
@@ -325,10 +351,10 @@ def test_a_run_no_node_can_hold_is_refused_in_one_line_before_any_run(cluster, t
         assert not (tmp_path / name / "manifest.csv").exists()
 
 
-def test_the_head_going_away_stops_the_sweep_in_one_line_and_it_resumes(cluster, reference,
-                                                                        tmp_path):
+def test_the_head_going_away_stops_the_sweep_in_one_line_and_it_resumes(doomed_cluster,
+                                                                        reference, tmp_path):
     # Prepare
-    cl, workers = cluster
+    cl, workers = doomed_cluster
     proc = subprocess.Popen(_sweep_cmd(tmp_path, cl.address), cwd=ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out = tmp_path / "out"
