@@ -176,7 +176,51 @@ def study_page(dest: str | Path, *, figure: str) -> str:
     for policy, row in pivot.iterrows():
         lines.append(f"| {policy} | " + " | ".join(_num(row[c], 3) for c in order) + " |")
     lines += ["", *communication(plan, board)]
+    lines += earlier_versions(dest, plan, outcomes, rule)
     return "\n".join(lines) + "\n"
+
+
+def _base_world(plan: dict[str, Any]) -> dict[str, Any]:
+    return next((c.get("world", {}) for c in plan["columns"] if c.get("variant") == "base"), {})
+
+
+def earlier_versions(dest: str | Path, plan: dict[str, Any], outcomes: pd.DataFrame,
+                     rule: Any) -> list[str]:
+    """The page's section on the study's earlier published versions (``DEST/v1/``, ...):
+    what changed in the base world, and each world's winner then and now, so that a reader
+    sees whether the answer depends on what changed (e.g. the recipe)."""
+    older = sorted((p for p in Path(dest).glob("v*") if (p / "manifest.json").is_file()),
+                   key=lambda p: p.name)
+    if not older:
+        return []
+    now = _base_world(plan)
+    lines = ["", "## Earlier versions of this study", ""]
+    for folder in older:
+        got = recompute(folder)
+        then = _base_world(got["plan"])
+        changed = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+        what = ", ".join(f"{k} {then.get(k, 'unset')} -> {now.get(k, 'unset')}"
+                         for k in changed) or "nothing in the base world"
+        before = got["outcomes"].set_index("variant")
+        after = outcomes.set_index("variant")
+        common = [v for v in after.index if v in before.index]
+        same = sum(before.loc[v, "winner"] == after.loc[v, "winner"] for v in common)
+        kept = sum(after.loc[v, "winner"] in before.loc[v, "contenders"].split(";")
+                   for v in common)
+        lines += [
+            f"`{_shown(folder)}/` ({len(got['runs'])} runs, seeds "
+            f"{got['plan']['seeds'][0]}-{got['plan']['seeds'][-1]}). Changed in the base "
+            f"world since: {what}. Its rule: {got['rule'].text()}. The winner is the same "
+            f"in {same} of {len(common)} worlds; today's winner was not beaten then (Holm, "
+            f"all pairs) in {kept} of {len(common)}.", "",
+            "| world | winner then | margin then (pp) | winner now | margin now (pp) |",
+            "|---|---|---|---|---|"]
+        for v in common:
+            lines.append(f"| {v} | {before.loc[v, 'winner']} | "
+                         f"{_num(before.loc[v, 'margin_pp'], 1)} | {after.loc[v, 'winner']} | "
+                         f"{_num(after.loc[v, 'margin_pp'], 1)} |")
+        lines.append("")
+    return lines[:-1]
 
 
 def communication(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
