@@ -175,9 +175,53 @@ def study_page(dest: str | Path, *, figure: str) -> str:
     lines.append("|---|" + "---|" * len(order))
     for policy, row in pivot.iterrows():
         lines.append(f"| {policy} | " + " | ".join(_num(row[c], 3) for c in order) + " |")
+    lines += ["", *across(plan, ok)]
     lines += ["", *communication(plan, board)]
     lines += earlier_versions(dest, plan, outcomes, rule)
     return "\n".join(lines) + "\n"
+
+
+def _pairs_of_columns(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, base key, other key): each one-factor column against the base, and each
+    cross ``A+B`` against the column of ``B`` alone (A's effect under B), where both ran."""
+    key = {c["variant"]: c["key"] for c in plan["columns"]}
+    pairs = []
+    for variant, other in key.items():
+        if variant == "base" or ":" in variant:  # held-out worlds are no one-factor change
+            continue
+        parts = variant.split("+")
+        start = "base" if len(parts) == 1 else "+".join(parts[1:])
+        if start in key:
+            pairs.append((f"{start} -> {variant}", key[start], other))
+    return pairs
+
+
+def across(plan: dict[str, Any], ok: pd.DataFrame) -> list[str]:
+    """The page's claims across columns: per world change, which policies it lowers or
+    raises, each change a family of its own (paired over seeds, Holm over the policies:
+    :func:`mobidfl.analysis.bench_stats.across_columns`)."""
+    from mobidfl.analysis.bench_stats import across_columns
+
+    lines = ["## Across columns: what each change of the world does to each policy", "",
+             "A claim across columns (\"static cars lower accuracy\") is not a per-column "
+             "ranking: each change below is its own family of tests, the paired difference of "
+             "a policy's final accuracy (changed world - starting world, same seeds) per "
+             "policy, Holm over the policies. Points are percentage points (mean over seeds); "
+             "\"no claim\": Holm does not reject at 5 %.", "",
+             "| change | lowers (Holm) | raises (Holm) | no claim |", "|---|---|---|---|"]
+    for label, start, other in _pairs_of_columns(plan):
+        table = across_columns(ok, base=start, other=other)
+        if table.empty:
+            continue
+
+        def said(direction: str, table: pd.DataFrame = table) -> str:
+            mine = table[table["direction"] == direction].sort_values("diff")
+            return ", ".join(f"{r.policy} {r.diff * 100:+.1f}" for r in mine.itertuples()) \
+                or "-"
+
+        lines.append(f"| {label} | {said('lowers')} | {said('raises')} | "
+                     f"{int((table['direction'] == 'no claim').sum())} of {len(table)} |")
+    return lines
 
 
 def _base_world(plan: dict[str, Any]) -> dict[str, Any]:
