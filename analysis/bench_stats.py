@@ -53,6 +53,7 @@ __all__ = [
     "RUN_NUMBERS",
     "Score",
     "TimeToTarget",
+    "across_columns",
     "compare_column",
     "detectable_difference",
     "equivalence",
@@ -260,6 +261,50 @@ def holm(pvalues: Sequence[float] | np.ndarray, *, alpha: float = ALPHA) -> tupl
         adjusted[finite] = corrected
         rejected[finite] = reject
     return adjusted, rejected
+
+
+# --- across columns: what one world change does to each policy ---------------------------
+def across_columns(finals: pd.DataFrame, *, base: str, other: str,
+                   alpha: float = ALPHA) -> pd.DataFrame:
+    """A claim across two columns ("static cars lower every policy's accuracy", "DCM beats
+    DAM"), tested as its own family: per policy, the paired difference ``other - base`` of
+    final accuracy over the seeds both columns ran (:func:`paired_difference`: the same
+    seed is the same data split and initial model in both worlds), Holm-adjusted over the
+    policies (:func:`holm`). A per-column test says nothing about such a claim: two columns'
+    winners may each be unresolved while the change between them is clear, and the reverse.
+
+    Parameters
+    ----------
+    finals
+        One row per run with columns ``column``, ``policy``, ``seed`` and ``final_acc``.
+    base, other
+        The two columns compared (``other - base``).
+    alpha
+        Family-wise error rate of the Holm step-down.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per policy that ran in both: ``policy``, ``diff``, ``half``, ``n``, ``p``,
+        ``p_holm``, ``direction`` (``"raises"``, ``"lowers"`` where Holm rejects, else
+        ``"no claim"``), and ``method`` (:class:`PairedTest`).
+    """
+    rows = []
+    for policy in dict.fromkeys(finals["policy"]):
+        mine = finals[finals["policy"] == policy]
+        a = mine[mine["column"] == other].set_index("seed")["final_acc"]
+        b = mine[mine["column"] == base].set_index("seed")["final_acc"]
+        if a.empty or b.empty:
+            continue
+        test = paired_difference(a, b)
+        rows.append({"policy": policy, "diff": test.mean, "half": test.half, "n": test.n,
+                     "p": test.p, "method": test.method})
+    table = pd.DataFrame(rows, columns=["policy", "diff", "half", "n", "p", "method"])
+    adjusted, rejected = holm(table["p"].to_numpy(float), alpha=alpha)
+    table["p_holm"] = adjusted
+    table["direction"] = np.where(~rejected, "no claim",
+                                  np.where(table["diff"] > 0, "raises", "lowers"))
+    return table
 
 
 # --- one column: the best, and every policy against it -------------------------------------

@@ -178,8 +178,96 @@ def study_page(dest: str | Path, *, figure: str) -> str:
     lines.append("|---|" + "---|" * len(order))
     for policy, row in pivot.iterrows():
         lines.append(f"| {policy} | " + " | ".join(_num(row[c], 3) for c in order) + " |")
+    lines += ["", *across(plan, ok)]
     lines += ["", *communication(plan, board)]
+    lines += earlier_versions(dest, plan, outcomes, rule)
     return "\n".join(lines) + "\n"
+
+
+def _pairs_of_columns(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, base key, other key): each one-factor column against the base, and each
+    cross ``A+B`` against the column of ``B`` alone (A's effect under B), where both ran."""
+    key = {c["variant"]: c["key"] for c in plan["columns"]}
+    pairs = []
+    for variant, other in key.items():
+        if variant == "base" or ":" in variant:  # held-out worlds are no one-factor change
+            continue
+        parts = variant.split("+")
+        start = "base" if len(parts) == 1 else "+".join(parts[1:])
+        if start in key:
+            pairs.append((f"{start} -> {variant}", key[start], other))
+    return pairs
+
+
+def across(plan: dict[str, Any], ok: pd.DataFrame) -> list[str]:
+    """The page's claims across columns: per world change, which policies it lowers or
+    raises, each change a family of its own (paired over seeds, Holm over the policies:
+    :func:`mobidfl.analysis.bench_stats.across_columns`)."""
+    from mobidfl.analysis.bench_stats import across_columns
+
+    lines = ["## Across columns: what each change of the world does to each policy", "",
+             "A claim across columns (\"static cars lower accuracy\") is not a per-column "
+             "ranking: each change below is its own family of tests, the paired difference of "
+             "a policy's final accuracy (changed world - starting world, same seeds) per "
+             "policy, Holm over the policies. Points are percentage points (mean over seeds); "
+             "\"no claim\": Holm does not reject at 5 %.", "",
+             "| change | lowers (Holm) | raises (Holm) | no claim |", "|---|---|---|---|"]
+    for label, start, other in _pairs_of_columns(plan):
+        table = across_columns(ok, base=start, other=other)
+        if table.empty:
+            continue
+
+        def said(direction: str, table: pd.DataFrame = table) -> str:
+            mine = table[table["direction"] == direction].sort_values("diff")
+            return ", ".join(f"{r.policy} {r.diff * 100:+.1f}" for r in mine.itertuples()) \
+                or "-"
+
+        lines.append(f"| {label} | {said('lowers')} | {said('raises')} | "
+                     f"{int((table['direction'] == 'no claim').sum())} of {len(table)} |")
+    return lines
+
+
+def _base_world(plan: dict[str, Any]) -> dict[str, Any]:
+    return next((c.get("world", {}) for c in plan["columns"] if c.get("variant") == "base"), {})
+
+
+def earlier_versions(dest: str | Path, plan: dict[str, Any], outcomes: pd.DataFrame,
+                     rule: Any) -> list[str]:
+    """The page's section on the study's earlier published versions (``DEST/v1/``, ...):
+    what changed in the base world, and each world's winner then and now, so that a reader
+    sees whether the answer depends on what changed (e.g. the recipe)."""
+    older = sorted((p for p in Path(dest).glob("v*") if (p / "manifest.json").is_file()),
+                   key=lambda p: p.name)
+    if not older:
+        return []
+    now = _base_world(plan)
+    lines = ["", "## Earlier versions of this study", ""]
+    for folder in older:
+        got = recompute(folder)
+        then = _base_world(got["plan"])
+        changed = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+        what = ", ".join(f"{k} {then.get(k, 'unset')} -> {now.get(k, 'unset')}"
+                         for k in changed) or "nothing in the base world"
+        before = got["outcomes"].set_index("variant")
+        after = outcomes.set_index("variant")
+        common = [v for v in after.index if v in before.index]
+        same = sum(before.loc[v, "winner"] == after.loc[v, "winner"] for v in common)
+        kept = sum(after.loc[v, "winner"] in before.loc[v, "contenders"].split(";")
+                   for v in common)
+        lines += [
+            f"`{_shown(folder)}/` ({len(got['runs'])} runs, seeds "
+            f"{got['plan']['seeds'][0]}-{got['plan']['seeds'][-1]}). Changed in the base "
+            f"world since: {what}. Its rule: {got['rule'].text()}. The winner is the same "
+            f"in {same} of {len(common)} worlds; today's winner was not beaten then (Holm, "
+            f"all pairs) in {kept} of {len(common)}.", "",
+            "| world | winner then | margin then (pp) | winner now | margin now (pp) |",
+            "|---|---|---|---|---|"]
+        for v in common:
+            lines.append(f"| {v} | {before.loc[v, 'winner']} | "
+                         f"{_num(before.loc[v, 'margin_pp'], 1)} | {after.loc[v, 'winner']} | "
+                         f"{_num(after.loc[v, 'margin_pp'], 1)} |")
+        lines.append("")
+    return lines[:-1]
 
 
 def communication(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:

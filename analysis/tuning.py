@@ -790,7 +790,10 @@ def tuning_page(dest: str | Path, *, study_dest: str | Path) -> str:
         "[Recipe and tuning protocol](controlled.md#recipe-and-tuning-protocol).", "",
     ]
     if "recipe" in plans:
-        lines += _recipe_section(plans["recipe"], ok[ok["kind"] == "recipe"])
+        lines += _recipe_section(plans["recipe"], ok[ok["kind"] == "recipe"],
+                                 study_value=study_setting(
+                                     study_dest, plans["recipe"]["declaration"]["recipe"]
+                                     ["setting"]))
     if "policies" in plans:
         plan = plans["policies"]
         mine = ok[ok["kind"] == "policies"]
@@ -806,7 +809,35 @@ def _shown(path: Path) -> str:
         return path.as_posix()
 
 
-def _recipe_section(plan: dict[str, Any], runs: pd.DataFrame) -> list[str]:
+def same_worlds(study_dest: Path, run_ids: pd.Series) -> Path:
+    """The published version of the study (``study_dest`` or an earlier one under
+    ``study_dest/v*/``) holding most of ``run_ids`` (each a hash of a run's settings and
+    seed): a ranking that mixes tuning runs with study runs compares like with like only on
+    the worlds, recipe included, that both ran. ``study_dest`` when none holds any."""
+    best, most = study_dest, -1
+    for folder in [study_dest, *sorted(study_dest.glob("v*"))]:
+        if not (folder / "runs.parquet").is_file():
+            continue
+        held = int(run_ids.isin(pd.read_parquet(folder / "runs.parquet", columns=["run_id"])
+                                ["run_id"]).sum())
+        if held > most:
+            best, most = folder, held
+    return best
+
+
+def study_setting(study_dest: Path, setting: str) -> float:
+    """The published study's value of a recipe ``setting`` (its base column's world), NaN
+    where the study records none: the recipe verdict compares the protocol's choice with
+    the study as published, not as it was when the tuning ran."""
+    plan = json.loads((study_dest / "manifest.json").read_text())
+    for column in plan.get("columns", []):
+        if column.get("variant") == "base" and setting in column.get("world", {}):
+            return float(column["world"][setting])
+    return math.nan
+
+
+def _recipe_section(plan: dict[str, Any], runs: pd.DataFrame, *,
+                    study_value: float) -> list[str]:
     decl = plan["declaration"]
     seeds = plan["tuning_seeds"]
     setting = decl["recipe"]["setting"]
@@ -815,8 +846,10 @@ def _recipe_section(plan: dict[str, Any], runs: pd.DataFrame) -> list[str]:
     value, overall = recipe_choice(frame, seeds=seeds, tie=decl["tie"])
     per_column = seed_means(frame, by=["value", "column"], seeds=seeds)
     columns = decl["recipe"]["columns"]
-    study_value = float(runs.loc[runs["paper"], "label"].str.split("=").str[1].astype(float)
-                        .iloc[0]) if runs["paper"].any() else math.nan
+    tuned_at = float(runs.loc[runs["paper"], "label"].str.split("=").str[1].astype(float)
+                     .iloc[0]) if runs["paper"].any() else math.nan
+    if not math.isfinite(study_value):
+        study_value = tuned_at
     grid = decl["recipe"]["grid"]
     lines = [
         "## The recipe", "",
@@ -833,9 +866,17 @@ def _recipe_section(plan: dict[str, Any], runs: pd.DataFrame) -> list[str]:
         lines.append(f"| {v:g}{mark} | " + " | ".join(cells) + f" | {_num(overall[v], 4)} |")
     lines.append("")
     edge = value in (min(grid), max(grid))
-    if value == study_value:
+    if value == study_value == tuned_at:
         lines.append(f"**The protocol chooses {setting} = {value:g}, the study's recipe**: "
                      "the published study stands as run.")
+    elif value == study_value:
+        lines.append(
+            f"**The published study runs the protocol's choice, {setting} = {value:g}** "
+            f"(the study's recipe when these runs were made was {setting} = {tuned_at:g}, "
+            f"{_num((overall[value] - overall.get(tuned_at, math.nan)) * 100, 1)} points "
+            "lower on the tuning seeds; the study was re-run at the protocol's choice as its "
+            "next version, as the protocol says). The policies' knobs below were tuned at "
+            f"{setting} = {tuned_at:g}.")
     else:
         lines.append(
             f"**The study's recipe departs from the protocol's choice.** The protocol chooses "
@@ -936,18 +977,30 @@ def _policies_section(plan: dict[str, Any], runs: pd.DataFrame, study_dest: Path
             f"{'' if same else _mean_ci(row['tuned_acc'])} | "
             f"{'' if same else _num(row['tuned_area'].mean())} | "
             f"{'0' if same else _diff(test)} | {'' if same else _num(p)} |")
-    # the ranking: papers' values (published study) vs tuned values substituted
+    # the ranking: papers' values (published study) vs tuned values substituted, against
+    # the published version of the study that ran these worlds (its run ids)
+    study_dest = same_worlds(study_dest, result.loc[result["paper"], "run_id"])
+    shown_study = _shown(study_dest)
     study_plan = json.loads((study_dest / "manifest.json").read_text())
     if study_plan.get("scale") != plan["scale"]:  # another scale's runs: no ranking
         return lines + _sigma_section(plan, decl) + [""]
     study = _study_means(study_dest, rseeds)
     published = pd.read_parquet(study_dest / "runs.parquet").set_index("run_id")["final_acc"]
     again = result[result["paper"] & result["run_id"].isin(published.index)]
+    if result["paper"].any() and again.empty:  # the study's worlds changed since (its recipe)
+        return lines + [
+            "", "None of the paper-value runs above is in the published study (no run id in "
+            "common: its worlds have changed since these runs, e.g. its recipe). The ranking "
+            "against the published study is left out, as it would compare two recipes; "
+            "re-tuning at the published study's recipe (`mobidfl bench --study "
+            f"{plan['study']} --tune policies`) gives it back."] + _sigma_section(plan, decl) + [
+            ""]
     gap = (again["final_acc"].to_numpy(float)
            - published.loc[again["run_id"]].to_numpy(float)) if len(again) else np.empty(0)
     lines += ["", f"The paper-value runs above have the study's run ids (same settings and "
               f"seed): {len(again)} of {int(result['paper'].sum())} are in the published "
-              f"study, {int((np.abs(gap) <= 1e-9).sum())} of them with the same final "
+              f"study (`{shown_study}/`), {int((np.abs(gap) <= 1e-9).sum())} of them with the "
+              "same final "
               "accuracy to 1e-9"
               + (f" (largest difference {np.abs(gap).max() * 100:.2f} points)"
                  if gap.size and np.abs(gap).max() > 1e-9 else "") + "."]

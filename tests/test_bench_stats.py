@@ -11,6 +11,7 @@ from scipy import stats
 
 from mobidfl.analysis.bench_stats import (
     EQUIVALENCE_MARGIN,
+    across_columns,
     compare_column,
     detectable_difference,
     equivalence,
@@ -294,3 +295,27 @@ def test_a_column_grows_to_its_widest_cell_and_stops_at_the_cap():
     assert seeds_for_column([float("nan")], have=2, cap=5) == 5  # no spread known: the cap
     assert seeds_for_column([0.0, 0.0], have=2) == 2  # no spread: 2 already enough
     assert seeds_for_column([], have=3) == 3
+
+
+def test_a_claim_across_columns_is_its_own_holm_family():
+    # Prepare: two policies in two columns on three seeds; A loses 0.10, 0.12, 0.11 in
+    # the changed world, B moves +0.05, -0.05, +0.01
+    rows = []
+    for seed, (a0, a1, b0, b1) in enumerate([(0.50, 0.40, 0.60, 0.65), (0.60, 0.48, 0.60, 0.55),
+                                            (0.70, 0.59, 0.60, 0.61)]):
+        rows += [{"column": "start", "policy": "A", "seed": seed, "final_acc": a0},
+                 {"column": "moved", "policy": "A", "seed": seed, "final_acc": a1},
+                 {"column": "start", "policy": "B", "seed": seed, "final_acc": b0},
+                 {"column": "moved", "policy": "B", "seed": seed, "final_acc": b1}]
+    # Execute
+    table = across_columns(pd.DataFrame(rows), base="start", other="moved")
+    a, b = (table.set_index("policy").loc[p] for p in ("A", "B"))
+    # Assert, by hand: A's differences have mean -0.11 and sd 0.01, t = -0.11 / (0.01 /
+    # sqrt 3) = -19.053 with 2 degrees of freedom, whose two-sided p is
+    # 1 - |t| / sqrt(t^2 + 2) = 0.002743; Holm over the two policies doubles the smaller
+    assert a["diff"] == pytest.approx(-0.11) and a["n"] == 3
+    assert a["p"] == pytest.approx(0.002743, rel=1e-3)
+    assert a["p_holm"] == pytest.approx(2 * 0.002743, rel=1e-3)
+    assert a["direction"] == "lowers"
+    assert b["diff"] == pytest.approx(0.01 / 3) and b["direction"] == "no claim"
+    assert b["p_holm"] >= b["p"]

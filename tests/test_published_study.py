@@ -108,3 +108,39 @@ def test_the_committed_findings_page_is_what_the_published_data_give():
         "docs/benchmark/study.md differs from its data: regenerate it with "
         "python -m mobidfl.analysis.publish --page published/benchmark/mobility_skew "
         "docs/benchmark/study.md")
+
+
+def test_an_earlier_version_is_compared_world_by_world(tmp_path):
+    # Prepare: the published study as "now" and as its own "v1", with the base lr changed
+    # since and one world's winner changed in v1
+    if not PUBLISHED.is_dir():
+        pytest.skip("the study is not published")
+    import shutil
+
+    dest = tmp_path / "study"
+    dest.mkdir()
+    files = ("runs.parquet", "curves.parquet", "descriptors.csv", "manifest.json")
+    for name in files:
+        shutil.copyfile(PUBLISHED / name, dest / name)
+    (dest / "v1").mkdir()
+    for name in files:
+        shutil.copyfile(PUBLISHED / name, dest / "v1" / name)
+    plan = json.loads((dest / "manifest.json").read_text())
+    for column in plan["columns"]:
+        column["world"]["lr"] = 0.5
+    (dest / "manifest.json").write_text(json.dumps(plan))
+    now = recompute(dest)["outcomes"].set_index("variant")
+    runs = pd.read_parquet(dest / "v1" / "runs.parquet")
+    base = next(c["key"] for c in plan["columns"] if c["variant"] == "base")
+    loser = runs[(runs["column"] == base) & (runs["policy"] == "local")].index
+    runs.loc[loser, "final_acc"] = 0.9999  # local wins the base world in v1
+    runs.to_parquet(dest / "v1" / "runs.parquet", index=False)
+    # Execute
+    page = study_page(dest, figure="x.png")
+    # Assert: the change in the base world is named and the base row shows both winners
+    section = page.split("## Earlier versions of this study")[1]
+    assert "lr 0.2 -> 0.5" in section or "lr 0.05 -> 0.5" in section
+    n = len(now)
+    assert f"The winner is the same in {n - 1} of {n} worlds" in section
+    assert "| base | local | " in section
+    assert f" | {now.loc['base', 'winner']} | " in section.split("| base | local | ")[1]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mobidfl.analysis.tuning import knob_choices, point_label, tuning_page
+from mobidfl.analysis.tuning import knob_choices, point_label, study_setting, tuning_page
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "published" / "benchmark" / "mobility_skew" / "tuning"
@@ -39,13 +39,23 @@ def test_a_changed_run_changes_the_page(tmp_path):
     shutil.copytree(PUBLISHED, dest)
     before = tuning_page(dest, study_dest=STUDY)
     runs = pd.read_parquet(dest / "runs.parquet")
-    # the study's own lr (0.05) made best on the recipe's tuning seeds: the verdict flips
-    recipe = (runs["kind"] == "recipe") & runs["paper"]
-    runs.loc[recipe, "final_acc"] = 0.999
+    recipe = runs["kind"] == "recipe"
+    value = pd.Series(float("nan"), index=runs.index)
+    value[recipe] = runs.loc[recipe, "label"].str.split("=").str[1].astype(float)
+    # the published study's lr made best on the recipe's tuning seeds: no departure
+    study_lr = study_setting(STUDY, "lr")
+    runs.loc[recipe & (value == study_lr), "final_acc"] = 0.999
     runs.to_parquet(dest / "runs.parquet", index=False)
     after = tuning_page(dest, study_dest=STUDY)
     assert after != before
-    assert "the study's recipe**" in after and "departs" not in after.split("## Policies")[0]
+    assert "departs" not in after.split("## Policies")[0]
+    assert f"lr = {study_lr:g}" in after.split("## Policies")[0]
+    # another lr made best: the page says the study departs from the protocol
+    other = value[recipe & (value != study_lr)].max()
+    runs.loc[recipe & (value == other), "final_acc"] = 0.999
+    runs.loc[recipe & (value == study_lr), "final_acc"] = 0.5
+    runs.to_parquet(dest / "runs.parquet", index=False)
+    assert "departs from the protocol's choice" in tuning_page(dest, study_dest=STUDY)
 
 
 def test_the_published_choices_follow_the_declared_rule_on_seeds_the_results_did_not_use():
