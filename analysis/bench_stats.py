@@ -266,12 +266,14 @@ def holm(pvalues: Sequence[float] | np.ndarray, *, alpha: float = ALPHA) -> tupl
 # --- across columns: what one world change does to each policy ---------------------------
 def across_columns(finals: pd.DataFrame, *, base: str, other: str,
                    alpha: float = ALPHA) -> pd.DataFrame:
-    """A claim across two columns ("static cars lower every policy's accuracy", "DCM beats
-    DAM"), tested as its own family: per policy, the paired difference ``other - base`` of
-    final accuracy over the seeds both columns ran (:func:`paired_difference`: the same
-    seed is the same data split and initial model in both worlds), Holm-adjusted over the
-    policies (:func:`holm`). A per-column test says nothing about such a claim: two columns'
-    winners may each be unresolved while the change between them is clear, and the reverse.
+    """Test a claim across two columns as its own family of tests.
+
+    A claim such as "static cars lower every policy's accuracy" or "DCM beats DAM": per
+    policy, the paired difference ``other - base`` of final accuracy over the seeds both
+    columns ran (:func:`paired_difference`: the same seed is the same data split and initial
+    model in both worlds), Holm-adjusted over the policies (:func:`holm`). A per-column test
+    says nothing about such a claim: two columns' winners may each be unresolved while the
+    change between them is clear, and the reverse.
 
     Parameters
     ----------

@@ -185,8 +185,11 @@ def study_page(dest: str | Path, *, figure: str) -> str:
 
 
 def _pairs_of_columns(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(label, base key, other key): each one-factor column against the base, and each
-    cross ``A+B`` against the column of ``B`` alone (A's effect under B), where both ran."""
+    """(label, base key, other key) of each pair of columns the page compares.
+
+    Each one-factor column against the base, and each cross ``A+B`` against the column of
+    ``B`` alone (A's effect under B), where both ran.
+    """
     key = {c["variant"]: c["key"] for c in plan["columns"]}
     pairs = []
     for variant, other in key.items():
@@ -200,9 +203,11 @@ def _pairs_of_columns(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def across(plan: dict[str, Any], ok: pd.DataFrame) -> list[str]:
-    """The page's claims across columns: per world change, which policies it lowers or
-    raises, each change a family of its own (paired over seeds, Holm over the policies:
-    :func:`mobidfl.analysis.bench_stats.across_columns`)."""
+    """The page's claims across columns: per change of the world, what it does to each policy.
+
+    Which policies it lowers or raises, each change a family of its own (paired over seeds,
+    Holm over the policies: :func:`mobidfl.analysis.bench_stats.across_columns`).
+    """
     from mobidfl.analysis.bench_stats import across_columns
 
     lines = ["## Across columns: what each change of the world does to each policy", "",
@@ -233,9 +238,11 @@ def _base_world(plan: dict[str, Any]) -> dict[str, Any]:
 
 def earlier_versions(dest: str | Path, plan: dict[str, Any], outcomes: pd.DataFrame,
                      rule: Any) -> list[str]:
-    """The page's section on the study's earlier published versions (``DEST/v1/``, ...):
-    what changed in the base world, and each world's winner then and now, so that a reader
-    sees whether the answer depends on what changed (e.g. the recipe)."""
+    """The page's section on the study's earlier published versions (``DEST/v1/``, ...).
+
+    What changed in the base world, and each world's winner then and now, so that a reader
+    sees whether the answer depends on what changed (e.g. the recipe).
+    """
     older = sorted((p for p in Path(dest).glob("v*") if (p / "manifest.json").is_file()),
                    key=lambda p: p.name)
     if not older:

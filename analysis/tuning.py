@@ -810,10 +810,13 @@ def _shown(path: Path) -> str:
 
 
 def same_worlds(study_dest: Path, run_ids: pd.Series) -> Path:
-    """The published version of the study (``study_dest`` or an earlier one under
-    ``study_dest/v*/``) holding most of ``run_ids`` (each a hash of a run's settings and
-    seed): a ranking that mixes tuning runs with study runs compares like with like only on
-    the worlds, recipe included, that both ran. ``study_dest`` when none holds any."""
+    """The published version of the study that holds most of ``run_ids``.
+
+    ``study_dest`` or an earlier version under ``study_dest/v*/``; each run id is a hash of
+    a run's settings and seed. A ranking that mixes tuning runs with study runs compares
+    like with like only on the worlds, recipe included, that both ran. ``study_dest`` when
+    none holds any.
+    """
     best, most = study_dest, -1
     for folder in [study_dest, *sorted(study_dest.glob("v*"))]:
         if not (folder / "runs.parquet").is_file():
@@ -826,9 +829,11 @@ def same_worlds(study_dest: Path, run_ids: pd.Series) -> Path:
 
 
 def study_setting(study_dest: Path, setting: str) -> float:
-    """The published study's value of a recipe ``setting`` (its base column's world), NaN
-    where the study records none: the recipe verdict compares the protocol's choice with
-    the study as published, not as it was when the tuning ran."""
+    """The published study's value of a recipe ``setting`` (its base column's world).
+
+    NaN where the study records none. The recipe verdict compares the protocol's choice
+    with the study as published, not as it was when the tuning ran.
+    """
     plan = json.loads((study_dest / "manifest.json").read_text())
     for column in plan.get("columns", []):
         if column.get("variant") == "base" and setting in column.get("world", {}):
