@@ -204,10 +204,15 @@ def test_every_reading_runs_and_changes_only_what_it_names(tmp_path):
         assert len(out["leaders"]) == 3 and np.asarray(out["val_acc_area"]).shape == (3, 3), r
         assert len(out["test_acc"]) == 49, r
     # the update, the weights, the membership and the forced start act after the election: the
-    # first tick's leaders are the reading of record's; the models they leave differ
+    # first tick's leaders are the reading of record's; the models they leave differ, as the
+    # loss-based distances of the later ticks show (continuous: an accuracy, a count of right
+    # answers, can stay the same when the models do not; it did on one machine)
+    def later_ds(out: dict) -> list[float]:
+        return out["ds_intra"][1:] + out["ds_inter"][1:]
+
     for r in ("impulse", "equal", "broadcast", "start_merged"):
         assert got[r]["leaders"][0] == got["alg1"]["leaders"][0], r
-        assert got[r]["val_acc"][1:] != got["alg1"]["val_acc"][1:], r
+        assert later_ds(got[r]) != later_ds(got["alg1"]), r
     assert got["alg1"]["val_acc"][0] == got["impulse"]["val_acc"][0]  # same models at tick 0
     with pytest.raises(ConfigError):
         psfl._mobidfl_run(ds, run, reading="blend")
