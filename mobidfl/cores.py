@@ -21,21 +21,36 @@ __all__ = ["cpu_model", "idle_cores", "unloaded_cores", "usable_cores"]
 
 
 def cpu_model() -> str:
-    """The CPU's model name.
+    """The CPU's model name, with its family and model numbers where the kernel gives them.
+
+    A virtual machine often names only the vendor's line ("AMD EPYC"); the family and model
+    numbers tell its generations apart (AMD family 25 model 1 is Zen 3, model 17 Zen 4;
+    family 26 is Zen 5), and a speed figure or a float's last bits depend on them.
 
     Returns
     -------
     str
-        The ``model name`` line of ``/proc/cpuinfo``; where that is missing (not Linux),
-        what :func:`platform.processor` says, else ``"unknown"``.
+        The first ``model name`` of ``/proc/cpuinfo``, followed by ``(family F, model M)``
+        when its ``cpu family`` and ``model`` lines are there; where there is no model name
+        (not Linux), what :func:`platform.processor` says, else ``"unknown"``.
     """
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "cpu family", "model") and key not in fields:
+                fields[key] = value.strip()
+            if not line.strip() and fields:  # the first processor's block is enough
+                break
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    name = fields.get("model name")
+    if not name:
+        return platform.processor() or "unknown"
+    if fields.get("cpu family") and fields.get("model"):
+        return f"{name} (family {fields['cpu family']}, model {fields['model']})"
+    return name
 
 
 def usable_cores() -> int:

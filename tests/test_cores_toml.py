@@ -32,8 +32,16 @@ def test_cpu_model_is_cpuinfo_s_model_name_else_the_platform_s(
     # Prepare: the first model name line, read here independently
     first = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
                  if line.startswith("model name"))  # fmt: skip
-    # Execute / Assert: the name after the colon, stripped
-    assert cpu_model() == first.split(":", 1)[1].strip() != ""
+    # Execute / Assert: the name after the colon, stripped, first
+    assert cpu_model().startswith(first.split(":", 1)[1].strip())
+
+    # Execute / Assert: a VM's bare name gets its family and model numbers
+    def cpuinfo(self: Path, *args: object, **kwargs: object) -> str:
+        return ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                "model name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 99\n")
+
+    monkeypatch.setattr(Path, "read_text", cpuinfo)
+    assert cpu_model() == "AMD EPYC (family 25, model 17)"
 
     def unreadable(self: Path, *args: object, **kwargs: object) -> str:
         raise OSError("no such file")
