@@ -1320,6 +1320,21 @@ def heatmap(plan: dict[str, Any], board: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def _figure_worlds(plan: dict[str, Any], plt: Any) -> tuple[
+        dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """The plan's columns grouped by world and one colour per policy.
+
+    A world is a scenario and its variant (one figure each, a panel per link); the colours
+    are the same in every figure of a bench.
+    """
+    worlds: dict[str, list[dict[str, Any]]] = {}
+    for column in plan["columns"]:
+        name = column["scenario"] + (f"-{column['variant']}" if column["variant"] else "")
+        worlds.setdefault(name, []).append(column)
+    colours = {p: plt.get_cmap("tab20")(i % 20) for i, p in enumerate(plan["policies"])}
+    return worlds, colours
+
+
 def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> list[Path]:
     """One figure per world (scenario and axis value).
 
@@ -1330,19 +1345,14 @@ def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> lis
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    worlds: dict[str, list[dict[str, Any]]] = {}
-    for column in plan["columns"]:
-        name = column["scenario"] + (f"-{column['variant']}" if column["variant"] else "")
-        worlds.setdefault(name, []).append(column)
-    policies = list(plan["policies"])
-    colours = {p: plt.get_cmap("tab20")(i % 20) for i, p in enumerate(policies)}
+    worlds, colours = _figure_worlds(plan, plt)
     paths = []
     for name, cols in worlds.items():
         fig, axes = plt.subplots(1, len(cols), figsize=(5.0 * len(cols), 3.6), sharey=True,
                                  squeeze=False)
         for ax, column in zip(axes[0], cols, strict=True):
             mine = curves[curves["column"] == column["key"]] if not curves.empty else curves
-            for policy in policies:
+            for policy in plan["policies"]:
                 lines = mine[mine["policy"] == policy] if not mine.empty else mine
                 if lines.empty:
                     continue
@@ -1375,12 +1385,7 @@ def comm_plots(plan: dict[str, Any], board: pd.DataFrame, curves: pd.DataFrame,
     import matplotlib.pyplot as plt
 
     mean = accuracy_over_bytes(curves)
-    worlds: dict[str, list[dict[str, Any]]] = {}
-    for column in plan["columns"]:
-        name = column["scenario"] + (f"-{column['variant']}" if column["variant"] else "")
-        worlds.setdefault(name, []).append(column)
-    policies = list(plan["policies"])
-    colours = {p: plt.get_cmap("tab20")(i % 20) for i, p in enumerate(policies)}
+    worlds, colours = _figure_worlds(plan, plt)
     done = board[board["status"].isin(["ok", "partial"])] if "status" in board else board
     paths = []
     for name, cols in worlds.items():
