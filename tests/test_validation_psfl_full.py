@@ -117,6 +117,20 @@ def test_a_run_folder_becomes_per_run_tick_and_area_tables(tmp_path):
         psfl_full.tables(tmp_path / "nothing")
 
 
+@pytest.mark.parametrize("damage", ["cut", "bytes", "foreign"])
+def test_a_damaged_run_file_is_refused_in_one_line_naming_it(tmp_path, damage):
+    # Prepare: a good run folder, then one of its reference runs damaged
+    _fake_run_folder(tmp_path)
+    path = sorted((tmp_path / "reference-runs").glob("run-*.json"))[0]
+    text = path.read_bytes()
+    path.write_bytes({"cut": text[: len(text) // 2], "bytes": b"\xff\xfe" + text[2:],
+                      "foreign": b'{"ticks": []}'}[damage])
+    # Execute / Assert: one ConfigError naming the file, no JSON or key error
+    with pytest.raises(ConfigError) as info:
+        psfl_full.tables(tmp_path)
+    assert path.name in str(info.value) and "\n" not in str(info.value)
+
+
 def test_a_finished_run_is_read_back_not_run_again(tmp_path):
     path = tmp_path / "mobidfl-runs" / "alg1-x.json"
     assert psfl._json_once(path, lambda: {"ran": 1}) == {"ran": 1}

@@ -133,6 +133,21 @@ def parse_readings(text: str) -> tuple[str, ...]:
 
 
 # --- publishing ---------------------------------------------------------------------------
+def _run_file(path: Path, keys: tuple[str, ...]) -> dict:
+    """One finished run's JSON, read whole: a cut, corrupt or foreign file is refused in one
+    line naming it (a killed sweep leaves no half file, but a copied folder may hold one)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        data = None
+    if not isinstance(data, dict) or any(k not in data for k in keys):
+        raise ConfigError("run file", str(path), "a whole run written by the sweep (JSON with "
+                          + ", ".join(keys) + "): delete it and run the sweep again")
+    return data
+
+
 def _tag_of(path: Path) -> tuple[int, int, float]:
     m = re.search(r"seed-(\d+)_regions-(\d+)_threshold-(\d+(?:\.\d+)?)", path.name)
     if m is None:
@@ -147,12 +162,11 @@ def _area_means(values: np.ndarray, area: np.ndarray, n_areas: int) -> list[floa
 def tables(run_dir: Path) -> dict[str, pd.DataFrame]:
     """``runs`` (one row per run and side), ``ticks`` (per tick) and ``areas`` (per area) from
     a run folder of :func:`validation.psfl.whole_runs` (finished runs only)."""
-    import json
 
     runs, ticks, areas = [], [], []
     for path in sorted((run_dir / "reference-runs").glob("run-*.json")):
         seed, n_areas, sigma = _tag_of(path)
-        ref = json.loads(path.read_text())
+        ref = _run_file(path, ("area", "ticks", "federations_csv", "test_acc"))
         area = np.asarray(ref["area"], np.int64)
         key = {"seed": seed, "areas": n_areas, "sigma": sigma}
         node_acc = np.array([t["val_acc"] for t in ref["ticks"]], float)  # ticks x nodes
@@ -165,7 +179,8 @@ def tables(run_dir: Path) -> dict[str, pd.DataFrame]:
             "wall_s": ref.get("wall_s", np.nan), "cpu_s": ref.get("cpu_s", np.nan),
         })]
         for ours in sorted((run_dir / "mobidfl-runs").glob(f"*-{path.name[4:]}")):
-            got = json.loads(ours.read_text())
+            got = _run_file(ours, ("reading", "leaders", "val_acc", "val_acc_area", "test_acc",
+                                   "ds_intra", "ds_inter", "wall_s", "cpu_s"))
             sides.append(("mobidfl", got["reading"], {
                 "federations": np.asarray(got["leaders"], float),
                 "val_acc": np.asarray(got["val_acc"], float),
