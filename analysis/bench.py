@@ -49,7 +49,6 @@ from mobidfl.analysis.bench_scenarios import (
     columns,
     link_axis,
     load_scenario,
-    memo_setting_names,
     policy_names,
     policy_settings,
     scenario_names,
@@ -629,13 +628,11 @@ def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], 
             sweep._run_ray(todo, record, address=address,
                            resources={"num_cpus": cpus, "num_gpus": gpus, "memory": 0.0})
         elif batch_runs:
-            with memo_setting_names():
-                sweep.run_batched(todo, lambda _, result: record(result),
-                                  say=tqdm.write if progress else None)
+            sweep.run_batched(todo, lambda _, result: record(result),
+                              say=tqdm.write if progress else None)
         elif processes == 0:
-            with memo_setting_names():
-                for spec in todo:
-                    record(sweep.execute_run(spec))
+            for spec in todo:
+                record(sweep.execute_run(spec))
         else:
             workers = min(processes or unloaded_cores(), len(todo))
             sweep._run_local(todo, record, workers=workers)

@@ -13,12 +13,11 @@ a policy that ignores the link under 802.11p).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import re
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -26,12 +25,12 @@ from typing import Any
 
 from mobidfl.errors import ConfigError
 from mobidfl.model.config import KINDS, Config, canonical_name
+from mobidfl.model.config_names import required_world, setting_role
 from mobidfl.plugins import POLICIES
 
 __all__ = [
     "Cell",
     "Column",
-    "REQUIRED_WORLD",
     "SCALES",
     "Scenario",
     "build_cells",
@@ -39,7 +38,6 @@ __all__ = [
     "link_axis",
     "load_scenario",
     "policy_names",
-    "policy_setting_owners",
     "policy_settings",
     "scenario_names",
     "world_values",
@@ -48,55 +46,13 @@ __all__ = [
 PACKAGE = "mobidfl.analysis.scenarios"
 SCALES = ("ci", "small", "full")
 
-REQUIRED_WORLD: tuple[str, ...] = (
-    "map", "cell_m", "areas", "vehicles", "pedestrians", "sensors", "uavs", "steps", "step_s",
-    "radius_m", "contact",
-    *(f"{kind}.{attr}" for kind in KINDS for attr in ("mobility", "speed")),
-    "dataset", "partition", "area_labels", "area_within", "dirichlet_alpha",
-    "model", "optimizer", "optimizer_state", "lr", "momentum", "weight_decay", "prox_rho",
-    "batch_size", "local_steps", "lr_plateau_patience", "lr_plateau_factor",
-    "early_stop_patience", "test_size", "eval_every",
-)
-"""What every scenario file writes in ``[world]``: the world a policy must not change (the
-mobility models' own settings, e.g. ``random_walk.hm_fraction``, where they are used)."""
-
-RUN_SETTINGS = frozenset({
-    "seed", "preset", "map_cache", "data_root", "record_every", "contacts_out", "backend",
-    "device", "precision", "workers", "eval_chunk", "eval_initial", "worker_backend",
-    "ray_address",
-})
-"""Settings that say how a run is computed or written, not what the world is."""
-
-
-def policy_setting_owners() -> frozenset[str]:
-    """Namespaces owned by a registered policy (``cached``, ``psfl``, ...): not the world's.
-
-    A namespace shared with a mobility model (PSFL's walker) counts as the policy's.
-    """
-    owners = {getattr(cls, "settings_class", None) for _, cls in POLICIES.items()}
-    return frozenset(own.namespace for own in owners if own is not None)
-
-
-def is_world_setting(name: str, *, owners: frozenset[str]) -> bool:
-    """Whether public setting ``name`` describes the world (what a policy must not change)."""
-    if name in RUN_SETTINGS or name == "policy":
-        return False
-    owner, _, attr = name.rpartition(".")
-    if owner in KINDS:
-        return attr != "policy"
-    return owner not in owners
-
-
 def world_values(config: Config) -> dict[str, Any]:
     """Every world setting of a resolved config, by public name.
 
     The identity checked across the policies of a column.
     """
-    owners = policy_setting_owners()
     return {
-        name: value
-        for name, value in _flat(config.to_dict())
-        if is_world_setting(name, owners=owners)
+        name: value for name, value in _flat(config.to_dict()) if setting_role(name) == "world"
     }
 
 
@@ -188,11 +144,10 @@ def load_scenario(name: str) -> Scenario:
             raise ConfigError(where, f"[about].{key}", "a scenario file with name, version, "
                               "title, provenance and why in [about]")
     world = {canonical_name(n): v for n, v in _flat(data.get("world", {}))}
-    missing = [n for n in REQUIRED_WORLD if n not in world]
+    missing = [n for n in required_world() if n not in world]
     if missing:
         raise ConfigError(where, ", ".join(missing), "every world setting written in [world]")
-    owners = policy_setting_owners()
-    foreign = [n for n in world if not is_world_setting(n, owners=owners)]
+    foreign = [n for n in world if setting_role(n) != "world"]
     if foreign:
         raise ConfigError(where, ", ".join(foreign), "world settings only in [world] (policies "
                           "and run settings are the benchmark's)")
@@ -363,41 +318,12 @@ def cell_settings(column: Column, policy: str) -> dict[str, Any]:
     return {**column.settings, **kinds, "policy": policy, **own}
 
 
-@contextlib.contextmanager
-def memo_setting_names() -> Iterator[None]:
-    """Remember each setting name's split while resolving many configs.
-
-    WHY: ``mobidfl.model.config_names.split_name`` builds its "did you mean" error (``difflib`` over
-    every setting name) before it knows whether the name is unknown, and a cell passes ~60
-    names through it several times, so resolving the table was dominated by it (seconds per
-    cell, docs/performance/measurements.md). Known names split the same way every
-    time, so their answers are kept for the duration (unknown names still raise as before).
-    ``mobidfl.model.config_names.field_type`` likewise runs ``typing.get_type_hints`` over a whole
-    settings class for each value it coerces (most of the remaining time); a field's type
-    does not change, so it is kept too.
-    """
-    import mobidfl.model.config_names as names
-
-    split_name, field_type = names.split_name, names.field_type
-    names.split_name = functools.cache(split_name)  # type: ignore[assignment]
-    names.field_type = functools.cache(field_type)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        names.split_name, names.field_type = split_name, field_type  # type: ignore[assignment]
-
-
 def build_cells(cols: Sequence[Column], policies: Sequence[str]) -> list[Cell]:
     """Resolve every column x policy pair (``Config`` only: fast).
 
     A refused pair keeps the one-line reason. Raises when a policy changed the world of its column
     (it cannot: every world setting is explicit, which this checks).
     """
-    with memo_setting_names():
-        return _build_cells(cols, policies)
-
-
-def _build_cells(cols: Sequence[Column], policies: Sequence[str]) -> list[Cell]:
     cells = []
     for column in cols:
         reference: dict[str, Any] | None = None

@@ -23,18 +23,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from mobidfl.analysis.bench_scenarios import (
-    REQUIRED_WORLD,
-    SCALES,
-    About,
-    Column,
-    _flat,
-    is_world_setting,
-    link_axis,
-    policy_setting_owners,
-)
+from mobidfl.analysis.bench_scenarios import SCALES, About, Column, _flat, link_axis
 from mobidfl.errors import ConfigError
 from mobidfl.model.config import KINDS, canonical_name
+from mobidfl.model.config_names import required_world, setting_role
 
 __all__ = [
     "BASE",
@@ -149,13 +141,11 @@ def load_study(name: str) -> Study:
             raise ConfigError(where, f"[about].{key}", "name, version, title, provenance and "
                               "why in [about]")
     base = _names(data.get("base", {}))
-    missing = [n for n in REQUIRED_WORLD if n not in base]
+    missing = [n for n in required_world() if n not in base]
     if missing:
         raise ConfigError(where, ", ".join(missing), "every world setting written in [base]")
-    owners = policy_setting_owners()
-
     def world_only(changes: dict[str, Any], what: str) -> dict[str, Any]:
-        foreign = [n for n in changes if not is_world_setting(n, owners=owners)]
+        foreign = [n for n in changes if setting_role(n) != "world"]
         if foreign:
             raise ConfigError(where, f"{what}: {', '.join(foreign)}", "world settings only "
                               "(policies and run settings are the benchmark's)")

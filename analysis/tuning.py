@@ -108,9 +108,10 @@ def load_tuning(name: str) -> Tuning:
     world's), the same number of points for every knob (equal budget); a bad table is one
     :class:`ConfigError`.
     """
-    from mobidfl.analysis.bench_scenarios import SCALES, is_world_setting, policy_setting_owners
+    from mobidfl.analysis.bench_scenarios import SCALES
     from mobidfl.analysis.study import load_study
     from mobidfl.model.config import canonical_name
+    from mobidfl.model.config_names import setting_role
     from mobidfl.plugins import POLICIES
 
     study = load_study(name)
@@ -137,9 +138,8 @@ def load_tuning(name: str) -> Tuning:
     if not isinstance(tie, int | float) or not (math.isfinite(tie) and tie >= 0):
         raise ConfigError(where, f"tie = {tie!r}", "a number >= 0 (accuracy)")
     recipe = table.get("recipe", {})
-    owners = policy_setting_owners()
     setting = canonical_name(str(recipe.get("setting", "")))
-    if not setting or not is_world_setting(setting, owners=owners) or setting not in study.base:
+    if not setting or setting_role(setting) != "world" or setting not in study.base:
         raise ConfigError(where, f"recipe.setting = {recipe.get('setting')!r}",
                           "a setting of the study's [base] (the recipe is the world's)")
     grid = recipe.get("grid")
@@ -169,7 +169,7 @@ def load_tuning(name: str) -> Tuning:
         grid_points = []
         for point in points_of:
             named = {canonical_name(k): v for k, v in dict(point).items()}
-            foreign = [k for k in named if is_world_setting(k, owners=owners)
+            foreign = [k for k in named if setting_role(k) == "world"
                        or k.split(".")[0] != namespace]
             if not named or foreign:
                 raise ConfigError(where, f"policies.knobs.{policy}.grid: {', '.join(foreign)}",
@@ -462,11 +462,9 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
     from tqdm import tqdm
 
     from mobidfl.analysis.bench import CELLS, _cell_manifest, _safe, plan_runs
-    from mobidfl.analysis.bench_scenarios import memo_setting_names
     from mobidfl.analysis.sweep import _worker_context
 
-    with memo_setting_names():
-        plan = plan_runs(cells, seeds, extra={})
+    plan = plan_runs(cells, seeds, extra={})
     if before is not None:  # the folder says whose cells these are before any run
         before(plan)
     manifests, owner, todo = {}, {}, []
@@ -490,9 +488,8 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
             bar.update(1)
 
         if not processes:
-            with memo_setting_names():
-                for spec in todo:
-                    record(*_timed_run(spec))
+            for spec in todo:
+                record(*_timed_run(spec))
         elif todo:
             with ProcessPoolExecutor(max_workers=min(processes, len(todo)),
                                      mp_context=_worker_context()) as pool:

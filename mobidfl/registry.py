@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, ClassVar, overload
 
 from mobidfl.errors import ConfigError
 
@@ -175,6 +175,11 @@ class Registry[T](Mapping[str, T]):
         ``None``: only what is registered in code.
     """
 
+    changes: ClassVar[int] = 0
+    """Plug-ins added or removed in any registry so far: one number that never repeats, so
+    what is kept per registry state (a setting name's split) is keyed on it without loading
+    every entry-point group to read each registry's :attr:`version`."""
+
     def __init__(self, kind: str, *, group: str | None = None) -> None:
         self.kind = str(kind)
         self.group = group
@@ -236,12 +241,14 @@ class Registry[T](Mapping[str, T]):
         if held is None:
             self._entries[name] = cls
             self._version += 1
+            Registry.changes += 1
 
     def unregister(self, name: str) -> T:
         """Remove and return the plug-in under ``name`` (a test's toy plug-in cleans up)."""
         self._load()
         plugin = self._entries.pop(name)
         self._version += 1
+        Registry.changes += 1
         return plugin
 
     @property

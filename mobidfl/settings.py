@@ -15,13 +15,15 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import field, fields
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 from mobidfl.errors import ConfigError
 
 __all__ = [
+    "ROLES",
     "Check",
     "PluginSettings",
+    "Role",
     "at_least_one",
     "check_value",
     "non_negative",
@@ -36,11 +38,23 @@ Check = Callable[[Any], str | None]
 """A check returns ``None`` when the value is fine, else the text saying what is allowed."""
 
 
+Role = Literal["world", "run", "policy"]
+"""What a setting describes; the benchmark's world/run split and its checks read it.
+
+``world``: the world every policy of a benchmark column shares (map, fleet, data, recipe);
+``run``: how a run is computed or written (seed, backend, output files), never part of a
+world; ``policy``: the exchange policy's choice, the one thing a benchmark column varies.
+"""
+
+ROLES: tuple[str, ...] = ("world", "run", "policy")
+"""The values of :data:`Role`."""
+
+
 def setting(
-    default: Any, help: str, check: Check | None = None, *, alias: str | None = None,
-    inf: bool = False,
+    default: Any, help: str, check: Check | None = None, *, role: Role | None = None,
+    readers: tuple[str, ...] = (), alias: str | None = None, inf: bool = False,
 ) -> Any:
-    """A dataclass field with its help text and check.
+    """A dataclass field with its help text, check and role.
 
     Parameters
     ----------
@@ -51,6 +65,14 @@ def setting(
     check
         Returns ``None`` for an allowed value, else what is allowed (:data:`Check`);
         ``None``: any value of the field's type.
+    role
+        What the setting describes (:data:`Role`). ``None``: a core or per-kind setting is a
+        world setting, a plug-in's takes its namespace's role (a policy's own settings are
+        the policy's, a mobility or link model's are the world's).
+    readers
+        The plug-ins of the field's namespace that read it (``("cached_group_lru",)`` for
+        ``cached.groups``), where only some of them do; empty: every plug-in declaring the
+        namespace. A setting given while none of its readers runs is reported as inert.
     alias
         The setting's old flat name (``psfl_sigma`` for ``psfl.sigma``), still accepted
         everywhere a name is (TOML, ``--set``, keywords, presets, sweeps).
@@ -60,10 +82,20 @@ def setting(
     Returns
     -------
     dataclasses.Field
-        The field, with ``help``, ``check``, ``alias`` and ``inf`` in its metadata.
+        The field, with ``help``, ``check``, ``role``, ``readers``, ``alias`` and ``inf`` in
+        its metadata.
+
+    Raises
+    ------
+    ValueError
+        ``role`` is not one of :data:`ROLES` (a plug-in author's mistake, found on import).
     """
+    if role is not None and role not in ROLES:
+        raise ValueError(f"setting role {role!r}: one of {', '.join(ROLES)}")
     return field(
-        default=default, metadata={"help": help, "check": check, "alias": alias, "inf": inf}
+        default=default,
+        metadata={"help": help, "check": check, "role": role, "readers": tuple(readers),
+                  "alias": alias, "inf": inf},
     )
 
 

@@ -50,7 +50,8 @@ class KindSettings:
     mobility: str = _setting("static", "mobility model", registered(MOBILITY_MODELS))
     speed: float = _setting(0.0, "speed in m/s (random_walk draws speeds instead)", non_negative)
     policy: str | None = _setting(
-        None, "exchange policy; empty = the global `policy`", registered(POLICIES)
+        None, "exchange policy; empty = the global `policy`", registered(POLICIES),
+        role="policy",
     )
     partition: str | None = _setting(
         None, "data partition; empty = the global `partition`", registered(PARTITIONS)
@@ -159,6 +160,7 @@ class ConfigFields:
         "",
         "paper preset whose values fill every setting not given explicitly "
         "(`mobidfl presets`; empty = none)",
+        role="run",
     )
     map: str = _setting(
         "manhattan_grid",
@@ -171,30 +173,36 @@ class ConfigFields:
         "point:LAT,LON,DIST_M (online, cached)",
     )
     map_cache: str = _setting(
-        "~/.cache/mobidfl/maps", "folder where built street arrays and online maps are cached"
+        "~/.cache/mobidfl/maps", "folder where built street arrays and online maps are cached",
+        role="run",
     )
     steps: int = _setting(20, "number of steps (global epochs)", at_least_one)
     step_s: float = _setting(120.0, "seconds per step (Cached-DFL: 120 s epochs)", positive)
-    seed: int = _setting(0, "random seed (mobility, data, models)")
+    seed: int = _setting(0, "random seed (mobility, data, models)", role="run")
     radius_m: float = _setting(100.0, "radio range R in metres (Cached-DFL: 100 m)", positive)
     contact: str = _setting(
         "during", "contact rule: during (any moment of the step) or end", one_of("during", "end")
     )
     cell_m: float = _setting(100.0, "grid cell size in metres (sensors, UAVs)", positive)
     areas: int = _setting(3, "number of map areas (area-restricted cars, area data)", at_least_one)
-    record_every: int = _setting(1, "write agents.parquet rows every N steps", at_least_one)
+    record_every: int = _setting(
+        1, "write agents.parquet rows every N steps", at_least_one, role="run",
+    )
     contacts_out: str = _setting(
         "auto",
         "contact table files written with a run: csv (contacts.csv), parquet "
         "(contacts.parquet), one (The ONE's connection events, contacts_one.txt), a comma "
         "list of them, none, or auto (csv,one when a link model is set, else none)",
         contact_outputs,
+        role="run",
     )
 
     # --- learning ------------------------------------------------------------------
-    learning: bool = _setting(True, "train and exchange models (false = mobility only)")
+    learning: bool = _setting(
+        True, "train and exchange models (false = mobility only)", role="run",
+    )
     dataset: str = _setting("auto:fashion_mnist|mnist5k", "dataset", dataset_check)
-    data_root: str | None = _setting(None, "folder with torchvision-layout datasets")
+    data_root: str | None = _setting(None, "folder with torchvision-layout datasets", role="run")
     partition: str = _setting("shards", "data partition", registered(PARTITIONS))
     dirichlet_alpha: float = _setting(0.5, "Dirichlet concentration alpha", positive)
     area_labels: str = _setting(
@@ -244,8 +252,10 @@ class ConfigFields:
         "0 = off)",
         non_negative,
     )
-    backend: str = _setting("loop", "training backend", one_of("loop", "batched"))
-    device: str = _setting("cpu", "torch device for the batched backend", one_of("cpu", "cuda"))
+    backend: str = _setting("loop", "training backend", one_of("loop", "batched"), role="run")
+    device: str = _setting(
+        "cpu", "torch device for the batched backend", one_of("cpu", "cuda"), role="run",
+    )
     precision: str = _setting(
         "fp32",
         "arithmetic of training and testing: fp32; fp32_fast (fp32, the first convolution's "
@@ -254,31 +264,38 @@ class ConfigFields:
         "on the CPU (fast with AVX512-BF16 / AMX) or the GPU; parameters and updates stay "
         "fp32)",
         one_of("fp32", "fp32_fast", "bf16"),
+        role="run",
     )
     workers: int = _setting(
         0, "worker processes for the loop backend (0 = auto: free cores, big steps only)",
         non_negative,
+        role="run",
     )
     eval_every: int = _setting(1, "evaluate every E steps", at_least_one)
     test_size: int = _setting(500, "shared test sample size", at_least_one)
     # --- performance
     eval_initial: bool = _setting(
-        False, "evaluate every agent before the first step (step-0 accuracy in model.csv)"
+        False, "evaluate every agent before the first step (step-0 accuracy in model.csv)",
+        role="run",
     )
     eval_chunk: int = _setting(
-        0, "test samples per forward pass (0 = measured default per net)", non_negative
+        0, "test samples per forward pass (0 = measured default per net)", non_negative,
+        role="run",
     )
     worker_backend: str = _setting(
         "processes", "loop-backend workers: local processes or Ray actors",
         one_of("processes", "ray"),
+        role="run",
     )
     ray_address: str | None = _setting(
-        None, "worker_backend = ray: cluster address (auto, ray://HOST:PORT; none = local Ray)"
+        None, "worker_backend = ray: cluster address (auto, ray://HOST:PORT; none = local Ray)",
+        role="run",
     )
     policy: str = _setting(
         "auto",
         f"exchange policy for all kinds; auto = each kind's own seed system ({auto_policies()})",
         registered(POLICIES, allow_auto=True),
+        role="policy",
     )
     plugins: PluginValues = field(
         default_factory=PluginValues.defaults,

@@ -29,7 +29,9 @@ from mobidfl.model.config_fields import (
     setting_fields,
 )
 from mobidfl.model.config_values import coerce, is_optional
-from mobidfl.settings import PluginSettings
+from mobidfl.plugins import POLICIES
+from mobidfl.registry import Registry
+from mobidfl.settings import PluginSettings, Role
 
 __all__ = [
     "PAPER_WORDS",
@@ -44,6 +46,8 @@ __all__ = [
     "parse_assignments",
     "parse_value",
     "public_names",
+    "required_world",
+    "setting_role",
     "settings_table",
     "split_name",
 ]
@@ -122,7 +126,17 @@ def split_name(name: str) -> tuple[str | None, str]:
     Owner ``None`` (a core setting), a kind (``vehicle.mobility``) or a plug-in namespace
     (``psfl.sigma``, ``link.fixed_rate.rate_bps``: the owner is everything before the last dot); old
     names through :func:`old_names`. Unknown names raise :class:`UnknownSetting`.
+
+    WHY cached: a benchmark table resolves ~60 names per cell several times; a known name
+    splits the same way until a plug-in is registered or removed, so the answer is kept per
+    name and registry state (an unknown name raises every time).
     """
+    return _split_name(name, _registry_state())
+
+
+@functools.cache
+def _split_name(name: str, state: int) -> tuple[str | None, str]:
+    del state  # the cache key only
     if "." not in name and name in FIELD_NAMES and name not in KINDS and name != "plugins":
         return None, name
     owner, _, attr = name.rpartition(".")
@@ -162,6 +176,67 @@ def owner_type(owner: str | None) -> type:
 def field_type(owner: type, attr: str) -> Any:
     """The type annotation of ``attr`` on ``owner`` (cached)."""
     return typing.get_type_hints(owner)[attr]
+
+
+def policy_namespaces() -> frozenset[str]:
+    """Namespaces owned by a registered policy (``cached``, ``psfl``, ...).
+
+    A namespace shared with a mobility model (PSFL's walker) counts as the policy's: the
+    policy is what a benchmark column varies.
+    """
+    owners = {getattr(cls, "settings_class", None) for _, cls in POLICIES.items()}
+    return frozenset(own.namespace for own in owners if own is not None)
+
+
+def setting_role(name: str) -> Role:
+    """What setting ``name`` (any accepted name) describes: ``world``, ``run`` or ``policy``.
+
+    Read from the field's declared ``role`` (:func:`mobidfl.settings.setting`); undeclared, a
+    core or per-kind setting is the world's and a plug-in's takes its namespace's role.
+    Unknown names raise :class:`UnknownSetting`.
+    """
+    return _setting_role(name, _registry_state())
+
+
+def _registry_state() -> int:
+    """The plug-in registries' state: what a name's split and role are kept against."""
+    return Registry.changes
+
+
+@functools.cache
+def _setting_role(name: str, state: int) -> Role:
+    del state  # the cache key only
+    owner, attr = split_name(name)
+    own = owner_type(owner)
+    declared = next(f for f in fields(own) if f.name == attr).metadata.get("role")  # type: ignore[arg-type]
+    if declared is not None:
+        return declared
+    if owner is None or owner in KINDS:
+        return "world"
+    return "policy" if owner in policy_namespaces() else "world"
+
+
+def required_world() -> tuple[str, ...]:
+    """The core and per-kind world settings every benchmark scenario and study writes.
+
+    Every setting of role ``world`` outside the plug-ins' namespaces (a mobility model's own
+    settings are written where that model is used), except those whose default is ``None``
+    because they follow another setting (``vehicle.partition`` follows ``partition``).
+    In the settings table's order.
+    """
+    defaults = ConfigFields()
+    names: list[str] = []
+    for f in setting_fields():
+        value = getattr(defaults, f.name)
+        if isinstance(value, PluginValues):
+            continue
+        if isinstance(value, KindSettings):
+            names.extend(f"{f.name}.{kf.name}" for kf in fields(KindSettings)
+                         if getattr(value, kf.name) is not None
+                         and setting_role(f"{f.name}.{kf.name}") == "world")
+        elif value is not None and setting_role(f.name) == "world":
+            names.append(f.name)
+    return tuple(names)
 
 
 def display_name(config: ConfigFields, name: str) -> str:
@@ -208,9 +283,10 @@ def settings_table() -> list[tuple[str, str, str]]:
                 for pf in fields(own):
                     alias = pf.metadata.get("alias")
                     note = f" (old name `{alias}`)" if alias else ""
+                    readers = "/".join(pf.metadata.get("readers", ()))
                     rows.append(
                         (f"{namespace}.{pf.name}", repr(getattr(own, pf.name)),
-                         pf.metadata["help"] + note)
+                         (f"{readers}: " if readers else "") + pf.metadata["help"] + note)
                     )
         elif isinstance(value, KindSettings):
             for kf in fields(KindSettings):

@@ -9,9 +9,9 @@ setting given at its default, as in a full ``config.toml``, changes nothing eith
 
 * a namespace is *in use* when one of its plug-ins is: a policy of a kind with agents, a
   mobility model of a kind with agents, or the selected ``link.model``;
-* a field whose help starts with ``name:`` or ``name/name:`` (``"distance_rate/ns3: radio
-  profile"``) is read only by those plug-ins of its namespace: it is in use only when one of
-  them is.
+* a field that declares its ``readers`` (``link.profile``: ``distance_rate`` and ``ns3``,
+  :func:`mobidfl.settings.setting`) is read only by those plug-ins of its namespace: it is in
+  use only when one of them is.
 
 Core settings follow the same rule where the world decides whether they are read
 (:data:`CORE_READERS`: ``dirichlet_alpha`` only with a ``dirichlet`` partition,
@@ -65,15 +65,6 @@ def in_use(config: Any) -> set[tuple[str, str]]:
     if "link" in config.plugins:
         used.add((LINKS.kind, config.plugins["link"].model))
     return used
-
-
-def _readers(help_text: str, names: set[str]) -> set[str]:
-    """Plug-ins a field's help names as its only readers (``"fixed_rate: ..."``)."""
-    head, sep, _ = help_text.partition(":")
-    if not sep:
-        return set()
-    named = {n.strip() for n in head.split("/")}
-    return named if named and named <= names else set()
 
 
 @dataclass(frozen=True)
@@ -163,7 +154,7 @@ def _plugin_inert_settings(config: Any) -> list[str]:
             if public not in explicit or getattr(own, f.name) == getattr(defaults[namespace],
                                                                          f.name):
                 continue  # not given, or given at its default (a full config.toml)
-            readers = _readers(str(f.metadata.get("help", "")), names)
+            readers = set(f.metadata.get("readers", ())) & names
             if live and (not readers or any(name in readers for _, name in live)):
                 continue
             shown = config.display_name(public)

@@ -212,9 +212,9 @@ class LinkSettings(PluginSettings):
     )
     profile: str = setting(
         "dsrc",
-        "distance_rate/ns3: radio profile (dsrc = 802.11p, cv2x = LTE-V2X sidelink, "
+        "radio profile (dsrc = 802.11p, cv2x = LTE-V2X sidelink, "
         "wifi_direct, ble)",
-        one_of(*PROFILES),
+        one_of(*PROFILES), readers=("distance_rate", "ns3"),
     )
     loss: float = setting(
         0.0, "chance a frame attempt is lost (each frame retried up to `retries` times)",

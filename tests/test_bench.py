@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 
 from mobidfl.analysis.bench_scenarios import (
-    REQUIRED_WORLD,
     build_cells,
     columns,
     load_scenario,
@@ -23,6 +22,7 @@ from mobidfl.analysis.bench_scenarios import (
     world_values,
 )
 from mobidfl.analysis.cli import main
+from mobidfl.model.config_names import required_world
 from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy
 from mobidfl.plugins import POLICIES
 
@@ -38,7 +38,7 @@ def test_the_set_has_the_regimes_the_papers_study():
     worlds = {n: load_scenario(n) for n in names}
     for name, scenario in worlds.items():
         assert scenario.provenance and scenario.why and scenario.version >= 1, name
-        assert all(setting in scenario.world for setting in REQUIRED_WORLD), name
+        assert all(setting in scenario.world for setting in required_world()), name
         assert all(scenario.notes[s] for s in ("ci", "small", "full")), name
     assert worlds["cars_manhattan"].world["map"] == "manhattan_cdfl"
     assert worlds["cars_manhattan"].world["vehicles"] == 100

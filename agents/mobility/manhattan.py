@@ -37,8 +37,8 @@ class ManhattanSettings(PluginSettings):
         one_of(*TURN_RULES),
     )
     area_free: int = setting(
-        0, "area_restricted: members free to leave their home area (Cached-DFL)", non_negative,
-        alias="area_free",
+        0, "members free to leave their home area (Cached-DFL)", non_negative,
+        alias="area_free", readers=("area_restricted",),
     )
 
     @property

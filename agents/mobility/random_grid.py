@@ -26,8 +26,8 @@ class DamSettings(PluginSettings):
         alias="rm_cells", inf=True,
     )
     distance: str = setting(
-        "l2", "dam/dcm: distribution distance (Reza et al. eq. 5: l2)", one_of("l2", "tv"),
-        alias="dam_distance",
+        "l2", "distribution distance (Reza et al. eq. 5: l2)", one_of("l2", "tv"),
+        alias="dam_distance", readers=("dam", "dcm"),
     )
 
 

@@ -50,43 +50,45 @@ class PsflSettings(PluginSettings):
     namespace: ClassVar[str] = "psfl"
     sigma: float = setting(
         40.0,
-        "psfl: federation bound sigma on accumulated dissimilarity (paper: 20/40/80 at "
+        "federation bound sigma on accumulated dissimilarity (paper: 20/40/80 at "
         "psfl.loss = batch_sum)",
         positive,
-        alias="psfl_sigma",
+        alias="psfl_sigma", readers=("psfl",),
     )
     walker: bool = setting(
-        False, "psfl: one sensor visits every area in turn (PSFL)", alias="psfl_walker"
+        False, "one sensor visits every area in turn (PSFL)", alias="psfl_walker",
+        readers=("psfl",),
     )
     walker_stay: int = setting(
-        5, "psfl: steps the walker stays in each area", at_least_one, alias="psfl_walker_stay"
+        5, "steps the walker stays in each area", at_least_one, alias="psfl_walker_stay",
+        readers=("psfl",),
     )
     loss: str = setting(
         "batch_sum",
-        "psfl: scale of L(D_i, nn_j) in eq. 3: batch_sum (authors' code, the scale of the "
+        "scale of L(D_i, nn_j) in eq. 3: batch_sum (authors' code, the scale of the "
         "paper's sigma 20/40/80) or mean (eq. 3 as printed)",
         one_of("batch_sum", "mean"),
-        alias="psfl_loss",
+        alias="psfl_loss", readers=("psfl",),
     )
     loss_batch: int = setting(
-        64, "psfl: evaluation batch of psfl.loss = batch_sum (authors' code: 64)", at_least_one,
-        alias="psfl_loss_batch",
+        64, "evaluation batch of psfl.loss = batch_sum (authors' code: 64)", at_least_one,
+        alias="psfl_loss_batch", readers=("psfl",),
     )
     loss_batches: float = setting(
         0.0,
-        "psfl: psfl.loss = batch_sum summed over this many batches (per-sample mean x this; "
+        "psfl.loss = batch_sum summed over this many batches (per-sample mean x this; "
         "0 = ceil(|D_i| / psfl.loss_batch) of the node's own data; authors' logs at 3 areas: "
         "4-5 batches)",
         lambda v: None if math.isfinite(v) and v >= 0 else "a finite number >= 0",
-        alias="psfl_loss_batches",
+        alias="psfl_loss_batches", readers=("psfl",),
     )
     walker_speed: float = setting(
         0.2,
-        "psfl: speed of the moving node between area centres in grid cells per step "
+        "speed of the moving node between area centres in grid cells per step "
         "(authors' code 0.2; inf = jump in one step)",
         positive,
         alias="psfl_walker_speed",
-        inf=True,
+        inf=True, readers=("psfl",),
     )
 
 

@@ -204,8 +204,8 @@ class CachedSettings(PluginSettings):
         alias="tau_max",
     )
     groups: str = setting(
-        "", "cached_group_lru: per-area cache limits, e.g. 4,3,3 (empty = even split)",
-        alias="cache_groups",
+        "", "per-area cache limits, e.g. 4,3,3 (empty = even split)",
+        alias="cache_groups", readers=("cached_group_lru",),
     )
     passes: int = setting(
         1,

@@ -178,22 +178,22 @@ class MofelSettings(PluginSettings):
     )
     max_clients: int = setting(
         0,
-        "mofel/mofel_a2: at most this many clients per cycle (0 = no cap: eq. 1 has none)",
+        "at most this many clients per cycle (0 = no cap: eq. 1 has none)",
         non_negative,
-        alias="mofel_max_clients",
+        alias="mofel_max_clients", readers=("mofel", "mofel_a2"),
     )
     horizon: float = setting(
         2.0,
-        "mofel: the station's prediction interval Delta in units of the largest training "
+        "the station's prediction interval Delta in units of the largest training "
         "time (the paper has Delta but gives no value)",
         positive,
-        alias="mofel_horizon",
+        alias="mofel_horizon", readers=("mofel",),
     )
     node_limit: int = setting(
         20_000,
-        "mofel: branch-and-bound node limit of the exact selection (deterministic; no clock)",
+        "branch-and-bound node limit of the exact selection (deterministic; no clock)",
         at_least_one,
-        alias="mofel_node_limit",
+        alias="mofel_node_limit", readers=("mofel",),
     )
 
 
