@@ -23,6 +23,7 @@ __all__ = [
     "ROLES",
     "Check",
     "PluginSettings",
+    "ReadWhen",
     "Role",
     "at_least_one",
     "check_value",
@@ -50,9 +51,25 @@ ROLES: tuple[str, ...] = ("world", "run", "policy")
 """The values of :data:`Role`."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ReadWhen:
+    """When a core setting is read: only in some worlds (``dirichlet_alpha``).
+
+    Given elsewhere it changes nothing, which is reported (:mod:`mobidfl.model.inert`).
+    """
+
+    decides: str
+    """The setting (or fact) that decides, as messages name it (``partition = dirichlet``)."""
+    when: Callable[[Any], bool]
+    """Whether a config reads the setting."""
+    learning: bool = True
+    """Read only in a world that learns."""
+
+
 def setting(
     default: Any, help: str, check: Check | None = None, *, role: Role | None = None,
-    readers: tuple[str, ...] = (), alias: str | None = None, inf: bool = False,
+    readers: tuple[str, ...] = (), read_when: ReadWhen | None = None, alias: str | None = None,
+    inf: bool = False,
 ) -> Any:
     """A dataclass field with its help text, check and role.
 
@@ -73,6 +90,9 @@ def setting(
         The plug-ins of the field's namespace that read it (``("cached_group_lru",)`` for
         ``cached.groups``), where only some of them do; empty: every plug-in declaring the
         namespace. A setting given while none of its readers runs is reported as inert.
+    read_when
+        For a core setting read only in some worlds: which setting decides and when
+        (:class:`ReadWhen`); given elsewhere it is reported as inert.
     alias
         The setting's old flat name (``psfl_sigma`` for ``psfl.sigma``), still accepted
         everywhere a name is (TOML, ``--set``, keywords, presets, sweeps).
@@ -82,8 +102,8 @@ def setting(
     Returns
     -------
     dataclasses.Field
-        The field, with ``help``, ``check``, ``role``, ``readers``, ``alias`` and ``inf`` in
-        its metadata.
+        The field, with ``help``, ``check``, ``role``, ``readers``, ``read_when``, ``alias``
+        and ``inf`` in its metadata.
 
     Raises
     ------
@@ -95,7 +115,7 @@ def setting(
     return field(
         default=default,
         metadata={"help": help, "check": check, "role": role, "readers": tuple(readers),
-                  "alias": alias, "inf": inf},
+                  "read_when": read_when, "alias": alias, "inf": inf},
     )
 
 

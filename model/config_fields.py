@@ -23,6 +23,7 @@ from mobidfl.model.config_values import contact_outputs, dataset_check, register
 from mobidfl.plugins import LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
 from mobidfl.settings import (
     PluginSettings,
+    ReadWhen,
     at_least_one,
     non_negative,
     one_of,
@@ -107,6 +108,14 @@ class Provenance:
 
 
 _ROWS = {row.name: row for row in AGENT_KINDS}
+
+
+def _partition_used(name: str) -> ReadWhen:
+    """Read only where some kind with agents has data partition ``name``."""
+    return ReadWhen(
+        f"partition = {name}",
+        lambda c: name in {c.partition_of(k) for k in KINDS if c.count(k) > 0},
+    )
 
 
 def _count(kind: str) -> Any:
@@ -204,14 +213,19 @@ class ConfigFields:
     dataset: str = _setting("auto:fashion_mnist|mnist5k", "dataset", dataset_check)
     data_root: str | None = _setting(None, "folder with torchvision-layout datasets", role="run")
     partition: str = _setting("shards", "data partition", registered(PARTITIONS))
-    dirichlet_alpha: float = _setting(0.5, "Dirichlet concentration alpha", positive)
+    dirichlet_alpha: float = _setting(
+        0.5, "Dirichlet concentration alpha", positive,
+        read_when=_partition_used("dirichlet"),
+    )
     area_labels: str = _setting(
         "",
         "area partition: label lists per area, e.g. 9,0,1,2;3,4,5,6;6,7,8,9; empty = overlapping "
         "windows of >= 3 labels; disjoint = contiguous disjoint blocks (PSFL's code)",
+        read_when=_partition_used("area"),
     )
     area_within: str = _setting(
-        "iid", "area partition: how an area's samples are split", one_of("iid", "shards")
+        "iid", "area partition: how an area's samples are split", one_of("iid", "shards"),
+        read_when=_partition_used("area"),
     )
     model: str = _setting("mlp", "neural network", registered(NETS))
     local_steps: int = _setting(5, "K local SGD steps per step", at_least_one)
@@ -245,6 +259,7 @@ class ConfigFields:
         0.1,
         "ReduceLROnPlateau factor (torch default 0.1)",
         lambda v: None if 0.0 < v < 1.0 else "a number in (0, 1)",
+        read_when=ReadWhen("lr_plateau_patience > 0", lambda c: c.lr_plateau_patience > 0),
     )
     early_stop_patience: int = _setting(
         0,
@@ -290,6 +305,7 @@ class ConfigFields:
     ray_address: str | None = _setting(
         None, "worker_backend = ray: cluster address (auto, ray://HOST:PORT; none = local Ray)",
         role="run",
+        read_when=ReadWhen("worker_backend = ray", lambda c: c.worker_backend == "ray"),
     )
     policy: str = _setting(
         "auto",

@@ -14,10 +14,10 @@ setting given at its default, as in a full ``config.toml``, changes nothing eith
   use only when one of them is.
 
 Core settings follow the same rule where the world decides whether they are read
-(:data:`CORE_READERS`: ``dirichlet_alpha`` only with a ``dirichlet`` partition,
+(:func:`core_readers`: ``dirichlet_alpha`` only with a ``dirichlet`` partition,
 ``lr_plateau_factor`` only with ``lr_plateau_patience > 0``, ``ray_address`` only with
 ``worker_backend = ray``, ...): each is declared once as the setting that decides and the
-values under which it is read, not read off its help text.
+values under which it is read, in its field (``read_when``), not read off its help text.
 
 Each such setting is reported in one line (:class:`InertSettingWarning`), naming the
 setting, its value and what would read it; within one command (:func:`one_report`) each
@@ -31,14 +31,14 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from collections.abc import Iterator
+from dataclasses import fields
 from typing import Any
 
 from mobidfl.kinds import KINDS
 from mobidfl.plugins import LINKS, MOBILITY_MODELS, POLICIES
 from mobidfl.registry import COMMAND_ENV, warned_by_parent
-from mobidfl.settings import plugin_settings_classes
+from mobidfl.settings import ReadWhen, plugin_settings_classes
 
 
 class InertSettingWarning(UserWarning):
@@ -67,39 +67,18 @@ def in_use(config: Any) -> set[tuple[str, str]]:
     return used
 
 
-@dataclass(frozen=True)
-class ReadWhen:
-    """A core setting read only in some worlds.
+def core_readers(config: Any) -> dict[str, ReadWhen]:
+    """Core settings read only in some worlds, by public name.
 
-    ``decides`` is the setting (or fact) that decides, ``when`` tells from the config whether it is
-    read, ``learning``: read only in a world that learns.
+    Each field declares it (``read_when`` of :func:`mobidfl.settings.setting`), next to its
+    help and check.
     """
-
-    decides: str
-    when: Callable[[Any], bool]
-    learning: bool = True
-
-
-def partitions_in_use(config: Any) -> set[str]:
-    """The data partition of every kind with agents (``<kind>.partition`` or ``partition``)."""
-    return {config.partition_of(kind) for kind in KINDS if config.count(kind) > 0}
-
-
-CORE_READERS: dict[str, ReadWhen] = {
-    "dirichlet_alpha": ReadWhen("partition = dirichlet",
-                                lambda c: "dirichlet" in partitions_in_use(c)),
-    "area_labels": ReadWhen("partition = area", lambda c: "area" in partitions_in_use(c)),
-    "area_within": ReadWhen("partition = area", lambda c: "area" in partitions_in_use(c)),
-    "lr_plateau_factor": ReadWhen("lr_plateau_patience > 0",
-                                  lambda c: c.lr_plateau_patience > 0),
-    "ray_address": ReadWhen("worker_backend = ray", lambda c: c.worker_backend == "ray"),
-}
-"""Core settings read only in some worlds, by public name: the one place that says so (the
-settings' fields carry help and checks; which setting decides is declared here)."""
+    return {f.name: f.metadata["read_when"] for f in fields(config)
+            if f.metadata.get("read_when") is not None}
 
 
 def core_inert_settings(config: Any) -> list[str]:
-    """One message per core setting of :data:`CORE_READERS` that ``config`` does not read.
+    """One message per core setting of :func:`core_readers` that ``config`` does not read.
 
     Only those given a value other than their default (and than their preset's).
     """
@@ -107,7 +86,7 @@ def core_inert_settings(config: Any) -> list[str]:
     defaults = {f.name: f.default for f in fields(config)}
     preset: dict[str, Any] = {}
     problems = []
-    for name, reader in CORE_READERS.items():
+    for name, reader in core_readers(config).items():
         if name not in explicit:
             continue
         value = config.setting(name)
@@ -134,7 +113,7 @@ def inert_settings(config: Any) -> list[str]:
     """One message per setting given a value that nothing in ``config`` reads.
 
     Settings given a value other than their default: plug-in settings (their plug-in unused) and
-    :data:`CORE_READERS`.
+    :func:`core_readers`.
     """
     return _plugin_inert_settings(config) + core_inert_settings(config)
 
