@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import json
 import math
-import os
 import platform
 import re
 import sys
@@ -80,7 +79,7 @@ from mobidfl.analysis.comm import (
 from mobidfl.analysis.stats import sample_std
 from mobidfl.analysis.study import load_study, study_names
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
-from mobidfl.cores import cpu_model, unloaded_cores, usable_cores
+from mobidfl.cores import machine_record, unloaded_cores
 from mobidfl.errors import ConfigError
 
 __all__ = ["add_bench_parser", "cmd_bench", "plan_runs", "run_bench", "write_report"]
@@ -662,23 +661,6 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _machine() -> dict[str, Any]:
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = []
-    gpu = ""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            gpu = torch.cuda.get_device_name(0)
-    except Exception:  # torch without CUDA, or a broken driver: no GPU to name
-        gpu = ""
-    return {"platform": platform.platform(), "cpu": cpu_model(), "cores": usable_cores(),
-            "load_at_write": load, "gpu": gpu}
-
-
 def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
                 policies: Sequence[str], seeds: Sequence[int], scale: str, command: str,
                 started: datetime, wall_s: float | None, plan: dict[str, list[Any]],
@@ -732,7 +714,7 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
             for cell in cells
         ],
         "versions": _versions(),
-        "machine": _machine(),
+        "machine": machine_record(),
         "started": previous.get("started", started.isoformat(timespec="seconds")),
         "last_session_started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(UTC).isoformat(timespec="seconds") if wall_s is not None
@@ -743,7 +725,7 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         "sessions": [*previous.get("sessions", []), {
             "command": command, "started": started.isoformat(timespec="seconds"),
             "finished": datetime.now(UTC).isoformat(timespec="seconds")
-            if wall_s is not None else "", "machine": _machine(), "versions": _versions(),
+            if wall_s is not None else "", "machine": machine_record(), "versions": _versions(),
             "commit": _commit()}] if wall_s is not None else previous.get("sessions", []),
     }
     write_text_atomic(out / PLAN, json.dumps(data, indent=1, default=str) + "\n")

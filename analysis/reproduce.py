@@ -30,9 +30,12 @@ each claim's effect per seed beside the paper's value).
 
 from __future__ import annotations
 
+import json
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -916,6 +919,7 @@ def reproduce(
 
     spec = paper_spec(paper)
     out = Path(out)
+    started, clock = datetime.now(UTC), time.monotonic()
     resolved: dict[str, Config] = {}
     extra = dict(extra or {})
     check_no_seed(extra)
@@ -976,9 +980,50 @@ def reproduce(
             )
     frames = [rows for rows in results if len(rows)]
     steps = pd.concat(frames, ignore_index=True)
-    return write_report(spec, steps, out, resolved=resolved, scale=scale, seeds=seeds,
-                        extra=extra, failures=failures, readings=readings,
-                        batch_runs=batch_runs)  # fmt: skip
+    report = write_report(spec, steps, out, resolved=resolved, scale=scale, seeds=seeds,
+                          extra=extra, failures=failures, readings=readings,
+                          batch_runs=batch_runs)  # fmt: skip
+    command = reproduce_command(spec, resolved, scale=scale, seeds=seeds, extra=extra,
+                                readings=readings, batch_runs=batch_runs)
+    write_machine(out, command=command, started=started, wall_s=time.monotonic() - clock,
+                  folders=[folder for _, _, folder in jobs], processes=processes,
+                  batch_runs=batch_runs)  # fmt: skip
+    return report
+
+
+def write_machine(
+    out: Path, *, command: str, started: datetime, wall_s: float, folders: Sequence[Path],
+    processes: int | None, batch_runs: bool,
+) -> Path:
+    """``machine.json``: where, when and at what commit a reproduction ran, and how long.
+
+    WHY: a reproduction's wall time means nothing without its CPU (the machines change
+    between sessions: Zen 3, Zen 4, Intel, Zen 5); the reproduction index reads this file.
+    ``runs_wall_s`` sums every run's own wall time from the sweeps' manifests (runs kept
+    from an earlier, resumed session included); ``wall_s`` is this command's.
+    """
+    from mobidfl.analysis.bench import _commit as commit
+    from mobidfl.analysis.bench import _versions as versions
+    from mobidfl.cores import machine_record
+
+    walls = []
+    for folder in folders:
+        manifest = folder / "manifest.csv"
+        if manifest.exists():
+            table = pd.read_csv(manifest)
+            walls += [float(w) for w in table.loc[table["status"] == "ok", "wall_s"]]
+    record = {
+        "command": command,
+        "commit": commit(), "versions": versions(), "machine": machine_record(),
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_s": round(wall_s, 1), "runs": len(walls), "runs_wall_s": round(sum(walls), 1),
+        "longest_run_s": round(max(walls, default=0.0), 1),
+        "processes": processes, "batch_runs": batch_runs,
+    }
+    path = out / "machine.json"
+    write_text_atomic(path, json.dumps(record, indent=2) + "\n")
+    return path
 
 
 def _run_batched(
@@ -1172,16 +1217,8 @@ def _markdown(
     batch_runs: bool = False,
 ) -> str:
     extra = dict(extra or {})
-    command = f"mobidfl reproduce {spec.name} --scale {scale} --seeds {len(seeds)}"
-    if seeds and seeds[0] != 0:
-        command += f" --first-seed {seeds[0]}"
-    if set(resolved) != set(chosen_variants(spec, None, scale=scale)):
-        command += " --variants " + ",".join(resolved)
-    command += "".join(f" --set {k}={v}" for k, v in extra.items())
-    if readings and spec.readings:
-        command += " --readings"
-    if batch_runs:  # the same numbers as run by run (tests/test_batch_runs.py)
-        command += " --batch-runs"
+    command = reproduce_command(spec, resolved, scale=scale, seeds=seeds, extra=extra,
+                                readings=readings, batch_runs=batch_runs)
     lines = [
         f"# Reproduction of {spec.title}",
         "",
@@ -1245,6 +1282,24 @@ def _markdown(
                                           or "the preset"))
     lines += ["", "Per-run numbers: `per_run.csv`; per-step tables: `runs/<variant>/`.", ""]
     return "\n".join(lines)
+
+
+def reproduce_command(
+    spec: PaperSpec, resolved: Mapping[str, Config], *, scale: str, seeds: Sequence[int],
+    extra: Mapping[str, Any] | None = None, readings: bool = False, batch_runs: bool = False,
+) -> str:
+    """The ``mobidfl reproduce`` command line that makes these runs (report and machine.json)."""
+    command = f"mobidfl reproduce {spec.name} --scale {scale} --seeds {len(seeds)}"
+    if seeds and seeds[0] != 0:
+        command += f" --first-seed {seeds[0]}"
+    if set(resolved) != set(chosen_variants(spec, None, scale=scale)):
+        command += " --variants " + ",".join(resolved)
+    command += "".join(f" --set {k}={v}" for k, v in (extra or {}).items())
+    if readings and spec.readings:
+        command += " --readings"
+    if batch_runs:  # the same numbers as run by run (tests/test_batch_runs.py)
+        command += " --batch-runs"
+    return command
 
 
 def _readings_markdown(spec: PaperSpec, sensitivity: Sequence[Mapping[str, str]]) -> list[str]:

@@ -7,7 +7,9 @@
 * :func:`idle_cores`: the idle share of the machine measured over a short window, for
   deciding at a run's start whether training workers would find a free core;
 * :func:`cpu_model`: the CPU's name, which every speed figure (a bench's record, a
-  benchmark's printout) states beside its numbers.
+  benchmark's printout) states beside its numbers;
+* :func:`machine_record`: that name with the platform, the cores, the load and the GPU, as
+  a bench's manifest and a reproduction's ``machine.json`` keep it.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import os
 import platform
 import time
 from pathlib import Path
+from typing import Any
 
-__all__ = ["cpu_model", "idle_cores", "unloaded_cores", "usable_cores"]
+__all__ = ["cpu_model", "idle_cores", "machine_record", "unloaded_cores", "usable_cores"]
 
 
 def cpu_model() -> str:
@@ -51,6 +54,32 @@ def cpu_model() -> str:
     if fields.get("cpu family") and fields.get("model"):
         return f"{name} (family {fields['cpu family']}, model {fields['model']})"
     return name
+
+
+def machine_record() -> dict[str, Any]:
+    """The machine a result was made on, as its record keeps it.
+
+    Returns
+    -------
+    dict
+        ``platform``, ``cpu`` (:func:`cpu_model`), ``cores`` (:func:`usable_cores`),
+        ``load_at_write`` (the 1/5/15-minute load averages, empty where there are none) and
+        ``gpu`` (the first CUDA device's name, empty without one).
+    """
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = []
+    gpu = ""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_name(0)
+    except Exception:  # torch without CUDA, or a broken driver: no GPU to name
+        gpu = ""
+    return {"platform": platform.platform(), "cpu": cpu_model(), "cores": usable_cores(),
+            "load_at_write": load, "gpu": gpu}
 
 
 def usable_cores() -> int:
