@@ -151,10 +151,10 @@ def load_tuning(name: str) -> Tuning:
         raise ConfigError(where, f"recipe.policy = {recipe.get('policy')!r}",
                           "a registered policy")
     policies = table.get("policies", {})
-    points = policies.get("points")
-    if not isinstance(points, int) or points < 2:
+    points = policies.get("points", 0 if not policies else None)
+    if policies and (not isinstance(points, int) or points < 2):
         raise ConfigError(where, f"policies.points = {points!r}", "an integer >= 2")
-    default_columns = columns(policies.get("columns"), "policies.columns")
+    default_columns = columns(policies.get("columns"), "policies.columns") if policies else ()
     knobs: dict[str, Knob] = {}
     for policy, about in policies.get("knobs", {}).items():
         if policy not in POLICIES:
@@ -182,8 +182,9 @@ def load_tuning(name: str) -> Tuning:
             columns=columns(about["columns"], f"policies.knobs.{policy}.columns")
             if "columns" in about else default_columns,
         )
-    if not knobs:
-        raise ConfigError(where, "policies.knobs", "at least one tuned policy")
+    if policies and not knobs:
+        raise ConfigError(where, "policies.knobs", "at least one tuned policy (or no "
+                          "[tuning.policies] table: the policies run at their papers' values)")
     return Tuning(
         study=name, seeds=tuple(int(s) for s in seeds), scale=str(scale), tie=float(tie),
         recipe_policy=str(recipe["policy"]), recipe_setting=setting,
@@ -595,7 +596,10 @@ def run_tuning(*, study: str, kind: str, out: str | Path, scale: str,
                           f"seeds {list(tuning.seeds)}")
     chosen = list(tuning.knobs) if policies is None else list(policies)
     unknown = [p for p in chosen if p not in tuning.knobs]
-    if not chosen or unknown:
+    if kind == "policies" and not tuning.knobs:
+        raise ConfigError("--tune", kind, f"recipe (study {study} declares no "
+                          "[tuning.policies]: its policies run at their papers' values)")
+    if kind == "policies" and (not chosen or unknown):
         raise ConfigError("--policies", ",".join(unknown or chosen), "tuned policies of the "
                           "study: " + ", ".join(tuning.knobs))
     out = Path(out)
