@@ -150,6 +150,18 @@ def test_results_seeds_overlapping_the_tuning_seeds_are_refused_in_one_line(tmp_
     assert not (tmp_path / "t").exists()
 
 
+def test_a_study_without_tuned_policies_tunes_its_recipe_only(tmp_path):
+    # The CNN study declares no [tuning.policies]: its recipe protocol only
+    tuning = load_tuning("mobility_skew_cnn")
+    assert (tuning.knobs, tuning.points) == ({}, 0)
+    assert tuning.recipe_policy == "central_fedavg" and len(tuning.recipe_grid) >= 2
+    done = _mobidfl("bench", "--study", "mobility_skew_cnn", "--tune", "policies", "--scale",
+                    "ci", "--out", str(tmp_path / "t"))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "declares no [tuning.policies]" in lines[0]
+    assert not (tmp_path / "t").exists()
+
+
 def test_tune_policies_at_ci_chooses_then_runs_paper_and_chosen_on_results_seeds(tmp_path):
     from mobidfl.analysis.bench import plan_runs
     from mobidfl.analysis.bench_scenarios import build_cells
