@@ -308,8 +308,15 @@ def paper_worlds_page(dest: str | Path, *, rule: str | Path) -> str:
         f"The rule drawn on the controlled study (`{_shown(rule)}`): {study_rule.text()}. "
         "These worlds did not draw it, and their recipes differ from the study's. **It names "
         f"the winner in {score['exact']} of {score['n']} worlds and a policy no other beats "
-        f"(Holm, all pairs) in {score['contender']} of {score['n']}.** In {crowded} of "
-        f"{len(outcomes)} worlds five or more policies are not beaten by the winner.", "",
+        f"(Holm, all pairs) in {score['contender']} of {score['n']}.**"
+        + (f" {score['unmeasured']} worlds are not counted: their regime descriptors are "
+           "measured without training, and their mobility follows the learning ("
+           + ", ".join(label.get(c, c) for c in outcomes.loc[outcomes["predicted"] == "",
+                                                              "column"])
+           + "), so they have none and the rule says nothing there."
+           if score["unmeasured"] else "")
+        + f" In {crowded} of {len(outcomes)} worlds five or more policies are not beaten by "
+        "the winner.", "",
         "## Every world", "",
         "| world | contacts/step | label skew | met share | speed CV | winner | margin (pp) "
         "| not beaten (Holm) | detectable (pp) | the study's rule says |",
@@ -410,6 +417,9 @@ def communication(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
               "seed, never counted as never). At the ideal link bytes are counted, not "
               "limited: every model message the policy sent, one per receiver.", "",
               "| world | Pareto front | MB to target / agent of the front |", "|---|---|---|"]
+    variants = [c.get("variant", "") for c in plan["columns"]]
+    by_variant = all(variants) and len(set(variants)) == len(variants)  # a study's columns
+    names = {c["key"]: c["variant"] if by_variant else _world_label(c) for c in plan["columns"]}
     for column in plan["columns"]:
         mine = done[(done["column"] == column["key"]) & (done["pareto"] == True)]  # noqa: E712
         if mine.empty:
@@ -421,12 +431,13 @@ def communication(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
             f"{r['policy']} " + ("never" if r["bytes_to_target_per_agent"] == np.inf
                                  else _num(r["bytes_to_target_per_agent"] / 1e6, 2))
             for _, r in mine.iterrows())
-        lines.append(f"| {column['variant']} | {front} | {spent} |")
-    pivot = done.pivot_table(index="policy", columns="variant", values="bytes_per_agent",
+        lines.append(f"| {names[column['key']]} | {front} | {spent} |")
+    pivot = done.pivot_table(index="policy", columns="column", values="bytes_per_agent",
                              sort=False) / 1e6
-    order = [c["variant"] for c in plan["columns"] if c["variant"] in pivot.columns]
+    order = [c["key"] for c in plan["columns"] if c["key"] in pivot.columns]
     lines += ["", "MB sent per agent over the run (mean over seeds):", "",
-              "| policy | " + " | ".join(order) + " |", "|---|" + "---|" * len(order)]
+              "| policy | " + " | ".join(names[c] for c in order) + " |",
+              "|---|" + "---|" * len(order)]
     for policy, row in pivot.iterrows():
         lines.append(f"| {policy} | " + " | ".join(_num(row[c], 2) for c in order) + " |")
     return lines

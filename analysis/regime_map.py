@@ -63,7 +63,13 @@ class Rule:
         return f"{'hi' if x > self.x_cut else 'lo'},{'hi' if y > self.y_cut else 'lo'}"
 
     def __call__(self, x: float, y: float) -> str:
-        """The policy predicted at ``(x, y)`` (empty where the rule predicts none)."""
+        """The policy predicted at ``(x, y)``.
+
+        Empty where the rule predicts none, and where a descriptor was not measured (NaN: a
+        world whose mobility follows the learning has none without training).
+        """
+        if not (np.isfinite(x) and np.isfinite(y)):
+            return ""
         return self.predict.get(self.regime(x, y), "")
 
     def text(self) -> str:
@@ -179,9 +185,16 @@ def fit_rule(train: pd.DataFrame) -> Rule:
 
 
 def score_rule(rule: Rule, test: pd.DataFrame) -> dict[str, Any]:
-    """Hit counts of ``rule`` on ``test`` (exact winner, and among the contenders)."""
+    """Hit counts of ``rule`` on ``test`` (exact winner, and among the contenders).
+
+    Only worlds whose two descriptors were measured count; ``unmeasured`` says how many
+    were left out.
+    """
+    measured = np.isfinite(test[X].astype(float)) & np.isfinite(test[Y].astype(float))
+    left_out = int((~measured).sum())
+    test = test[measured]
     exact, level = _hits(rule, test)
-    return {"n": len(test), "exact": exact, "contender": level,
+    return {"n": len(test), "unmeasured": left_out, "exact": exact, "contender": level,
             "exact_rate": exact / len(test) if len(test) else float("nan"),
             "contender_rate": level / len(test) if len(test) else float("nan")}
 

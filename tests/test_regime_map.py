@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from mobidfl.analysis.regime_map import (
     Rule,
+    X,
+    Y,
     column_outcomes,
     fit_rule,
     score_rule,
@@ -64,8 +67,22 @@ def test_the_rule_is_drawn_on_training_columns_and_worked_by_hand():
     assert "**cached_lru** where contacts per agent per step above 1.05" in rule.text()
     # D (3.0, 0.7) is held out: hi,hi -> cached_lru, its winner
     scores = score_rule(rule, outcomes[outcomes["heldout"]])
-    assert scores == {"n": 1, "exact": 1, "contender": 1, "exact_rate": 1.0,
+    assert scores == {"n": 1, "unmeasured": 0, "exact": 1, "contender": 1, "exact_rate": 1.0,
                       "contender_rate": 1.0}
+
+
+def test_a_world_without_descriptors_gets_no_prediction_and_is_not_scored():
+    # Prepare: a rule, and three worlds of which one has no measured contact rate (a
+    # mobility that follows the learning cannot be described without training)
+    rule = Rule(x_cut=1.0, y_cut=0.5, predict={"lo,lo": "a", "lo,hi": "b", "hi,lo": "a",
+                                                 "hi,hi": "a"}, train_hits=0, train_n=0)
+    test = pd.DataFrame({X: [0.5, 2.0, np.nan], Y: [0.9, 0.1, 0.9],
+                         "winner": ["b", "a", "b"], "contenders": ["b", "a;b", "b"]})
+    # Execute
+    scores = score_rule(rule, test)
+    # Assert: NaN is no regime (a NaN compared with a cut would read as "lo" or "hi")
+    assert rule(np.nan, 0.9) == "" and rule(0.5, np.nan) == ""
+    assert (scores["n"], scores["unmeasured"], scores["exact"]) == (2, 1, 2)
 
 
 def test_a_regime_without_training_columns_predicts_nothing():
