@@ -1384,7 +1384,7 @@ def comm_plots(plan: dict[str, Any], board: pd.DataFrame, curves: pd.DataFrame,
             for _, row in mine.iterrows():
                 bottom.scatter(row["bytes_per_agent"] / 1e6, row["final_acc"], s=30,
                                color=colours.get(row["policy"]), label=row["policy"], zorder=3)
-            front = mine[mine["pareto"] == True].sort_values("bytes_per_agent")  # noqa: E712
+            front = mine[mine["pareto"] == True].sort_values("bytes_per_agent")  # noqa: E712 - an element-wise pandas mask
             if not front.empty:
                 bottom.step(front["bytes_per_agent"] / 1e6, front["final_acc"], where="post",
                             color="black", lw=0.8, zorder=2, label="Pareto front")

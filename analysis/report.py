@@ -33,15 +33,15 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from mobidfl.analysis.stats import format_mean_std, mean_std  # noqa: E402
-from mobidfl.analysis.sweep import MANIFEST, load_runs, read_manifest  # noqa: E402
-from mobidfl.atomic import write_figure, write_text_atomic  # noqa: E402
-from mobidfl.errors import ConfigError  # noqa: E402
-from mobidfl.model.config import read_toml  # noqa: E402
+from mobidfl.analysis.stats import format_mean_std, mean_std
+from mobidfl.analysis.sweep import MANIFEST, load_runs, read_manifest
+from mobidfl.atomic import write_figure, write_text_atomic
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import read_toml
 
 ACC_LABEL = "test accuracy"
 P_LABEL = "p (proportion of high-mobility clients)"

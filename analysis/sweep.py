@@ -732,7 +732,7 @@ def sweep_lock(out: str | Path) -> Iterator[None]:
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / LOCK).touch()
-        handle = (out / LOCK).open()  # noqa: SIM115 - held (read-only) for the whole sweep
+        handle = (out / LOCK).open()
     except OSError as exc:
         raise SweepStopped(
             f"could not open {out / LOCK} ({_why(exc)}); nothing of this sweep started"
@@ -836,7 +836,7 @@ def _run_ray(
         while refs:
             try:
                 done, _ = ray.wait(list(refs), num_returns=1, timeout=HEAD_CHECK_S)
-            except Exception as exc:  # noqa: BLE001 - the connection to the cluster broke
+            except Exception as exc:
                 raise SweepStopped(stopped(_head_gone(head, exc))) from None
             if not done or time.monotonic() - checked > HEAD_CHECK_S:
                 checked = time.monotonic()
@@ -923,7 +923,7 @@ def _head_address(ray: Any) -> tuple[str, int] | None:
     try:
         host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
         return host, int(port)
-    except Exception:  # noqa: BLE001 - Ray client mode has no GCS address here
+    except Exception:
         return None
 
 

@@ -109,8 +109,8 @@ def run_one(net: str, n: int, policy: str, args: argparse.Namespace) -> dict:
     wall = dict.fromkeys(PHASES, 0.0)
     cpu = dict.fromkeys(PHASES, 0.0)
 
-    def timed(name: str, fn):  # noqa: ANN001, ANN202
-        def inner(*a, **k):  # noqa: ANN002, ANN003, ANN202
+    def timed(name: str, fn):
+        def inner(*a, **k):
             t, c = time.perf_counter(), _cpu_of(pids)
             try:
                 return fn(*a, **k)

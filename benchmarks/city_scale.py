@@ -77,13 +77,13 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def timed(fn, *args, **kwargs):  # noqa: ANN001, ANN201
+def timed(fn, *args, **kwargs):
     t = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - t
 
 
-def traced_peak(fn, *args, **kwargs) -> int:  # noqa: ANN001
+def traced_peak(fn, *args, **kwargs) -> int:
     """tracemalloc peak (bytes) of one call."""
     tracemalloc.start()
     fn(*args, **kwargs)

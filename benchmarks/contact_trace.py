@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mobidfl.maps.contact_trace import ContactTrace, read_contacts  # noqa: E402
+from mobidfl.maps.contact_trace import ContactTrace, read_contacts
 
 
 def synthetic_trace(path: Path, *, contacts: int, devices: int, days: float, seed: int) -> int:

@@ -29,11 +29,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from machine import machine_line, matmul_peak  # noqa: E402
+from machine import machine_line, matmul_peak
 
-from mobidfl.model.learning.backends import conv2d_fast_wgrad  # noqa: E402
-from mobidfl.model.learning.nets import build_net  # noqa: E402
-from mobidfl.model.learning.workers import keep_heap  # noqa: E402
+from mobidfl.model.learning.backends import conv2d_fast_wgrad
+from mobidfl.model.learning.nets import build_net
+from mobidfl.model.learning.workers import keep_heap
 
 
 def cpu_time(fn: Callable[[], object], *, repeats: int, rounds: int = 3) -> float:
@@ -65,16 +65,16 @@ def conv_rows(net: str, conv: nn.Conv2d, shape: tuple[int, ...], *, batch: int,
         xe = torch.randn(chunk, c, h, w).contiguous(memory_format=fmt)
         args = (conv.stride, conv.padding, conv.dilation)
         with torch.no_grad():
-            t = cpu_time(lambda: F.conv2d(xe, wt, bias, *args), repeats=10)  # noqa: B023
+            t = cpu_time(lambda: F.conv2d(xe, wt, bias, *args), repeats=10)  # noqa: B023 - timed within this iteration only
         rows.append((f"{net} {layout} evaluate forward (chunk {chunk})", t, per_sample * chunk))
-        t = cpu_time(lambda: F.conv2d(x, wt, bias, *args), repeats=10)  # noqa: B023
+        t = cpu_time(lambda: F.conv2d(x, wt, bias, *args), repeats=10)  # noqa: B023 - timed within this iteration only
         rows.append((f"{net} {layout} train forward", t, per_sample * batch))
         mask = [not first, True, bias is not None]
 
         def backward() -> object:
             return torch.ops.aten.convolution_backward(
-                g, x, wt, None if bias is None else [bias.shape[0]], list(conv.stride),  # noqa: B023
-                list(conv.padding), list(conv.dilation), False, [0, 0], 1, mask,  # noqa: B023
+                g, x, wt, None if bias is None else [bias.shape[0]], list(conv.stride),  # noqa: B023 - timed within this iteration only
+                list(conv.padding), list(conv.dilation), False, [0, 0], 1, mask,  # noqa: B023 - timed within this iteration only
             )  # fmt: skip
 
         what = "weights" if first else "input + weights"

@@ -21,11 +21,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import matmul_peak  # noqa: E402
+from machine import matmul_peak
 
-from mobidfl.cores import cpu_model  # noqa: E402
-from mobidfl.model.learning.backends import Functional  # noqa: E402
-from mobidfl.model.learning.nets import build_net, flops_per_sample  # noqa: E402
+from mobidfl.cores import cpu_model
+from mobidfl.model.learning.backends import Functional
+from mobidfl.model.learning.nets import build_net, flops_per_sample
 
 
 def per_step_cpu(fn: Functional, ps: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor,

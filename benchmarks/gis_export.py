@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import checkout_program, machine_line  # noqa: E402
+from machine import checkout_program, machine_line  # noqa: E402 - after benchmarks/ is put on sys.path
 
 CHILD = r"""
 import json, sys, tempfile, time

@@ -49,7 +49,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT / "benchmarks"))  # loaded by file (its tests): shadow nothing
-from machine import cpu_model  # noqa: E402
+from machine import cpu_model  # noqa: E402 - after benchmarks/ is put on sys.path
 
 STEPS = ("tests", "round", "city", "sweep", "fig2")
 FIG2_VARIANTS = "LRU,DFL,CFL"
@@ -251,7 +251,7 @@ class Outcome:
     tail: str = ""
 
 
-def run_step(step: Step, args: argparse.Namespace, timeout: float, log) -> Outcome:  # noqa: ANN001
+def run_step(step: Step, args: argparse.Namespace, timeout: float, log) -> Outcome:
     """Run ``step`` in its own process group; at ``timeout`` send it Ctrl-C, then kill it."""
     command = step.command(args)
     outcome = Outcome(step.name, command, round(timeout, 1))
@@ -331,7 +331,7 @@ def child_fig2(argv: list[str]) -> int:
     started = time.perf_counter()
     step = MobiDFLModel.step
 
-    def logged_step(self) -> None:  # noqa: ANN001
+    def logged_step(self) -> None:
         step(self)
         print(f"{BEAT}{time.perf_counter() - started:.3f} run{id(self):x} {self.steps}",
               flush=True)  # fmt: skip

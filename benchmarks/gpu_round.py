@@ -25,14 +25,14 @@ import torch
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 
-from peer_round import BATCH, LR, stand_in  # noqa: E402
+from peer_round import BATCH, LR, stand_in
 
-from mobidfl.model.learning.engine import make_engine  # noqa: E402
-from mobidfl.model.learning.nets import build_net, flops_per_sample  # noqa: E402
-from mobidfl.model.learning.partition import partition_shards  # noqa: E402
+from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.nets import build_net, flops_per_sample
+from mobidfl.model.learning.partition import partition_shards
 
 
-def round_times(engine, *, sync: bool) -> dict[str, float]:  # noqa: ANN001
+def round_times(engine, *, sync: bool) -> dict[str, float]:
     """Train one round and evaluate every car, timed (CUDA synchronised)."""
 
     def now() -> float:

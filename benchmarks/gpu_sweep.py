@@ -31,13 +31,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peer_round import machine, matmul_peak  # noqa: E402
+from peer_round import machine, matmul_peak
 
-from mobidfl.analysis.reproduce import paper_spec, variant_settings  # noqa: E402
-from mobidfl.analysis.sweep import Sweep  # noqa: E402
-from mobidfl.model.config import parse_assignments  # noqa: E402
-from mobidfl.model.learning.multirun import RunGroup, lockstep, plan_groups  # noqa: E402
-from mobidfl.model.world import MobiDFLModel  # noqa: E402
+from mobidfl.analysis.reproduce import paper_spec, variant_settings
+from mobidfl.analysis.sweep import Sweep
+from mobidfl.model.config import parse_assignments
+from mobidfl.model.learning.multirun import RunGroup, lockstep, plan_groups
+from mobidfl.model.world import MobiDFLModel
 
 
 def cuda_peak(size: int = 8192, repeats: int = 5) -> float:

@@ -31,7 +31,7 @@ def _timed(owner: object, name: str, label: str) -> None:
     """Wrap ``owner.name`` so its wall time adds up under ``label``."""
     inner = getattr(owner, name)
 
-    def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def wrapper(*args, **kwargs):
         start = time.perf_counter()
         try:
             return inner(*args, **kwargs)

@@ -35,10 +35,10 @@ import osmnx as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mobidfl.maps.edges import EdgeTable  # noqa: E402
-from mobidfl.maps.sources import graph_from_table, grid_table  # noqa: E402
-from mobidfl.maps.world import street_networks  # noqa: E402
-from tests.legacy_network import StreetNetwork as LegacyNetwork  # noqa: E402
+from mobidfl.maps.edges import EdgeTable
+from mobidfl.maps.sources import graph_from_table, grid_table
+from mobidfl.maps.world import street_networks
+from tests.legacy_network import StreetNetwork as LegacyNetwork
 
 PROBS = (0.5, 0.25, 0.25)
 

@@ -48,7 +48,7 @@ from mobidfl.model.learning.nets import build_net, flops_per_sample
 from mobidfl.model.learning.workers import keep_heap, minor_faults
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peer_round  # noqa: E402
+import peer_round
 
 BATCH, LR = peer_round.BATCH, peer_round.LR
 
@@ -67,7 +67,7 @@ def _ops_table(prof: profile, total_s: float, per: int, unit: str, rows: int = 1
     print(f"  (profiled {profiled:.2f} s of ops; unprofiled run {total_s:.2f} s)")
 
 
-def training_profile(dataset, *, steps: int, peak: float) -> None:  # noqa: ANN001
+def training_profile(dataset, *, steps: int, peak: float) -> None:
     """One car's local training, phases in CPU seconds, then the op table."""
     torch.manual_seed(0)
     fn = Functional(build_net("cached_cnn", dataset.input_shape, dataset.num_classes))
@@ -79,7 +79,7 @@ def training_profile(dataset, *, steps: int, peak: float) -> None:  # noqa: ANN0
     ps = [p.detach().clone().requires_grad_() for p in fn.template.parameters()]
     phases = dict.fromkeys(("gather", "forward", "backward", "update"), 0.0)
 
-    def step(k: int, clock=time.process_time) -> None:  # noqa: ANN001
+    def step(k: int, clock=time.process_time) -> None:
         t0 = clock()
         xb, yb = x.index_select(0, idx[k]), y.index_select(0, idx[k])
         t1 = clock()
@@ -114,7 +114,7 @@ def training_profile(dataset, *, steps: int, peak: float) -> None:  # noqa: ANN0
     _ops_table(prof, total, steps, "step")
 
 
-def evaluation_profile(dataset, *, peak: float) -> None:  # noqa: ANN001
+def evaluation_profile(dataset, *, peak: float) -> None:
     """One car tested on the test set in-process, then the op table."""
     torch.manual_seed(0)
     fn = Functional(build_net("cached_cnn", dataset.input_shape, dataset.num_classes),
@@ -136,7 +136,7 @@ def evaluation_profile(dataset, *, peak: float) -> None:  # noqa: ANN001
     _ops_table(prof, total, -(-len(y) // EVAL_CHUNK_CONV), "chunk")
 
 
-def _heap_probe(keep: bool, x: torch.Tensor, y: torch.Tensor, queue) -> None:  # noqa: ANN001
+def _heap_probe(keep: bool, x: torch.Tensor, y: torch.Tensor, queue) -> None:
     """In a fresh process: one car's evaluation, CPU seconds and faults (see heap_probe)."""
     import resource
 
@@ -152,7 +152,7 @@ def _heap_probe(keep: bool, x: torch.Tensor, y: torch.Tensor, queue) -> None:  #
     queue.put((kept, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, f1 - f0))
 
 
-def heap_probe(dataset) -> None:  # noqa: ANN001
+def heap_probe(dataset) -> None:
     """A spawned process (as a worker is) evaluating one car, default heap vs keep_heap."""
     ctx = multiprocessing.get_context("spawn")
     x = dataset.x_test.contiguous(memory_format=torch.channels_last)
@@ -168,7 +168,7 @@ def heap_probe(dataset) -> None:  # noqa: ANN001
               f"{faults} minor page faults" + ("" if kept or not keep else " (not applied)"))
 
 
-def workers_profile(dataset, *, cars: int) -> None:  # noqa: ANN001
+def workers_profile(dataset, *, cars: int) -> None:
     """The engine's train() and evaluate() with 1 and 2 workers on the same ``cars`` cars."""
     print(f"\nworkers: the engine's train() and evaluate(), {cars} cars, 100 steps each")
     print(f"  {'':12s}{'call':10s}{'wall s':>8s}{'CPU s':>8s}  "

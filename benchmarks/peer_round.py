@@ -53,7 +53,7 @@ from mobidfl.model.learning.nets import build_net, flops_per_sample
 from mobidfl.model.world import MobiDFLModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests import _peer  # noqa: E402
+from tests import _peer
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 CACHE_SIZE, TAU_MAX, BATCH, LR = 10, 5, 64, 0.1
@@ -71,7 +71,7 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-class _threads:  # noqa: N801 - a tiny context manager
+class _threads:
     def __init__(self, n: int) -> None:
         self.n, self.old = n, torch.get_num_threads()
 
@@ -130,8 +130,8 @@ def mobidfl_round(
     pool = getattr(engine, "_pool", None)
     pids = [p.pid for p in getattr(pool, "procs", [])]
 
-    def wrap(name: str, fn):  # noqa: ANN001, ANN202
-        def inner(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def wrap(name: str, fn):
+        def inner(*args, **kwargs):
             t, c = time.perf_counter(), cpu_seconds(pids)
             try:
                 return fn(*args, **kwargs)

@@ -23,16 +23,16 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from machine import machine_line, matmul_peak  # noqa: E402
+from machine import machine_line, matmul_peak
 
-from mobidfl.model.learning import backends  # noqa: E402
-from mobidfl.model.learning.nets import build_net, flops_per_sample  # noqa: E402
-from mobidfl.model.learning.workers import keep_heap  # noqa: E402
+from mobidfl.model.learning import backends
+from mobidfl.model.learning.nets import build_net, flops_per_sample
+from mobidfl.model.learning.workers import keep_heap
 
 PLAIN = F.conv2d
 
 
-def channels_last_conv(h, w, b=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: ANN001, ANN201
+def channels_last_conv(h, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """``F.conv2d`` with a later layer's input and weight channels-last (the input of the
     first layer, which needs no gradient, stays as it is)."""
     if h.requires_grad:

@@ -165,7 +165,7 @@ def _read_mobidfl(path: Path, text: str | None) -> Contacts:
             lines = np.arange(len(frame)) + 2  # line 1 is the header
     except ConfigError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any reader failure of a damaged file is one line
+    except Exception as exc:
         raise _refuse(path, f"unreadable: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     frame.columns = [str(c).strip() for c in frame.columns]
     missing = [c for c in ("a", "b", "t_start", "t_end") if c not in frame.columns]

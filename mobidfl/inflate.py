@@ -180,7 +180,7 @@ class _Reader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, target) -> int:  # noqa: ANN001 (a writable buffer)
+    def readinto(self, target) -> int:
         while not self._buffer:
             chunk = next(self._chunks, None)
             if chunk is None:

@@ -53,7 +53,7 @@ default: no win on 2 shared cores (docs/performance/measurements.md)."""
 THREADED_FROM = 20_000
 
 
-def _ordered(pool: ThreadPoolExecutor, fn, items: range, *, ahead: int):  # noqa: ANN001
+def _ordered(pool: ThreadPoolExecutor, fn, items: range, *, ahead: int):
     """``map(fn, items)`` on ``pool`` in order, with at most ``ahead`` results pending."""
     pending: deque = deque()
     for item in items:
@@ -250,7 +250,7 @@ def _chord_hits(
     end: np.ndarray,
     radius: float,
     budget: int,
-    skip=None,  # noqa: ANN001
+    skip=None,
     *,
     entering: bool = False,
 ):
@@ -676,7 +676,7 @@ def contact_intervals(
     )
 
 
-def one_connection_events(frame, *, step_s: float):  # noqa: ANN001, ANN201
+def one_connection_events(frame, *, step_s: float):
     """The contact table as The ONE's connection events (``StandardEventsReader``), one row each.
 
     ``TIME CONN A B up`` and ``TIME CONN A B down``, times in seconds since the run's start (step

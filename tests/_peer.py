@@ -20,8 +20,8 @@ from pathlib import Path
 from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mobidfl.errors import ConfigError  # noqa: E402
-from validation.refcache import REFERENCES, ensure  # noqa: E402
+from mobidfl.errors import ConfigError
+from validation.refcache import REFERENCES, ensure
 
 REPO = REFERENCES["cached_dfl"].repo
 COMMIT = next(iter(REFERENCES["cached_dfl"].files.values()))[0]

@@ -34,7 +34,7 @@ class ProbeModel(mesa.Model):
         self.datacollector.collect(self)
 
 
-def CounterText(model: ProbeModel) -> solara.Text:  # noqa: N802 - Solara component style
+def CounterText(model: ProbeModel) -> solara.Text:
     """Show the counter as text, so a browser test can read the model state."""
     return solara.Text(f"{COUNTER_PREFIX} {model.counter}", classes=["probe-counter"])
 

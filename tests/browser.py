@@ -90,11 +90,11 @@ def _not_found_cdn(misses: list[str]) -> Iterator[str]:
     """
 
     class NotFound(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        def do_GET(self) -> None:
             misses.append(self.path)
             self.send_error(404, "offline test CDN: not in the local proxy cache")
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)

@@ -29,7 +29,7 @@ from pathlib import Path
 # (tests/test_idx_datasets.py); a data_root given by a test is still read.
 os.environ["MOBIDFL_FASHION_DIR"] = "/nonexistent/mobidfl-tests-use-small-data"
 
-import pytest  # noqa: E402
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"mobidfl": "mobidfl", "mobidfl.model": "model", "mobidfl.agents": "agents",

@@ -33,7 +33,7 @@ default: at 100k agents 2 threads measured 0.80x at load 5 (benchmarks/city_scal
 THREADED_FROM = 20_000
 
 
-def _ordered(pool: ThreadPoolExecutor, fn, items: range, *, ahead: int):  # noqa: ANN001
+def _ordered(pool: ThreadPoolExecutor, fn, items: range, *, ahead: int):
     """``map(fn, items)`` on ``pool`` in order, with at most ``ahead`` results pending."""
     pending: deque = deque()
     for item in items:

@@ -45,8 +45,8 @@ _DRIVER = textwrap.dedent(
     import json, os, runpy, sys, traceback
     cases = json.loads(sys.stdin.read())
     import torch, mesa, mobidfl.model.world, mobidfl.model.checkpoint  # warm
-    import mobidfl.analysis.gis, mobidfl.analysis.plots  # noqa: E401
-    import mobidfl.analysis.report, mobidfl.analysis.sweep  # noqa: E401
+    import mobidfl.analysis.gis, mobidfl.analysis.plots  # noqa: E401 - warm
+    import mobidfl.analysis.report, mobidfl.analysis.sweep  # noqa: E401 - warm
     codes = []
     for case in cases:
         pid = os.fork()

@@ -36,7 +36,7 @@ def test_every_public_name_is_the_object_its_module_implements():
 def test_an_unknown_name_is_an_attribute_error():
     # Execute / Assert
     with pytest.raises(AttributeError, match="no attribute 'MobiDFLModle'"):
-        mobidfl.MobiDFLModle  # noqa: B018
+        mobidfl.MobiDFLModle  # noqa: B018 - the attribute lookup is what must raise
 
 
 def test_the_ground_floor_imports_nothing_above_it():

@@ -25,7 +25,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install -e '.[ray]')")
 psutil = pytest.importorskip("psutil", reason="psutil lists sockets and processes (with Ray)")
 
-from mobidfl.analysis.sweep import Sweep, load_runs, read_manifest, run_sweep  # noqa: E402
+from mobidfl.analysis.sweep import Sweep, load_runs, read_manifest, run_sweep  # noqa: E402 - after the optional extras are found
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 80 * 2**20,

@@ -291,7 +291,7 @@ def aggregation_check(*, seed: int = 0, n_cached: int = 6, n_params: int = 50) -
 
 
 # --- the comparison ------------------------------------------------------------------------------
-def _ms(values) -> str:  # noqa: ANN001
+def _ms(values) -> str:
     v = np.asarray(values, float)
     return f"{v.mean():.3g} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.2g}"
 

@@ -97,7 +97,7 @@ def _token_model():
             super().__init__()
             self.w = torch.nn.Parameter(torch.zeros(1))
 
-        def __deepcopy__(self, memo):  # noqa: ANN001
+        def __deepcopy__(self, memo):
             return self
 
     return Token()

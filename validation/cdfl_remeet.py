@@ -189,7 +189,7 @@ def _plane_to_ground(xy: np.ndarray, plane: str, centre: np.ndarray) -> np.ndarr
     return _degrees_to_ground(lonlat)
 
 
-def authors_move(net, table, edges: np.ndarray, offsets: np.ndarray,  # noqa: ANN001
+def authors_move(net, table, edges: np.ndarray, offsets: np.ndarray,
                  speed: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """The authors' ``Car.move(1)`` on MobiDFL's edges: at most one node per 1 s move.
 
@@ -207,7 +207,7 @@ def authors_move(net, table, edges: np.ndarray, offsets: np.ndarray,  # noqa: AN
     return edges, offsets
 
 
-def authors_xy(net, edges: np.ndarray, offsets: np.ndarray) -> np.ndarray:  # noqa: ANN001
+def authors_xy(net, edges: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Positions ``offsets`` along straight roads, also past their end (as ``Car.move``)."""
     start = net.node_xy[net.edge_u[edges]]
     way = net.node_xy[net.edge_v[edges]] - start
@@ -215,7 +215,7 @@ def authors_xy(net, edges: np.ndarray, offsets: np.ndarray) -> np.ndarray:  # no
     return start + way * offsets[:, None]
 
 
-def simulate(net, mob: Mobility, *, speed: float, seed: int,  # noqa: ANN001
+def simulate(net, mob: Mobility, *, speed: float, seed: int,
              count: int = NUM_CAR, seconds: int = SECONDS) -> np.ndarray:
     """Positions ``[seconds, count, 2]`` after each 1 s move of MobiDFL's mobility under ``mob``.
 
@@ -353,7 +353,7 @@ def second_statistics(xy: np.ndarray, radius: float, ground: np.ndarray) -> dict
     }
 
 
-def turn_tables_differ(net) -> float:  # noqa: ANN001
+def turn_tables_differ(net) -> float:
     """Share of the roads into an intersection with a choice (two or more roads on) whose
     next-road probabilities differ between the two turn rules (by more than 1e-9)."""
     a = net.turn_table((0.5, 0.25, 0.25), rule="classes")

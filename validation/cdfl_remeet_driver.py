@@ -25,7 +25,7 @@ import networkx as nx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import cdfl_driver  # noqa: E402  (the sibling driver: seeding and import path)
+import cdfl_driver
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     log: list[np.ndarray] = []
     move = road_sim.Car.move
 
-    def logged(self, time):  # noqa: ANN001, ANN202
+    def logged(self, time):
         move(self, time)
         log.append(np.array(self.current_position, dtype=np.float64))
 

@@ -110,8 +110,8 @@ def reference_classes(folder: Path) -> tuple[type, type]:
         stub = types.ModuleType(name)
         stub.Sharing = type("Sharing", (), {"__doc__": "validation shim: empty base class"})
         sys.modules[name] = stub
-    from decentralizepy.graphs.MobilityGraph import MobilityGraph  # noqa: PLC0415
-    from decentralizepy.sharing.MobilityAwareSharing import MobilityAwareSharing  # noqa: PLC0415
+    from decentralizepy.graphs.MobilityGraph import MobilityGraph
+    from decentralizepy.sharing.MobilityAwareSharing import MobilityAwareSharing
 
     return MobilityGraph, MobilityAwareSharing
 

@@ -557,7 +557,7 @@ class _ValidationSplitLoss(PsflPolicy):
         self._val = [torch.from_numpy(v) for v in val]
         self._x, self._y = ds.x_train, ds.y_train
 
-    def _loss(self, engine, model: int, on_agent: int) -> float:  # noqa: ANN001
+    def _loss(self, engine, model: int, on_agent: int) -> float:
         idx = self._val[on_agent]
         params = [p[int(model)] for p in engine.params]
         with torch.no_grad():
@@ -566,12 +566,12 @@ class _ValidationSplitLoss(PsflPolicy):
         return eq3_loss(per.double().numpy(), scale="batch_sum", batch=128)
 
 
-def _accuracy(engine, params, x: torch.Tensor, y: torch.Tensor) -> float:  # noqa: ANN001
+def _accuracy(engine, params, x: torch.Tensor, y: torch.Tensor) -> float:
     with torch.no_grad():
         return float((engine.logits(params, x).argmax(1) == y).double().mean())
 
 
-def _fedavg(engine, groups: list[np.ndarray], *, weights: str) -> dict:  # noqa: ANN001
+def _fedavg(engine, groups: list[np.ndarray], *, weights: str) -> dict:
     """Every member of a federation of two or more gets its average (``weights``: ``size`` =
     |D_k|, ``equal``)."""
     assign = {}
@@ -585,7 +585,7 @@ def _fedavg(engine, groups: list[np.ndarray], *, weights: str) -> dict:  # noqa:
     return assign
 
 
-def apply_update(engine, assign: dict, *, tick: int, rule: str) -> None:  # noqa: ANN001
+def apply_update(engine, assign: dict, *, tick: int, rule: str) -> None:
     """Give the members their federation's model (``assign``) under ``rule``: ``replace``
     (Alg. 1 lines 6-9, every tick) or ``impulse`` (the later code: at ticks 0, 5, 10, ...
     0.1 x own + 0.9 x the federation's model, otherwise the own model is kept)."""
@@ -691,7 +691,7 @@ def run_tag(seed: int, areas: int, threshold: float) -> str:
     return f"seed-{seed}_regions-{areas}_threshold-{float(threshold)}"
 
 
-def _json_once(path: Path, make) -> dict:  # noqa: ANN001
+def _json_once(path: Path, make) -> dict:
     """``path``'s JSON, or ``make()`` written there first: a long sweep resumes per run."""
     if path.is_file():
         return json.loads(path.read_text())

@@ -53,16 +53,16 @@ DONE: list[dict] = []
 ORDER: list[int] = []  # node ids in the order the simulator ran the election probe
 sys.path.insert(0, str(SRC))
 
-from phyelds.calculus import aggregate  # noqa: E402
-from phyelds.data import Field  # noqa: E402
-from phyelds.libraries.device import local_id  # noqa: E402
-from phyelds.libraries.leader_election import elect_leaders  # noqa: E402
-from phyelds.libraries.spreading import broadcast, distance_to  # noqa: E402
-from phyelds.simulator import Simulator  # noqa: E402
-from phyelds.simulator.deployments import deformed_lattice  # noqa: E402
-from phyelds.simulator.neighborhood import radius_neighborhood  # noqa: E402
-from phyelds.simulator.runner import aggregate_program_runner  # noqa: E402
-from ProFed import partitioner  # noqa: E402
+from phyelds.calculus import aggregate  # noqa: E402 - after the reference checkout is put on sys.path
+from phyelds.data import Field  # noqa: E402 - after the reference checkout is put on sys.path
+from phyelds.libraries.device import local_id  # noqa: E402 - after the reference checkout is put on sys.path
+from phyelds.libraries.leader_election import elect_leaders  # noqa: E402 - after the reference checkout is put on sys.path
+from phyelds.libraries.spreading import broadcast, distance_to  # noqa: E402 - after the reference checkout is put on sys.path
+from phyelds.simulator import Simulator  # noqa: E402 - after the reference checkout is put on sys.path
+from phyelds.simulator.deployments import deformed_lattice  # noqa: E402 - after the reference checkout is put on sys.path
+from phyelds.simulator.neighborhood import radius_neighborhood  # noqa: E402 - after the reference checkout is put on sys.path
+from phyelds.simulator.runner import aggregate_program_runner  # noqa: E402 - after the reference checkout is put on sys.path
+from ProFed import partitioner  # noqa: E402 - after the reference checkout is put on sys.path
 
 LATTICE = (7, 7, 1, 0.01)  # simulation.py: deformed_lattice(simulator, 7, 7, 1, 0.01)
 RADIUS = 1.15  # simulation.py: radius_neighborhood(1.15)
@@ -80,7 +80,7 @@ class Images(Dataset):
     def __len__(self) -> int:
         return int(self.targets.shape[0])
 
-    def __getitem__(self, i):  # noqa: ANN001, ANN204 - torch's protocol
+    def __getitem__(self, i):
         return self.x[i], int(self.targets[i])
 
 
@@ -90,7 +90,7 @@ def load_images() -> tuple[Images, Images]:
     return Images(d["x_train"], d["y_train"], classes), Images(d["x_test"], d["y_test"], classes)
 
 
-def shim_download_dataset(dataset_name, transform=None, download_path="dataset"):  # noqa: ANN001, ANN201, ARG001
+def shim_download_dataset(dataset_name, transform=None, download_path="dataset"):
     """Data-only shim: MobiDFL's images instead of a torchvision download."""
     return load_images()
 
@@ -101,7 +101,7 @@ def load_simulation() -> dict:
     tree = ast.parse(path.read_text(), filename=str(path))
     keep = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom | ast.FunctionDef)]
     ns: dict = {"__name__": "simulation", "__file__": str(path)}
-    exec(compile(ast.Module(body=keep, type_ignores=[]), str(path), "exec"), ns)  # noqa: S102
+    exec(compile(ast.Module(body=keep, type_ignores=[]), str(path), "exec"), ns)
     return ns
 
 
@@ -116,7 +116,7 @@ def lattice(seed: int) -> tuple[Simulator, np.ndarray, list[list[int]]]:
     return sim, pos, nbrs
 
 
-def uuid_of(node) -> float:  # noqa: ANN001
+def uuid_of(node) -> float:
     """The random priority ``elect_leaders`` drew for this node (``random_uuid``'s state)."""
     for path, value in node.data["state"].items():
         if "random_uuid" in str(path):
@@ -152,7 +152,7 @@ def job_ds() -> dict:
 
 # --- job: elect -------------------------------------------------------------------------------
 @aggregate
-def election_probe(ds_row: dict, threshold: float):  # noqa: ANN201
+def election_probe(ds_row: dict, threshold: float):
     ORDER.append(int(local_id()))
     distances = Field({int(k): float(v) for k, v in ds_row.items()}, local_id())
     leader = elect_leaders(threshold, distances)
@@ -179,10 +179,10 @@ def job_elect() -> dict:
         order: list[list[int]] = []
         ORDER.clear()
 
-        def observe(simulator) -> None:  # noqa: ANN001
+        def observe(simulator) -> None:
             nodes = sorted(simulator.environment.nodes.values(), key=lambda n: n.id)
-            history.append([list(n.data["result"]) for n in nodes])  # noqa: B023
-            order.append(list(ORDER))  # noqa: B023
+            history.append([list(n.data["result"]) for n in nodes])  # noqa: B023 - called within this iteration only
+            order.append(list(ORDER))  # noqa: B023 - called within this iteration only
             ORDER.clear()
             simulator.schedule_event(1.0, observe, simulator)
 
@@ -211,7 +211,7 @@ def job_run() -> dict:
         sims: list = []
         ticks: list[dict] = []
 
-        def observe(simulator) -> None:  # noqa: ANN001
+        def observe(simulator) -> None:
             nodes = sorted(simulator.environment.nodes.values(), key=lambda n: n.id)
             outs = [n.data.get("outputs", {}) for n in nodes]
             ticks.append({  # noqa: B023 - one simulator per run, finished before the next
@@ -220,20 +220,20 @@ def job_run() -> dict:
             })
             simulator.schedule_event(1.0, observe, simulator)
 
-        def runner(simulator, time_delta, node, program, **kwargs):  # noqa: ANN001, ANN202
+        def runner(simulator, time_delta, node, program, **kwargs):
             if not captured:  # noqa: B023 - one simulator per run
                 simulator.schedule_event(0.97, observe, simulator)
-                sims.append(simulator)  # noqa: B023
+                sims.append(simulator)  # noqa: B023 - called within this iteration only
             train, val, test = kwargs["data"]
-            captured[node.id] = {  # noqa: B023
+            captured[node.id] = {  # noqa: B023 - called within this iteration only
                 "train": [int(i) for i in train.indices],
                 "val": [int(i) for i in val.indices],
                 "test": [int(i) for i in test.indices],
                 "position": list(node.position),
                 "neighbours": sorted(m.id for m in simulator.environment.get_neighbors(node)),
             }
-            if "init" not in captured.setdefault(-1, {}):  # noqa: B023
-                captured[-1]["init"] = {  # noqa: B023
+            if "init" not in captured.setdefault(-1, {}):  # noqa: B023 - called within this iteration only
+                captured[-1]["init"] = {  # noqa: B023 - called within this iteration only
                     k: v.detach().numpy().copy() for k, v in kwargs["initial_model_params"].items()
                 }
             return aggregate_program_runner(simulator, time_delta, node, program, **kwargs)

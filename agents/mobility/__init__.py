@@ -1,6 +1,6 @@
 """Mobility models, one file each, registered by name (one import line per model)."""
 
-from mobidfl.agents.mobility import (  # noqa: F401
+from mobidfl.agents.mobility import (  # noqa: F401 - imported to register each built-in model
     contact_trace,
     dam,
     manhattan,

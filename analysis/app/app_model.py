@@ -33,7 +33,7 @@ class AppModel(MobiDFLModel):
     def __init__(
         self,
         *,
-        map: str = "nyc_uws",  # noqa: A002 - the public setting's name
+        map: str = "nyc_uws",
         map_file: str = "",
         fallback: Mapping[str, Any] | None = None,
         scenario: Any = None,
@@ -56,7 +56,7 @@ class AppModel(MobiDFLModel):
 
     @staticmethod
     def model_settings(
-        *, map: str = "nyc_uws", map_file: str = "", **settings: Any  # noqa: A002
+        *, map: str = "nyc_uws", map_file: str = "", **settings: Any
     ) -> dict[str, Any]:
         """The app's inputs as :class:`MobiDFLModel` settings (``map_file`` wins over ``map``).
 

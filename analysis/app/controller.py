@@ -89,7 +89,7 @@ def QueuedController(
                 publish()
                 try:
                     current.step()
-                except Exception as exc:  # noqa: BLE001 - shown on the page, queue cleared
+                except Exception as exc:
                     error.set(f"error in step: {type(exc).__name__}: {exc}")
                     with queue.lock:
                         queue.pending, queue.playing = 0, False

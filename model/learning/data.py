@@ -478,7 +478,7 @@ def _load_cifar10(root: Path | None, test_size: int, seed: int) -> Dataset:
         "cifar-10-python.tar.gz) in ROOT/cifar-10-batches-py/ and set data_root = ROOT"
     )
 
-    def build(folder: str, train: bool):  # noqa: ANN202
+    def build(folder: str, train: bool):
         # torchvision only once the folder is there: an ``auto:cifar10|...`` check on a
         # machine without CIFAR-10 needs neither torchvision nor torch
         from torchvision.datasets import CIFAR10

@@ -183,7 +183,7 @@ class Aggregation(Mapping[int, tuple]):
         snapshots, weights = self._recipes[i]
         return self._engine.combine(snapshots, weights)
 
-    def __iter__(self):  # noqa: ANN204 - Iterator[int]
+    def __iter__(self):
         return iter(self._recipes)
 
     def __len__(self) -> int:

@@ -113,4 +113,4 @@ class MofelPolicy(MofelBase):
 
 
 # After MofelPolicy, so the registry lists mofel, mofel_a1, mofel_a2 in their old order.
-from mobidfl.model.policies.mofel_baselines import MofelA1Policy, MofelA2Policy  # noqa: E402
+from mobidfl.model.policies.mofel_baselines import MofelA1Policy, MofelA2Policy  # noqa: E402 - after MofelPolicy: the registry lists mofel first

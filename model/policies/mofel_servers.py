@@ -770,5 +770,5 @@ class MofelBase(ExchangePolicy):
         """
         return {}
 
-    def load_extra_state(self, state: dict) -> None:  # noqa: B027 - optional hook
+    def load_extra_state(self, state: dict) -> None:
         """Restore :meth:`extra_state`."""
