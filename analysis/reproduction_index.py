@@ -63,9 +63,12 @@ class CpuRun:
     under the published folder (``published/reproduction/...``)."""
 
     @property
-    def size(self) -> tuple[int, float]:
-        """What "largest" ranks by: the scale, then the runs' summed wall time."""
-        return SCALE_ORDER.get(self.scale, -1), self.runs_wall_s
+    def size(self) -> tuple[int, str, float]:
+        """What "largest" ranks by: the scale, the latest, then the summed run time.
+
+        A re-run at a later commit, which records its CPU, wins over the run it repeats.
+        """
+        return SCALE_ORDER.get(self.scale, -1), self.date, self.runs_wall_s
 
 
 def _header(report: Path) -> tuple[str, str]:
@@ -141,7 +144,7 @@ def cpu_runs(published: Path, docs: Path) -> list[CpuRun]:
 
 
 def largest_cpu_runs(runs: Sequence[CpuRun]) -> list[CpuRun]:
-    """Each paper's largest CPU run: the largest scale, then the most run time."""
+    """Each paper's largest CPU run: the largest scale, then the latest, then the most run time."""
     best: dict[str, CpuRun] = {}
     for run in runs:
         if run.paper not in best or run.size > best[run.paper].size:
@@ -178,7 +181,8 @@ def index_table(runs: Sequence[CpuRun]) -> str:
         "*Run time, summed*: every run's own wall time from its sweep's `manifest.csv`, added "
         "up (runs ran side by side on the cores, so the command itself took less). "
         "*Largest*: the largest "
-        "`--scale`, then the most run time. The CPU is the one `machine.json` names beside "
+        "`--scale`, then the latest run, then the most run time. The CPU is the one "
+        "`machine.json` names beside "
         "`per_run.csv`; Cached-DFL's paper scale ran on a GPU "
         "([paper_gpu](cached_dfl_003/paper_gpu/reproduction.md)) and is not in this table.",
     ]
