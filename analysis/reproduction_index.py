@@ -58,6 +58,8 @@ class CpuRun:
     cpu: str
     """The CPU from ``machine.json``; ``""`` where the folder has none."""
     cores: int | None
+    load: float | None
+    """The 1-minute load average when the reproduction finished (its runs and anything else)."""
     report: str
     """The report's path: relative to the docs' reproduction folder where it is there, else
     under the published folder (``published/reproduction/...``)."""
@@ -98,20 +100,22 @@ def _run_folder(paper: str, folder: Path, *, published: Path, docs: Path) -> Cpu
     done = table[table["status"] == "ok"]
     per_run = pd.read_csv(folder / "per_run.csv")
     walls = done["wall_s"].astype(float)
-    cpu, cores = "", None
+    cpu, cores, load = "", None, None
     machine = folder / "machine.json"
     if machine.exists():
         record = json.loads(machine.read_text())
         if record["machine"].get("gpu"):
             return None  # a CPU table: a run on a GPU machine is the GPU page's
         cpu, cores = str(record["machine"]["cpu"]), int(record["machine"]["cores"])
+        load = next(iter(record["machine"].get("load_at_write", [])), None)
         commit = str(record["commit"])[:7] or commit
     return CpuRun(
         paper=paper, folder=str(relative), scale=scale, commit=commit,
         variants=int(per_run["variant"].nunique()), seeds=int(per_run["seed"].nunique()),
         rounds=int(per_run["steps_run"].max()), runs=len(done),
         runs_wall_s=round(float(walls.sum()), 1), longest_run_s=round(float(walls.max()), 1),
-        date=str(done["finished_at"].max())[:10], cpu=cpu, cores=cores, report=shown,
+        date=str(done["finished_at"].max())[:10], cpu=cpu, cores=cores, load=load,
+        report=shown,
     )
 
 
@@ -166,7 +170,8 @@ def index_table(runs: Sequence[CpuRun]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in largest_cpu_runs(runs):
-        cpu = (f"{run.cpu}, {run.cores} cores" if run.cpu
+        load = f", load {run.load:.1f}" if run.load is not None else ""
+        cpu = (f"{run.cpu}, {run.cores} cores{load}" if run.cpu
                else "not recorded (made before `machine.json`)")
         where = (f"[{run.folder}]({run.report})" if not run.report.startswith("published/")
                  else f"{run.folder} (`{run.report}`)")

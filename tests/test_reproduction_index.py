@@ -63,6 +63,7 @@ def test_the_largest_scale_wins_and_the_cpu_comes_from_machine_json(tmp_path):
     _folder(published, docs, "psfl_004", scale="small", walls=[100.0, 200.0])
     _folder(published, docs, "psfl_004/paper", scale="paper", walls=[30.0, 60.0],
             machine={"commit": "deadbeefcafe", "machine": {"cpu": "Zen 9", "cores": 4,
+                                                           "load_at_write": [1.5, 1, 1],
                                                            "gpu": ""}})
     _folder(published, docs, "dam_001", scale="small", walls=[1.0, 1.0],
             machine={"commit": "0123456", "machine": {"cpu": "X", "cores": 8,
@@ -78,7 +79,7 @@ def test_the_largest_scale_wins_and_the_cpu_comes_from_machine_json(tmp_path):
     assert (paper.runs, paper.variants, paper.seeds, paper.rounds) == (4, 2, 2, 30)
     assert (paper.runs_wall_s, paper.longest_run_s, paper.date) == (180.0, 60.0, "2026-11-21")
     assert (paper.cpu, paper.cores, paper.commit) == ("Zen 9", 4, "deadbee")
-    assert "| 3.0 min | 1.0 min | 2026-11-21 | Zen 9, 4 cores | `deadbee` |" in table
+    assert "| 3.0 min | 1.0 min | 2026-11-21 | Zen 9, 4 cores, load 1.5 | `deadbee` |" in table
     # without machine.json the CPU is not guessed
     assert runs[0].cpu == "" and runs[0].cores is None
     assert "not recorded" in index_table(runs[:1])
@@ -104,3 +105,40 @@ def test_a_reproduction_writes_its_machine_beside_its_runs(tmp_path):
     assert record["runs_wall_s"] == round(float(walls.sum()), 1)
     assert 0 < record["longest_run_s"] <= record["runs_wall_s"]
     assert record["started"] <= record["finished"]
+
+
+def _reruns() -> list[tuple[Path, Path]]:
+    """(original, re-run) folders: ``<name>_<date>`` repeats ``<name>`` (or the paper's top
+    folder, whose scale its report names) at a later commit."""
+    published = ROOT / "published" / "reproduction"
+    pairs = []
+    for rerun in sorted(published.glob("*/*_20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]")):
+        name = rerun.name.rsplit("_", 1)[0]
+        original = rerun.parent / name
+        if not original.is_dir():
+            report = ROOT / "docs" / "reproduction" / rerun.parent.name / "reproduction.md"
+            original = rerun.parent if f"scale `{name}`" in report.read_text() else original
+        pairs.append((original, rerun))
+    return pairs
+
+
+def test_a_rerun_repeats_the_published_runs_it_shares_digit_for_digit():
+    # Every run of the original is in its re-run (same variant and seed), with the same
+    # numbers to the last digit: the per-run tables are the same arithmetic on another
+    # day, commit and CPU
+    pairs = _reruns()
+    assert pairs, "no re-run folder is published"
+    for original, rerun in pairs:
+        old = pd.read_csv(original / "per_run.csv")
+        new = pd.read_csv(rerun / "per_run.csv")
+        shared = [c for c in old.columns if c in new.columns]
+        merged = old[shared].merge(new[shared], on=["variant", "seed"], how="left",
+                                   suffixes=("", "_rerun"), indicator=True)
+        assert (merged["_merge"] == "both").all(), f"{rerun}: misses runs of {original}"
+        for column in shared:
+            if column in ("variant", "seed"):
+                continue
+            pd.testing.assert_series_equal(
+                merged[column], merged[f"{column}_rerun"], check_names=False,
+                check_exact=True, obj=f"{rerun.name}: {column}")
+        assert (rerun / "machine.json").is_file()
