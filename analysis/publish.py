@@ -440,7 +440,7 @@ def earlier_versions(dest: str | Path, plan: dict[str, Any], outcomes: pd.DataFr
     What changed in the base world, and each world's winner then and now, so that a reader
     sees whether the answer depends on what changed (e.g. the recipe).
     """
-    older = sorted((p for p in Path(dest).glob("v*") if (p / "manifest.json").is_file()),
+    older = sorted((p for p in Path(dest).glob("v[0-9]*") if (p / "manifest.json").is_file()),
                    key=lambda p: p.name)
     if not older:
         return []

@@ -820,7 +820,7 @@ def same_worlds(study_dest: Path, run_ids: pd.Series) -> Path:
     none holds any.
     """
     best, most = study_dest, -1
-    for folder in [study_dest, *sorted(study_dest.glob("v*"))]:
+    for folder in [study_dest, *sorted(study_dest.glob("v[0-9]*"))]:
         if not (folder / "runs.parquet").is_file():
             continue
         held = int(run_ids.isin(pd.read_parquet(folder / "runs.parquet", columns=["run_id"])
