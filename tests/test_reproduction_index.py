@@ -128,6 +128,11 @@ CHANGED_SINCE: dict[str, tuple[tuple[str, ...], float | None, str]] = {
         "the preset's data set changed between the two runs (mnist5k -> Fashion-MNIST 60k, "
         "commit c5b8cf8): the clients' selection and cycles are the same runs, the "
         "accuracies are of another data set"),
+    "cached_dfl_003/small_2026-11-29": (
+        ("steps_run",), None,
+        "the preset's world changed between the two runs (the authors' own Manhattan roads, "
+        "manhattan_cdfl, commit 7005130; the turn rule of record, b1c6418): another world, "
+        "with its own numbers and the same verdicts"),
     "mobility_000/paper_2026-11-29": (
         ("steps_run",), 0.1,
         "LeNet-5 runs: the accuracies moved by at most 0.08 points between 22 Nov (CPU not "
