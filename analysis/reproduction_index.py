@@ -85,6 +85,16 @@ def _header(report: Path) -> tuple[str, str]:
 
 
 def _run_folder(paper: str, folder: Path, *, published: Path, docs: Path) -> CpuRun | None:
+    """One folder's row, or ``None`` where it is no CPU sweep; a damaged file is refused."""
+    try:
+        return _read_folder(paper, folder, published=published, docs=docs)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise ConfigError(str(folder), type(exc).__name__,
+                          "a reproduction folder whose manifests, per_run.csv and "
+                          "machine.json read whole") from None
+
+
+def _read_folder(paper: str, folder: Path, *, published: Path, docs: Path) -> CpuRun | None:
     manifests = sorted(folder.glob("runs/*/manifest.csv"))
     if not manifests or not (folder / "per_run.csv").exists():
         return None  # not a sweep of runs made here (a GPU run's logs, a seeds-only table)
