@@ -17,7 +17,7 @@ import numpy as np
 from mesa_geo import GeoAgent
 from shapely.geometry import Point
 
-from mobidfl.kinds import AGENT_KINDS, AgentKind
+from mobidfl.settings import AGENT_KINDS, AgentKind
 
 
 class AgentArrays(Protocol):

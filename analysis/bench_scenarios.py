@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import KINDS, Config, canonical_name
-from mobidfl.model.config_names import required_world, setting_role
+from mobidfl.model.config import KINDS, Config, canonical_name, required_world, setting_role
 from mobidfl.plugins import POLICIES
 
 __all__ = [

@@ -117,8 +117,7 @@ def run_summary(config: Config) -> str:
     Naming each changed setting's origin keeps a changed world from being silent (a policy
     never changes it: :meth:`mobidfl.model.config.Config.setting_origins`).
     """
-    from mobidfl.model.config import COUNT_SETTING, KINDS
-    from mobidfl.model.presets import load_preset
+    from mobidfl.model.config import COUNT_SETTING, KINDS, load_preset
 
     counts = ", ".join(
         f"{config.count(k)} {COUNT_SETTING[k]}" for k in KINDS if config.count(k)
@@ -573,7 +572,7 @@ def _sweep_interrupted(out: Path) -> str:
 
 def cmd_presets(args: argparse.Namespace) -> int:
     """``mobidfl presets``: list the paper presets; returns the exit code."""
-    from mobidfl.model.presets import load_preset, preset_names
+    from mobidfl.model.config import load_preset, preset_names
 
     names = preset_names()
     width = max(len(n) for n in names)
@@ -852,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command ``argv`` names; refusals are one line on stderr, the exit code returned."""
     parser = make_parser()
     args = parser.parse_args(argv)
-    from mobidfl.model.inert import one_report
+    from mobidfl.model.config import one_report
 
     try:
         with one_report():  # each warning line once per command, not per config or worker

@@ -131,7 +131,7 @@ def describe_world(settings: Mapping[str, Any], *, steps: int | None = None) -> 
     read from learners that are built but never stepped. ``steps`` overrides the world's
     own horizon.
     """
-    from mobidfl.model.inert import InertSettingWarning
+    from mobidfl.model.config import InertSettingWarning
     from mobidfl.model.world import MobiDFLModel
 
     world = dict(settings)

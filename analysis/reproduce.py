@@ -174,7 +174,7 @@ def data_sentence(spec: PaperSpec, config: Config) -> str:
     The set trained on and, where it is not the paper's, the paper's set it stands in for (the
     preset's first ``auto:`` choice).
     """
-    from mobidfl.model.presets import load_preset
+    from mobidfl.model.config import load_preset
 
     wanted = str(load_preset(spec.preset).settings.get("dataset", config.dataset))
     paper = wanted.removeprefix("auto:").split("|")[0].strip()

@@ -25,8 +25,7 @@ from typing import Any
 
 from mobidfl.analysis.bench_scenarios import SCALES, About, Column, _flat, link_axis
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import KINDS, canonical_name
-from mobidfl.model.config_names import required_world, setting_role
+from mobidfl.model.config import KINDS, canonical_name, required_world, setting_role
 
 __all__ = [
     "BASE",

@@ -110,8 +110,7 @@ def load_tuning(name: str) -> Tuning:
     """
     from mobidfl.analysis.bench_scenarios import SCALES
     from mobidfl.analysis.study import load_study
-    from mobidfl.model.config import canonical_name
-    from mobidfl.model.config_names import setting_role
+    from mobidfl.model.config import canonical_name, setting_role
     from mobidfl.plugins import POLICIES
 
     study = load_study(name)
@@ -555,7 +554,7 @@ def _data_sizes(tuning: Tuning, scale: str, variants: Sequence[str], seeds: Sequ
     """
     import warnings
 
-    from mobidfl.model.inert import InertSettingWarning
+    from mobidfl.model.config import InertSettingWarning
     from mobidfl.model.world import MobiDFLModel
 
     cols = _columns(tuning, scale)

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 import torch
 
 from mobidfl.model.learning.data import load_dataset
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.maths.mixing import dpsgd_weights
 
 
@@ -64,14 +64,11 @@ def main() -> None:
             parts = [rng.choice(ds.n_train, 16, replace=False) for _ in range(n)]
             eng = make_engine(
                 "loop",
-                net=net,
+                TrainingSettings(
+                    net=net, lr=0.01, batch_size=16, local_steps=1, seed=0, same_init=False
+                ),
                 dataset=ds,
                 parts=parts,
-                lr=0.01,
-                batch_size=16,
-                local_steps=1,
-                seed=0,
-                same_init=False,
             )
             names = eng.param_names
             states = [

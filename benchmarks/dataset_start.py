@@ -35,7 +35,7 @@ CASES = {
     "digits": "import torch\nfrom mobidfl.model.learning.data import load_dataset\n"
               "load_dataset('digits', test_size=100, seed=0)",
     "digits via sklearn": "import torch\nfrom sklearn.datasets import load_digits\nload_digits()",
-    "cifar10 absent": "from mobidfl.model.presets import dataset_present\n"
+    "cifar10 absent": "from mobidfl.model.config import dataset_present\n"
                       "assert not dataset_present('cifar10', {empty!r})",
     "import torchvision.datasets": "import torchvision.datasets",
 }

@@ -27,7 +27,7 @@ sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 
 from peer_round import BATCH, LR, stand_in
 
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.nets import build_net, flops_per_sample
 from mobidfl.model.learning.partition import partition_shards
 
@@ -104,9 +104,9 @@ def main() -> None:
           f"test {test_size} ({dataset.name}), {work / 1e12:.2f} TFLOP per round")  # fmt: skip
     best: dict[str, dict[str, float]] = {}
     for precision in args.precision.split(","):
-        gpu = make_engine("batched", net="cached_cnn", dataset=dataset, parts=parts, lr=LR,
-                          batch_size=BATCH, local_steps=steps, device="cuda", seed=0,
-                          precision=precision)  # fmt: skip
+        training = TrainingSettings(net="cached_cnn", lr=LR, batch_size=BATCH, local_steps=steps,
+                                    device="cuda", seed=0, precision=precision)
+        gpu = make_engine("batched", training, dataset=dataset, parts=parts)
         results = [round_times(gpu, sync=True) for _ in range(args.rounds)]
         for r, res in enumerate(results):
             total = res["train"] + res["evaluate"]
@@ -121,9 +121,9 @@ def main() -> None:
     best_gpu = best[next(iter(best))]
 
     small = max(2, round(100 * args.cpu_scale))
-    cpu = make_engine("loop", net="cached_cnn", dataset=dataset, parts=parts[:small], lr=LR,
-                      batch_size=BATCH, local_steps=steps, device="cpu", seed=0,
-                      workers=1)  # fmt: skip
+    cpu_training = TrainingSettings(net="cached_cnn", lr=LR, batch_size=BATCH, local_steps=steps,
+                                    device="cpu", seed=0, workers=1)
+    cpu = make_engine("loop", cpu_training, dataset=dataset, parts=parts[:small])
     cpu_res = round_times(cpu, sync=False)
     per_gpu = best_gpu["train"] / (cars * steps)
     per_cpu = cpu_res["train"] / (small * steps)

@@ -23,7 +23,7 @@ import torch
 from machine import matmul_peak
 
 from mobidfl.model.learning.data import load_dataset
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.nets import build_net, flops_per_sample
 from mobidfl.model.maths.mixing import dpsgd_weights
 
@@ -73,13 +73,11 @@ def main() -> None:
             for backend in ("loop", "batched"):
                 eng = make_engine(
                     backend,
-                    net=net,
+                    TrainingSettings(
+                        net=net, lr=0.01, batch_size=args.batch, local_steps=args.steps, seed=0
+                    ),
                     dataset=ds,
                     parts=parts,
-                    lr=0.01,
-                    batch_size=args.batch,
-                    local_steps=args.steps,
-                    seed=0,
                 )
                 dt = time_train(eng)
                 steps = n * args.steps / dt
@@ -92,17 +90,9 @@ def main() -> None:
     for net in args.nets.split(","):
         times = {}
         for workers in (1, 2):
-            eng = make_engine(
-                "loop",
-                net=net,
-                dataset=ds,
-                parts=parts,
-                lr=0.01,
-                batch_size=args.batch,
-                local_steps=args.steps,
-                seed=0,
-                workers=workers,
-            )
+            training = TrainingSettings(net=net, lr=0.01, batch_size=args.batch,
+                                        local_steps=args.steps, seed=0, workers=workers)
+            eng = make_engine("loop", training, dataset=ds, parts=parts)
             times[workers] = time_train(eng)
             eng.close()
         print(
@@ -113,16 +103,8 @@ def main() -> None:
     n_round = 100
     steps = 2 if args.quick else 10
     parts = overlapping_parts(n_round, ds.n_train, 2 * 64, seed=2)
-    eng = make_engine(
-        "loop",
-        net="cnn",
-        dataset=ds,
-        parts=parts,
-        lr=0.01,
-        batch_size=64,
-        local_steps=steps,
-        seed=0,
-    )
+    training = TrainingSettings(net="cnn", lr=0.01, batch_size=64, local_steps=steps, seed=0)
+    eng = make_engine("loop", training, dataset=ds, parts=parts)
     w = dpsgd_weights(geometric_graph(n_round, 5.0, seed=0))
     eng.train(mask=np.arange(n_round) < 2)  # warm-up
     t0 = time.perf_counter()

@@ -35,8 +35,8 @@ _EXPORTS: dict[str, str] = {
     "MobiDFLModel": "mobidfl.model.world",
     "Config": "mobidfl.model.config",
     "ConfigError": "mobidfl.errors",
-    "load_preset": "mobidfl.model.presets",
-    "preset_names": "mobidfl.model.presets",
+    "load_preset": "mobidfl.model.config",
+    "preset_names": "mobidfl.model.config",
     # declaring a plug-in's settings
     "PluginSettings": "mobidfl.settings",
     "setting": "mobidfl.settings",

@@ -41,7 +41,7 @@ install made before an entry point was added) finds its built-in plug-ins there.
 
 
 COMMAND_ENV = "MOBIDFL_COMMAND_PID"
-"""Set by a ``mobidfl`` command to its process id (:func:`mobidfl.model.inert.one_report`): a
+"""Set by a ``mobidfl`` command to its process id (:func:`mobidfl.model.config.one_report`): a
 process that sees another id is one of its workers, and leaves the one-line warnings
 (broken entry points, inert settings) to the command, which showed them once."""
 

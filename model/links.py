@@ -7,7 +7,7 @@ set-up latency, frame loss with MAC retries and one radio shared among a device'
 simultaneous contacts. Policies that honour the link (``ExchangePolicy.honours_link``)
 send their messages in their own order and count only those that arrive before the
 contact ends; the others refuse a non-ideal link (the link checks of
-:mod:`mobidfl.model.config_checks`).
+:mod:`mobidfl.model.config`).
 
 Plug-ins, registered by name in :data:`mobidfl.plugins.LINKS`:
 
@@ -22,7 +22,7 @@ Plug-ins, registered by name in :data:`mobidfl.plugins.LINKS`:
 Settings every link model reads are :class:`LinkSettings` (namespace ``link``); a model's
 own are its ``settings_class`` under ``link.<name>``. The short old names
 (``link.rate_bps``, ``link.table``, ``link.kind_rates``) stay accepted
-(:func:`mobidfl.model.config_names.old_names`).
+(:func:`mobidfl.model.config.old_names`).
 
 A link model's contract is :meth:`LinkModel.plan` (what each stay of a step can carry);
 the rate-based ones derive it from :meth:`RateLink.rate`. The maths are pure functions in
@@ -39,7 +39,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mobidfl.contact_table import ContactTable
-from mobidfl.kinds import KINDS
 from mobidfl.model.maths.energy import J_PER_FLOP, parse_kind_values
 from mobidfl.model.maths.link import (
     delivered_prefix,
@@ -54,6 +53,7 @@ from mobidfl.model.maths.link import (
 )
 from mobidfl.plugins import LINKS
 from mobidfl.settings import (
+    KINDS,
     PluginSettings,
     at_least_one,
     non_negative,

@@ -22,7 +22,7 @@ from mobidfl.analysis.bench_scenarios import (
     world_values,
 )
 from mobidfl.analysis.cli import main
-from mobidfl.model.config_names import required_world
+from mobidfl.model.config import required_world
 from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolicy
 from mobidfl.plugins import POLICIES
 

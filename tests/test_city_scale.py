@@ -105,7 +105,7 @@ def test_cached_dfl_snapshot_bound_is_reached_and_never_exceeded(tau_max):
 
     import mobidfl.model.world  # noqa: F401 - registers the policies
     from mobidfl.model.learning.data import load_dataset
-    from mobidfl.model.learning.engine import make_engine
+    from mobidfl.model.learning.engine import TrainingSettings, make_engine
     from mobidfl.model.learning.partition import partition_iid
     from mobidfl.model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
     from mobidfl.plugins import POLICIES
@@ -113,8 +113,9 @@ def test_cached_dfl_snapshot_bound_is_reached_and_never_exceeded(tau_max):
     n = 16
     ds = load_dataset("digits", root=None, test_size=20, seed=0)
     parts = partition_iid(ds.train_labels[: 20 * n], n, rng=np.random.default_rng(0))
-    engine = make_engine("loop", net="mlp", dataset=ds, parts=parts, lr=0.05, batch_size=8,
-                         local_steps=1, seed=0, same_init=False)  # fmt: skip
+    training = TrainingSettings(net="mlp", lr=0.05, batch_size=8, local_steps=1, seed=0,
+                                same_init=False)
+    engine = make_engine("loop", training, dataset=ds, parts=parts)
     agents = AgentTable(kind=np.array(["vehicle"] * n), speed=np.ones(n),
                         data_size=engine.data_sizes, area=np.zeros(n, int),
                         label_hist=engine.label_hist, hm=np.zeros(n, bool),

@@ -11,7 +11,7 @@ import torch
 
 from mobidfl.model.contacts import contact_matrix, contact_times
 from mobidfl.model.learning.data import load_dataset
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.partition import partition_iid
 from mobidfl.model.policies import AgentTable, ExchangeContext, make_policy
 from mobidfl.model.policies.cached import encounter_order
@@ -73,14 +73,9 @@ def engine():
     parts = partition_iid(ds.train_labels[:300], 3, rng=np.random.default_rng(0))
     return make_engine(
         "loop",
-        net="mlp",
+        TrainingSettings(net="mlp", lr=0.05, batch_size=8, local_steps=1, seed=0, same_init=False),
         dataset=ds,
         parts=parts,
-        lr=0.05,
-        batch_size=8,
-        local_steps=1,
-        seed=0,
-        same_init=False,
     )
 
 

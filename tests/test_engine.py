@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from mobidfl.errors import ConfigError
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.partition import partition_iid, partition_shards
 from mobidfl.model.maths.mixing import dpsgd_weights, global_average_weights
 
@@ -36,7 +36,7 @@ def engine(ds, backend="loop", n=6, parts=None, **kw):
     opts.update(kw)
     if parts is None:
         parts = partition_shards(ds.train_labels, n, rng=np.random.default_rng(0))
-    return make_engine(backend, dataset=ds, parts=parts, **opts)
+    return make_engine(backend, TrainingSettings(**opts), dataset=ds, parts=parts)
 
 
 def max_diff(a, b) -> float:

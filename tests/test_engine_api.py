@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mobidfl.errors import ConfigError
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.partition import partition_iid
 from mobidfl.model.policies import Exchange, ExchangeContext, ExchangePolicy
 from mobidfl.model.policies.base import check_metrics
@@ -21,14 +21,9 @@ def engine(ds):
     parts = partition_iid(ds.train_labels[:400], 4, rng=np.random.default_rng(0))
     e = make_engine(
         "loop",
-        net="mlp",
+        TrainingSettings(net="mlp", lr=0.05, batch_size=8, local_steps=2, seed=0, same_init=False),
         dataset=ds,
         parts=parts,
-        lr=0.05,
-        batch_size=8,
-        local_steps=2,
-        seed=0,
-        same_init=False,
     )
     e.train()
     return e

@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn.grad import conv2d_weight
 
 from mobidfl.model.learning.backends import Functional, conv2d_fast_wgrad
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.nets import build_net
 from mobidfl.model.learning.partition import partition_shards
 
@@ -142,9 +142,9 @@ def test_training_lands_where_fp32_lands(ds, seed):
     parts = partition_shards(ds.train_labels, 3, rng=np.random.default_rng(seed))
 
     def engine(precision: str):
-        return make_engine("loop", net="cached_cnn", dataset=ds, parts=parts, lr=0.05,
-                           batch_size=16, local_steps=6, seed=seed,
-                           precision=precision)  # fmt: skip
+        training = TrainingSettings(net="cached_cnn", lr=0.05, batch_size=16, local_steps=6,
+                                    seed=seed, precision=precision)
+        return make_engine("loop", training, dataset=ds, parts=parts)
 
     exact, fast = engine("fp32"), engine("fp32_fast")
     start = [p.clone() for p in exact.params]

@@ -179,8 +179,7 @@ def test_a_header_over_the_cap_is_refused_before_the_data_is_read(tmp_path):
 @pytest.mark.skipif(not (SYSTEM_FASHION / "t10k-labels-idx1-ubyte.gz").is_file(),
                     reason="Debian's dataset-fashion-mnist is not installed (make fashion-mnist)")
 def test_the_default_dataset_is_the_full_fashion_mnist_where_installed(monkeypatch):
-    from mobidfl.model.config import Config
-    from mobidfl.model.presets import dataset_present
+    from mobidfl.model.config import Config, dataset_present
 
     # Prepare: the system copy visible (conftest hides it from the other tests)
     monkeypatch.setattr(data_mod, "FASHION_SYSTEM_DIR", SYSTEM_FASHION)
@@ -217,8 +216,7 @@ def test_the_cli_refuses_a_random_bytes_mnist_folder_in_one_line_exit_2(tmp_path
 
 
 def test_a_damaged_first_choice_of_an_auto_dataset_is_refused_not_replaced(tmp_path):
-    from mobidfl.model.config import Config
-    from mobidfl.model.presets import dataset_present
+    from mobidfl.model.config import Config, dataset_present
 
     # Prepare: a damaged Fashion-MNIST under data_root
     write_set(tmp_path, "fashion_mnist", {"train_y": b"not an idx file"}, gz=False)

@@ -19,9 +19,14 @@ from mobidfl.analysis.cli import main
 from mobidfl.errors import ConfigError
 from mobidfl.maps import contact_trace
 from mobidfl.maps.contact_trace import inflate, read_contacts
-from mobidfl.model.config import KINDS, Config, plugin_namespaces
-from mobidfl.model.inert import KINDS as INERT_KINDS
-from mobidfl.model.inert import InertSettingWarning, inert_settings
+from mobidfl.model.config import (
+    KINDS,
+    Config,
+    InertSettingWarning,
+    inert_settings,
+    plugin_namespaces,
+)
+from mobidfl.model.config import KINDS as INERT_KINDS
 
 ONE = "0 CONN 1 2 up\n5.5 CONN p1 p3 up\n7 C M1 1 2\n10 CONN 1 2 down\n"
 

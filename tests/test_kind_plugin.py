@@ -2,7 +2,7 @@
 
 The file and the line are the worked example of docs/reference/layout.md ("Adding an agent
 kind"), read from the page and installed in a temporary folder as a distribution with that
-entry point. The kinds are fixed when ``mobidfl.kinds`` is imported, so the run happens in
+entry point. The kinds are fixed when ``mobidfl.settings`` is imported, so the run happens in
 a fresh interpreter: the cyclists must have their settings, their agent class, their energy
 and look, and learn and meet in a small world beside the built-in kinds.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mobidfl.kinds import ENTRY_POINT_GROUP, KINDS
+from mobidfl.settings import ENTRY_POINT_GROUP, KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYOUT = ROOT / "docs" / "reference" / "layout.md"
@@ -27,7 +27,7 @@ LAYOUT = ROOT / "docs" / "reference" / "layout.md"
 PROBE = """
 import json
 import numpy as np
-from mobidfl.kinds import KINDS
+from mobidfl.settings import KINDS
 from mobidfl.agents.kinds import AGENT_CLASSES
 from mobidfl.analysis.app.look import KIND_COLOURS, KIND_SHAPES
 from mobidfl.model.config import Config, settings_table
@@ -113,14 +113,14 @@ def test_the_page_s_cyclist_gets_settings_class_energy_look_and_learns(
 
 def test_a_kind_whose_name_is_taken_is_refused_naming_it(tmp_path):
     # Prepare: a second "sensor"
-    source = ("from mobidfl.kinds import AgentKind\nSENSOR = AgentKind(name='sensor', "
+    source = ("from mobidfl.settings import AgentKind\nSENSOR = AgentKind(name='sensor', "
               "count_setting='sensors2', count=0, count_help='x', mobility='static', "
               "speed=0.0, policy='local', j_per_flop=1e-12, colour='#000000', "
               "shape='square')\n")  # fmt: skip
     env = _install(tmp_path, {"sensor2": "my_kinds.dup:SENSOR"},
                    {"my_kinds/__init__.py": "", "my_kinds/dup.py": source})  # fmt: skip
     # Execute
-    out = subprocess.run([sys.executable, "-c", "import mobidfl.kinds"], check=False, env=env,
+    out = subprocess.run([sys.executable, "-c", "import mobidfl.settings"], check=False, env=env,
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
     # Assert
     assert out.returncode != 0

@@ -1,12 +1,12 @@
-"""The agent kinds are defined once (``mobidfl/kinds.py``): everything else that names a kind
+"""The agent kinds are defined once (``mobidfl/settings.py``): everything else that names a kind
 derives from that table or is checked against it here."""
 
 from __future__ import annotations
 
 from dataclasses import fields
 
-from mobidfl.kinds import AGENT_KINDS, COUNT_SETTING, KIND_POLICY, KINDS, auto_policies
 from mobidfl.model.config import Config, KindSettings, settings_table
+from mobidfl.settings import AGENT_KINDS, COUNT_SETTING, KIND_POLICY, KINDS, auto_policies
 
 
 def test_the_config_has_one_count_and_one_kind_table_per_row_in_the_kinds_order():
@@ -32,12 +32,12 @@ def test_every_kind_has_its_agent_class_and_every_reader_uses_the_one_table():
     # Prepare
     from mobidfl.agents.kinds import AGENT_CLASSES
     from mobidfl.agents.mobility.base import MobilityModel
-    from mobidfl.model import inert, links
+    from mobidfl.model import config, links
 
     # Execute / Assert: one agent class per kind; the copies are gone (the same object)
     assert list(AGENT_CLASSES) == list(KINDS)
     assert all(cls.kind == kind for kind, cls in AGENT_CLASSES.items())
-    assert links.KINDS is KINDS and inert.KINDS is KINDS
+    assert links.KINDS is KINDS and config.KINDS is KINDS
     assert MobilityModel.kinds == frozenset(KINDS)
 
 

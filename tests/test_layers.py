@@ -25,11 +25,8 @@ SUBPACKAGES = FOLDERS[1:]
 type Floors = tuple[tuple[int, str, tuple[str, ...]], ...]
 
 FLOORS: Floors = (
-    (0, "ground: errors, settings, registries, config, presets, io", (
-        "mobidfl.*", "mobidfl.model.config", "mobidfl.model.config_values",
-        "mobidfl.model.config_fields", "mobidfl.model.config_names", "mobidfl.model.config_checks",
-        "mobidfl.model.config_resolve", "mobidfl.model.config_io", "mobidfl.model.presets",
-        "mobidfl.model.checkpoint", "mobidfl.model.ray_local", "mobidfl.model.inert",
+    (0, "ground: errors, settings, registries, config and presets, io", (
+        "mobidfl.*", "mobidfl.model.config", "mobidfl.model.checkpoint", "mobidfl.model.ray_local",
     )),
     (1, "maps, pure maths, the typed views plug-ins read", (
         "mobidfl.maps.*", "mobidfl.model.maths.*", "mobidfl.model.contacts", "mobidfl.agents.views",
@@ -241,7 +238,7 @@ def test_every_import_goes_to_the_same_or_a_lower_floor_without_cycles():
          "def f():\n    from mobidfl.agents.mobility import MOBILITY_MODELS\n"),
         ("mobidfl.agents.kinds", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                  "    from mobidfl.analysis.cli import main\n"),
-        ("mobidfl.model.config_values",
+        ("mobidfl.model.checkpoint",
          "import importlib\nimportlib.import_module('mobidfl.model.policies')\n"),
         ("mobidfl.model.maths.cache", "from mobidfl.model import world\n"),
     ],
@@ -260,8 +257,8 @@ def test_a_cycle_on_one_floor_and_a_module_without_floor_are_found():
     # Prepare: two ground modules importing each other, and a new module nobody placed
     sources = {
         **project_sources(),
-        "mobidfl.model.config_names": "from mobidfl.model.config_values import registered\n",
-        "mobidfl.model.config_values": "from mobidfl.model.config_names import canonical\n",
+        "mobidfl.model.checkpoint": "from mobidfl.model.ray_local import start\n",
+        "mobidfl.model.ray_local": "from mobidfl.model.checkpoint import save\n",
         "mobidfl.model.newthing": "x = 1\n",
     }
     # Execute
@@ -269,7 +266,7 @@ def test_a_cycle_on_one_floor_and_a_module_without_floor_are_found():
     # Assert
     assert problems == [
         "mobidfl.model.newthing: no floor in FLOORS",
-        "mobidfl.model.config_names -> mobidfl.model.config_values -> mobidfl.model.config_names",
+        "mobidfl.model.checkpoint -> mobidfl.model.ray_local -> mobidfl.model.checkpoint",
     ]
 
 
@@ -309,8 +306,8 @@ def test_packages_import_each_other_only_downwards():
          "mobidfl.model.config"),
         ("mobidfl.maps.world", "def f():\n    from mobidfl.agents.kinds import Vehicle\n",
          "mobidfl.agents.kinds"),
-        ("mobidfl.agents.mobility.base", "from mobidfl.model.inert import one_report\n",
-         "mobidfl.model.inert"),
+        ("mobidfl.agents.mobility.base", "from mobidfl.model.config import one_report\n",
+         "mobidfl.model.config"),
         ("mobidfl.errors", "from mobidfl.maps.network import StreetNetwork\n",
          "mobidfl.maps.network"),
         ("mobidfl.model.world", "from mobidfl.analysis.cli import main\n",

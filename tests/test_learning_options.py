@@ -11,7 +11,12 @@ import torch
 import torch.nn.functional as F
 
 from mobidfl.agents.mobility.random_walk import high_mobility_count
-from mobidfl.model.learning.engine import adam_update, agent_batch_sizes, make_engine
+from mobidfl.model.learning.engine import (
+    TrainingSettings,
+    adam_update,
+    agent_batch_sizes,
+    make_engine,
+)
 from mobidfl.model.maths.schedule import (
     EarlyStopState,
     PlateauState,
@@ -29,7 +34,7 @@ def uneven_parts() -> list[np.ndarray]:
 def make(ds, backend: str, **kw):
     opts = dict(net="mlp", lr=0.05, batch_size=16, local_steps=3, seed=3)
     opts.update(kw)
-    return make_engine(backend, dataset=ds, parts=uneven_parts(), **opts)
+    return make_engine(backend, TrainingSettings(**opts), dataset=ds, parts=uneven_parts())
 
 
 def max_diff(a, b) -> float:
@@ -69,8 +74,12 @@ def test_loop_and_batched_agree_on_uneven_batches(ds, kw):
 def test_full_batch_step_is_gradient_descent_on_all_the_agents_data(ds):
     # Prepare: one agent, one full-batch step of plain GD
     part = np.arange(30)
-    e = make_engine("loop", dataset=ds, parts=[part], net="mlp", lr=0.5, batch_size=0,
-                    local_steps=1, seed=0)
+    e = make_engine(
+        "loop",
+        TrainingSettings(net="mlp", lr=0.5, batch_size=0, local_steps=1, seed=0),
+        dataset=ds,
+        parts=[part],
+    )
     start = [p[0].clone().requires_grad_() for p in e.params]
     loss = F.cross_entropy(e.logits(start, ds.x_train[part]), ds.y_train[part])
     grads = torch.autograd.grad(loss, start)

@@ -25,8 +25,7 @@ import pytest
 from mobidfl import registry
 from mobidfl.analysis.cli import main
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import Config, settings_table
-from mobidfl.model.inert import InertSettingWarning
+from mobidfl.model.config import Config, InertSettingWarning, settings_table
 from mobidfl.model.links import RateLink
 from mobidfl.plugins import LINKS
 from mobidfl.settings import PluginSettings, setting

@@ -13,7 +13,12 @@ import torch
 
 from mobidfl.errors import ConfigError
 from mobidfl.model import contacts
-from mobidfl.model.learning.engine import AUTO_WORKERS_MIN_FLOP, auto_workers, make_engine
+from mobidfl.model.learning.engine import (
+    AUTO_WORKERS_MIN_FLOP,
+    TrainingSettings,
+    auto_workers,
+    make_engine,
+)
 from mobidfl.model.learning.partition import partition_shards
 from mobidfl.model.world import MobiDFLModel
 
@@ -22,7 +27,7 @@ def engine(ds, backend="loop", n=4, **kw):
     opts = dict(net="cnn", lr=0.05, batch_size=16, local_steps=3, seed=3, momentum=0.5)
     opts.update(kw)
     parts = partition_shards(ds.train_labels, n, rng=np.random.default_rng(0))
-    return make_engine(backend, dataset=ds, parts=parts, **opts)
+    return make_engine(backend, TrainingSettings(**opts), dataset=ds, parts=parts)
 
 
 def max_diff(a, b) -> float:

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import torch
 
 from mobidfl.errors import ConfigError
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.partition import partition_shards
 from mobidfl.model.maths.mixing import dpsgd_weights, fedavg_weights
 from mobidfl.model.policies import (
@@ -69,7 +69,7 @@ def make(ds, n=6, **kw):
     opts = dict(net="mlp", lr=0.05, batch_size=16, local_steps=2, seed=3, same_init=False)
     opts.update(kw)
     parts = partition_shards(ds.train_labels, n, rng=np.random.default_rng(0))
-    return make_engine("loop", dataset=ds, parts=parts, **opts)
+    return make_engine("loop", TrainingSettings(**opts), dataset=ds, parts=parts)
 
 
 def complete(n: int) -> np.ndarray:

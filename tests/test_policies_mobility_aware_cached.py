@@ -14,7 +14,7 @@ import torch
 from mobidfl.errors import ConfigError
 from mobidfl.model.checkpoint import load, save_atomic
 from mobidfl.model.learning.data import load_dataset
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.partition import partition_shards
 from mobidfl.model.maths.mixing import check_row_stochastic, dpsgd_weights
 from mobidfl.model.policies import AgentTable, ExchangeContext, make_policy
@@ -338,8 +338,10 @@ def test_cached_policy_engine_level_aggregation_weights():
     ds = load_dataset("mnist5k", root=None, test_size=50, seed=0)
     parts = partition_shards(ds.train_labels, 3, rng=np.random.default_rng(0))
     engine = make_engine(
-        "loop", net="mlp", dataset=ds, parts=parts, lr=0.05, batch_size=8, local_steps=1,
-        seed=0, same_init=False,
+        "loop",
+        TrainingSettings(net="mlp", lr=0.05, batch_size=8, local_steps=1, seed=0, same_init=False),
+        dataset=ds,
+        parts=parts,
     )
     settings = SimpleNamespace(cache_size=1, tau_max=3, seed=0)
     policy = make_policy("cached_lru", settings=settings)

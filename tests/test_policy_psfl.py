@@ -19,7 +19,7 @@ from mobidfl.errors import ConfigError
 from mobidfl.maps.world import WorldMap
 from mobidfl.model.checkpoint import load, save_atomic
 from mobidfl.model.config import Config
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.partition import partition_area
 from mobidfl.model.maths.psfl import gradient_field
 from mobidfl.model.policies import AgentTable, ExchangeContext, apply_assignments, make_policy
@@ -122,8 +122,10 @@ def specialised(ds300):
         rng=np.random.default_rng(0),
     )
     engine = make_engine(
-        "loop", net="mlp", dataset=ds300, parts=parts, lr=0.05, batch_size=16,
-        local_steps=5, seed=0,
+        "loop",
+        TrainingSettings(net="mlp", lr=0.05, batch_size=16, local_steps=5, seed=0),
+        dataset=ds300,
+        parts=parts,
     )
     for _ in range(20):
         engine.train()

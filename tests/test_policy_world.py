@@ -16,9 +16,8 @@ import pytest
 
 from mobidfl.analysis.cli import run_summary
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import KINDS, Config
+from mobidfl.model.config import KINDS, Config, preset_names
 from mobidfl.model.policies.base import metric_columns, policy_metric_column
-from mobidfl.model.presets import preset_names
 from mobidfl.model.world import MobiDFLModel
 from mobidfl.plugins import POLICIES
 

@@ -9,14 +9,15 @@ import pytest
 import torch
 
 from mobidfl.errors import ConfigError
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.partition import partition_shards
 
 
 def engine(ds, precision: str, backend: str = "loop", net: str = "cached_cnn"):
     parts = partition_shards(ds.train_labels, 3, rng=np.random.default_rng(0))
-    return make_engine(backend, net=net, dataset=ds, parts=parts, lr=0.05, batch_size=16,
-                       local_steps=4, seed=2, precision=precision)  # fmt: skip
+    training = TrainingSettings(net=net, lr=0.05, batch_size=16, local_steps=4, seed=2,
+                                precision=precision)
+    return make_engine(backend, training, dataset=ds, parts=parts)
 
 
 @pytest.mark.parametrize("backend", ["loop", "batched"])

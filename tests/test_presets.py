@@ -14,8 +14,7 @@ import pytest
 from mobidfl.analysis.cli import main
 from mobidfl.analysis.reproduce import PAPERS, Claim, claim_effects, claim_verdict, run_metrics
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import Config
-from mobidfl.model.presets import load_preset, preset_names, resolve_auto_dataset
+from mobidfl.model.config import Config, load_preset, preset_names, resolve_auto_dataset
 from mobidfl.model.world import MobiDFLModel
 
 TINY = {"steps": 1, "test_size": 50, "model": "mlp", "local_steps": 1, "map": "nyc_uws",
@@ -88,7 +87,7 @@ def test_mofel_run_with_route_mobility_and_no_other_settings_starts():
 def test_every_preset_resolves_and_every_value_names_its_source():
     for name in preset_names():
         # Prepare
-        text = resources.files("mobidfl.model.presets").joinpath(f"{name}.toml").read_text()
+        text = resources.files("mobidfl.model").joinpath("presets", f"{name}.toml").read_text()
         # Execute
         config = Config.from_settings(preset=name)
         # Assert: every setting line carries a comment (its source); all settings known

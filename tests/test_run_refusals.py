@@ -26,8 +26,7 @@ from mobidfl import Exchange, ExchangeContext, ExchangePolicy, register_policy
 from mobidfl.analysis.cli import main
 from mobidfl.errors import DatasetUnavailable
 from mobidfl.model.checkpoint import load, save_atomic
-from mobidfl.model.config import Config
-from mobidfl.model.inert import InertSettingWarning
+from mobidfl.model.config import Config, InertSettingWarning
 from mobidfl.model.world import MobiDFLModel
 from mobidfl.plugins import POLICIES
 
@@ -248,7 +247,7 @@ def test_a_run_warns_an_inert_setting_once(tmp_path):
 
 
 def test_one_command_warns_each_line_once_and_its_workers_none():
-    from mobidfl.model.inert import one_report
+    from mobidfl.model.config import one_report
 
     # Execute: one command resolving the same config many times (a reproduction: per
     # variant, per run), and a worker of it (it sees the command's process id)

@@ -12,18 +12,18 @@ from dataclasses import dataclass, fields
 
 import pytest
 
-from mobidfl.kinds import KINDS
-from mobidfl.model.config import Config
-from mobidfl.model.config_fields import plugin_namespaces
-from mobidfl.model.config_names import (
+from mobidfl.model.config import (
+    Config,
+    InertSettingWarning,
     UnknownSetting,
+    _owners,
+    plugin_namespaces,
     public_names,
     required_world,
     setting_role,
     settings_table,
 )
-from mobidfl.model.inert import InertSettingWarning, _owners
-from mobidfl.settings import setting
+from mobidfl.settings import KINDS, setting
 
 
 @pytest.mark.parametrize(("name", "role"), [

@@ -46,7 +46,7 @@ from mobidfl.atomic import write_text_atomic
 from mobidfl.errors import ConfigError, DatasetUnavailable
 from mobidfl.model.contacts import pairs_within
 from mobidfl.model.learning.data import FASHION_SYSTEM_DIR, Dataset, load_dataset
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.maths.psfl import (
     Graph,
     dissimilarity_edges,
@@ -138,9 +138,20 @@ def _reference(spec: dict, out: Path) -> dict:
 
 def _engine(ds: Dataset, parts: list[np.ndarray], *, seed: int, local_steps: int = 1):
     return make_engine(
-        "loop", net="mlp", dataset=ds, parts=parts, lr=1e-3, batch_size=128,
-        local_steps=local_steps, weight_decay=1e-4, optimizer="adam",
-        optimizer_state="reset", seed=seed, workers=1,
+        "loop",
+        TrainingSettings(
+            net="mlp",
+            lr=1e-3,
+            batch_size=128,
+            local_steps=local_steps,
+            weight_decay=1e-4,
+            optimizer="adam",
+            optimizer_state="reset",
+            seed=seed,
+            workers=1,
+        ),
+        dataset=ds,
+        parts=parts,
     )
 
 

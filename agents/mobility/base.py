@@ -17,10 +17,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mobidfl.agents.views import WorldView
-from mobidfl.kinds import KINDS, kinds_where
 from mobidfl.maps.world import WorldMap
 from mobidfl.plugins import MOBILITY_MODELS
-from mobidfl.settings import PluginSettings
+from mobidfl.settings import KINDS, PluginSettings, kinds_where
 
 
 @dataclass

@@ -19,9 +19,8 @@ from typing import Any, ClassVar, override
 import numpy as np
 
 from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from mobidfl.kinds import KINDS
 from mobidfl.maps.contact_trace import FORMATS, ContactTrace, read_contacts
-from mobidfl.settings import PluginSettings, non_negative, one_of, setting
+from mobidfl.settings import KINDS, PluginSettings, non_negative, one_of, setting
 
 
 def _existing_file(value: str) -> str | None:

@@ -11,9 +11,15 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from mobidfl.kinds import kinds_where
 from mobidfl.maps.network import TURN_RULES, StreetNetwork
-from mobidfl.settings import PluginSettings, non_negative, one_of, setting, unit_interval
+from mobidfl.settings import (
+    PluginSettings,
+    kinds_where,
+    non_negative,
+    one_of,
+    setting,
+    unit_interval,
+)
 
 
 @dataclass(frozen=True, kw_only=True)

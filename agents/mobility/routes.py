@@ -32,9 +32,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
 from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
-from mobidfl.kinds import kinds_where
 from mobidfl.maps.network import StreetNetwork
-from mobidfl.settings import PluginSettings, non_negative, setting
+from mobidfl.settings import PluginSettings, kinds_where, non_negative, setting
 
 _CACHE_SOURCES = 4096  # predecessor rows kept per network (one Dijkstra per source node)
 

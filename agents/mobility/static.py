@@ -8,7 +8,7 @@ import numpy as np
 
 from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from mobidfl.errors import ConfigError
-from mobidfl.kinds import kinds_where
+from mobidfl.settings import kinds_where
 
 GRID_KINDS = tuple(sorted(kinds_where(on_grid=True)))
 

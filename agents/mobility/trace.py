@@ -24,7 +24,6 @@ import numpy as np
 
 from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from mobidfl.errors import ConfigError
-from mobidfl.kinds import KINDS
 from mobidfl.maps.traces import (
     OUTSIDE_MARGIN_M,
     clipped_to,
@@ -33,7 +32,7 @@ from mobidfl.maps.traces import (
     read_trace,
     resolution,
 )
-from mobidfl.settings import PluginSettings, one_of, setting
+from mobidfl.settings import KINDS, PluginSettings, one_of, setting
 
 MAX_RECORDS_PER_STEP = 1000
 """Cap on the sub-times forced by a very fine trace (a 0.1 s trace with 120 s steps)."""

@@ -45,7 +45,7 @@ default) and a slow 1 Mbit/s link."""
 
 
 def _preset_names() -> list[str]:
-    from mobidfl.model.presets import preset_names
+    from mobidfl.model.config import preset_names
 
     return preset_names()
 

@@ -46,9 +46,9 @@ from mobidfl.analysis.app.look import (
     accuracy_colour,
     progress_labels,
 )
-from mobidfl.kinds import kinds_where
 from mobidfl.model.maths.mixing import member_pairs
 from mobidfl.model.world import MobiDFLModel
+from mobidfl.settings import kinds_where
 
 
 @functools.lru_cache(maxsize=16)

@@ -11,13 +11,13 @@ import matplotlib
 import matplotlib.colors
 import numpy as np
 
-from mobidfl.kinds import AGENT_KINDS
+from mobidfl.settings import AGENT_KINDS
 
 KIND_COLOURS: dict[str, str] = {k.name: k.colour for k in AGENT_KINDS}
 """Kind colours: plot lines per kind and agent fill when learning is off."""
 
 KIND_SHAPES: dict[str, str] = {k.name: k.shape for k in AGENT_KINDS}
-"""Kind markers on the map (each kind's row of :data:`mobidfl.kinds.AGENT_KINDS`)."""
+"""Kind markers on the map (each kind's row of :data:`mobidfl.settings.AGENT_KINDS`)."""
 AREA_COLOURS = ("#8dd3c7", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5")
 CONTACT_COLOUR = "#e6550d"
 AGENT_OUTLINE = "#303030"

@@ -7,8 +7,8 @@ Typical use (what the Mesa model does each step)::
 
     ds = load_dataset("mnist5k", root=None, test_size=500, seed=0)
     parts = make_partition("shards", ds.train_labels, n_agents, rng=rng)
-    eng = make_engine("loop", net="mlp", dataset=ds, parts=parts, lr=0.05, batch_size=16,
-                      local_steps=5, seed=0)
+    training = TrainingSettings(net="mlp", lr=0.05, batch_size=16, local_steps=5, seed=0)
+    eng = make_engine("loop", training, dataset=ds, parts=parts)
     eng.train()                       # K local steps per agent
     eng.mix(W)                        # W: scipy CSR, row-stochastic (mobidfl.model.maths.mixing)
     acc, loss = eng.evaluate()
@@ -31,6 +31,7 @@ _EXPORTS = {
     "BACKENDS": "engine",
     "Engine": "engine",
     "make_engine": "engine",
+    "TrainingSettings": "engine",
     "NETS": "nets",
     "build_net": "nets",
     "flops_per_sample": "nets",

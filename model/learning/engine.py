@@ -51,6 +51,7 @@ import math
 import multiprocessing
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -113,6 +114,7 @@ __all__ = [
     "Engine",
     "LoopEngine",
     "Params",
+    "TrainingSettings",
     "adam_update",
     "agent_batch_sizes",
     "auto_workers",
@@ -126,6 +128,97 @@ SPLIT_TEST_BELOW = 8
 """Worker processes share the *test set* instead of the agents when fewer than this many
 agents per worker are evaluated and they do not divide evenly (5 cars on 2 workers: 3 / 2
 by agents, 1.67 x at best; by test chunks, 2 x): same numbers, bit for bit."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingSettings:
+    """How every agent trains: the engine's options as one frozen value.
+
+    A run builds it from its config with :meth:`of`, which reads each field by its own name
+    (``net`` is the config's ``model``), so a core learning setting declared in
+    :class:`mobidfl.model.config.ConfigFields` under the same name as a field here reaches
+    the engine without a line in between. Tests and benchmarks build it directly.
+
+    Attributes
+    ----------
+    net
+        A name in :data:`mobidfl.model.learning.nets.NETS`.
+    lr, batch_size, local_steps
+        step size, batch size B (per agent min(B, |D_i|);
+        0 = full batch), K steps per ``train``.
+    momentum, weight_decay
+        torch.optim.SGD-style options (buffers kept per agent).
+    prox_rho
+        proximal coefficient rho of Cached-DFL, Alg. 1 (0 = plain SGD).
+    optimizer
+        ``sgd`` or ``adam`` (torch.optim.Adam's update, state per agent).
+    optimizer_state
+        ``keep`` (state persists across rounds) or ``reset`` (zeroed before
+        each ``train``).
+    device
+        ``cpu`` or ``cuda``.
+    seed
+        fixes the initial model(s) and every agent's batch sampling.
+    workers
+        processes for the loop backend (1 = in this process, 0 = auto:
+        :func:`auto_workers`).
+    same_init
+        all agents start from one model (else N independent inits).
+    agent_chunk
+        batched backend only, agents per vmap call (None: 64 on CPU, all on
+        CUDA); bounds activation memory.
+    eval_chunk
+        test samples per forward (0 = measured default, :data:`EVAL_CHUNK_CONV`).
+    channels_last
+        NHWC convs (None = on for conv nets on the CPU loop, where it wins).
+    worker_backend
+        ``processes`` (shared memory, this machine) or ``ray`` (actors on
+        a local Ray or the cluster at ``ray_address``; ``workers`` actors).
+    precision
+        ``fp32`` or ``bf16`` (autocast of every forward and backward to
+        bfloat16; parameters, optimiser state and losses stay fp32).
+    """
+
+    net: str
+    lr: float
+    batch_size: int
+    local_steps: int
+    seed: int
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    prox_rho: float = 0.0
+    optimizer: str = "sgd"
+    optimizer_state: str = "keep"
+    device: str = "cpu"
+    workers: int = 1
+    same_init: bool = True
+    agent_chunk: int | None = None
+    eval_chunk: int = 0
+    channels_last: bool | None = None
+    worker_backend: str = "processes"
+    ray_address: str | None = None
+    precision: str = "fp32"
+
+    @classmethod
+    def of(cls, config: Any, **engine_only: Any) -> TrainingSettings:
+        """The training settings of a resolved run config.
+
+        Parameters
+        ----------
+        config
+            A :class:`mobidfl.model.config.Config` (typed ``Any``: the config is on the
+            ground floor and needs no engine).
+        **engine_only
+            Options that are not run settings (``same_init``, ``agent_chunk``,
+            ``channels_last``), as keywords.
+
+        Returns
+        -------
+        TrainingSettings
+            Every field the config has, by name; ``net`` from ``model``.
+        """
+        read = {f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)}
+        return cls(**{**read, "net": config.model, **engine_only})
 
 
 class Engine:
@@ -146,62 +239,54 @@ class Engine:
     backend = "base"
 
     def __init__(
-        self,
-        *,
-        net: str,
-        dataset: Dataset,
-        parts: Sequence[np.ndarray],
-        lr: float,
-        batch_size: int,
-        local_steps: int,
-        momentum: float = 0.0,
-        weight_decay: float = 0.0,
-        prox_rho: float = 0.0,
-        optimizer: str = "sgd",
-        optimizer_state: str = "keep",
-        device: str = "cpu",
-        seed: int,
-        workers: int = 1,
-        same_init: bool = True,
-        agent_chunk: int | None = None,
-        eval_chunk: int = 0,
-        channels_last: bool | None = None,
-        worker_backend: str = "processes",
-        ray_address: str | None = None,
-        precision: str = "fp32",
+        self, training: TrainingSettings, *, dataset: Dataset, parts: Sequence[np.ndarray]
     ) -> None:
+        """Build every agent's model and optimiser state.
+
+        Parameters
+        ----------
+        training
+            How every agent trains (:class:`TrainingSettings`).
+        dataset
+            From :func:`mobidfl.model.learning.data.load_dataset`.
+        parts
+            Training-sample indices per agent (:mod:`mobidfl.model.learning.partition`).
+        """
+        t = training
+        self.training = training
         _validate(
             backend=self.backend,
             parts=parts,
             n_train=dataset.n_train,
-            lr=lr,
-            batch_size=batch_size,
-            local_steps=local_steps,
-            momentum=momentum,
-            weight_decay=weight_decay,
-            prox_rho=prox_rho,
-            optimizer=optimizer,
-            device=device,
-            workers=workers,
-            agent_chunk=agent_chunk,
-            eval_chunk=eval_chunk,
-            worker_backend=worker_backend,
-            optimizer_state=optimizer_state,
-            precision=precision,
+            lr=t.lr,
+            batch_size=t.batch_size,
+            local_steps=t.local_steps,
+            momentum=t.momentum,
+            weight_decay=t.weight_decay,
+            prox_rho=t.prox_rho,
+            optimizer=t.optimizer,
+            device=t.device,
+            workers=t.workers,
+            agent_chunk=t.agent_chunk,
+            eval_chunk=t.eval_chunk,
+            worker_backend=t.worker_backend,
+            optimizer_state=t.optimizer_state,
+            precision=t.precision,
         )
-        self.optimizer = str(optimizer)
-        self.precision = str(precision)
-        self.optimizer_state = str(optimizer_state)
-        self.net_name = net
+        self.optimizer = str(t.optimizer)
+        self.precision = str(t.precision)
+        self.optimizer_state = str(t.optimizer_state)
+        self.net_name = t.net
         self.dataset_name = dataset.name
-        self.device = torch.device(device)
-        self.lr, self.batch_size, self.local_steps = float(lr), int(batch_size), int(local_steps)
-        self.momentum, self.weight_decay = float(momentum), float(weight_decay)
-        self.prox_rho = float(prox_rho)
-        self.agent_chunk = agent_chunk
-        self.worker_backend = str(worker_backend)
-        self.ray_address = ray_address
-        self.seed = int(seed)
+        self.device = torch.device(t.device)
+        self.lr, self.batch_size = float(t.lr), int(t.batch_size)
+        self.local_steps = int(t.local_steps)
+        self.momentum, self.weight_decay = float(t.momentum), float(t.weight_decay)
+        self.prox_rho = float(t.prox_rho)
+        self.agent_chunk = t.agent_chunk
+        self.worker_backend = str(t.worker_backend)
+        self.ray_address = t.ray_address
+        self.seed = int(t.seed)
         self._input_shape = tuple(dataset.input_shape)
         self._num_classes = int(dataset.num_classes)
 
@@ -213,13 +298,13 @@ class Engine:
 
         with torch.random.fork_rng(devices=[]):  # leave the global RNG untouched
             torch.manual_seed(self.seed)
-            template = build_net(net, dataset.input_shape, dataset.num_classes)
+            template = build_net(t.net, dataset.input_shape, dataset.num_classes)
             self.flops_per_sample = flops_per_sample(
                 template, self._input_shape, backward=False
             )
             self.workers = (
-                int(workers)
-                if workers
+                int(t.workers)
+                if t.workers
                 else auto_workers(
                     flops_per_step=self.n_agents
                     * self.flops_per_sample
@@ -232,23 +317,24 @@ class Engine:
             # they are never held twice (a later share_memory_() copies them).
             shared = (
                 self.workers > 1 and self.backend == "loop" and self.device.type == "cpu"
-                and worker_backend == "processes"
+                and t.worker_backend == "processes"
             )  # fmt: skip
             self.params: list[torch.Tensor] = init_stacks(
-                template, self.n_agents, same_init, shared=shared
+                template, self.n_agents, t.same_init, shared=shared
             )
         for p in template.parameters():
             p.requires_grad_(False)
         if list(template.buffers()):
-            raise ConfigError("model", net, "a net without buffers (no BatchNorm)")
+            raise ConfigError("model", t.net, "a net without buffers (no BatchNorm)")
         has_conv = any(isinstance(m, nn.Conv2d) for m in template.modules())
+        channels_last = t.channels_last
         if channels_last is None:  # measured to win only for convs on the CPU loop
             channels_last = has_conv and self.backend == "loop" and self.device.type == "cpu"
         self.channels_last = bool(channels_last)
         auto_chunk = EVAL_CHUNK_CONV if has_conv else EVAL_CHUNK_DENSE
         if self.device.type == "cuda":  # one forward per agent: small chunks starve a GPU
             auto_chunk = int(dataset.y_test.shape[0])
-        self.eval_chunk = int(eval_chunk) or auto_chunk
+        self.eval_chunk = int(t.eval_chunk) or auto_chunk
         self._fn = Functional(
             template.to(self.device), channels_last=self.channels_last, precision=self.precision
         )
@@ -586,8 +672,10 @@ class LoopEngine(Engine):
 
     backend = "loop"
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, training: TrainingSettings, *, dataset: Dataset, parts: Sequence[np.ndarray]
+    ) -> None:
+        super().__init__(training, dataset=dataset, parts=parts)
         if self.device.type == "cpu":  # no page faults per forward, as in the workers
             keep_heap()
 
@@ -662,8 +750,10 @@ class BatchedEngine(Engine):
 
     backend = "batched"
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, training: TrainingSettings, *, dataset: Dataset, parts: Sequence[np.ndarray]
+    ) -> None:
+        super().__init__(training, dataset=dataset, parts=parts)
         self._vgrad = vmap(self._fn.grad_and_loss, in_dims=(0, 0, 0))
         self._vgrad_masked = vmap(self._fn.grad_and_loss_masked, in_dims=(0, 0, 0, 0))
 
@@ -693,28 +783,10 @@ BACKENDS: dict[str, type[Engine]] = {"loop": LoopEngine, "batched": BatchedEngin
 
 def make_engine(
     backend: str,
+    training: TrainingSettings,
     *,
-    net: str,
     dataset: Dataset,
     parts: Sequence[np.ndarray],
-    lr: float,
-    batch_size: int,
-    local_steps: int,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    prox_rho: float = 0.0,
-    optimizer: str = "sgd",
-    optimizer_state: str = "keep",
-    device: str = "cpu",
-    seed: int,
-    workers: int = 1,
-    same_init: bool = True,
-    agent_chunk: int | None = None,
-    eval_chunk: int = 0,
-    channels_last: bool | None = None,
-    worker_backend: str = "processes",
-    ray_address: str | None = None,
-    precision: str = "fp32",
 ) -> Engine:
     """Build the learning engine of all agents.
 
@@ -723,46 +795,18 @@ def make_engine(
     backend
         ``loop`` (CPU default: per-agent loop, ``workers`` processes) or ``batched``
         (vmap over agents; the GPU path).
-    net
-        a name in :data:`mobidfl.model.learning.nets.NETS`.
+    training
+        How every agent trains (:class:`TrainingSettings`; from a run's config:
+        :meth:`TrainingSettings.of`).
     dataset
-        from :func:`mobidfl.model.learning.data.load_dataset`.
+        From :func:`mobidfl.model.learning.data.load_dataset`.
     parts
-        training-sample indices per agent (:mod:`mobidfl.model.learning.partition`).
-    lr, batch_size, local_steps
-        step size, batch size B (per agent min(B, |D_i|);
-        0 = full batch), K steps per ``train``.
-    momentum, weight_decay
-        torch.optim.SGD-style options (buffers kept per agent).
-    prox_rho
-        proximal coefficient rho of Cached-DFL, Alg. 1 (0 = plain SGD).
-    optimizer
-        ``sgd`` or ``adam`` (torch.optim.Adam's update, state per agent).
-    optimizer_state
-        ``keep`` (state persists across rounds) or ``reset`` (zeroed before
-        each ``train``).
-    device
-        ``cpu`` or ``cuda``.
-    seed
-        fixes the initial model(s) and every agent's batch sampling.
-    workers
-        processes for the loop backend (1 = in this process, 0 = auto:
-        :func:`auto_workers`).
-    same_init
-        all agents start from one model (else N independent inits).
-    agent_chunk
-        batched backend only, agents per vmap call (None: 64 on CPU, all on
-        CUDA); bounds activation memory.
-    eval_chunk
-        test samples per forward (0 = measured default, :data:`EVAL_CHUNK_CONV`).
-    channels_last
-        NHWC convs (None = on for conv nets on the CPU loop, where it wins).
-    worker_backend
-        ``processes`` (shared memory, this machine) or ``ray`` (actors on
-        a local Ray or the cluster at ``ray_address``; ``workers`` actors).
-    precision
-        ``fp32`` or ``bf16`` (autocast of every forward and backward to
-        bfloat16; parameters, optimiser state and losses stay fp32).
+        Training-sample indices per agent (:mod:`mobidfl.model.learning.partition`).
+
+    Returns
+    -------
+    Engine
+        A :class:`LoopEngine` or :class:`BatchedEngine`.
 
     Raises
     ------
@@ -771,29 +815,7 @@ def make_engine(
     """
     if backend not in BACKENDS:
         raise ConfigError("backend", backend, "one of " + ", ".join(BACKENDS))
-    return BACKENDS[backend](
-        net=net,
-        dataset=dataset,
-        parts=parts,
-        lr=lr,
-        batch_size=batch_size,
-        local_steps=local_steps,
-        momentum=momentum,
-        weight_decay=weight_decay,
-        prox_rho=prox_rho,
-        optimizer=optimizer,
-        optimizer_state=optimizer_state,
-        device=device,
-        seed=seed,
-        workers=workers,
-        same_init=same_init,
-        agent_chunk=agent_chunk,
-        eval_chunk=eval_chunk,
-        channels_last=channels_last,
-        worker_backend=worker_backend,
-        ray_address=ray_address,
-        precision=precision,
-    )
+    return BACKENDS[backend](training, dataset=dataset, parts=parts)
 
 
 # --- helpers ------------------------------------------------------------------------------------

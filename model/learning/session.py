@@ -14,7 +14,7 @@ import numpy as np
 
 from mobidfl.agents.mobility.distribution import area_label_lists
 from mobidfl.model.learning.data import load_dataset
-from mobidfl.model.learning.engine import make_engine
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
 from mobidfl.model.learning.partition import make_partition
 from mobidfl.model.learning.results import Evaluation, StepResult
 from mobidfl.model.links import LinkPlan
@@ -48,25 +48,7 @@ class LearningSession:
         )
         parts = self._partition()
         self.engine = make_engine(
-            config.backend,
-            net=config.model,
-            dataset=self.dataset,
-            parts=parts,
-            lr=config.lr,
-            batch_size=config.batch_size,
-            local_steps=config.local_steps,
-            momentum=config.momentum,
-            weight_decay=config.weight_decay,
-            prox_rho=config.prox_rho,
-            optimizer=config.optimizer,
-            optimizer_state=config.optimizer_state,
-            device=config.device,
-            seed=config.seed,
-            workers=config.workers,
-            eval_chunk=config.eval_chunk,
-            worker_backend=config.worker_backend,
-            ray_address=config.ray_address,
-            precision=config.precision,
+            config.backend, TrainingSettings.of(config), dataset=self.dataset, parts=parts
         )
         self.policies: dict[str, tuple[ExchangePolicy, np.ndarray]] = {}
         for name in map(str, dict.fromkeys(model.policy_of_agent)):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mobidfl.kinds import AGENT_KINDS, kinds_where
+from mobidfl.settings import AGENT_KINDS, kinds_where
 
 __all__ = [
     "J_PER_FLOP",

@@ -304,7 +304,7 @@ class CachedPolicy(ExchangePolicy):
                 caches, own, edges, now=now, tau_max=tau_max, passes=self.options.passes,
                 tally=messages, **limits,
             )
-        else:  # one pass: mobidfl.model.config_checks refuses cached.passes > 1 with a link
+        else:  # one pass: mobidfl.model.config refuses cached.passes > 1 with a link
             for i, j in edges.tolist():
                 caches[i], caches[j] = self._exchange_over_link(
                     ctx.link, caches[i], caches[j], own[i], own[j], now=now, tau_max=tau_max,
