@@ -17,14 +17,21 @@ import functools
 import hashlib
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import KINDS, Config, canonical_name, required_world, setting_role
+from mobidfl.model.config import (
+    KINDS,
+    Config,
+    canonical_name,
+    flatten,
+    required_world,
+    setting_role,
+)
 from mobidfl.plugins import POLICIES
 
 __all__ = [
@@ -51,7 +58,7 @@ def world_values(config: Config) -> dict[str, Any]:
     The identity checked across the policies of a column.
     """
     return {
-        name: value for name, value in _flat(config.to_dict()) if setting_role(name) == "world"
+        name: value for name, value in flatten(config.to_dict()) if setting_role(name) == "world"
     }
 
 
@@ -68,14 +75,6 @@ def scenario_names() -> list[str]:
         f.name[: -len(".toml")] for f in files
         if f.name.endswith(".toml") and not f.name.startswith("_")
     )
-
-
-def _flat(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            yield from _flat(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,7 @@ def load_scenario(name: str) -> Scenario:
         if key not in about:
             raise ConfigError(where, f"[about].{key}", "a scenario file with name, version, "
                               "title, provenance and why in [about]")
-    world = {canonical_name(n): v for n, v in _flat(data.get("world", {}))}
+    world = {canonical_name(n): v for n, v in flatten(data.get("world", {}))}
     missing = [n for n in required_world() if n not in world]
     if missing:
         raise ConfigError(where, ", ".join(missing), "every world setting written in [world]")
@@ -150,13 +149,13 @@ def load_scenario(name: str) -> Scenario:
     if foreign:
         raise ConfigError(where, ", ".join(foreign), "world settings only in [world] (policies "
                           "and run settings are the benchmark's)")
-    axes = {canonical_name(n): list(v) for n, v in _flat(data.get("axes", {}))}
+    axes = {canonical_name(n): list(v) for n, v in flatten(data.get("axes", {}))}
     scales: dict[str, dict[str, Any]] = {}
     notes: dict[str, str] = {}
     for scale in SCALES:
         table = dict(data.get("scales", {}).get(scale, {}))
         notes[scale] = str(table.pop("note", ""))
-        scales[scale] = {canonical_name(n): v for n, v in _flat(table)}
+        scales[scale] = {canonical_name(n): v for n, v in flatten(table)}
     if not isinstance(about["version"], int) or isinstance(about["version"], bool):
         raise ConfigError(where, f"[about].version = {about['version']!r}", "an integer")
     if name.endswith(".toml"):

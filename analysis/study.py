@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from mobidfl.analysis.bench_scenarios import SCALES, About, Column, _flat, link_axis
+from mobidfl.analysis.bench_scenarios import SCALES, About, Column, link_axis
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import KINDS, canonical_name, required_world, setting_role
+from mobidfl.model.config import KINDS, canonical_name, flatten, required_world, setting_role
 
 __all__ = [
     "BASE",
@@ -120,7 +120,7 @@ def study_names() -> list[str]:
 
 
 def _names(table: Mapping[str, Any]) -> dict[str, Any]:
-    return {canonical_name(n): v for n, v in _flat(table)}
+    return {canonical_name(n): v for n, v in flatten(table)}
 
 
 @functools.cache

@@ -57,7 +57,7 @@ import signal
 import socket
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -79,6 +79,7 @@ from mobidfl.model.config import (
     Config,
     canonical_name,
     check_one_name_each,
+    flatten,
     public_names,
     read_toml,
 )
@@ -162,13 +163,13 @@ class Sweep:
         for key, value in (("base", base_raw), ("grid", grid_raw)):
             if not isinstance(value, Mapping):
                 raise ConfigError(key, value, "a table of settings")
-        check_one_name_each(_flatten(base_raw))
-        base = {_public_name(k): v for k, v in _flatten(base_raw)}
+        check_one_name_each(flatten(base_raw))
+        base = {_public_name(k): v for k, v in flatten(base_raw)}
         base_config = Config.from_settings(base)
         if "seed" in base and "seeds" in data:
             raise ConfigError("base.seed", base["seed"], "no base seed when `seeds` is set")
         grid: dict[str, list[Any]] = {}
-        for raw_name, values in _flatten(grid_raw):
+        for raw_name, values in flatten(grid_raw):
             name = _public_name(raw_name)
             if name == "seed":
                 raise ConfigError("grid.seed", values, "no seed in [grid]: use replicates/seeds")
@@ -260,14 +261,6 @@ def _seeds(data: Mapping[str, Any], first: int) -> tuple[int, ...]:
             "replicates", replicates, f"seeds up to {SEED_MAX} (seed + replicates - 1)"
         )
     return tuple(first + r for r in range(replicates))
-
-
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            yield from _flatten(value, prefix=f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
 
 def _public_name(name: str) -> str:

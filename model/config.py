@@ -1174,7 +1174,7 @@ def load_preset(name: str) -> Preset:
     text = _PRESETS.joinpath(f"{name}.toml").read_text()
     data = tomllib.loads(text)
     about = data.pop("about", {})
-    flat = dict(_flatten(data))
+    flat = dict(flatten(data))
     if "preset" in flat:
         raise ConfigError("preset", name, "a preset file without a `preset` key")
     return Preset(
@@ -1224,14 +1224,6 @@ def dataset_present(name: str, data_root: str | None) -> bool:
     except (DatasetUnavailable, ConfigError, OSError, RuntimeError):
         return False
     return True
-
-
-def _flatten(data: Mapping[str, Any], prefix: str = ""):
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            yield from _flatten(value, prefix=f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
 
 # ==================================================================================================

@@ -368,6 +368,10 @@ class Engine:
         evaluates in (``--batch-runs``): its stacks are then rows of the group's, and :meth:`train`
         /
         :meth:`evaluate` go through the group's one batched call. ``None``: alone."""
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """What a backend sets up once the stacks exist (default: nothing)."""
 
     # --- training ------------------------------------------------------------------------
     @property
@@ -672,10 +676,7 @@ class LoopEngine(Engine):
 
     backend = "loop"
 
-    def __init__(
-        self, training: TrainingSettings, *, dataset: Dataset, parts: Sequence[np.ndarray]
-    ) -> None:
-        super().__init__(training, dataset=dataset, parts=parts)
+    def _prepare(self) -> None:
         if self.device.type == "cpu":  # no page faults per forward, as in the workers
             keep_heap()
 
@@ -750,10 +751,7 @@ class BatchedEngine(Engine):
 
     backend = "batched"
 
-    def __init__(
-        self, training: TrainingSettings, *, dataset: Dataset, parts: Sequence[np.ndarray]
-    ) -> None:
-        super().__init__(training, dataset=dataset, parts=parts)
+    def _prepare(self) -> None:
         self._vgrad = vmap(self._fn.grad_and_loss, in_dims=(0, 0, 0))
         self._vgrad_masked = vmap(self._fn.grad_and_loss_masked, in_dims=(0, 0, 0, 0))
 
