@@ -29,7 +29,6 @@ import contextlib
 import hashlib
 import json
 import math
-import platform
 import re
 import sys
 import time
@@ -79,7 +78,7 @@ from mobidfl.analysis.comm import (
 from mobidfl.analysis.stats import sample_std
 from mobidfl.analysis.study import load_study, study_names
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
-from mobidfl.cores import machine_record, unloaded_cores
+from mobidfl.cores import machine_record, package_versions, source_commit, unloaded_cores
 from mobidfl.errors import ConfigError
 
 __all__ = ["add_bench_parser", "cmd_bench", "plan_runs", "run_bench", "write_report"]
@@ -638,29 +637,6 @@ def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], 
 
 
 # --- the manifest ---------------------------------------------------------------------------
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {"python": platform.python_version()}
-    for package in ("mobidfl", "torch", "numpy", "scipy", "pandas", "mesa", "mesa-geo"):
-        try:
-            out[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            out[package] = "not installed"
-    root = Path(__file__).resolve().parent.parent
-    head = root / ".git"
-    try:
-        import subprocess
-
-        out["git"] = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-            timeout=10, check=False,
-        ).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        out["git"] = "unknown" if not head.exists() else "git not runnable"
-    return out
-
-
 def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
                 policies: Sequence[str], seeds: Sequence[int], scale: str, command: str,
                 started: datetime, wall_s: float | None, plan: dict[str, list[Any]],
@@ -713,7 +689,7 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
              "runs": [s.run_id for s in plan.get(cell.key, [])]}
             for cell in cells
         ],
-        "versions": _versions(),
+        "versions": package_versions(),
         "machine": machine_record(),
         "started": previous.get("started", started.isoformat(timespec="seconds")),
         "last_session_started": started.isoformat(timespec="seconds"),
@@ -725,8 +701,9 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         "sessions": [*previous.get("sessions", []), {
             "command": command, "started": started.isoformat(timespec="seconds"),
             "finished": datetime.now(UTC).isoformat(timespec="seconds")
-            if wall_s is not None else "", "machine": machine_record(), "versions": _versions(),
-            "commit": _commit()}] if wall_s is not None else previous.get("sessions", []),
+            if wall_s is not None else "", "machine": machine_record(),
+            "versions": package_versions(), "commit": source_commit()}]
+        if wall_s is not None else previous.get("sessions", []),
     }
     write_text_atomic(out / PLAN, json.dumps(data, indent=1, default=str) + "\n")
 
@@ -734,21 +711,6 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
 def _world_source(name: str) -> Any:
     """The scenario or study a column's worlds come from (provenance for the manifest)."""
     return load_study(name) if name in study_names() else load_scenario(name)
-
-
-def _commit() -> str:
-    """The MobiDFL commit this session ran (``git rev-parse HEAD`` of its source tree).
-
-    Empty for an installed copy without git.
-    """
-    import subprocess
-
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                              capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 DESCRIPTORS = "descriptors.csv"

@@ -1002,9 +1002,7 @@ def write_machine(
     ``runs_wall_s`` sums every run's own wall time from the sweeps' manifests (runs kept
     from an earlier, resumed session included); ``wall_s`` is this command's.
     """
-    from mobidfl.analysis.bench import _commit as commit
-    from mobidfl.analysis.bench import _versions as versions
-    from mobidfl.cores import machine_record
+    from mobidfl.cores import machine_record, package_versions, source_commit
 
     walls = []
     for folder in folders:
@@ -1014,7 +1012,8 @@ def write_machine(
             walls += [float(w) for w in table.loc[table["status"] == "ok", "wall_s"]]
     record = {
         "command": command,
-        "commit": commit(), "versions": versions(), "machine": machine_record(),
+        "commit": source_commit(), "versions": package_versions(),
+        "machine": machine_record(),
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_s": round(wall_s, 1), "runs": len(walls), "runs_wall_s": round(sum(walls), 1),
@@ -1114,16 +1113,12 @@ def write_report(
     return out / "reproduction.md"
 
 
-def _commit() -> str:
-    """The git commit of this checkout (``unknown`` outside git)."""
-    import subprocess
+def _shown_commit() -> str:
+    """The short commit as a report shows it (``unknown`` outside git)."""
+    from mobidfl.cores import source_commit
 
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, cwd=Path(__file__).parent, timeout=10, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return f"`{out.stdout.strip()}`"
+    commit = source_commit(short=True)
+    return f"`{commit}`" if commit else "unknown"
 
 
 def _slug(name: str) -> str:
@@ -1222,7 +1217,7 @@ def _markdown(
     lines = [
         f"# Reproduction of {spec.title}",
         "",
-        f"Preset `{spec.preset}`, scale `{scale}`, seeds {list(seeds)}, code {_commit()}. "
+        f"Preset `{spec.preset}`, scale `{scale}`, seeds {list(seeds)}, code {_shown_commit()}. "
         f"Written by `{command}`." if how is None else how,
         "",
         f"Scale: {spec.scale_notes.get(scale, '')}",

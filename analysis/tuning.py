@@ -578,10 +578,9 @@ def run_tuning(*, study: str, kind: str, out: str | Path, scale: str,
 
     Then write its ``tuning.json`` and ``tuning.md``; returns the Markdown table's path.
     """
-    from mobidfl.analysis.bench import _commit, _versions
     from mobidfl.analysis.folders import check_output_folder
     from mobidfl.atomic import write_text_atomic
-    from mobidfl.cores import machine_record
+    from mobidfl.cores import machine_record, package_versions, source_commit
 
     if kind not in KINDS:
         raise ConfigError("--tune", kind, "one of " + ", ".join(KINDS))
@@ -636,7 +635,8 @@ def run_tuning(*, study: str, kind: str, out: str | Path, scale: str,
                "finished": datetime.now(UTC).isoformat(timespec="seconds"),
                "wall_s": round(time.perf_counter() - clock, 1),
                "cpu_s": round(_cpu_s() - cpu, 1), "processes": processes,
-               "machine": machine_record(), "versions": _versions(), "commit": _commit()}
+               "machine": machine_record(), "versions": package_versions(),
+               "commit": source_commit()}
     _write(out, tuning, kind, scale, records, previous, results_seeds, command, session,
            data_sizes=sizes, cpu_runs=cpu_runs)
     _, runs, _ = load_tuning_runs(out)

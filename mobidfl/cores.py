@@ -9,7 +9,9 @@
 * :func:`cpu_model`: the CPU's name, which every speed figure (a bench's record, a
   benchmark's printout) states beside its numbers;
 * :func:`machine_record`: that name with the platform, the cores, the load and the GPU, as
-  a bench's manifest and a reproduction's ``machine.json`` keep it.
+  a bench's manifest and a reproduction's ``machine.json`` keep it;
+* :func:`source_commit` and :func:`package_versions`: the code and the libraries a result
+  was made with, beside the machine in the same records.
 """
 
 from __future__ import annotations
@@ -20,7 +22,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_model", "idle_cores", "machine_record", "unloaded_cores", "usable_cores"]
+__all__ = [
+    "cpu_model",
+    "idle_cores",
+    "machine_record",
+    "package_versions",
+    "source_commit",
+    "unloaded_cores",
+    "usable_cores",
+]
+
+RECORDED_PACKAGES = ("mobidfl", "torch", "numpy", "scipy", "pandas", "mesa", "mesa-geo")
+"""The libraries whose versions a record keeps (they decide the numbers)."""
 
 
 def cpu_model() -> str:
@@ -143,3 +156,48 @@ def idle_cores(*, window_s: float = 0.1) -> float:
     except (OSError, ValueError, IndexError):
         idle = cores - os.getloadavg()[0]
     return float(min(cores, max(idle, 0.0)))
+
+
+def source_commit(*, short: bool = False) -> str:
+    """The git commit of the source tree this code runs from (``git rev-parse HEAD``).
+
+    Parameters
+    ----------
+    short
+        Git's abbreviated hash instead of the full one.
+
+    Returns
+    -------
+    str
+        The hash; empty for an installed copy without git, or where git does not run.
+    """
+    import subprocess
+
+    command = ["git", "rev-parse", *(["--short"] if short else []), "HEAD"]
+    try:
+        done = subprocess.run(command, cwd=Path(__file__).resolve().parent, capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def package_versions() -> dict[str, str]:
+    """Python's version, each of :data:`RECORDED_PACKAGES`' and the source commit (``git``).
+
+    Returns
+    -------
+    dict
+        ``python``, one entry per package (``not installed`` where it is not) and ``git``
+        (``unknown`` without git).
+    """
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for package in RECORDED_PACKAGES:
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            out[package] = "not installed"
+    out["git"] = source_commit() or "unknown"
+    return out
