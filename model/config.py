@@ -612,8 +612,8 @@ def registered_plugins(config: ConfigFields) -> dict[str, Any]:
     }
 
 
-_NAMESPACES: tuple[tuple[int, ...], dict[str, type[PluginSettings]]] | None = None
-"""The last :func:`plugin_namespaces` table and the registries' versions it was built at."""
+_NAMESPACES: tuple[int, dict[str, type[PluginSettings]]] | None = None
+"""The last :func:`plugin_namespaces` table and the :attr:`Registry.changes` it was built at."""
 
 
 def plugin_namespaces() -> dict[str, type[PluginSettings]]:
@@ -629,9 +629,11 @@ def plugin_namespaces() -> dict[str, type[PluginSettings]]:
     a plug-in was registered or removed since the last call (every setting name is resolved
     through this table).
     """
-    global _NAMESPACES  # noqa: PLW0603 - the module's cache, keyed by registry versions
-    versions = tuple(registry.version for registry in (POLICIES, MOBILITY_MODELS, LINKS))
-    if _NAMESPACES is not None and _NAMESPACES[0] == versions:
+    global _NAMESPACES  # noqa: PLW0603 - the module's cache, keyed by Registry.changes
+    # Registry.changes, not each registry's version (which loads its entry points on every
+    # read): the table is built with every registry loaded, so the count it was built at
+    # changes only when a plug-in is added or removed afterwards.
+    if _NAMESPACES is not None and _NAMESPACES[0] == Registry.changes:
         return dict(_NAMESPACES[1])
     found: dict[str, type[PluginSettings]] = {}
     for registry in (POLICIES, MOBILITY_MODELS, LINKS):
@@ -659,7 +661,7 @@ def plugin_namespaces() -> dict[str, type[PluginSettings]]:
                 f"a name under a declared namespace that none of its fields uses ({parent!r})",
             )
     table = dict(sorted(found.items()))
-    _NAMESPACES = (versions, table)
+    _NAMESPACES = (Registry.changes, table)
     return dict(table)
 
 
