@@ -154,6 +154,12 @@ CHANGED_SINCE: dict[str, tuple[tuple[str, ...], float | None, str]] = {
         "the preset's world changed between the two runs (the authors' own Manhattan roads, "
         "manhattan_cdfl, commit 7005130; the turn rule of record, b1c6418): another world, "
         "with its own numbers and the same verdicts"),
+    "dam_001/reset_30_39_2026-11-29": (
+        ("steps_run", "neighbours"), None,
+        "the same contacts, other accuracies: the code of the original (b39cfe2) run on this "
+        "re-run's CPU (Zen 4) repeats the re-run's Static seeds 31 and 37 to the last digit, "
+        "not the original's (Intel Xeon): another CPU's rounding, grown over 1,000 full-batch "
+        "rounds (docs/reproduction/dam-dcm.md)"),
     "mobility_000/paper_2026-11-29": (
         ("steps_run",), 0.1,
         "LeNet-5 runs: the accuracies moved by at most 0.08 points between 22 Nov (CPU not "
