@@ -789,12 +789,25 @@ def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None
     head = ("| world | agents | steps | neighbours/step | contact s | inter-contact s | "
             "met share | speed CV | label skew |" + (" rule says |" if predict else ""))
     lines = [head, "|---|---|---|---|---|---|---|---|---|" + ("---|" if predict else "")]
+    refused = []
     for name, settings in worlds:
-        d = describe_world({**settings, "seed": seed})
+        try:
+            d = describe_world({**settings, "seed": seed})
+        except ConfigError as exc:
+            if len(worlds) == 1:
+                raise  # the one world asked for: refused in one line, exit 2
+            # one world of a scenario or study that its runs refuse too (the bench records
+            # them as refused): the others are still described
+            lines.append(f"| {name} | refused |" + " |" * (len(lines[1].split("|")) - 4))
+            refused.append(f"{name}: {exc}")
+            continue
         said = f" {predict(d.neighbours_per_step, d.label_skew) or '-'} |" if predict else ""
         lines.append(f"| {name} | {d.agents} | {d.steps} | {d.neighbours_per_step:.2f} | "
                      f"{d.contact_duration_s:.0f} | {d.inter_contact_s:.0f} | "
                      f"{d.met_share:.3f} | {d.speed_cv:.2f} | {d.label_skew:.3f} |{said}")
+    if refused:
+        lines += ["", "Refused at this scale (its runs are refused too):",
+                  *(f"- {line}" for line in refused)]
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""Every shell command that the README and the validation pages show runs as written.
+"""Every shell command that the README, the validation and the benchmark pages show runs as written.
 
 Each page's commands (```` ```bash ````, ```` ```sh ````, ```` ```shell ```` blocks, and the
 ``$ `` lines of ```` ```console ```` blocks) run in order, in one bash with ``set -e``, in a
@@ -32,7 +32,7 @@ from tests.test_docs import tutorial_env
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("README.md", *sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "validation").glob("*.md")
-))
+), "docs/benchmark/controlled.md", "docs/benchmark/index.md")
 """The pages whose commands this file runs (the tutorials: tests/test_docs.py)."""
 SHELL = ("bash", "sh", "shell", "console")
 PROGRAMS = ("make", "python", "python3", "mobidfl", "pytest", "pip", "git", "source", "bash")
@@ -60,6 +60,20 @@ CI_SIZE: dict[str, tuple[str, str]] = {
     "python -m validation --cases ns3_link --size full --seeds 3": (
         "python -m validation --cases ns3_link --size small --seeds 1",
         "full replays 200 stays of any length in ns-3; small (20 stays) is the page's CI line"),
+    "mobidfl bench --study mobility_skew --tune recipe --scale small --out results/tune_recipe": (
+        "mobidfl bench --study mobility_skew --tune recipe --scale ci --out results/tune_recipe",
+        "small is 6 lr values x 6 columns x 2 tuning seeds of 60 cars (about an hour); ci runs "
+        "the same protocol on the ci worlds in seconds"),
+    "mobidfl bench --study mobility_skew_cnn --tune recipe --scale small --out results/tune_cnn": (
+        "mobidfl bench --study mobility_skew_cnn --tune recipe --scale ci --out results/tune_cnn",
+        "small is 24 CNN runs of 30 s each; ci runs the same protocol in seconds"),
+    "mobidfl bench --study mobility_skew_cnn --scale small --seeds 3 --policies "
+    "local,central_fedavg,dpsgd,cached_lru,psfl --out results/study_cnn": (
+        "mobidfl bench --study mobility_skew_cnn --scale ci --seeds 2 --policies local,dpsgd "
+        "--out results/study_cnn",
+        "small is 90 CNN runs (an hour on 2 cores); ci with two policies and two seeds (the "
+        "fewest the page's statistics take) feeds the page's next two commands, which run as "
+        "written on it"),
 }
 """Commands run at a smaller size here: each keeps its program, subcommand and first
 argument."""
@@ -99,6 +113,25 @@ COVERED: dict[str, str] = {
     "python -m validation.psfl_full publish --run results/psfl_mech --name mechanism --to "
     "published/validation/psfl": "as the publish line above, for the mechanism's folder",
     "pytest tests/test_validation_psfl_full.py": "a file of the suite: every CI run runs it",
+    "python -m mobidfl.analysis.publish results/study published/benchmark/mobility_skew":
+        "reads the folder of the study's bench command above (COVERED: hours at small); "
+        "tests/test_published_study.py publishes that command's ci run with the same code "
+        "(publish_bench) and checks the page it gives",
+    "mobidfl bench --study mobility_skew --tune policies --scale small --seeds 3 --out "
+    "results/tune_policies": "hours (every knob's grid x 3 columns x 2 tuning seeds, then "
+        "the results seeds); tests/test_tuning.py runs this command at --scale ci "
+        "(test_tune_policies_at_ci_chooses_then_runs_paper_and_chosen_on_results_seeds)",
+    "mobidfl bench --out results/bench_small --scale small --seeds 5 --policies all "
+    "--processes 2": "670 runs at small (1.5-2 h on 2 cores); the page's `--scale ci` "
+        "command, run here as written, runs the same code",
+    "python -m mobidfl.analysis.publish results/bench_small published/benchmark/small":
+        "reads the folder only the small bench above writes (hours); the same code "
+        "(publish_bench) publishes the ci study in tests/test_published_study.py",
+    "mobidfl bench --scale small --seeds 5 --out results/bench_small": "1.5-2 h on 2 cores; "
+        "the page's `--scale ci` command, run here as written, runs the same code",
+    "mobidfl bench --scale full --seeds 5 --batch-runs --device cuda --out results/bench_full":
+        "needs a CUDA device; benchmarks/gpu_all.py runs `--batch-runs --device cuda` when a "
+        "GPU is lent, and tests/test_batch_runs.py runs --batch-runs on the CPU",
     "MOBIDFL_PSFL_RUNS=1 pytest tests/test_validation_psfl.py": "the opt-in whole runs of "
                 "the file above (minutes per seed); that the variable is what un-skips them "
                 "is checked in test_the_opt_in_psfl_runs_are_what_the_page_says",

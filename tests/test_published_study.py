@@ -21,6 +21,7 @@ import pytest
 
 from mobidfl.analysis.publish import publish_bench, recompute, study_page
 from mobidfl.analysis.study import load_study
+from mobidfl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "published" / "benchmark" / "mobility_skew"
@@ -88,6 +89,40 @@ def test_describe_prints_each_world_without_training():
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("| cars_manhattan")]
     assert len(lines) == 1 and lines[0].count("|") == 10
+
+
+def test_describe_shows_a_world_its_runs_refuse_as_a_row_and_goes_on(monkeypatch):
+    # Prepare: one world of the study refused, as Dirichlet 0.1 is at `small` (an agent with
+    # fewer than 10 samples), at the ci scale's cost
+    from mobidfl.analysis import bench, describe
+
+    real = describe.describe_world
+
+    def refuse_one(settings, **kw):
+        if settings.get("dirichlet_alpha") == 0.1:
+            raise ConfigError("dirichlet_alpha", 0.1, "a larger alpha")
+        return real(settings, **kw)
+
+    monkeypatch.setattr(describe, "describe_world", refuse_one)
+    # Execute
+    table = bench.describe_table("mobility_skew", scale="ci", seed=0)
+    # Assert: its row says so with the table's width, the other worlds are measured, and the
+    # reason follows the table
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ")]
+    refused = [ln for ln in rows if "| refused |" in ln]
+    assert refused == ["| skew=dirichlet_0.1 | refused | | | | | | | |"]
+    assert refused[0].count("|") == rows[0].count("|")
+    assert len(rows) > 10 and sum("| refused |" in ln for ln in rows) == 1
+    assert "- skew=dirichlet_0.1: setting 'dirichlet_alpha' = 0.1 is not allowed" in table
+
+
+def test_describe_of_one_refused_world_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text("vehicles = 60\npedestrians = 0\nsensors = 0\nuavs = 0\n"
+                    'partition = "dirichlet"\ndirichlet_alpha = 0.01\n')
+    done = _mobidfl("bench", "--describe", str(path), cwd=ROOT)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "dirichlet_alpha" in lines[0]
 
 
 def test_describe_refuses_an_unknown_world_in_one_line():
