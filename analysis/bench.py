@@ -81,7 +81,7 @@ from mobidfl.atomic import write_csv, write_figure, write_text_atomic
 from mobidfl.cores import machine_record, package_versions, source_commit, unloaded_cores
 from mobidfl.errors import ConfigError
 
-__all__ = ["add_bench_parser", "cmd_bench", "plan_runs", "run_bench", "write_report"]
+__all__ = ["add_bench_parser", "cmd_bench", "open_cells", "plan_runs", "run_bench", "write_report"]
 
 CELLS = "cells"
 PLAN = "manifest.json"
@@ -539,6 +539,25 @@ def _run_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
     _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
                 command=command, started=started, wall_s=None, plan=plan,
                 column_seeds=column_seeds, adaptive=adaptive)
+    manifests, owner, todo = open_cells(out, cells, plan, backend=backend,
+                                        retry_errors=retry_errors)
+    total = sum(len(specs) for specs in plan.values())
+    _execute(todo, manifests, owner, total=total, backend=backend, processes=processes,
+             address=address, cpus=cpus, gpus=gpus, batch_runs=batch_runs, progress=progress)
+
+
+def open_cells(out: Path, cells: Sequence[Cell], plan: Mapping[str, Any], *, backend: str,
+               retry_errors: bool) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
+    """Each planned cell's run folder and manifest under ``out/cells``, and the runs left to do.
+
+    Shared by the bench and the study tuning, whose folders have the same shape.
+
+    Returns
+    -------
+    tuple
+        ``(manifests by cell key, cell key by run id, runs to do)``, the runs seed-major (a
+        partial table then has every cell).
+    """
     manifests: dict[str, Any] = {}
     owner: dict[str, str] = {}
     todo: list[Any] = []
@@ -554,10 +573,8 @@ def _run_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         for spec in manifest.todo(retry_errors=retry_errors):
             owner[spec.run_id] = cell.key
             todo.append(spec)
-    todo.sort(key=lambda spec: spec.replicate)  # seed-major: a partial table has every cell
-    total = sum(len(specs) for specs in plan.values())
-    _execute(todo, manifests, owner, total=total, backend=backend, processes=processes,
-             address=address, cpus=cpus, gpus=gpus, batch_runs=batch_runs, progress=progress)
+    todo.sort(key=lambda spec: spec.replicate)
+    return manifests, owner, todo
 
 
 def _grown_before(out: Path, column_seeds: dict[str, list[int]]) -> dict[str, list[int]]:

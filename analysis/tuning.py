@@ -461,26 +461,13 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
 
     from tqdm import tqdm
 
-    from mobidfl.analysis.bench import CELLS, _cell_manifest, _safe, plan_runs
+    from mobidfl.analysis.bench import open_cells, plan_runs
     from mobidfl.analysis.sweep import _worker_context
 
     plan = plan_runs(cells, seeds, extra={})
     if before is not None:  # the folder says whose cells these are before any run
         before(plan)
-    manifests, owner, todo = {}, {}, []
-    manifest_class = _cell_manifest()
-    for cell in cells:
-        if cell.key not in plan:
-            continue
-        folder = out / CELLS / _safe(cell.key)
-        (folder / "runs").mkdir(parents=True, exist_ok=True)
-        manifest = manifest_class(folder, plan[cell.key], backend="local")
-        manifest.save()
-        manifests[cell.key] = manifest
-        for spec in manifest.todo(retry_errors=False):
-            owner[spec.run_id] = cell.key
-            todo.append(spec)
-    todo.sort(key=lambda spec: spec.replicate)
+    manifests, owner, todo = open_cells(out, cells, plan, backend="local", retry_errors=False)
     with tqdm(total=len(todo), desc="tuning runs", unit="run", disable=not progress) as bar:
         def record(result: Any, seconds: float) -> None:
             manifests[owner[result.run_id]].record(result)
