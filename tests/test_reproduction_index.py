@@ -1,7 +1,8 @@
-"""The reproduction index's CPU-runs table is generated from the published run folders.
+"""The reproduction index's tables are generated from the published run folders.
 
 Each paper's largest CPU run, its summed run time and its CPU come from the sweeps'
-manifests, the reports' headers and ``machine.json`` (written by ``mobidfl reproduce``).
+manifests, the reports' headers and ``machine.json`` (written by ``mobidfl reproduce``);
+the current verdicts from each run of record's ``verdicts.csv``.
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from mobidfl.analysis.reproduction_index import (
+    Record,
     cpu_runs,
     index_table,
     largest_cpu_runs,
     render_page,
+    verdict_table,
 )
 from mobidfl.cores import cpu_model
+from mobidfl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,6 +109,36 @@ def test_a_damaged_machine_json_is_refused_in_one_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "psfl_004" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_the_verdicts_table_counts_each_run_of_record_from_its_verdicts(tmp_path):
+    # Prepare: a run of record with one claim of each verdict and one not run
+    folder = tmp_path / "psfl_004" / "paper"
+    folder.mkdir(parents=True)
+    pd.DataFrame({
+        "claim": ["a", "b", "c", "d", "e"],
+        "MobiDFL (mean ± std)": ["+1.00 ± 0.50", "+2.00 ± 3.00", "-1.50 ± 0.20", None,
+                                 "+4.00 ± 0.10"],
+        "verdict": ["holds", "direction only", "fails", "not run", "holds"],
+    }).to_csv(folder / "verdicts.csv", index=False)
+    record = Record("psfl.md", "psfl_004/paper/verdicts.csv", "paper, CPU", "x/reproduction.md")
+    # Execute
+    table = verdict_table(tmp_path, [record])
+    # Assert: 2 of the 4 run hold, one each of the others, the one not run apart; the claims
+    # that do not hold named with their numbers
+    row = table.splitlines()[2]
+    assert row.startswith("| [PSFL (Domini et al., ACSOS 2024)](psfl.md) | [paper, CPU]"
+                          "(x/reproduction.md) | 2 / 4 | 1 | 1 | 1 |")
+    assert row.endswith("| b: +2.00 ± 3.00 (direction only); c: -1.50 ± 0.20 (fails) |")
+
+
+def test_a_damaged_verdicts_table_is_refused_naming_it(tmp_path):
+    folder = tmp_path / "psfl_004"
+    folder.mkdir()
+    (folder / "verdicts.csv").write_text("claim,verdict\na,holds\n")  # no numbers column
+    record = Record("psfl.md", "psfl_004/verdicts.csv", "paper")
+    with pytest.raises(ConfigError, match="psfl_004/verdicts.csv"):
+        verdict_table(tmp_path, [record])
 
 
 def test_the_page_is_rewritten_between_its_markers_only():
