@@ -41,7 +41,7 @@ from mobidfl.analysis.stats import format_mean_std, mean_std
 from mobidfl.analysis.sweep import MANIFEST, load_runs, read_manifest
 from mobidfl.atomic import write_figure, write_text_atomic
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import read_toml
+from mobidfl.model.config import canonical_name, read_toml
 
 ACC_LABEL = "test accuracy"
 P_LABEL = "p (proportion of high-mobility clients)"
@@ -63,6 +63,17 @@ STYLE = {
 
 
 # --- data -------------------------------------------------------------------------------------
+def _swept(manifest: pd.DataFrame) -> dict[str, str]:
+    """A sweep manifest's swept columns (its settings as written) -> their public names.
+
+    So a figure finds its parameter under any of its names (``hm_fraction``,
+    ``random_walk.hm_fraction``).
+    """
+    columns = list(manifest.columns)
+    return {name: canonical_name(name)
+            for name in columns[columns.index("seed") + 1 : columns.index("status")]}
+
+
 def load_results(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
     """One row per run per step, and the swept parameter names (empty for a single run).
 
@@ -85,10 +96,8 @@ def load_results(folder: str | Path) -> tuple[pd.DataFrame, list[str]]:
     """
     folder = Path(folder)
     if (folder / MANIFEST).exists():
-        manifest = read_manifest(folder)
-        columns = list(manifest.columns)
-        swept = columns[columns.index("seed") + 1 : columns.index("status")]
-        return load_runs(folder), swept
+        public = _swept(read_manifest(folder))
+        return load_runs(folder).rename(columns=public), list(public.values())
     if (folder / "model.csv").exists():
         table = _read_model_csv(folder / "model.csv")
         settings = _settings_of(folder / "config.toml")
@@ -263,7 +272,8 @@ def metric_vs_parameter(
 def final_accuracy_vs_p(data: pd.DataFrame, swept: Sequence[str]):
     """Figure: final mean accuracy against ``hm_fraction`` (mean ± std over seeds)."""
     return metric_vs_parameter(
-        data, swept, parameter="hm_fraction", columns=["acc_mean"], labels=["final " + ACC_LABEL],
+        data, swept, parameter="random_walk.hm_fraction", columns=["acc_mean"],
+        labels=["final " + ACC_LABEL],
         xlabel=P_LABEL, title="Final accuracy vs p (mean ± std over seeds)",
     )
 
@@ -271,7 +281,7 @@ def final_accuracy_vs_p(data: pd.DataFrame, swept: Sequence[str]):
 def hm_lm_gap_vs_p(data: pd.DataFrame, swept: Sequence[str]):
     """Figure: high- minus low-mobility accuracy against ``hm_fraction``."""
     return metric_vs_parameter(
-        data, swept, parameter="hm_fraction", columns=["hm_lm_gap"],
+        data, swept, parameter="random_walk.hm_fraction", columns=["hm_lm_gap"],
         labels=["accuracy HM − LM"], xlabel=P_LABEL,
         title="High- minus low-mobility accuracy vs p",
     )
@@ -280,7 +290,7 @@ def hm_lm_gap_vs_p(data: pd.DataFrame, swept: Sequence[str]):
 def cache_vs_tau_max(data: pd.DataFrame, swept: Sequence[str]):
     """Figure: cached models per agent and their mean age against ``tau_max``."""
     return metric_vs_parameter(
-        data, swept, parameter="tau_max", columns=list(STEP_MEAN_METRICS),
+        data, swept, parameter="cached.tau_max", columns=list(STEP_MEAN_METRICS),
         labels=["cached models per agent", "mean age of cached models (steps)"],
         xlabel="τ_max (staleness tolerance, steps)", reduce="mean",
         title="Cache count and age vs τ_max (mean over steps; ± std over seeds)",
@@ -415,6 +425,7 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
     lines = [f"# MobiDFL report: {folder.name}", ""]
     if (folder / MANIFEST).exists():
         manifest = read_manifest(folder)
+        manifest = manifest.rename(columns=_swept(manifest))
         counts = manifest["status"].value_counts()
         seeds = sorted(manifest["seed"].unique())
         lines += [

@@ -237,10 +237,10 @@ CACHED = PaperSpec(
         # Table 2: unlimited cache (C_max = N); learning cut to one local step; each epoch's
         # encounters replayed local_ep = 10 times as the authors' Table 2 function does
         # (trainer_single.py Decentralized_Cache_test; validation/README.md).
-        "cache_tau1": {"tau_max": 1, "cache_size": 100, "local_steps": 1, "early_stop_patience": 0,
-                       "cached.passes": 10},
+        "cache_tau1": {"cached.tau_max": 1, "cached.size": 100, "local_steps": 1,
+                       "early_stop_patience": 0, "cached.passes": 10},
         "cache_tau10": {
-            "tau_max": 10, "cache_size": 100, "local_steps": 1, "early_stop_patience": 0,
+            "cached.tau_max": 10, "cached.size": 100, "local_steps": 1, "early_stop_patience": 0,
             "cached.passes": 10,
         },
     },
@@ -325,11 +325,12 @@ MOBILITY = PaperSpec(
     title="Client mobility in DFL (de Heredia 2024)",
     preset="mobility_000",
     variants={
-        "p=0": {"hm_fraction": 0.0},
-        "p=0.05": {"hm_fraction": 0.05},
-        "p=0.2": {"hm_fraction": 0.2},
-        "p=0.8": {"hm_fraction": 0.8},
-        "p=0.2 alpha=1": {"hm_fraction": 0.2, "policy": "mobility_aware", "mobility_alpha": 1.0},
+        "p=0": {"random_walk.hm_fraction": 0.0},
+        "p=0.05": {"random_walk.hm_fraction": 0.05},
+        "p=0.2": {"random_walk.hm_fraction": 0.2},
+        "p=0.8": {"random_walk.hm_fraction": 0.8},
+        "p=0.2 alpha=1": {"random_walk.hm_fraction": 0.2, "policy": "mobility_aware",
+                          "mobility_aware.alpha": 1.0},
     },
     scales={
         "ci": {"steps": 16, "model": "mlp", "dataset": "mnist5k", "test_size": 300,
@@ -385,7 +386,7 @@ DAM = PaperSpec(
     scales={
         "ci": {
             "map": "grid:2x2:100", "sensors": 7, "uavs": 3, "radius_m": 20.1,
-            "rm_cells": 100.0, "steps": 60, "eval_every": 10, "model": "mlp",
+            "dam.rm_cells": 100.0, "steps": 60, "eval_every": 10, "model": "mlp",
             "dataset": "mnist5k", "batch_size": 10, "local_steps": 5, "lr": 0.01,
             "test_size": 500,
         },
@@ -572,8 +573,8 @@ _CACHED_SMALL: dict[str, Any] = {
     "eval_every": 2,
 }
 _CI_DATA = {"dataset": "mnist5k"}  # the tests' scale keeps the small set (CI time)
-_SUMO = {"vehicle.mobility": "sumo", "sumo_step_length": 1.0, "sumo_warmup_s": 60.0,
-         "sumo_fringe_factor": 1.0}
+_SUMO = {"vehicle.mobility": "sumo", "sumo.step_length": 1.0, "sumo.warmup_s": 60.0,
+         "sumo.fringe_factor": 1.0}
 
 CACHED_SUMO = PaperSpec(
     paper="003",
@@ -629,10 +630,10 @@ CACHED_AREAS = PaperSpec(
         "DFL": {"policy": "defedavg"},
     },
     scales={
-        "ci": _CACHED_SMALL | _AREAS | _CI_DATA | {"vehicles": 15, "area_free": 3, "steps": 8,
-                                                   "local_steps": 5, "test_size": 200},
-        "small": _CACHED_SMALL | _AREAS | {"vehicles": 33, "area_free": 3, "steps": 40},
-        "paper": _AREAS | {"vehicles": 100, "area_free": 10},
+        "ci": _CACHED_SMALL | _AREAS | _CI_DATA | {"vehicles": 15, "manhattan.area_free": 3,
+                                                   "steps": 8, "local_steps": 5, "test_size": 200},
+        "small": _CACHED_SMALL | _AREAS | {"vehicles": 33, "manhattan.area_free": 3, "steps": 40},
+        "paper": _AREAS | {"vehicles": 100, "manhattan.area_free": 10},
     },
     scale_notes={
         "ci": CI + "15 cars on nyc_uws (12 kept in 3 areas, 3 free), 8 epochs, K = 5, 200 "
@@ -816,7 +817,11 @@ def variant_settings(
     if spec.map_fallback is not None and "map" not in spec.scales[scale]:
         preferred, fallback = spec.map_fallback
         settings["map"] = preferred if map_available(preferred) else fallback
-    settings.update(extra or {})
+    for name, value in (extra or {}).items():  # under any of its names, replacing the spec's
+        public = canonical_name(name)
+        for held in [k for k in settings if canonical_name(k) == public]:
+            del settings[held]
+        settings[name] = value
     return settings
 
 

@@ -40,7 +40,7 @@ def main() -> None:
         m = MobiDFLModel(preset="cached_dfl_003", learning=False, steps=args.steps,
                          seed=args.seed, vehicles=agents, link="ns3")
         rate = make_link(Config.from_settings({"preset": "cached_dfl_003",
-                                               "vehicles": agents, "link": "distance_rate"}))
+                                               "vehicles": agents, "link.model": "distance_rate"}))
         rows = []
         for _ in range(args.steps):
             t = time.perf_counter()

@@ -37,7 +37,7 @@ def make_sweep(*, runs: int, steps: int, vehicles: int) -> Sweep:
             "replicates": 2 if runs > 1 else 1,
             "base": {"vehicles": vehicles, "steps": steps, "local_steps": 2, "test_size": 200,
                      "vehicle": {"mobility": "random_walk"}},
-            "grid": {"hm_fraction": [round(0.1 * i, 2) for i in range(points)]},
+            "grid": {"random_walk.hm_fraction": [round(0.1 * i, 2) for i in range(points)]},
         }
     )
 

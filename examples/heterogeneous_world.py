@@ -41,8 +41,8 @@ WORLD = {
     "uav.mobility": "dcm",
     "partition": "area",
     "radius_m": 150.0,  # PSFL's 8-neighbourhood at cell_m = 100 (model/presets/psfl_004.toml)
-    "psfl_sigma": 5.0,
-    "psfl_loss": "mean",  # sigma 5 was set on eq. 3's per-sample mean scale
+    "psfl.sigma": 5.0,
+    "psfl.loss": "mean",  # sigma 5 was set on eq. 3's per-sample mean scale
 }
 """The settings every size shares (names as ``mobidfl settings`` lists them)."""
 SIZES = {

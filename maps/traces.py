@@ -70,23 +70,23 @@ def read_trace(path: str | Path, *, map_crs: str, crs: str = "") -> Trace:
     """
     path = Path(path).expanduser()
     if not path.is_file():
-        raise ConfigError("trace_file", str(path), "an existing SUMO FCD .xml or .csv file")
+        raise ConfigError("trace.file", str(path), "an existing SUMO FCD .xml or .csv file")
     if path.suffix.lower() == ".csv":
         ids, time, a, b, geo = _read_csv(path)
     elif path.suffix.lower() == ".xml":
         ids, time, a, b = _read_fcd(path)
         geo = False
     else:
-        raise ConfigError("trace_file", str(path), "a SUMO FCD .xml or a .csv trace file")
+        raise ConfigError("trace.file", str(path), "a SUMO FCD .xml or a .csv trace file")
     if not len(ids):
-        raise ConfigError("trace_file", str(path), "a trace with at least one record")
+        raise ConfigError("trace.file", str(path), "a trace with at least one record")
     if not (np.isfinite(time).all() and np.isfinite(a).all() and np.isfinite(b).all()):
-        raise ConfigError("trace_file", str(path), "finite time and coordinates in every record")
+        raise ConfigError("trace.file", str(path), "finite time and coordinates in every record")
     if np.abs(time).max() > MAX_TIME_S:
-        raise ConfigError("trace_file", str(path), f"times within ±{MAX_TIME_S:g} s (seconds, "
+        raise ConfigError("trace.file", str(path), f"times within ±{MAX_TIME_S:g} s (seconds, "
                           "not milliseconds)")
     if max(np.abs(a).max(), np.abs(b).max()) > MAX_COORDINATE:
-        raise ConfigError("trace_file", str(path), f"coordinates within ±{MAX_COORDINATE:g} "
+        raise ConfigError("trace.file", str(path), f"coordinates within ±{MAX_COORDINATE:g} "
                           "(beyond any place on Earth in metres or degrees)")
     xy = _to_map(np.stack([a, b], axis=1), geo=geo, crs=crs, map_crs=map_crs, path=path)
     return _assemble(ids, time, xy, path=path)
@@ -97,11 +97,11 @@ def _read_csv(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         frame = pd.read_csv(path, dtype={"id": str})
     except Exception as exc:  # pandas raises many kinds on malformed files
         reason = type(exc).__name__
-        raise ConfigError("trace_file", str(path), f"a readable CSV ({reason})") from None
+        raise ConfigError("trace.file", str(path), f"a readable CSV ({reason})") from None
     columns = set(frame.columns)
     if columns not in CSV_COLUMNS:
         raise ConfigError(
-            "trace_file",
+            "trace.file",
             str(path),
             f"a CSV with columns id,time,lon,lat or id,time,x,y (found {','.join(frame.columns)})",
         )
@@ -110,9 +110,9 @@ def _read_csv(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     try:
         values = frame[["time", *names]].to_numpy(dtype=float)
     except ValueError:
-        raise ConfigError("trace_file", str(path), "numeric time and coordinates") from None
+        raise ConfigError("trace.file", str(path), "numeric time and coordinates") from None
     if not np.isfinite(values).all():
-        raise ConfigError("trace_file", str(path), "finite time and coordinates in every row")
+        raise ConfigError("trace.file", str(path), "finite time and coordinates in every row")
     ids = frame["id"].astype(str).to_numpy()
     _check_increasing_per_id(ids, values[:, 0], path)
     return ids, values[:, 0], values[:, 1], values[:, 2], geo
@@ -126,7 +126,7 @@ def _check_increasing_per_id(ids: np.ndarray, time: np.ndarray, path: Path) -> N
     if bad.any():
         row = int(order[1:][bad][0])
         raise ConfigError(
-            "trace_file",
+            "trace.file",
             str(path),
             f"time increasing per id (id {ids[row]} goes back to {time[row]} in row {row + 2})",
         )
@@ -155,26 +155,26 @@ def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
                     root_seen = True
                     if elem.tag != "fcd-export":
                         found = f"<fcd-export>, not <{elem.tag}>"
-                        raise ConfigError("trace_file", str(path), f"a SUMO FCD file ({found})")
+                        raise ConfigError("trace.file", str(path), f"a SUMO FCD file ({found})")
                 continue
             if elem.tag != "timestep":
                 continue
             t = float(elem.get("time"))
             if t < last:
                 raise ConfigError(
-                    "trace_file", str(path), f"timesteps in increasing time ({t} after {last})"
+                    "trace.file", str(path), f"timesteps in increasing time ({t} after {last})"
                 )
             last = t
             texts = [elem.text, *(c.tail for c in elem), *(c.text for c in elem)]
             if any(t and not t.isspace() for t in texts):
-                raise ConfigError("trace_file", str(path), "an FCD file without text between "
+                raise ConfigError("trace.file", str(path), "an FCD file without text between "
                                   "its elements (a damaged '<'?)")
             for child in elem:
                 if child.tag not in FCD_RECORDS:
-                    raise ConfigError("trace_file", str(path), f"a SUMO FCD file (a <timestep> "
+                    raise ConfigError("trace.file", str(path), f"a SUMO FCD file (a <timestep> "
                                       f"holds {'/'.join(FCD_RECORDS)}, not <{child.tag[:40]}>)")
                 if child.get("id") is None:
-                    raise ConfigError("trace_file", str(path), "an id on every FCD record")
+                    raise ConfigError("trace.file", str(path), "an id on every FCD record")
                 if child.tag in ("vehicle", "person"):
                     ids.append(child.get("id"))
                     times.append(t)
@@ -184,15 +184,15 @@ def _read_fcd(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     except ConfigError:
         raise
     except ET.ParseError as exc:
-        raise ConfigError("trace_file", str(path), f"well-formed XML ({exc})") from None
+        raise ConfigError("trace.file", str(path), f"well-formed XML ({exc})") from None
     except OSError as exc:
-        raise ConfigError("trace_file", str(path), f"a readable file (cannot read it: "
+        raise ConfigError("trace.file", str(path), f"a readable file (cannot read it: "
                           f"{exc.strerror or exc})") from None
     except LookupError as exc:  # the XML declaration names an unknown encoding
-        raise ConfigError("trace_file", str(path), f"an XML encoding Python knows ({exc})") \
+        raise ConfigError("trace.file", str(path), f"an XML encoding Python knows ({exc})") \
             from None
     except (TypeError, ValueError):
-        raise ConfigError("trace_file", str(path), "numeric time, x and y in the FCD") from None
+        raise ConfigError("trace.file", str(path), "numeric time, x and y in the FCD") from None
     return np.array(ids, dtype=str), np.array(times), np.array(xs), np.array(ys)
 
 
@@ -201,7 +201,7 @@ def _to_map(values: np.ndarray, *, geo: bool, crs: str, map_crs: str, path: Path
     try:
         same = CRS.from_user_input(source) == CRS.from_user_input(map_crs)
     except Exception:
-        raise ConfigError("trace_crs", crs, "a CRS pyproj understands, e.g. EPSG:32618") from None
+        raise ConfigError("trace.crs", crs, "a CRS pyproj understands, e.g. EPSG:32618") from None
     if same:
         return values.astype(float)
     x, y = Transformer.from_crs(source, map_crs, always_xy=True).transform(
@@ -209,7 +209,7 @@ def _to_map(values: np.ndarray, *, geo: bool, crs: str, map_crs: str, path: Path
     )
     out = np.stack([x, y], axis=1)
     if not np.isfinite(out).all():
-        raise ConfigError("trace_file", str(path), f"coordinates valid in {source}")
+        raise ConfigError("trace.file", str(path), f"coordinates valid in {source}")
     return out
 
 
@@ -223,7 +223,7 @@ def _assemble(ids: np.ndarray, time: np.ndarray, xy: np.ndarray, *, path: Path) 
     codes, time, xy = codes[order], time[order], xy[order]
     dup = (codes[1:] == codes[:-1]) & (np.diff(time) <= 0)
     if dup.any():
-        raise ConfigError("trace_file", str(path), "one record per id and time")
+        raise ConfigError("trace.file", str(path), "one record per id and time")
     ptr = np.searchsorted(codes, np.arange(len(uniques) + 1))
     return Trace(np.asarray(uniques, dtype=str), ptr, time - time.min(), xy)
 

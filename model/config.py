@@ -1426,6 +1426,55 @@ def replaced[C: ConfigFields](config: C, flat: Mapping[str, Any]) -> C:
     return replace(config, **top)
 
 
+def _is_old_name(name: str) -> bool:
+    """Whether ``name`` is a plug-in setting's old flat name (``psfl_sigma``).
+
+    A per-kind name with an underscore (``vehicle_speed``) is not: it is how a keyword
+    argument spells ``vehicle.speed`` (``MobiDFLModel(vehicle_speed=3.0)``).
+    """
+    public = canonical(name)
+    return public != name and public.partition(".")[0] not in KINDS
+
+
+def _warn_old_name(name: str) -> None:
+    """Warn that setting ``name`` is an old name (a :class:`DeprecationWarning`, one line).
+
+    Old names (:func:`old_names`) are accepted for one release. In a command
+    (:func:`one_report`) each is warned once, as ``mobidfl:0: DeprecationWarning: ...``, and
+    never by the processes it starts; elsewhere the warning names the caller's line, so
+    Python shows it by default in a script.
+    """
+    message = (f"setting {name!r} is an old name of {canonical(name)!r}; it is accepted in "
+               "this release only")
+    if warned_by_parent():
+        return
+    if _SHOWN is None:
+        warnings.warn(message, DeprecationWarning, skip_file_prefixes=_own_dirs())
+        return
+    if message not in _SHOWN:
+        _SHOWN.add(message)
+        # module __main__: the default filters show a DeprecationWarning only there
+        warnings.warn_explicit(message, DeprecationWarning, filename="mobidfl", lineno=0,
+                               module="__main__")
+
+
+@functools.cache
+def _own_dirs() -> tuple[str, ...]:
+    """The folders of MobiDFL's packages, so that a warning names the caller's line.
+
+    Python shows a :class:`DeprecationWarning` by default only where it is attributed to
+    ``__main__``: skipping these folders attributes it to the user's script or command.
+    """
+    import importlib.util
+
+    dirs: set[str] = set()
+    for name in ("mobidfl", "mobidfl.model", "mobidfl.agents", "mobidfl.maps", "mobidfl.analysis"):
+        spec = importlib.util.find_spec(name)  # the package's folders, without importing it
+        if spec is not None:
+            dirs.update(str(Path(d).resolve()) for d in (spec.submodule_search_locations or ()))
+    return tuple(sorted(dirs))
+
+
 def updated[C: ConfigFields](config: C, given: Iterable[tuple[str, Any]]) -> C:
     """``config`` with the settings ``given`` made explicit, then resolved and checked.
 
@@ -1436,6 +1485,8 @@ def updated[C: ConfigFields](config: C, given: Iterable[tuple[str, Any]]) -> C:
     given = list(given)
     check_one_name_each(given)
     flat = {canonical(n): v for n, v in given}
+    for name in dict.fromkeys(n for n, _ in given if _is_old_name(n)):
+        _warn_old_name(name)
     before = config.provenance
     spelling = {**before.spelling, **{canonical(n): n for n, _ in given}}
     explicit = {**before.explicit, **flat}
@@ -1607,6 +1658,8 @@ class Config(ConfigFields):
         own = {k: v for k, v in settings.items() if k in _INIT_FIELDS}
         other = {k: v for k, v in settings.items() if k not in _INIT_FIELDS}
         if other:
+            for name in filter(_is_old_name, other):
+                _warn_old_name(name)
             built = replaced(ConfigFields(**own), other)
             own = {f.name: getattr(built, f.name) for f in fields(built)}
         super().__init__(**own)
@@ -1623,6 +1676,7 @@ class Config(ConfigFields):
             return plugins[name]
         namespace, _, attr = old_names().get(name, "").rpartition(".")
         if namespace in plugins:
+            _warn_old_name(name)
             return getattr(plugins[namespace], attr)
         raise AttributeError(f"'Config' object has no attribute {name!r}")
 

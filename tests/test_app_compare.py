@@ -171,7 +171,7 @@ def test_bytes_are_summed_per_run_or_said_not_counted() -> None:
 
 def test_bytes_figure_draws_each_run_over_a_link_model() -> None:
     # Prepare: two policies over a 0.2 Mbit/s link (the link model counts what it carried).
-    model = AppModel(**{**WORLD, "link": "fixed_rate", "link.rate_bps": 2e5,
+    model = AppModel(**{**WORLD, "link.model": "fixed_rate", "link.fixed_rate.rate_bps": 2e5,
                         "link.params": 1000, "link.dtype": "bf16"})
     comparison = Comparison(model.config, ["dpsgd", "cached_lru"], world=model.world_map)
     comparison.step()

@@ -41,8 +41,8 @@ from mobidfl.model.learning.results import StepResult
 # bf16 parameters + 64 B) over a 0.2 Mbit/s link: most pairs finish, some are cut.
 SMALL = {
     "map": "grid:5x5", "vehicles": 8, "pedestrians": 6, "sensors": 0, "uavs": 0,
-    "test_size": 60, "local_steps": 1, "seed": 4, "link": "fixed_rate",
-    "link.rate_bps": 2e5, "link.params": 1000, "link.dtype": "bf16",
+    "test_size": 60, "local_steps": 1, "seed": 4, "link.model": "fixed_rate",
+    "link.fixed_rate.rate_bps": 2e5, "link.params": 1000, "link.dtype": "bf16",
 }
 
 
@@ -203,7 +203,7 @@ def test_link_figure_plots_megabytes_and_aborted_transfers(linked: AppModel) -> 
 
 def test_ideal_link_keeps_the_plain_contacts_and_hides_the_link_plots() -> None:
     # Prepare: the same world without a link model.
-    model = AppModel(**{**SMALL, "link": "ideal"})
+    model = AppModel(**{**SMALL, "link.model": "ideal"})
     model.step()
 
     # Execute
@@ -223,17 +223,19 @@ def test_link_inputs_choose_the_model_and_profile() -> None:
 
     params = model_params({"vehicles": 4, "pedestrians": 2, "sensors": 0, "uavs": 0,
                            "learning": False})
-    assert params["link"]["value"] == "ideal"
-    assert {"ideal", "fixed_rate", "distance_rate"} <= set(params["link"]["values"])
+    assert params["link.model"]["value"] == "ideal"
+    assert {"ideal", "fixed_rate", "distance_rate"} <= set(params["link.model"]["values"])
     assert params["link.profile"]["values"] == list(PROFILES)
-    settings = {**initial_settings(params), "link": "distance_rate", "link.profile": "cv2x"}
+    settings = {**initial_settings(params), "link.model": "distance_rate",
+                "link.profile": "cv2x"}
 
     # Execute
     model = AppModel(**settings)
     env = model_params({"link.model": "fixed_rate", "link.rate_bps": 3e6})
 
-    # Assert: the model runs the chosen link; the setting's full name fills the input.
+    # Assert: the model runs the chosen link; a setting under an old name (link.rate_bps)
+    # fills its input, named by the public name
     assert model.app_error is None
     assert (model.link.options.model, model.link.options.profile) == ("distance_rate", "cv2x")
-    assert env["link"]["value"] == "fixed_rate" and "link.model" not in env
-    assert env["link.rate_bps"]["value"] == 3e6
+    assert env["link.model"]["value"] == "fixed_rate" and "link" not in env
+    assert env["link.fixed_rate.rate_bps"]["value"] == 3e6 and "link.rate_bps" not in env

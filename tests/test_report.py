@@ -33,8 +33,8 @@ test_size = 100
 mobility = "random_walk"
 [grid]
 policy = ["dpsgd", "cached_lru"]
-hm_fraction = [0.0, 0.5]
-tau_max = [1, 3]
+"random_walk.hm_fraction" = [0.0, 0.5]
+"cached.tau_max" = [1, 3]
 """
 
 
@@ -77,32 +77,34 @@ def test_report_table_is_mean_and_std_over_seeds_of_the_runs(sweep_dir):
     make_report(sweep_dir)
     table = _table((sweep_dir / "report" / "report.md").read_text())
     runs = load_runs(sweep_dir)
-    pick = runs[(runs["policy"] == "cached_lru") & (runs["hm_fraction"] == 0.5)
-                & (runs["tau_max"] == 3)]
+    pick = runs[(runs["policy"] == "cached_lru") & (runs["random_walk.hm_fraction"] == 0.5)
+                & (runs["cached.tau_max"] == 3)]
     final = pick[pick["step"] == 4]["acc_mean"].to_numpy()
     cache = pick[pick["step"] >= 1].groupby("seed")["cache_size_mean"].mean().to_numpy()
     # Execute
-    row = table[(table["policy"] == "cached_lru") & (table["hm_fraction"] == "0.5")
-                & (table["tau_max"] == "3")].iloc[0]
+    row = table[(table["policy"] == "cached_lru") & (table["random_walk.hm_fraction"] == "0.5")
+                & (table["cached.tau_max"] == "3")].iloc[0]
     # Assert
     assert len(table) == 8 and set(table["seeds"]) == {"2"}
     assert row["acc_mean"] == f"{final.mean():.3f} ± {final.std(ddof=1):.3f}"
     assert row["cache_size_mean"] == f"{cache.mean():.3f} ± {cache.std(ddof=1):.3f}"
     dpsgd = table[table["policy"] == "dpsgd"]
     assert (dpsgd["cache_size_mean"] == "–").all()  # no cache without caching
-    assert (table[table["hm_fraction"] == "0.0"]["hm_lm_gap"] == "–").all()  # no HM agents
+    no_hm = table[table["random_walk.hm_fraction"] == "0.0"]  # no HM agents: no gap
+    assert (no_hm["hm_lm_gap"] == "–").all()
 
 
 def test_accuracy_figure_draws_the_seed_mean_per_policy(sweep_dir):
     # Prepare
     data, swept = load_results(sweep_dir)
-    runs = data[(data["policy"] == "cached_lru") & (data["hm_fraction"] == 0.5)
-                & (data["tau_max"] == 3)]
+    runs = data[(data["policy"] == "cached_lru") & (data["random_walk.hm_fraction"] == 0.5)
+                & (data["cached.tau_max"] == 3)]
     expected = runs.groupby("step")["acc_mean"].mean().dropna().to_numpy()  # evaluated steps
     # Execute
     fig = accuracy_figure(data, swept)
     # Assert
-    panel = next(ax for ax in fig.axes if ax.get_title() == "hm_fraction=0.5, tau_max=3")
+    title = "random_walk.hm_fraction=0.5, cached.tau_max=3"
+    panel = next(ax for ax in fig.axes if ax.get_title() == title)
     lines = {line.get_label(): line for line in panel.get_lines()}
     assert set(lines) == {"dpsgd", "cached_lru"}
     np.testing.assert_allclose(lines["cached_lru"].get_ydata(), expected)
@@ -115,14 +117,15 @@ def test_parameter_figures_need_their_parameter_swept(sweep_dir):
     data, swept = load_results(sweep_dir)
     # Execute
     with_p = final_accuracy_vs_p(data, swept)
-    without_p = final_accuracy_vs_p(data, [k for k in swept if k != "hm_fraction"])
+    without_p = final_accuracy_vs_p(data, [k for k in swept if k != "random_walk.hm_fraction"])
     cache = cache_vs_tau_max(data, swept)
     # Assert
     assert without_p is None
     xs = {tuple(line.get_xdata()) for line in with_p.axes[0].get_lines() if len(line.get_xdata())}
     assert xs == {(0.0, 0.5)}
     labels = [t.get_text() for t in cache.axes[0].get_legend().get_texts()]
-    assert labels == ["cached_lru, hm_fraction=0.0", "cached_lru, hm_fraction=0.5"]
+    assert labels == ["cached_lru, random_walk.hm_fraction=0.0",
+                      "cached_lru, random_walk.hm_fraction=0.5"]
     plt.close("all")
 
 

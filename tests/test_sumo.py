@@ -113,7 +113,7 @@ def test_trace_written_by_a_run_replays_with_the_same_contacts(cache, tmp_path):
     assert trace.exists()
     # Execute: replay it
     assert main(["run", "--out", str(replay_out), "--quiet", *args,
-                 "--set", "vehicle.mobility=trace", "--set", f"trace_file={trace}"]) == 0
+                 "--set", "vehicle.mobility=trace", "--set", f"trace.file={trace}"]) == 0
     # Assert: same contacts per step (and same positions)
     a, b = pd.read_csv(sumo_out / "model.csv"), pd.read_csv(replay_out / "model.csv")
     assert a.contacts.sum() > 0

@@ -68,16 +68,16 @@ def test_bad_traces_fail_with_one_line(tmp_path, name, text, message):
     path = _write(tmp_path / name, text)
     with pytest.raises(ConfigError, match=message) as err:
         read_trace(path, map_crs=UTM)
-    assert "\n" not in str(err.value) and "trace_file" in str(err.value)
+    assert "\n" not in str(err.value) and "trace.file" in str(err.value)
 
 
 def test_missing_trace_file_fails_before_the_run(tmp_path):
     with pytest.raises(ConfigError, match="existing SUMO FCD .xml or .csv"):
-        Config().updated({"trace_file": str(tmp_path / "nope.csv")})
-    with pytest.raises(ConfigError, match="trace_file"):
+        Config().updated({"trace.file": str(tmp_path / "nope.csv")})
+    with pytest.raises(ConfigError, match="trace.file"):
         MobiDFLModel(
             map="grid:3x3", vehicles=2, pedestrians=0, sensors=0, uavs=0, learning=False,
-            trace_file="", **{"vehicle.mobility": "trace"},
+            **{"vehicle.mobility": "trace", "trace.file": ""},
         )
 
 

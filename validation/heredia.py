@@ -191,10 +191,10 @@ def mobidfl_run(*, seed: int, nodes: int, steps: int) -> Run:
     t0 = time.perf_counter()
     config = Config.from_settings({
         "preset": "mobility_000", "learning": False, "pedestrians": nodes,
-        "hm_fraction": HM_PROPORTION, "seed": seed,
+        "random_walk.hm_fraction": HM_PROPORTION, "seed": seed,
     })
-    for name, want in (("radius_m", RADIUS), ("s_max", S_MAX), ("beta", BETA),
-                       ("contact", "during"), ("step_s", 1.0)):
+    for name, want in (("radius_m", RADIUS), ("random_walk.s_max", S_MAX),
+                       ("random_walk.beta", BETA), ("contact", "during"), ("step_s", 1.0)):
         if config.setting(name) != want:
             raise ConfigError(name, config.setting(name), f"{want!r} (the authors' value)")
     model = MobiDFLModel(config=config)

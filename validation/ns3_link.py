@@ -77,7 +77,8 @@ def message_size() -> int:
 
 def link_settings(**extra: Any) -> dict[str, Any]:
     """MobiDFL's link for the comparison: ``distance_rate`` with the ``dsrc`` profile."""
-    return {"link": "distance_rate", "link.profile": PROFILE, "link.shared_radio": False, **extra}
+    return {"link.model": "distance_rate", "link.profile": PROFILE, "link.shared_radio": False,
+            **extra}
 
 
 def sample_contacts(*, n: int, seed: int, max_s: float) -> list[dict[str, Any]]:

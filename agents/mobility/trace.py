@@ -81,14 +81,14 @@ class TraceReplay(MobilityModel):
         super().__init__(**kwargs)
         cfg, own = self.settings, self.options
         if not own.file:
-            raise ConfigError("trace_file", "", f"a trace file for {self.kind}.mobility = trace")
+            raise ConfigError("trace.file", "", f"a trace file for {self.kind}.mobility = trace")
         trace = read_trace(own.file, map_crs=self.world.crs, crs=own.crs)
         start = sum(
             cfg.count(k) for k in KINDS[: KINDS.index(self.kind)] if cfg.kind(k).mobility == "trace"
         )
         if trace.n_agents < start + self.count:
             raise ConfigError(
-                "trace_file",
+                "trace.file",
                 own.file,
                 f"a trace with at least {start + self.count} ids for the trace-driven agents "
                 f"(it has {trace.n_agents})",
@@ -99,7 +99,7 @@ class TraceReplay(MobilityModel):
         if off.any() and own.outside == "refuse":
             x, y = trace.xy[int(np.flatnonzero(off)[0])]
             raise ConfigError(
-                "trace_file",
+                "trace.file",
                 own.file,
                 f"a trace on the map: {int(off.sum())} of its {len(off)} points lie more than "
                 f"{OUTSIDE_MARGIN_M:g} m outside it, e.g. ({x:.6g}, {y:.6g}) vs the map's "

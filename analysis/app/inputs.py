@@ -10,8 +10,16 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from mobidfl.errors import ConfigError
 from mobidfl.maps.sources import BUNDLED
-from mobidfl.model.config import COUNT_SETTING, KINDS, Config, mobility_fit, parse_value
+from mobidfl.model.config import (
+    COUNT_SETTING,
+    KINDS,
+    Config,
+    canonical_name,
+    mobility_fit,
+    parse_value,
+)
 
 
 def _choices(registry: str) -> list[str]:
@@ -88,14 +96,13 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
                     "label": "Contact mode"},
         # a link model: ideal = none; the others draw transfer progress and add
         # the energy and bytes plots
-        "link": {"type": "Select", "value": link.model, "values": link_names,
-                 "label": "Link model (ideal = no radio)"},
+        "link.model": {"type": "Select", "value": link.model, "values": link_names,
+                       "label": "Link model (ideal = no radio)"},
         "link.profile": {"type": "Select", "value": link.profile, "values": profiles,
                          "label": "Radio profile (distance_rate, ns3)"},
-        # named by the short old name (accepted everywhere) of link.fixed_rate.rate_bps
-        "link.rate_bps": {"type": "Select", "value": fixed.rate_bps,
-                          "values": sorted({*LINK_RATES_BPS, fixed.rate_bps}),
-                          "label": "Rate, bit/s (fixed_rate)"},
+        "link.fixed_rate.rate_bps": {"type": "Select", "value": fixed.rate_bps,
+                                     "values": sorted({*LINK_RATES_BPS, fixed.rate_bps}),
+                                     "label": "Rate, bit/s (fixed_rate)"},
         "learning": {"type": "Checkbox", "value": bool(policies), "label": "Learning"},
         "dataset": {"type": "Select", "value": defaults.dataset, "values": _choices("dataset"),
                     "label": "Dataset"},
@@ -110,11 +117,12 @@ def model_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         "seed": {"type": "SliderInt", "value": defaults.seed, "label": "Seed",
                  "min": 0, "max": 99, "step": 1},
     }
+    # an override under any of its setting's names fills the input of that setting
+    inputs = {_public(key): key for key in params}
     for name, value in overrides.items():
         if name == "map" and value not in BUNDLED:
             name = "map_file"
-        if name == "link.model":  # the input is named by the setting's alias
-            name = "link"
+        name = inputs.get(_public(name), name)
         if name in params:
             entry = params[name]
             entry["value"] = value
@@ -152,3 +160,10 @@ def env_settings(text: str) -> dict[str, Any]:
     Config().updated(checked)  # fail at start with the setting's own message
     return settings
 
+
+def _public(name: str) -> str:
+    """The public name of setting ``name``; an input that is no setting keeps its own."""
+    try:
+        return canonical_name(name)
+    except ConfigError:
+        return name

@@ -122,12 +122,12 @@ def main() -> None:
             fixed_ns3 = ns3_pass(speed=speed, offset=offset, gap=1600.0,
                                  mode="OfdmRate6MbpsBW10MHz", radius=args.radius)
             fixed_ours = mobidfl_pass(speed=speed, offset=offset, gap=1600.0, radius=args.radius,
-                                      settings={"link": "fixed_rate",
+                                      settings={"link.model": "fixed_rate",
                                                 "link.fixed_rate.rate_bps": 6e6,
                                                 "link.efficiency": 1.0})
             far_ns3 = ns3_pass(speed=speed, offset=offset, gap=3000.0, mode="ideal", radius=None)
             far_ours = mobidfl_pass(speed=speed, offset=offset, gap=3000.0, radius=1400.0,
-                                    settings={"link": "distance_rate", "link.profile": "dsrc",
+                                    settings={"link.model": "distance_rate", "link.profile": "dsrc",
                                               "link.efficiency": 1.0})
             wall = time.perf_counter() - start
             rows.append((speed, offset, window, fixed_ns3, fixed_ours, far_ns3, far_ours, wall))
