@@ -285,6 +285,9 @@ def verdict_table(published: Path, records: Sequence[Record] = RECORDS) -> str:
         except (OSError, KeyError, ValueError, pd.errors.ParserError) as exc:
             raise ConfigError("verdicts", str(path), f"a readable verdicts table ({exc})") \
                 from None
+        if not set(verdicts) <= {*VERDICTS, "not run"}:  # a cut or damaged row
+            raise ConfigError("verdicts", str(path), "a verdict on every row (one of "
+                              + ", ".join([*VERDICTS, "not run"]) + ")")
         preset = record.verdicts.split("/", 1)[0]
         run = f"[{record.run}]({record.report})" if record.report else record.run
         ran = verdicts[verdicts != "not run"]

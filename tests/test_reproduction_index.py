@@ -139,6 +139,11 @@ def test_a_damaged_verdicts_table_is_refused_naming_it(tmp_path):
     record = Record("psfl.md", "psfl_004/verdicts.csv", "paper")
     with pytest.raises(ConfigError, match="psfl_004/verdicts.csv"):
         verdict_table(tmp_path, [record])
+    # a published table cut in half: its last row has no verdict
+    text = (ROOT / "published/reproduction/psfl_004/paper_2026-11-29/verdicts.csv").read_text()
+    (folder / "verdicts.csv").write_text(text[: len(text) // 2])
+    with pytest.raises(ConfigError, match="a verdict on every row"):
+        verdict_table(tmp_path, [record])
 
 
 def test_the_page_is_rewritten_between_its_markers_only():
