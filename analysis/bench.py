@@ -78,7 +78,13 @@ from mobidfl.analysis.comm import (
 from mobidfl.analysis.stats import sample_std
 from mobidfl.analysis.study import load_study, study_names
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
-from mobidfl.cores import machine_record, package_versions, source_commit, unloaded_cores
+from mobidfl.cores import (
+    machine_record,
+    package_versions,
+    source_commit,
+    source_state,
+    unloaded_cores,
+)
 from mobidfl.errors import ConfigError
 
 __all__ = ["add_bench_parser", "cmd_bench", "open_cells", "plan_runs", "run_bench", "write_report"]
@@ -442,6 +448,7 @@ def run_bench(
     retry_errors: bool = False,
     until_half_width: float | None = None,
     max_seeds: int = MAX_SEEDS,
+    pilot: bool = False,
     progress: bool = True,
     command: str = "",
     say: Callable[[str], None] | None = None,
@@ -473,12 +480,29 @@ def run_bench(
                           "at least one of " + ", ".join(scenario_names()))
     if links is not None and not _unique(links):
         raise ConfigError("--links", ",".join(links), "at least one of " + ", ".join(link_axis()))
+    if pilot and study is None:
+        raise ConfigError("--pilot", "on", "with --study (a study's declared pilot)")
+    the_study = load_study(study) if study is not None else None
+    if the_study is not None and the_study.design and policies in ("declared", ["declared"]):
+        policies = declared_policies(the_study)
     chosen = policy_names(policies)
-    if study is not None:
-        cols = load_study(study).columns(scale)
+    readings: dict[str, dict[str, Any]] = {}
+    if the_study is not None:
+        cols = the_study.columns(scale)
+        readings = {p: dict(v) for p, v in the_study.policies.items()}
+        if pilot:
+            cols, seed_plan = pilot_columns(the_study, cols)
+            first_seed, seeds = seed_plan[0], len(seed_plan)
+        else:
+            _check_results_seeds(the_study, seeds=seeds, first_seed=first_seed, scale=scale)
     else:
         cols = columns(names, scale=scale, links=None if links is None else _unique(links))
-    cells = build_cells(cols, chosen)
+    cells = build_cells(cols, chosen, readings=readings)
+    source = source_state()  # the code this session starts from (recorded before any run)
+    if study is not None and the_study.design.get("clean_tree") and scale != "ci" \
+            and source["dirty"]:
+        raise ConfigError("--study", study, "a clean git tree (its [design] is pre-registered "
+                          "against a commit: commit or stash the changes first)")
     extra: dict[str, Any] = {}
     if device is not None:
         extra = {"device": device, "backend": "batched" if device == "cuda" else "loop"}
@@ -504,6 +528,7 @@ def run_bench(
     while True:
         _run_plan(out, cells=cells, cols=cols, chosen=chosen, plan=plan, seed_list=seed_list,
                   scale=scale, command=command, started=started, backend=backend,
+                  source=source, readings=readings,
                   processes=processes, address=address, cpus=cpus_per_run, gpus=gpus_per_run,
                   batch_runs=batch_runs, retry_errors=retry_errors, progress=progress,
                   column_seeds=column_seeds, adaptive=adaptive)
@@ -521,8 +546,43 @@ def run_bench(
     write_descriptors(out, cols, seed=seed_list[0])
     _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
                 command=command, started=started, wall_s=time.perf_counter() - clock,
-                plan=plan, column_seeds=column_seeds, adaptive=adaptive)
+                plan=plan, column_seeds=column_seeds, adaptive=adaptive, source=source,
+                readings=readings)
     return write_report(out)
+
+
+def declared_policies(study: Any) -> list[str]:
+    """A designed study's declared arms: references, contenders, then the secondary family."""
+    design = study.design
+    return list(dict.fromkeys([*design.get("references", []), *design.get("contenders", []),
+                               *design.get("secondary_family", [])]))
+
+
+def pilot_columns(study: Any, cols: Sequence[Column]) -> tuple[list[Column], list[int]]:
+    """The declared pilot's columns and seeds (``[design.seeds]`` pilot_worlds, pilot_seeds)."""
+    plan = study.design.get("seeds", {})
+    worlds, seeds = list(plan.get("pilot_worlds", [])), [int(s) for s in
+                                                          plan.get("pilot_seeds", [])]
+    by_variant = {c.variant: c for c in cols}
+    missing = [w for w in worlds if w not in by_variant]
+    if not worlds or not seeds or missing:
+        raise ConfigError("--pilot", ", ".join(missing) or study.name,
+                          "a study whose [design.seeds] declares pilot_worlds (its variants) "
+                          "and pilot_seeds")
+    return [by_variant[w] for w in worlds], seeds
+
+
+def _check_results_seeds(study: Any, *, seeds: int, first_seed: int, scale: str) -> None:
+    """A pre-registered study's results run uses the declared seeds (not at ``ci``)."""
+    plan = study.design.get("seeds", {})
+    declared = int(plan.get("results", 0) or 0)
+    if not declared or scale == "ci":
+        return
+    first = int(plan.get("results_first", 0))
+    if (seeds, first_seed) != (declared, first):
+        raise ConfigError("--seeds", f"{seeds} from {first_seed}",
+                          f"the study's declared {declared} seeds from {first} "
+                          "([design.seeds] results, from its power analysis)")
 
 
 def _run_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
@@ -531,14 +591,16 @@ def _run_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
               processes: int | None, address: str | None, cpus: float, gpus: float,
               batch_runs: bool, retry_errors: bool, progress: bool,
               column_seeds: Mapping[str, Sequence[int]], adaptive: dict[str, Any] | None,
-              ) -> None:
+              source: dict[str, Any] | None = None,
+              readings: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Run every run of ``plan`` not finished yet.
 
     The plan is written first: a folder holding cells/ always says which bench they belong to.
     """
     _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
                 command=command, started=started, wall_s=None, plan=plan,
-                column_seeds=column_seeds, adaptive=adaptive)
+                column_seeds=column_seeds, adaptive=adaptive, source=source,
+                readings=readings)
     manifests, owner, todo = open_cells(out, cells, plan, backend=backend,
                                         retry_errors=retry_errors)
     total = sum(len(specs) for specs in plan.values())
@@ -658,7 +720,9 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
                 policies: Sequence[str], seeds: Sequence[int], scale: str, command: str,
                 started: datetime, wall_s: float | None, plan: dict[str, list[Any]],
                 column_seeds: Mapping[str, Sequence[int]] | None = None,
-                adaptive: dict[str, Any] | None = None) -> None:
+                adaptive: dict[str, Any] | None = None,
+                source: dict[str, Any] | None = None,
+                readings: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     from mobidfl.analysis.scenarios import SET_VERSION
 
     previous: dict[str, Any] = {}
@@ -669,6 +733,13 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
             previous = {}
     scenarios = sorted({c.scenario for c in cols})
     walls = list(previous.get("wall_s_sessions", []))
+    # each session's code as it STARTED (the end-of-session "sessions" entry can be a later
+    # commit): written by the session's first plan, before any of its runs
+    starts = list(previous.get("session_starts", []))
+    stamp = started.isoformat(timespec="seconds")
+    if source is not None and not any(s.get("started") == stamp for s in starts):
+        starts.append({"started": stamp, "command": command, **source,
+                       "machine": machine_record()})
     if wall_s is not None:
         walls.append(round(wall_s, 1))
     data = {
@@ -692,7 +763,10 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         "study": next((c.scenario for c in cols if c.scenario in study_names()), None),
         "links": {k: {"label": label, "about": about, "settings": settings}
                   for k, (label, about, settings) in link_axis().items()},
-        "policies": {p: {"source": policy_settings(p)[0], "settings": policy_settings(p)[1]}
+        "policies": {p: {"source": policy_settings(p)[0],
+                         "settings": {**policy_settings(p)[1], **(readings or {}).get(p, {})},
+                         **({"study_reading": dict(readings[p])} if readings and p in readings
+                            else {})}
                      for p in policies},
         "columns": [
             {"key": c.key, "scenario": c.scenario, "variant": c.variant, "link": c.link,
@@ -713,13 +787,17 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         "finished": datetime.now(UTC).isoformat(timespec="seconds") if wall_s is not None
         else previous.get("finished", ""),
         "wall_s_sessions": walls,
+        "session_starts": starts,
         # every session that wrote this folder: its command, machine, versions and commit
         # (the table may be made across sessions, machines and library versions)
         "sessions": [*previous.get("sessions", []), {
             "command": command, "started": started.isoformat(timespec="seconds"),
             "finished": datetime.now(UTC).isoformat(timespec="seconds")
             if wall_s is not None else "", "machine": machine_record(),
-            "versions": package_versions(), "commit": source_commit()}]
+            "versions": package_versions(),
+            # the code the session started from (a commit made during the session is not it)
+            "commit": (source or {}).get("commit") or source_commit(),
+            "dirty": bool((source or {}).get("dirty"))}]
         if wall_s is not None else previous.get("sessions", []),
     }
     write_text_atomic(out / PLAN, json.dumps(data, indent=1, default=str) + "\n")
@@ -864,7 +942,9 @@ def load_results(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]
         base = {"run_id": record["run_id"], "cell": cell["key"],
                 "column": cell["column"], "policy": cell["policy"],
                 "seed": int(record["seed"]), "status": record["status"],
-                "error": record.get("error", "")}
+                "error": record.get("error", ""),
+                "wall_s": float(record.get("wall_s", float("nan"))),
+                "cpu_s": float(record.get("cpu_s", float("nan")))}
         if path is None:
             rows.append(base)
             continue
@@ -1454,7 +1534,11 @@ def add_bench_parser(sub: Any) -> None:
     bench.add_argument("--scenarios", metavar="A,B", help="scenarios (default: all; "
                        + ", ".join(scenario_names()) + ")")
     bench.add_argument("--policies", metavar="A,B", default="all", help="registered policies "
-                       "(default all: every built-in and entry-point plug-in)")
+                       "(default all: every built-in and entry-point plug-in; with a "
+                       "pre-registered --study, 'declared': the arms its [design] names)")
+    bench.add_argument("--pilot", action="store_true", help="with a pre-registered --study: "
+                       "run its declared pilot (pilot worlds and seeds of [design.seeds]), "
+                       "whose spread sizes the results run's seeds")
     bench.add_argument("--links", metavar="A,B", help="links (default all: "
                        + ", ".join(link_axis()) + ")")
     bench.add_argument("--seeds", type=int, default=5, help="seeds per cell (default 5)")
@@ -1512,6 +1596,8 @@ def bench_command(args: argparse.Namespace) -> str:
             parts += [flag, str(value)]
     if args.batch_runs:
         parts.append("--batch-runs")
+    if getattr(args, "pilot", False):
+        parts.append("--pilot")
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -1585,7 +1671,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 gpus_per_run=args.gpus_per_run, batch_runs=args.batch_runs,
                 device=args.device, retry_errors=args.retry_errors,
                 until_half_width=args.until_half_width, max_seeds=args.max_seeds,
-                progress=not args.quiet, command=command,
+                pilot=args.pilot, progress=not args.quiet, command=command,
                 say=lambda line: print(line, file=sys.stderr),
             )
         except KeyboardInterrupt:

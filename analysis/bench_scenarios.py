@@ -17,7 +17,7 @@ import functools
 import hashlib
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -306,18 +306,25 @@ class Cell:
         return f"{self.column.key}__{self.policy}"
 
 
-def cell_settings(column: Column, policy: str) -> dict[str, Any]:
+def cell_settings(column: Column, policy: str, *,
+                  readings: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The explicit settings of a cell's runs.
 
-    The column's world, the policy for every kind and its own settings at its paper's values.
+    The column's world, the policy for every kind and its own settings at its paper's values,
+    with a study's declared reading of them on top (``readings``: policy -> settings; a study's
+    ``[policies]`` table, the same for every column).
     """
     _, own = policy_settings(policy)
+    own.update((readings or {}).get(policy, {}))
     kinds = {f"{kind}.policy": None for kind in KINDS}
     return {**column.settings, **kinds, "policy": policy, **own}
 
 
-def build_cells(cols: Sequence[Column], policies: Sequence[str]) -> list[Cell]:
+def build_cells(cols: Sequence[Column], policies: Sequence[str], *,
+                readings: Mapping[str, Mapping[str, Any]] | None = None) -> list[Cell]:
     """Resolve every column x policy pair (``Config`` only: fast).
+
+    ``readings``: a study's reading of some policies' settings (:func:`cell_settings`).
 
     A refused pair keeps the one-line reason. Raises when a policy changed the world of its column
     (it cannot: every world setting is explicit, which this checks).
@@ -326,7 +333,7 @@ def build_cells(cols: Sequence[Column], policies: Sequence[str]) -> list[Cell]:
     for column in cols:
         reference: dict[str, Any] | None = None
         for policy in policies:
-            settings = cell_settings(column, policy)
+            settings = cell_settings(column, policy, readings=readings)
             try:
                 config = Config.from_settings(settings)
             except ConfigError as exc:

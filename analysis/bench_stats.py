@@ -54,9 +54,12 @@ __all__ = [
     "Score",
     "TimeToTarget",
     "across_columns",
+    "accuracy_within",
     "compare_column",
+    "curve_mean",
     "detectable_difference",
     "equivalence",
+    "evaluations",
     "first_time_at",
     "holm",
     "last_value",
@@ -97,7 +100,8 @@ equivalence margin)."""
 MAX_SEEDS = 10
 """:func:`seeds_needed` says at most this many (more is not a bench the CPUs can run)."""
 
-RUN_NUMBERS = ("final_acc", "p10_acc", "bytes_per_agent", "energy_per_agent", "end_s")
+RUN_NUMBERS = ("final_acc", "p10_acc", "auc_acc", "last3_acc", "bytes_per_agent",
+               "energy_per_agent", "end_s")
 """What :func:`run_numbers` returns for one run (time to target needs the target)."""
 
 
@@ -603,11 +607,55 @@ def first_time_at(table: pd.DataFrame, target: float, *, column: str = "acc_mean
     return float(table[time].to_numpy(dtype=float)[hit[0]]) if hit.size else float("nan")
 
 
+def evaluations(table: pd.DataFrame, column: str = "acc_mean") -> np.ndarray:
+    """The finite values of ``column`` in row order: the run's evaluations (NaN in between)."""
+    if column not in table:
+        return np.empty(0)
+    values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
+    return values[np.isfinite(values)]
+
+
+def curve_mean(table: pd.DataFrame, *, last: int | None = None,
+               column: str = "acc_mean") -> float:
+    """Mean of ``column`` over the run's evaluations, or over its ``last`` ones.
+
+    Over all of them it is the area under the accuracy curve per evaluation (evaluations are
+    evenly spaced, ``eval_every``): a run that learns early scores higher, and one
+    evaluation's swing moves it by 1 / (number of evaluations) of the swing, where the final
+    accuracy is that one sample of an oscillating curve. NaN without evaluations.
+    """
+    values = evaluations(table, column)
+    if last is not None:
+        if last < 1:
+            raise ValueError(f"last must be >= 1, got {last!r}")
+        values = values[-last:]
+    return float(values.mean()) if values.size else float("nan")
+
+
+def accuracy_within(acc: np.ndarray, spent: np.ndarray, budget: float) -> float:
+    """The best accuracy a run reached at an evaluation where it had sent at most ``budget``.
+
+    ``acc`` and ``spent`` (cumulative bytes per agent) at the run's evaluations, in order.
+    NaN when even its first evaluation had sent more (the policy cannot run within the
+    budget) or the budget is not finite.
+    """
+    acc = np.asarray(acc, dtype=float)
+    spent = np.asarray(spent, dtype=float)
+    if acc.shape != spent.shape:
+        raise ValueError(f"acc and spent differ in shape: {acc.shape} != {spent.shape}")
+    if not math.isfinite(budget):
+        return float("nan")
+    inside = np.isfinite(acc) & np.isfinite(spent) & (spent <= budget * (1.0 + 1e-12))
+    return float(acc[inside].max()) if inside.any() else float("nan")
+
+
 def run_numbers(table: pd.DataFrame, *, agents: int) -> dict[str, float]:
     """One run's headline numbers from its per-step table (``model.csv``'s columns).
 
     ``final_acc``: the last evaluated ``acc_mean``; ``p10_acc``: the last evaluated
-    ``acc_p10`` (the accuracy 90 % of the agents reach or beat); ``bytes_per_agent`` and
+    ``acc_p10`` (the accuracy 90 % of the agents reach or beat); ``auc_acc``: the mean
+    ``acc_mean`` over the run's evaluations and ``last3_acc`` over its last three
+    (:func:`curve_mean`); ``bytes_per_agent`` and
     ``energy_per_agent``: the run's ``bytes_sent`` and ``energy_j`` (summed over agents per
     step) summed over steps, over ``agents`` (NaN when the run has no such column: energy at
     the ideal link, bytes in runs made before the ideal link counted them; NaN too when a
@@ -622,6 +670,8 @@ def run_numbers(table: pd.DataFrame, *, agents: int) -> dict[str, float]:
     return {
         "final_acc": last_value(table, "acc_mean"),
         "p10_acc": last_value(table, "acc_p10"),
+        "auc_acc": curve_mean(table),
+        "last3_acc": curve_mean(table, last=3),
         "bytes_per_agent": total("bytes_sent"),
         "energy_per_agent": total("energy_j"),
         "end_s": last_value(table, "time_s"),

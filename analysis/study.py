@@ -60,6 +60,16 @@ class Study(About):
     crosses: dict[str, dict[str, list[str]]]
     heldout: dict[str, dict[str, Any]]
     heldout_about: dict[str, str]
+    grid: tuple[str, ...] = ()
+    """Factors crossed in full (``[grid] factors``): every combination of their levels is a
+    column, so a descriptor can be read across the others' levels (version 3's design)."""
+    policies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per policy, the study's reading of its settings over the paper values
+    (``[policies.NAME]``: settings and a ``why``), applied to every column alike."""
+    policies_why: dict[str, str] = field(default_factory=dict)
+    design: dict[str, Any] = field(default_factory=dict)
+    """The pre-registered analysis (``[design]``) as written: metric, families, seeds plan,
+    gates; read by :mod:`mobidfl.analysis.answer`."""
     scales: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     tuning: dict[str, Any] = field(default_factory=dict)
@@ -83,7 +93,18 @@ class Study(About):
         One factor at a time, then the crosses, then the held-out worlds (named levels empty).
         """
         out: list[tuple[str, dict[str, str], dict[str, Any]]] = [(BASE, {}, {})]
-        for factor in self.factors.values():
+        if self.grid:  # every combination; a variant names its non-base levels only
+            chosen = [self.factors[f] for f in self.grid]
+            for combo in itertools.product(*(list(f.levels) for f in chosen)):
+                named = {f.name: lv for f, lv in zip(chosen, combo, strict=True)
+                         if lv != f.base}
+                if not named:
+                    continue
+                changes: dict[str, Any] = {}
+                for f, lv in zip(chosen, combo, strict=True):
+                    changes.update(f.levels[lv])
+                out.append(("+".join(f"{f}={lv}" for f, lv in named.items()), named, changes))
+        for factor in ([] if self.grid else self.factors.values()):
             for level, changes in factor.levels.items():
                 if level != factor.base:
                     out.append((f"{factor.name}={level}", {factor.name: level}, dict(changes)))
@@ -181,6 +202,33 @@ def load_study(name: str) -> Study:
             raise ConfigError(where, f"crosses.{cname}: {', '.join(sorted(overlap))}",
                               "two factors that change different settings")
         crosses[cname] = {str(f): [str(v) for v in lv] for f, lv in table.items()}
+    grid = tuple(str(f) for f in data.get("grid", {}).get("factors", []))
+    if grid:
+        unknown = [f for f in grid if f not in factors]
+        if unknown or len(set(grid)) != len(grid) or len(grid) < 2:
+            raise ConfigError(where, f"grid.factors = {list(grid)}",
+                              "two or more distinct factors of [factors]")
+        if crosses or set(factors) - set(grid):
+            raise ConfigError(where, "grid", "a grid of every factor, without [crosses]")
+        seen: dict[str, str] = {}
+        for fname in grid:
+            for changes in factors[fname].levels.values():
+                for n in changes:
+                    if seen.setdefault(n, fname) != fname:
+                        raise ConfigError(where, f"grid: {n}", "factors that change "
+                                          "different settings")
+    policies, policies_why = {}, {}
+    for pname, table in data.get("policies", {}).items():
+        table = dict(table)
+        why = str(table.pop("why", ""))
+        if not why:
+            raise ConfigError(where, f"policies.{pname}", "a why for the study's reading")
+        settings_of = _names(table)
+        foreign = [n for n in settings_of if setting_role(n) != "policy"]
+        if foreign:
+            raise ConfigError(where, f"policies.{pname}: {', '.join(foreign)}",
+                              "the policy's own settings only (the world is the study's)")
+        policies[str(pname)], policies_why[str(pname)] = settings_of, why
     heldout, heldout_about = {}, {}
     for hname, table in data.get("heldout", {}).items():
         table = dict(table)
@@ -195,7 +243,9 @@ def load_study(name: str) -> Study:
         name=str(about["name"]), version=int(about["version"]), title=str(about["title"]),
         regime=str(about.get("regime", "")), provenance=str(about["provenance"]),
         why=str(about["why"]), base=base, factors=factors, crosses=crosses, heldout=heldout,
-        heldout_about=heldout_about, scales=scales, notes=notes,
+        heldout_about=heldout_about, grid=grid, policies=policies,
+        policies_why=policies_why, design=dict(data.get("design", {})),
+        scales=scales, notes=notes,
         tuning=dict(data.get("tuning", {})),
         sha256=hashlib.sha256(raw.encode()).hexdigest(),
     )

@@ -295,6 +295,8 @@ class RunResult:
     status: str
     wall_s: float
     error: str = ""
+    cpu_s: float = float("nan")
+    """CPU seconds of the run's process while it ran (``time.process_time``)."""
     table: pd.DataFrame | None = None
     worker: str = ""
     trace: str = ""
@@ -315,6 +317,7 @@ def execute_run(spec: RunSpec) -> RunResult:
     torch.set_num_threads(1)
     worker = f"{socket.gethostname()}:{os.getpid()}"
     started = time.perf_counter()
+    cpu_started = time.process_time()
     start_method = multiprocessing.get_start_method(allow_none=True)
     try:
         rows = mesa.batch_run(
@@ -344,6 +347,7 @@ def execute_run(spec: RunSpec) -> RunResult:
         wall_s=time.perf_counter() - started,
         table=table,
         worker=worker,
+        cpu_s=time.process_time() - cpu_started,
     )
 
 
@@ -952,8 +956,8 @@ class Manifest:
             for record in previous.to_dict("records"):
                 if record["run_id"] in self.rows:
                     row = self.rows[record["run_id"]]
-                    for key in ("status", "wall_s", "error", "worker", "backend", "finished_at",
-                                "attempts", "retried"):
+                    for key in ("status", "wall_s", "cpu_s", "error", "worker", "backend",
+                                "finished_at", "attempts", "retried"):
                         row[key] = record.get(key, row[key])
         for run_id, row in self.rows.items():
             path = run_path(out, run_id)
@@ -977,6 +981,7 @@ class Manifest:
             **self.rows[result.run_id],
             "status": result.status,
             "wall_s": round(result.wall_s, 3),
+            "cpu_s": round(result.cpu_s, 3),
             "error": result.error,
             "worker": result.worker,
             "backend": self.backend,
@@ -1026,6 +1031,7 @@ def _row(spec: RunSpec) -> dict[str, Any]:
         **spec.params,
         "status": "pending",
         "wall_s": float("nan"),
+        "cpu_s": float("nan"),
         "error": "",
         "worker": "",
         "backend": "",

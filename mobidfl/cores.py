@@ -28,6 +28,7 @@ __all__ = [
     "machine_record",
     "package_versions",
     "source_commit",
+    "source_state",
     "unloaded_cores",
     "usable_cores",
 ]
@@ -180,6 +181,41 @@ def source_commit(*, short: bool = False) -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def source_state() -> dict[str, Any]:
+    """The commit this code runs from and whether the tree differs from it.
+
+    A result is declared against a commit; a tree with changes (tracked or untracked files,
+    ``git status --porcelain``) ran code that no commit holds, so its record carries the hash
+    of ``git diff HEAD`` and the untracked names, and a page can say so.
+
+    Returns
+    -------
+    dict
+        ``commit`` (empty without git), ``dirty`` (bool), ``diff_sha256`` (empty when clean).
+    """
+    import hashlib
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    commit = source_commit()
+    if not commit:
+        return {"commit": "", "dirty": False, "diff_sha256": ""}
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True,
+                                  timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout if done.returncode == 0 else ""
+
+    status = git("status", "--porcelain")
+    if not status.strip():
+        return {"commit": commit, "dirty": False, "diff_sha256": ""}
+    digest = hashlib.sha256((git("diff", "HEAD") + status).encode()).hexdigest()
+    return {"commit": commit, "dirty": True, "diff_sha256": digest}
 
 
 def package_versions() -> dict[str, str]:

@@ -82,6 +82,14 @@ class PsflSettings(PluginSettings):
         lambda v: None if math.isfinite(v) and v >= 0 else "a finite number >= 0",
         alias="psfl_loss_batches", readers=("psfl",),
     )
+    loss_samples: int = setting(
+        0,
+        "samples of D_i per loss term of eq. 3, the first of the node's fixed random order "
+        "(0 = all, as eq. 3 and the authors' code); with psfl.loss_batches > 0, 288 = 4.5 x 64 "
+        "estimates the same per-sample mean on the authors' node size",
+        lambda v: None if v >= 0 else "an integer >= 0",
+        readers=("psfl",),
+    )
     walker_speed: float = setting(
         0.2,
         "speed of the moving node between area centres in grid cells per step "

@@ -191,6 +191,8 @@ class PsflPolicy(ExchangePolicy):
         self.loss_scale = self.options.loss
         self.loss_batch = self.options.loss_batch
         self.loss_batches = float(self.options.loss_batches)
+        if int(self.options.loss_samples) > 0:  # else the class's (all of D_i)
+            self.loss_samples = int(self.options.loss_samples)
         self.members = np.empty(0, dtype=np.int64)
         self.state: ElectionState | None = None
         self.leader_of = np.empty(0, dtype=np.int64)
