@@ -543,7 +543,7 @@ def run_bench(
                 + ", ".join(f"{k} -> {n}" for k, n in more.items()))
         column_seeds = grown
         plan = plan_runs(cells, column_seeds, extra=extra)
-    write_descriptors(out, cols, seed=seed_list[0])
+    write_descriptors(out, cols, seeds=seed_list)
     _write_plan(out, cells=cells, cols=cols, policies=chosen, seeds=seed_list, scale=scale,
                 command=command, started=started, wall_s=time.perf_counter() - clock,
                 plan=plan, column_seeds=column_seeds, adaptive=adaptive, source=source,
@@ -816,12 +816,14 @@ def _world_without_link(settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if not k.startswith("link")}
 
 
-def write_descriptors(out: Path, cols: Sequence[Column], *, seed: int) -> Path:
-    """Measure each column's regime descriptors at ``seed`` into ``out/descriptors.csv``.
+def write_descriptors(out: Path, cols: Sequence[Column], *, seeds: Sequence[int]) -> Path:
+    """Measure each column's regime descriptors over ``seeds`` into ``out/descriptors.csv``.
 
+    The mean over the bench's results seeds (:func:`mobidfl.analysis.describe.describe_seeds`),
+    which ``mobidfl bench --describe`` with the same ``--seeds`` and ``--first-seed`` repeats.
     Once per world (the links share one); columns already there are kept.
     """
-    from mobidfl.analysis.describe import describe_world
+    from mobidfl.analysis.describe import describe_seeds
 
     path = out / DESCRIPTORS
     old = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["column"])
@@ -834,11 +836,11 @@ def write_descriptors(out: Path, cols: Sequence[Column], *, seed: int) -> Path:
         key = json.dumps(world, sort_keys=True, default=str)
         if key not in measured:
             with contextlib.suppress(ConfigError):  # a world its runs refuse: no descriptors
-                measured[key] = describe_world({**world, "seed": seed}).as_dict()
+                measured[key] = describe_seeds(world, list(seeds)).as_dict()
         if key in measured:
             rows[col.key] = {"column": col.key, "scenario": col.scenario,
-                             "variant": col.variant, "link": col.link, "seed": seed,
-                             **measured[key]}
+                             "variant": col.variant, "link": col.link, "seed": int(seeds[0]),
+                             "seeds": len(seeds), **measured[key]}
     table = pd.DataFrame(list(rows.values()))
     write_csv(table, path, index=False)
     return path
@@ -855,13 +857,15 @@ def _is_scenario_file(path: str) -> bool:
     return "about" in data and "world" in data
 
 
-def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None) -> str:
+def describe_table(world: str, *, scale: str, seed: int, seeds: int = 1,
+                   rule: str | None = None) -> str:
     """``mobidfl bench --describe WORLD``.
 
     The descriptors of a scenario's, a study's or a settings file's worlds, as a Markdown table (no
-    training; seconds per world).
+    training; seconds per world and seed), averaged over the ``seeds`` seeds from ``seed``: the
+    bench's ``--seeds`` and ``--first-seed``, so that both give the same numbers.
     """
-    from mobidfl.analysis.describe import describe_world
+    from mobidfl.analysis.describe import describe_seeds
 
     if world in scenario_names() or (world.endswith(".toml") and _is_scenario_file(world)):
         cols = columns([world], scale=scale, links=["ideal"])
@@ -881,13 +885,17 @@ def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None
     from mobidfl.analysis.regime_map import load_rule
 
     predict = load_rule(rule) if rule is not None else None  # refused before any world runs
+    if seeds < 1:
+        raise ConfigError("--seeds", seeds, "at least 1 (the seeds the descriptors average)")
+    seed_list = list(range(seed, seed + seeds))
     head = ("| world | agents | steps | neighbours/step | contact s | inter-contact s | "
-            "met share | speed CV | label skew |" + (" rule says |" if predict else ""))
-    lines = [head, "|---|---|---|---|---|---|---|---|---|" + ("---|" if predict else "")]
+            "met share | speed CV | label skew | samples/agent |"
+            + (" rule says |" if predict else ""))
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if predict else "")]
     refused = []
     for name, settings in worlds:
         try:
-            d = describe_world({**settings, "seed": seed})
+            d = describe_seeds(settings, seed_list)
         except ConfigError as exc:
             if len(worlds) == 1:
                 raise  # the one world asked for: refused in one line, exit 2
@@ -899,7 +907,8 @@ def describe_table(world: str, *, scale: str, seed: int, rule: str | None = None
         said = f" {predict(d.neighbours_per_step, d.label_skew) or '-'} |" if predict else ""
         lines.append(f"| {name} | {d.agents} | {d.steps} | {d.neighbours_per_step:.2f} | "
                      f"{d.contact_duration_s:.0f} | {d.inter_contact_s:.0f} | "
-                     f"{d.met_share:.3f} | {d.speed_cv:.2f} | {d.label_skew:.3f} |{said}")
+                     f"{d.met_share:.3f} | {d.speed_cv:.2f} | {d.label_skew:.3f} | "
+                     f"{d.samples_per_agent:.0f} |{said}")
     if refused:
         lines += ["", "Refused at this scale (its runs are refused too):",
                   *(f"- {line}" for line in refused)]
@@ -1621,7 +1630,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.describe is not None:
         print(describe_table(args.describe, scale=args.scale, seed=args.first_seed,
-                             rule=args.rule))
+                             seeds=args.seeds, rule=args.rule))
+        print(f"\n(mean over seeds {args.first_seed}-{args.first_seed + args.seeds - 1}: "
+              "the bench's --first-seed and --seeds, as its descriptors.csv)")
         return 0
     if args.rule is not None:
         raise ConfigError("--rule", args.rule, "only with --describe")

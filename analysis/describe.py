@@ -29,6 +29,7 @@ import scipy.sparse as sp
 __all__ = [
     "Descriptors",
     "contact_spells",
+    "describe_seeds",
     "describe_world",
     "label_skew_index",
     "speed_heterogeneity",
@@ -53,6 +54,9 @@ class Descriptors:
     """Coefficient of variation of the agents' mean speeds (0: all equal or all static)."""
     label_skew: float
     """Mean total-variation distance of an agent's labels from the pooled labels (0 to 1)."""
+    samples_per_agent: float = float("nan")
+    """Mean training samples an agent holds (NaN without learning): data per agent decides
+    how much a neighbour's model can add (PSFL's sigma is compared with a loss over them)."""
 
     def as_dict(self) -> dict[str, float | int]:
         """The descriptors as a plain dict, field by field."""
@@ -150,13 +154,14 @@ def describe_world(settings: Mapping[str, Any], *, steps: int | None = None) -> 
     durations, gaps = contact_spells(adjacency, step_s=moving.config.step_s)
     degrees = [np.diff(a.indptr).mean() for a in adjacency] if adjacency else [0.0]
     met = np.diff(moving.met.indptr) / max(1, n - 1)
-    skew = float("nan")
+    skew = samples = float("nan")
     if world.get("learning", True) is not False:
         with warnings.catch_warnings():  # the settings were told once, by the moving world
             warnings.simplefilter("ignore", InertSettingWarning)
             built = MobiDFLModel(**world)
         if built.learner is not None:
             skew = label_skew_index(built.learner.engine.label_hist)
+            samples = float(np.mean(built.learner.engine.data_sizes))
     return Descriptors(
         agents=n,
         steps=len(adjacency),
@@ -166,4 +171,28 @@ def describe_world(settings: Mapping[str, Any], *, steps: int | None = None) -> 
         met_share=float(met.mean()) if n else float("nan"),
         speed_cv=speed_heterogeneity(speed_sum / taken),
         label_skew=skew,
+        samples_per_agent=samples,
     )
+
+
+def describe_seeds(settings: Mapping[str, Any], seeds: Sequence[int]) -> Descriptors:
+    """:func:`describe_world` at each of ``seeds``, averaged descriptor by descriptor.
+
+    A world's contacts and split differ from seed to seed; the bench measures its columns over
+    its results seeds and ``--describe`` over the same seeds (the same ``--seeds`` and
+    ``--first-seed``), so both print the same numbers for the same world. A descriptor NaN at
+    every seed stays NaN; ``agents`` and ``steps`` are the first seed's.
+    """
+    if not seeds:
+        raise ValueError("at least one seed")
+    each = [describe_world({**settings, "seed": int(s)}) for s in seeds]
+    if len(each) == 1:
+        return each[0]
+    values = {}
+    for name, first in each[0].as_dict().items():
+        if name in ("agents", "steps"):
+            values[name] = first
+            continue
+        column = np.array([d.as_dict()[name] for d in each], dtype=float)
+        values[name] = float(np.nanmean(column)) if np.isfinite(column).any() else float("nan")
+    return Descriptors(**values)

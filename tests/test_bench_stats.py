@@ -102,7 +102,8 @@ def test_run_numbers_sum_link_columns_over_steps_per_agent():
         "bytes_sent": [1000.0, 3000.0], "energy_j": [2.0, 6.0],
     })
     numbers = run_numbers(table, agents=4)
-    assert numbers == {"final_acc": 0.4, "p10_acc": 0.2, "bytes_per_agent": 1000.0,
+    assert numbers == {"final_acc": 0.4, "p10_acc": 0.2, "auc_acc": pytest.approx(0.35),
+                       "last3_acc": pytest.approx(0.35), "bytes_per_agent": 1000.0,
                        "energy_per_agent": 2.0, "end_s": 240.0}
     older = run_numbers(table.drop(columns=["bytes_sent", "energy_j"]), agents=4)
     assert math.isnan(older["bytes_per_agent"]) and math.isnan(older["energy_per_agent"])

@@ -88,7 +88,7 @@ def test_describe_prints_each_world_without_training():
     done = _mobidfl("bench", "--describe", "cars_manhattan", "--scale", "ci", cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("| cars_manhattan")]
-    assert len(lines) == 1 and lines[0].count("|") == 10
+    assert len(lines) == 1 and lines[0].count("|") == 11
 
 
 def test_describe_shows_a_world_its_runs_refuse_as_a_row_and_goes_on(monkeypatch):
@@ -110,7 +110,7 @@ def test_describe_shows_a_world_its_runs_refuse_as_a_row_and_goes_on(monkeypatch
     # reason follows the table
     rows = [ln for ln in table.splitlines() if ln.startswith("| ")]
     refused = [ln for ln in rows if "| refused |" in ln]
-    assert refused == ["| skew=dirichlet_0.1 | refused | | | | | | | |"]
+    assert refused == ["| skew=dirichlet_0.1 | refused | | | | | | | | |"]
     assert refused[0].count("|") == rows[0].count("|")
     assert len(rows) > 10 and sum("| refused |" in ln for ln in rows) == 1
     assert "- skew=dirichlet_0.1: setting 'dirichlet_alpha' = 0.1 is not allowed" in table
