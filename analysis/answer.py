@@ -393,14 +393,75 @@ def _majority(targets: Sequence[str], order: Sequence[str], prefer: str = "") ->
     return min(tied, key=lambda p: (order.index(p) if p in order else len(order), p))
 
 
-def _fit_with(frame: pd.DataFrame, names: tuple[str, ...], cuts: tuple[float, ...],
-              constant: str, order: Sequence[str]) -> Rule:
-    rule = Rule(names, cuts, {}, constant)
+@dataclass(frozen=True)
+class _Worlds:
+    """A training table as arrays, read once (the fit runs thousands of times)."""
+
+    values: dict[str, np.ndarray]
+    targets: np.ndarray
+    not_beaten: list[set[str]]
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, names: Sequence[str]) -> _Worlds:
+        beaten = frame["not_beaten"] if "not_beaten" in frame else pd.Series([""] * len(frame))
+        return cls({n: frame[n].to_numpy(float) for n in names if n in frame},
+                   frame["target"].astype(str).to_numpy(),
+                   [set(str(x).split(";")) for x in beaten])
+
+    def take(self, rows: np.ndarray) -> _Worlds:
+        return _Worlds({n: v[rows] for n, v in self.values.items()}, self.targets[rows],
+                       [self.not_beaten[i] for i in np.flatnonzero(rows)]
+                       if rows.dtype == bool else [self.not_beaten[i] for i in rows])
+
+
+def _keys(worlds: _Worlds, names: tuple[str, ...], cuts: tuple[float, ...]) -> list[str]:
+    n = len(worlds.targets)
+    if not names:
+        return [""] * n
+    parts = []
+    for name, cut in zip(names, cuts, strict=True):
+        v = worlds.values[name]
+        parts.append(np.where(~np.isfinite(v), "?", np.where(v > cut, "hi", "lo")))
+    return [",".join(p[i] for p in parts) if all(p[i] != "?" for p in parts) else "?"
+            for i in range(n)]
+
+
+def _fit_arrays(worlds: _Worlds, names: tuple[str, ...], cuts: tuple[float, ...],
+                constant: str, order: Sequence[str]) -> tuple[Rule, int]:
+    keys = _keys(worlds, names, cuts)
     groups: dict[str, list[str]] = {}
-    for row, target in zip(frame.to_dict("records"), frame["target"], strict=True):
-        groups.setdefault(rule.regime(row), []).append(str(target))
-    predict = {key: _majority(t, order, constant) for key, t in groups.items() if key != "?"}
-    return Rule(names, cuts, predict, constant)
+    for key, target in zip(keys, worlds.targets, strict=True):
+        groups.setdefault(key, []).append(str(target))
+    predict = {k: _majority(t, order, constant) for k, t in groups.items() if k != "?"}
+    hits = sum(predict.get(k, constant) == t for k, t in zip(keys, worlds.targets, strict=True))
+    return Rule(names, cuts, predict, constant), int(hits)
+
+
+def _fit(worlds: _Worlds, descriptors: Sequence[str], order: Sequence[str]) -> Rule:
+    if not len(worlds.targets):
+        raise ValueError("no training world to fit a rule on")
+    constant = _majority(list(map(str, worlds.targets)), order)
+    best, hits = _fit_arrays(worlds, (), (), constant, order)
+    best_key = (hits, -1)
+    names_all = [d for d in descriptors if d in worlds.values]
+    candidates: list[tuple[str, ...]] = [(d,) for d in names_all]
+    candidates += list(itertools.combinations(names_all, 2))
+    for names in candidates:
+        grids = [_cuts(n, worlds.values[n]) for n in names]
+        for cuts in itertools.product(*grids):
+            rule, hits = _fit_arrays(worlds, names, tuple(cuts), constant, order)
+            key = (hits, -rule.regimes)
+            if key > best_key:  # strict: earlier names and lower cuts win ties
+                best, best_key = rule, key
+    return best
+
+
+def _hits(rule: Rule, worlds: _Worlds) -> tuple[int, int]:
+    keys = _keys(worlds, rule.names, rule.cuts)
+    said = [rule.predict.get(k, rule.constant) for k in keys]
+    exact = sum(s == t for s, t in zip(said, worlds.targets, strict=True))
+    contender = sum(s in nb for s, nb in zip(said, worlds.not_beaten, strict=True))
+    return int(exact), int(contender)
 
 
 def rule_hits(rule: Rule, frame: pd.DataFrame) -> tuple[int, int]:
@@ -409,12 +470,7 @@ def rule_hits(rule: Rule, frame: pd.DataFrame) -> tuple[int, int]:
     Exact: the prediction is the world's ``target``. Contender: it is among the world's
     ``not_beaten`` (``;``-joined).
     """
-    exact = contender = 0
-    for row in frame.to_dict("records"):
-        said = rule(row)
-        exact += said == row["target"]
-        contender += said in str(row.get("not_beaten", "")).split(";")
-    return exact, contender
+    return _hits(rule, _Worlds.of(frame, rule.names))
 
 
 def fit_rule(frame: pd.DataFrame, *, descriptors: Sequence[str],
@@ -429,19 +485,7 @@ def fit_rule(frame: pd.DataFrame, *, descriptors: Sequence[str],
     """
     if frame.empty:
         raise ValueError("no training world to fit a rule on")
-    constant = _majority(list(map(str, frame["target"])), order)
-    best = Rule((), (), {"": constant}, constant)
-    best_key = (rule_hits(best, frame)[0], -1)
-    candidates: list[tuple[str, ...]] = [(d,) for d in descriptors]
-    candidates += list(itertools.combinations(descriptors, 2))
-    for names in candidates:
-        grids = [_cuts(n, frame[n].to_numpy(float)) for n in names]
-        for cuts in itertools.product(*grids):
-            rule = _fit_with(frame, names, tuple(cuts), constant, order)
-            key = (rule_hits(rule, frame)[0], -rule.regimes)
-            if key > best_key:  # strict: earlier names and lower cuts win ties
-                best, best_key = rule, key
-    return best
+    return _fit(_Worlds.of(frame, descriptors), descriptors, order)
 
 
 def leave_one_out(frame: pd.DataFrame, *, descriptors: Sequence[str],
@@ -451,19 +495,19 @@ def leave_one_out(frame: pd.DataFrame, *, descriptors: Sequence[str],
     Returns the hits over the worlds: ``rule``/``constant`` exact, ``rule_contender``/
     ``constant_contender``, and ``n``.
     """
-    out = {"rule": 0, "constant": 0, "rule_contender": 0, "constant_contender": 0,
-           "n": len(frame)}
-    for i in range(len(frame)):
-        train = frame.drop(frame.index[i])
-        test = frame.iloc[[i]]
-        rule = fit_rule(train, descriptors=descriptors, order=order)
+    worlds = _Worlds.of(frame, descriptors)
+    n = len(frame)
+    out = {"rule": 0, "constant": 0, "rule_contender": 0, "constant_contender": 0, "n": n}
+    for i in range(n):
+        keep = np.ones(n, dtype=bool)
+        keep[i] = False
+        rule = _fit(worlds.take(keep), descriptors, order)
         const = Rule((), (), {"": rule.constant}, rule.constant)
-        exact, contender = rule_hits(rule, test)
-        out["rule"] += exact
-        out["rule_contender"] += contender
-        exact, contender = rule_hits(const, test)
-        out["constant"] += exact
-        out["constant_contender"] += contender
+        test = worlds.take(~keep)
+        for name, r in (("rule", rule), ("constant", const)):
+            exact, contender = _hits(r, test)
+            out[name] += exact
+            out[name + "_contender"] += contender
     return out
 
 
@@ -474,14 +518,13 @@ def permutation_p(frame: pd.DataFrame, *, descriptors: Sequence[str], order: Seq
     The targets are permuted over the worlds (numpy's ``default_rng(seed)``), the rule refit on
     each permutation; the p-value counts the observed fit itself, ``(1 + k) / (1 + B)``.
     """
-    observed = rule_hits(fit_rule(frame, descriptors=descriptors, order=order), frame)[0]
+    worlds = _Worlds.of(frame, descriptors)
+    observed = _hits(_fit(worlds, descriptors, order), worlds)[0]
     rng = np.random.default_rng(seed)
-    targets = frame["target"].to_numpy()
     at_least = 0
     for _ in range(permutations):
-        shuffled = frame.assign(target=rng.permutation(targets))
-        rule = fit_rule(shuffled, descriptors=descriptors, order=order)
-        at_least += rule_hits(rule, shuffled)[0] >= observed
+        shuffled = _Worlds(worlds.values, rng.permutation(worlds.targets), worlds.not_beaten)
+        at_least += _hits(_fit(shuffled, descriptors, order), shuffled)[0] >= observed
     return (1 + at_least) / (1 + permutations)
 
 
@@ -493,3 +536,73 @@ def clopper_pearson(k: int, n: int, *, confidence: float = 0.95) -> tuple[float,
         return math.nan, math.nan
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
     return float(ci.low), float(ci.high)
+
+
+# --- a user's world against the published answer (``--describe WORLD --rule STUDY``) ----------
+def _scaled(name: str, value: float) -> float:
+    if name in LOG_DESCRIPTORS:
+        return math.log10(value) if value > 0 else math.nan
+    return value
+
+
+def recommend(answer: Mapping[str, Any], descriptors: Mapping[str, float]) -> dict[str, Any]:
+    """What a published answer (``regime_rule.json``, schema 3) says for one world.
+
+    Each metric's rule's policy (and whether that rule beat the constant out of sample), the
+    descriptors outside the studied grid's range, and the nearest studied world (descriptors
+    scaled to the grid's range, contacts and samples on a log scale) with its verdicts.
+    """
+    names = list(answer["ranges"])
+    out: dict[str, Any] = {"rules": {}, "outside": [], "nearest": None}
+    for metric, r in answer["rules"].items():
+        rule = Rule(tuple(r["names"]), tuple(float(c) for c in r["cuts"]),
+                    {str(k): str(v) for k, v in r["predict"].items()}, str(r["constant"]))
+        out["rules"][metric] = {"policy": rule(descriptors),
+                                "beats_constant": bool(r["beats_constant_out_of_sample"]),
+                                "constant": rule.constant}
+    for name in names:
+        low, high = answer["ranges"][name]
+        v = float(descriptors.get(name, math.nan))
+        if math.isfinite(v) and not low <= v <= high:
+            out["outside"].append((name, v, low, high))
+    spans = {}
+    for name in names:
+        low, high = (_scaled(name, float(x)) for x in answer["ranges"][name])
+        spans[name] = (high - low) if math.isfinite(high - low) and high > low else 1.0
+    best, best_d = None, math.inf
+    for world in answer["worlds"]:
+        total = 0.0
+        for name in names:
+            a = _scaled(name, float(descriptors.get(name, math.nan)))
+            b = _scaled(name, float(world.get(name) if world.get(name) is not None else math.nan))
+            if math.isfinite(a) and math.isfinite(b):
+                total += ((a - b) / spans[name]) ** 2
+        if total < best_d:
+            best, best_d = world, total
+    out["nearest"] = best
+    return out
+
+
+def load_answer(path: str) -> dict[str, Any] | None:
+    """A schema-3 ``regime_rule.json`` (a path or a shipped study's name); None if older."""
+    import json
+    from importlib import resources
+    from pathlib import Path
+
+    from mobidfl.analysis.study import PACKAGE, study_names
+
+    if path in study_names():
+        shipped = resources.files(PACKAGE).joinpath(f"{path}.rule.json")
+        if not shipped.is_file():
+            return None
+        text = shipped.read_text(encoding="utf-8")
+    else:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == 3 else None

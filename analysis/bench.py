@@ -882,17 +882,22 @@ def describe_table(world: str, *, scale: str, seed: int, seeds: int = 1,
         raise ConfigError("--describe", world, "a scenario (" + ", ".join(scenario_names())
                           + "), a study (" + ", ".join(study_names())
                           + ") or a .toml file of settings")
+    from mobidfl.analysis.answer import load_answer
     from mobidfl.analysis.regime_map import load_rule
 
-    predict = load_rule(rule) if rule is not None else None  # refused before any world runs
+    published = load_answer(rule) if rule is not None else None  # a pre-registered study's
+    predict = load_rule(rule) if rule is not None and published is None else None
     if seeds < 1:
         raise ConfigError("--seeds", seeds, "at least 1 (the seeds the descriptors average)")
     seed_list = list(range(seed, seed + seeds))
     head = ("| world | agents | steps | neighbours/step | contact s | inter-contact s | "
             "met share | speed CV | label skew | samples/agent |"
-            + (" rule says |" if predict else ""))
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if predict else "")]
-    refused = []
+            + (" rule says |" if predict else "")
+            + (" primary says | budget says |" if published else ""))
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if predict else "")
+             + ("---|---|" if published else "")]
+    refused: list[str] = []
+    notes: list[str] = []
     for name, settings in worlds:
         try:
             d = describe_seeds(settings, seed_list)
@@ -905,6 +910,9 @@ def describe_table(world: str, *, scale: str, seed: int, seeds: int = 1,
             refused.append(f"{name}: {exc}")
             continue
         said = f" {predict(d.neighbours_per_step, d.label_skew) or '-'} |" if predict else ""
+        if published:
+            said, note = _published_answer(published, name, d)
+            notes += note
         lines.append(f"| {name} | {d.agents} | {d.steps} | {d.neighbours_per_step:.2f} | "
                      f"{d.contact_duration_s:.0f} | {d.inter_contact_s:.0f} | "
                      f"{d.met_share:.3f} | {d.speed_cv:.2f} | {d.label_skew:.3f} | "
@@ -912,7 +920,50 @@ def describe_table(world: str, *, scale: str, seed: int, seeds: int = 1,
     if refused:
         lines += ["", "Refused at this scale (its runs are refused too):",
                   *(f"- {line}" for line in refused)]
+    if notes:
+        lines += ["", *notes]
     return "\n".join(lines)
+
+
+def _published_answer(published: dict[str, Any], name: str, d: Any) -> tuple[str, list[str]]:
+    """A world's cells of the pre-registered study's answer, and the lines below the table.
+
+    Per metric the rule's policy (or, where no rule beat the constant out of sample, the
+    constant, said so); then the nearest studied world's verdicts and, where a descriptor lies
+    outside the studied range, which.
+    """
+    from mobidfl.analysis.answer import recommend
+
+    got = recommend(published, d.as_dict())
+    cells = []
+    for metric in ("auc_acc", "budget_acc"):
+        r = got["rules"].get(metric)
+        if r is None:
+            cells.append("-")
+        elif r["beats_constant"]:
+            cells.append(r["policy"])
+        else:
+            cells.append(f"{r['constant']} (the constant: no rule beat it)")
+    notes = []
+    near = got["nearest"]
+    if near is not None:
+        parts = []
+        for metric, label in (("auc_acc", "mean accuracy over the run"),
+                              ("budget_acc", "within D-PSGD's bytes")):
+            v = near[metric]
+            if near.get("ceiling"):
+                parts.append(f"{label}: ceiling (best {v['best']})")
+                continue
+            lead = "" if v["lead_pp"] is None else (
+                f" +{v['lead_pp']:.1f} pp" + ("" if v["low_pp"] is None else
+                                              f" [{v['low_pp']:.1f}, {v['high_pp']:.1f}]"))
+            parts.append(f"{label}: {v['kind']} {v['best']}{lead}")
+        notes.append(f"- {name}: nearest studied world `{near['variant']}` of "
+                     f"{published['study']}: " + "; ".join(parts))
+    for desc, value, low, high in got["outside"]:
+        notes.append(f"- {name}: {desc} = {value:.3g} is outside the studied range "
+                     f"[{low:.3g}, {high:.3g}]: the answer is an extrapolation there")
+    return f" {cells[0]} | {cells[1]} |", notes
 
 
 def _agents(settings: dict[str, Any]) -> int:

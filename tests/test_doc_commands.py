@@ -132,6 +132,20 @@ COVERED: dict[str, str] = {
     "mobidfl bench --scale full --seeds 5 --batch-runs --device cuda --out results/bench_full":
         "needs a CUDA device; benchmarks/gpu_all.py runs `--batch-runs --device cuda` when a "
         "GPU is lent, and tests/test_batch_runs.py runs --batch-runs on the CPU",
+    "mobidfl bench --study mobility_regimes --pilot --scale small --policies declared --out "
+    "results/regimes_pilot": "60 runs at small on the real Fashion-MNIST, which the suite "
+        "hides (tests/conftest.py); tests/test_regimes_study.py runs this command at --scale "
+        "ci on a made-up Fashion-MNIST and checks its worlds, seeds, arms and manifest",
+    "mobidfl bench --study mobility_regimes --scale small --seeds 4 --policies declared --out "
+    "results/regimes": "960 runs at small (about 45 min on 2 cores) from a clean tree; "
+        "tests/test_regimes_study.py runs the same bench on the pilot at ci and checks the "
+        "refusals of this command (other seeds, a tree with changes)",
+    "python -m mobidfl.analysis.publish results/regimes published/benchmark/mobility_regimes":
+        "reads the folder only the results run above writes; tests/test_regimes_study.py "
+        "publishes the ci pilot with the same code (publish_bench) and builds its page",
+    "python -m mobidfl.analysis.publish --answer-page published/benchmark/mobility_regimes "
+    "docs/benchmark/regimes.md": "tests/test_published_answer.py regenerates the committed "
+        "page, rule and figures from the published data and fails when they differ",
     "MOBIDFL_PSFL_RUNS=1 pytest tests/test_validation_psfl.py": "the opt-in whole runs of "
                 "the file above (minutes per seed); that the variable is what un-skips them "
                 "is checked in test_the_opt_in_psfl_runs_are_what_the_page_says",

@@ -1,0 +1,49 @@
+"""The committed findings page of the pre-registered study (docs/benchmark/regimes.md), its
+rule (published and shipped with the study) are what the published per-run data give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEST = ROOT / "published" / "benchmark" / "mobility_regimes"
+PAGE = ROOT / "docs" / "benchmark" / "regimes.md"
+SHIPPED = ROOT / "analysis" / "scenarios" / "studies" / "mobility_regimes.rule.json"
+
+
+@pytest.mark.skipif(not (DEST / "runs.parquet").is_file(), reason="not published yet")
+def test_the_committed_page_and_rule_are_what_the_published_data_give():
+    from mobidfl.analysis import answer_page as ap
+
+    # Execute
+    got = ap.answer(DEST)
+    page = ap.answer_page(DEST, figure_map="regimes_map.png",
+                          figure_pareto="regimes_bytes.png", got=got)
+    rule = ap.rule_json(got)
+    # Assert
+    assert page == PAGE.read_text(), (
+        "docs/benchmark/regimes.md differs from its data: regenerate it with python -m "
+        "mobidfl.analysis.publish --answer-page published/benchmark/mobility_regimes "
+        "docs/benchmark/regimes.md")
+    assert rule == (DEST / "regime_rule.json").read_text() == SHIPPED.read_text()
+
+
+@pytest.mark.skipif(not (DEST / "manifest.json").is_file(), reason="not published yet")
+def test_the_results_ran_from_the_pre_registered_commit_on_a_clean_tree():
+    import json
+    import subprocess
+
+    plan = json.loads((DEST / "manifest.json").read_text())
+    starts = plan["session_starts"]
+    assert starts and not any(s["dirty"] for s in starts)
+    # every session started from a descendant of the pre-registration commit
+    if subprocess.run(["git", "cat-file", "-e", "02f6c25^{commit}"], cwd=ROOT,
+                      check=False, capture_output=True).returncode != 0:
+        pytest.skip("this clone has no history back to the pre-registration")
+    for start in starts:
+        done = subprocess.run(["git", "merge-base", "--is-ancestor", "02f6c25",
+                               start["commit"]], cwd=ROOT, check=False)
+        assert done.returncode == 0, start["commit"]
+    assert plan["seeds"] == [0, 1, 2, 3]
