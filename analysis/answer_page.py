@@ -138,13 +138,75 @@ def answer(dest: str | Path) -> dict[str, Any]:
                            not_beaten=[";".join(v.not_beaten) for v in pick[key]])
 
     scores = {m: _rule_scores(frame(m, False), frame(m, True), design) for m in METRICS}
+    secondary = _secondary_family(runs, worlds, design)
+    targets = _to_target(runs, curves, worlds, contenders)
     pilot = None
     if (dest / "pilot" / "runs.parquet").is_file():
         pilot_runs = pd.read_parquet(dest / "pilot" / "runs.parquet")
         pilot = pilot_power(pilot_runs, design)
         pilot["runs"] = int((pilot_runs["status"] == "ok").sum())
     return {"plan": plan, "runs": runs, "study": study, "design": design, "worlds": worlds,
-            "scores": scores, "pilot": pilot}
+            "scores": scores, "pilot": pilot, "secondary": secondary, "targets": targets}
+
+
+def _secondary_family(runs: pd.DataFrame, worlds: pd.DataFrame, design: dict[str, Any]
+                      ) -> pd.DataFrame:
+    """Each secondary policy against each world's best contender (primary metric).
+
+    The paired t-test per world and policy, Holm over the whole family (every world and
+    secondary policy): its own family, never in a verdict or the rule.
+    """
+    from scipy import stats
+    from statsmodels.stats.multitest import multipletests
+
+    rows = []
+    for _, w in worlds.iterrows():
+        by = _by_seed(runs, w["column"], "auc_acc")
+        best = by.get(w["verdict"].best)
+        for policy in design.get("secondary_family", []):
+            if best is None or policy not in by:
+                continue
+            joined = pd.concat([by[policy].rename("a"), best.rename("b")], axis=1).dropna()
+            diff = (joined["a"] - joined["b"]).to_numpy()
+            p = float(stats.ttest_rel(joined["a"], joined["b"]).pvalue) \
+                if len(diff) >= 2 and np.ptp(diff) + abs(diff.mean()) > 0 else 1.0
+            rows.append({"variant": w["variant"], "policy": policy,
+                         "best": w["verdict"].best, "diff": float(diff.mean()), "p": p})
+    table = pd.DataFrame(rows, columns=["variant", "policy", "best", "diff", "p"])
+    if not table.empty:
+        table["p_holm"] = multipletests(table["p"].fillna(1.0), method="holm")[1]
+    return table
+
+
+def _to_target(runs: pd.DataFrame, curves: pd.DataFrame, worlds: pd.DataFrame,
+               contenders: list[str]) -> pd.DataFrame:
+    """Per world and contender: the runs that reached 90 % of central FedAvg's final accuracy.
+
+    With the median MB per agent sent by then over those runs (the others counted as not
+    reached, never dropped).
+    """
+    ok = runs[runs["status"] == "ok"]
+    rows = []
+    for _, w in worlds.iterrows():
+        mine = ok[ok["column"] == w["column"]]
+        oracle = mine.loc[mine["policy"] == ORACLE, "final_acc"]
+        if oracle.empty:
+            continue
+        target = 0.9 * float(oracle.mean())
+        for policy in contenders:
+            reached, mb = 0, []
+            seeds = mine.loc[mine["policy"] == policy, "seed"]
+            for seed in seeds:
+                c = curves[(curves["column"] == w["column"]) & (curves["policy"] == policy)
+                           & (curves["seed"] == seed)]
+                hit = c[c["acc_mean"] >= target]
+                if len(hit):
+                    reached += 1
+                    mb.append(float(hit["bytes_per_agent"].iloc[0]) / 1e6)
+            rows.append({"variant": w["variant"], "policy": policy, "target": target,
+                         "reached": reached, "runs": len(seeds),
+                         "mb": float(np.median(mb)) if mb else math.nan})
+    return pd.DataFrame(rows)
 
 
 def _verdict_text(v: Any) -> str:
@@ -332,6 +394,40 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
                 lines.append(f"| {c['variant']} | "
                              + " | ".join(_num(r[p], 3 if factor == 1.0 else 1)
                                           for p in policies) + " |")
+        lines.append("")
+    sec = got["secondary"]
+    if not sec.empty:
+        beats = sec[(sec["p_holm"] < 0.05) & (sec["diff"] > 0)]
+        below = sec[(sec["p_holm"] < 0.05) & (sec["diff"] < 0)]
+        lines += [
+            "## The secondary family",
+            "",
+            f"{', '.join(design.get('secondary_family', []))} against each world's best "
+            f"contender (primary metric, paired t-test, Holm over all {len(sec)} tests; "
+            "never in a verdict or the rule): above it in "
+            f"{len(beats)} world(s)"
+            + (f" ({', '.join(beats['variant'])})" if len(beats) else "")
+            + f", below it in {len(below)}, no claim in {len(sec) - len(beats) - len(below)}.",
+            "",
+        ]
+    tt = got["targets"]
+    if not tt.empty:
+        pols = list(dict.fromkeys(tt["policy"]))
+        lines += [
+            "## Secondary: reaching 90 % of central FedAvg's final accuracy",
+            "",
+            "Per world and contender: runs that reached the target, and the median MB per "
+            "agent sent by then over the runs that did.",
+            "",
+            "| world | target | " + " | ".join(pols) + " |",
+            "|---|---|" + "---|" * len(pols),
+        ]
+        for variant, g in tt.groupby("variant", sort=False):
+            g = g.set_index("policy")
+            lines.append(f"| {variant} | {_num(g['target'].iloc[0], 3)} | " + " | ".join(
+                f"{int(g.loc[p, 'reached'])}/{int(g.loc[p, 'runs'])}"
+                + (f", {_num(g.loc[p, 'mb'], 1)} MB" if math.isfinite(g.loc[p, "mb"]) else "")
+                for p in pols) + " |")
         lines.append("")
     lines += [
         "## Accuracy against bytes",
