@@ -85,7 +85,7 @@ from mobidfl.cores import (
     source_state,
     unloaded_cores,
 )
-from mobidfl.errors import ConfigError
+from mobidfl.errors import ConfigError, PicklableError
 
 __all__ = ["add_bench_parser", "cmd_bench", "open_cells", "plan_runs", "run_bench", "write_report"]
 
@@ -201,7 +201,7 @@ def _cell_manifest() -> type:
     return CellManifest
 
 
-class BenchDamaged(ValueError):
+class BenchDamaged(PicklableError, ValueError):
     """A file of a bench folder that is not whole (cut, damaged or not the bench's)."""
 
     def __init__(self, path: Path, why: str) -> None:

@@ -3,7 +3,29 @@
 from __future__ import annotations
 
 
-class ConfigError(ValueError):
+def _rebuild(cls: type[BaseException], args: tuple[object, ...],
+             state: dict[str, object]) -> BaseException:
+    """An exception made again from its class, ``args`` and attributes (see below)."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+class PicklableError(Exception):
+    """Mix-in: an exception whose ``__init__`` takes other arguments than its message.
+
+    WHY: pickle makes an exception again with ``cls(*self.args)``; an ``__init__(setting,
+    value, allowed)`` given the one formatted message raises TypeError, so a worker process
+    of a user's ``multiprocessing.Pool`` that raises it cannot send it back and the pool
+    waits forever. Rebuilt from its class, args and attributes instead, message unchanged.
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
+
+class ConfigError(PicklableError, ValueError):
     """A setting has a value that is not allowed.
 
     Raised before a run starts so that nothing is half-written; the message names the
