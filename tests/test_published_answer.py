@@ -47,3 +47,27 @@ def test_the_results_ran_from_the_pre_registered_commit_on_a_clean_tree():
                                start["commit"]], cwd=ROOT, check=False)
         assert done.returncode == 0, start["commit"]
     assert plan["seeds"] == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(not SHIPPED.is_file(), reason="the study's rule is not shipped yet")
+def test_describe_with_the_study_s_rule_answers_for_a_user_s_file(tmp_path):
+    import subprocess
+    import sys
+
+    # Prepare: a user's own world, far denser than any studied one (radius 3 km)
+    mine = tmp_path / "my_world.toml"
+    mine.write_text('map = "helsinki_drive"\nvehicles = 20\npedestrians = 0\nsensors = 0\n'
+                    'uavs = 0\nsteps = 4\nradius_m = 3000.0\ndataset = "mnist5k"\n'
+                    'partition = "iid"\n')
+    # Execute
+    done = subprocess.run([sys.executable, "-m", "mobidfl.analysis.cli", "bench", "--describe",
+                           str(mine), "--rule", "mobility_regimes", "--seeds", "2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    # Assert: both metrics' answers, the nearest studied world, the range warning
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "| primary says | budget says |" in out
+    row = next(ln for ln in out.splitlines() if ln.startswith("| my_world |"))
+    assert row.count("|") == 13
+    assert "nearest studied world `" in out
+    assert "neighbours_per_step = " in out and "is outside the studied range" in out
