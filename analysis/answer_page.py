@@ -138,6 +138,14 @@ def answer(dest: str | Path) -> dict[str, Any]:
                            not_beaten=[";".join(v.not_beaten) for v in pick[key]])
 
     scores = {m: _rule_scores(frame(m, False), frame(m, True), design) for m in METRICS}
+    for metric, key in (("auc_acc", "verdict"), ("budget_acc", "budget_verdict")):
+        got_m = scores[metric]
+        if got_m.get("rule") is None:
+            continue
+        const = got_m["rule"].constant
+        got_m["beaten_in"] = [(w["variant"], w[key].best) for _, w in worlds.iterrows()
+                              if not w["ceiling"] and w[key].kind == "winner"
+                              and w[key].best != const]
     secondary = _secondary_family(runs, worlds, design)
     targets = _to_target(runs, curves, worlds, contenders)
     pilot = None
@@ -236,7 +244,9 @@ def _score_lines(metric: str, got: dict[str, Any]) -> list[str]:
     rule, const, n, loo = got["rule"], got["constant"], got["n"], got["loo"]
     beats = loo["rule"] > loo["constant"]
     lines = [
-        f"Fitted on the {n} grid worlds above the headroom gate: > {rule.text(LABELS)}.",
+        f"Fitted on the {n} grid worlds above the headroom gate:",
+        "",
+        f"> {rule.text(LABELS)}.",
         "",
         "| | exact hits (best by mean) | contender hits (not beaten) | leave-one-world-out "
         "exact | leave-one-world-out contender |",
@@ -271,8 +281,11 @@ def _score_lines(metric: str, got: dict[str, Any]) -> list[str]:
         lines.append(f"**No rule beats \"always {const.constant}\" out of sample** "
                      f"(leave-one-world-out: the rule {loo['rule']}, the constant "
                      f"{loo['constant']} of {n}): the answer under this metric is the "
-                     f"constant, {const.constant}, beaten where the table below names "
-                     "another winner.")
+                     f"constant, {const.constant}.")
+    beaten = got.get("beaten_in", [])
+    lines += ["", f"Worlds above the gate where another contender is the winner (Holm) over "
+              f"\"always {const.constant}\": "
+              + (", ".join(f"{v} ({b})" for v, b in beaten) if beaten else "none") + "."]
     return [*lines, ""]
 
 
