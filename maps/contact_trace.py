@@ -268,6 +268,9 @@ def _read_one(path: Path, text: str | None) -> Contacts:
     if (time < 0).any():
         i = int(np.argmax(time < 0))
         raise _refuse(path, f"line {numbers[i]}: negative time {time[i]}")
+    if (time > MAX_TIME_S).any():  # here, where the event's own line is known
+        i = int(np.argmax(time > MAX_TIME_S))
+        raise _refuse(path, f"line {numbers[i]}: time {time[i]:g} beyond {MAX_TIME_S:g} s")
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     order = _event_order(lo, hi, time, state == "up")
     lo, hi, time, up, numbers = lo[order], hi[order], time[order], state[order] == "up", \
