@@ -47,6 +47,7 @@ def _refuse(path: Path, what: str, why: str) -> ConfigError:
 def _short(exc: BaseException, path: Path) -> str:
     """``Type: first sentence`` of an error, without the path already named."""
     text = " ".join(str(exc).replace(f"'{path}'", "").replace(str(path), "").split())
+    text = text.replace(" :", ":")
     first = text.split(". ")[0].strip(" :")
     return f"{type(exc).__name__}: {first[:157] + '...' if len(first) > 160 else first}"
 
