@@ -584,18 +584,27 @@ def recommend(answer: Mapping[str, Any], descriptors: Mapping[str, float]) -> di
 
 
 def load_answer(path: str) -> dict[str, Any] | None:
-    """A schema-3 ``regime_rule.json`` (a path or a shipped study's name); None if older."""
+    """A schema-3 ``regime_rule.json`` (a path or a shipped study's name); None if older.
+
+    A file that says ``"schema": 3`` (or another schema) is checked whole
+    (:func:`check_answer`): damaged, it is one :class:`~mobidfl.errors.ConfigError` naming it,
+    never a recommendation of a policy that does not exist. A file without a schema is left
+    to :func:`mobidfl.analysis.regime_map.load_rule` (which refuses what it cannot read).
+    """
     import json
     from importlib import resources
     from pathlib import Path
 
     from mobidfl.analysis.study import PACKAGE, study_names
+    from mobidfl.errors import ConfigError
 
+    where = str(path)
     if path in study_names():
         shipped = resources.files(PACKAGE).joinpath(f"{path}.rule.json")
         if not shipped.is_file():
             return None
         text = shipped.read_text(encoding="utf-8")
+        where = str(shipped)
     else:
         try:
             text = Path(path).read_text(encoding="utf-8")
@@ -605,4 +614,88 @@ def load_answer(path: str) -> dict[str, Any] | None:
         data = json.loads(text)
     except ValueError:
         return None
-    return data if isinstance(data, dict) and data.get("schema") == 3 else None
+    if not isinstance(data, dict) or "schema" not in data:
+        return None
+    try:
+        if data["schema"] != 3:
+            raise ValueError(f"schema {data['schema']!r} (this MobiDFL reads schema 3, or the "
+                             "unversioned rule)")
+        check_answer(data)
+    except ValueError as exc:
+        raise ConfigError("--rule", where, f"a regime_rule.json written by MobiDFL ({exc})"
+                          ) from None
+    return data
+
+
+VERDICT_NUMBERS = ("lead_pp", "low_pp", "high_pp")
+"""A studied world's verdict numbers in a schema-3 answer (null where not defined)."""
+
+
+def check_answer(data: Mapping[str, Any]) -> None:
+    """Raise ValueError saying what is wrong with a parsed schema-3 answer, if anything.
+
+    What :func:`recommend` and ``--describe --rule`` read: ``study``; per metric a rule whose
+    cuts are finite numbers, one per descriptor named, whose regimes and constant predict
+    registered policies; each descriptor's studied range (finite, low <= high); each studied
+    world's descriptors (finite or null) and verdicts.
+    """
+    from mobidfl.analysis.bench_files import finite_number, registered_policy
+
+    if not isinstance(data.get("study"), str):
+        raise ValueError("no 'study' name")
+    ranges = data.get("ranges")
+    if not isinstance(ranges, dict):
+        raise ValueError("no 'ranges' object")
+    for name, span in ranges.items():
+        if not (isinstance(span, list) and len(span) == 2):
+            raise ValueError(f"ranges[{name!r}] is not [low, high]")
+        low, high = (finite_number(v, f"ranges[{name!r}]") for v in span)
+        if low > high:
+            raise ValueError(f"ranges[{name!r}] = {span!r} has low > high")
+    rules = data.get("rules")
+    if not isinstance(rules, dict):
+        raise ValueError("no 'rules' object")
+    for metric, rule in rules.items():
+        at = f"rules[{metric!r}]"
+        if not isinstance(rule, dict):
+            raise ValueError(f"{at} is not an object")
+        names, cuts, predict = rule.get("names"), rule.get("cuts"), rule.get("predict")
+        if not (isinstance(names, list) and len(names) <= 2
+                and all(isinstance(n, str) and n in ranges for n in names)):
+            raise ValueError(f"{at}.names = {names!r} is not at most two of the ranges' "
+                             "descriptors")
+        if not (isinstance(cuts, list) and len(cuts) == len(names)):
+            raise ValueError(f"{at}.cuts = {cuts!r} is not one cut per name")
+        for i, cut in enumerate(cuts):
+            finite_number(cut, f"{at}.cuts[{i}]")
+        keys = {",".join(k) for k in itertools.product(("lo", "hi"), repeat=len(names))}
+        if not isinstance(predict, dict) or not predict:
+            raise ValueError(f"{at}.predict is not an object of regimes")
+        for key, policy in predict.items():
+            if key not in keys:
+                raise ValueError(f"{at}.predict has the regime {key!r} (allowed: "
+                                 + ", ".join(sorted(keys)) + ")")
+            registered_policy(policy, f"{at}.predict[{key!r}]")
+        registered_policy(rule.get("constant"), f"{at}.constant")
+        if not isinstance(rule.get("beats_constant_out_of_sample"), bool):
+            raise ValueError(f"{at}.beats_constant_out_of_sample is not true or false")
+    worlds = data.get("worlds")
+    if not isinstance(worlds, list):
+        raise ValueError("no 'worlds' list")
+    for i, world in enumerate(worlds):
+        at = f"worlds[{i}]"
+        if not (isinstance(world, dict) and isinstance(world.get("variant"), str)):
+            raise ValueError(f"{at} has no variant")
+        for name in ranges:
+            if world.get(name) is not None:
+                finite_number(world[name], f"{at}.{name}")
+        for metric in ("auc_acc", "budget_acc"):
+            verdict = world.get(metric)
+            if not (isinstance(verdict, dict) and isinstance(verdict.get("kind"), str)
+                    and isinstance(verdict.get("best"), str)):
+                raise ValueError(f"{at}.{metric} is not a verdict (kind, best)")
+            if verdict["best"]:
+                registered_policy(verdict["best"], f"{at}.{metric}.best")
+            for key in VERDICT_NUMBERS:
+                if verdict.get(key) is not None:
+                    finite_number(verdict[key], f"{at}.{metric}.{key}")

@@ -33,7 +33,9 @@ from mobidfl.analysis.answer import (
     rule_hits,
     world_verdict,
 )
+from mobidfl.analysis.bench_files import read_runs
 from mobidfl.analysis.study import HELDOUT_PREFIX, load_study
+from mobidfl.errors import ConfigError
 
 __all__ = ["LABELS", "METRICS", "answer", "answer_page", "figures", "rule_json"]
 
@@ -57,10 +59,15 @@ def _pp(value: float, digits: int = 1) -> str:
 
 
 def _load(dest: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    plan = json.loads((dest / "manifest.json").read_text())
-    runs = pd.read_parquet(dest / "runs.parquet")
-    curves = pd.read_parquet(dest / "curves.parquet")
-    descriptors = pd.read_csv(dest / "descriptors.csv")
+    """The published files, each read whole or refused in one line naming it."""
+    from mobidfl.analysis.bench_files import read_published
+    from mobidfl.analysis.study import study_names
+
+    plan, runs, curves, descriptors = read_published(dest)
+    if plan.get("study") not in study_names():
+        raise ConfigError("published file", str(dest / "manifest.json"), "the manifest of a "
+                          "pre-registered study's bench (its 'study' is "
+                          f"{plan.get('study')!r}; studies: {', '.join(study_names())})")
     return plan, runs, curves, descriptors
 
 
@@ -150,7 +157,7 @@ def answer(dest: str | Path) -> dict[str, Any]:
     targets = _to_target(runs, curves, worlds, contenders)
     pilot = None
     if (dest / "pilot" / "runs.parquet").is_file():
-        pilot_runs = pd.read_parquet(dest / "pilot" / "runs.parquet")
+        pilot_runs = read_runs(dest / "pilot" / "runs.parquet")
         pilot = pilot_power(pilot_runs, design)
         pilot["runs"] = int((pilot_runs["status"] == "ok").sum())
     return {"plan": plan, "runs": runs, "study": study, "design": design, "worlds": worlds,

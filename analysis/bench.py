@@ -87,7 +87,8 @@ from mobidfl.cores import (
 )
 from mobidfl.errors import ConfigError, PicklableError
 
-__all__ = ["add_bench_parser", "cmd_bench", "open_cells", "plan_runs", "run_bench", "write_report"]
+__all__ = ["add_bench_parser", "check_option_pairs", "cmd_bench", "open_cells", "plan_runs",
+           "run_bench", "write_report"]
 
 CELLS = "cells"
 PLAN = "manifest.json"
@@ -1606,7 +1607,7 @@ def add_bench_parser(sub: Any) -> None:
     bench.add_argument("--until-half-width", type=float, metavar="H", help="then add seeds "
                        "world by world (all its policies together) until every cell's 95 %% "
                        "half-width of final accuracy is <= H (e.g. 0.02) or --max-seeds")
-    bench.add_argument("--max-seeds", type=int, default=MAX_SEEDS, help="with "
+    bench.add_argument("--max-seeds", type=int, help="with "
                        f"--until-half-width: seeds per world at most (default {MAX_SEEDS})")
     bench.add_argument("--scale", default="small", choices=["ci", "small", "full"],
                        help="ci (tiny, for tests), small (the CPU table), full (the papers' "
@@ -1615,8 +1616,10 @@ def add_bench_parser(sub: Any) -> None:
     bench.add_argument("--address", help="Ray cluster: auto or ray://HOST:PORT")
     bench.add_argument("--processes", type=int,
                        help="local worker processes (default: free cores; 0 = this process)")
-    bench.add_argument("--cpus-per-run", type=float, default=1.0)
-    bench.add_argument("--gpus-per-run", type=float, default=0.0)
+    bench.add_argument("--cpus-per-run", type=float,
+                       help="with --backend ray: CPUs per run (default 1)")
+    bench.add_argument("--gpus-per-run", type=float,
+                       help="with --backend ray: GPUs per run (default 0)")
     bench.add_argument("--batch-runs", action="store_true", help="run all runs in this "
                        "process, those sharing net, data and learning settings as one program")
     bench.add_argument("--device", choices=["cpu", "cuda"], help="where the learning runs "
@@ -1634,31 +1637,90 @@ def _list(text: str | None) -> list[str] | None:
 
 
 def bench_command(args: argparse.Namespace) -> str:
-    """The command line of this bench (what resumes it), for the manifest and leaderboard."""
+    """The command line of this bench (what resumes it), for the manifest and leaderboard.
+
+    Every option given is in it (tests/test_input_checks_53a.py sets each one): a recorded
+    command that drops one does not repeat the bench.
+    """
     import shlex
 
     parts = ["mobidfl", "bench", "--out", str(args.out), "--scale", args.scale,
              "--seeds", str(args.seeds), "--policies", args.policies]
     for flag, value in (("--study", args.study), ("--tune", args.tune),
+                        ("--describe", getattr(args, "describe", None)),
+                        ("--rule", getattr(args, "rule", None)),
                         ("--scenarios", args.scenarios),
                         ("--links", args.links),
                         ("--first-seed", args.first_seed or None),
                         ("--until-half-width", args.until_half_width),
-                        ("--max-seeds", None if args.until_half_width is None
-                         or args.max_seeds == MAX_SEEDS else args.max_seeds),
+                        ("--max-seeds", args.max_seeds),
                         ("--backend", None if args.backend == "local" else args.backend),
                         ("--address", args.address), ("--processes", args.processes),
-                        ("--cpus-per-run", None if args.cpus_per_run == 1.0
-                         else args.cpus_per_run),
-                        ("--gpus-per-run", args.gpus_per_run or None),
+                        ("--cpus-per-run", args.cpus_per_run),
+                        ("--gpus-per-run", args.gpus_per_run),
                         ("--device", args.device)):
         if value is not None:
             parts += [flag, str(value)]
-    if args.batch_runs:
-        parts.append("--batch-runs")
-    if getattr(args, "pilot", False):
-        parts.append("--pilot")
+    for flag, on in (("--batch-runs", args.batch_runs), ("--pilot", getattr(args, "pilot", False)),
+                     ("--retry-errors", getattr(args, "retry_errors", False)),
+                     ("--report-only", getattr(args, "report_only", False)),
+                     ("--quiet", getattr(args, "quiet", False))):
+        if on:
+            parts.append(flag)
     return " ".join(shlex.quote(p) for p in parts)
+
+
+TUNE_RUNS_HERE = "not with --tune (it runs on this machine's processes)"
+
+
+def check_option_pairs(args: argparse.Namespace) -> None:
+    """Refuse an option given where it does nothing, before anything is read or written.
+
+    WHY: an option silently ignored (``--max-seeds`` without ``--until-half-width``,
+    ``--cpus-per-run`` on the local backend, ``--out`` with ``--describe``) gives a bench
+    other than the one asked for, and is dropped from the recorded command.
+    """
+    given = {flag: value for flag, value in (
+        ("--out", args.out), ("--study", args.study), ("--tune", args.tune),
+        ("--scenarios", args.scenarios), ("--links", args.links),
+        ("--pilot", "on" if args.pilot else None),
+        ("--until-half-width", args.until_half_width), ("--max-seeds", args.max_seeds),
+        ("--backend", None if args.backend == "local" else args.backend),
+        ("--address", args.address), ("--processes", args.processes),
+        ("--cpus-per-run", args.cpus_per_run), ("--gpus-per-run", args.gpus_per_run),
+        ("--batch-runs", "on" if args.batch_runs else None), ("--device", args.device),
+        ("--retry-errors", "on" if args.retry_errors else None),
+        ("--report-only", "on" if args.report_only else None), ("--rule", args.rule),
+    ) if value is not None}
+    if args.describe is not None:
+        for flag, value in given.items():
+            if flag != "--rule":
+                raise ConfigError(flag, value, "not with --describe (it only prints "
+                                  "descriptors: --scale, --seeds, --first-seed and --rule apply)")
+        return
+    needs = (
+        ("--rule", False, "only with --describe"),  # with --describe: returned above
+        ("--max-seeds", "--until-half-width" in given, "only with --until-half-width (the "
+         "most seeds it may add up to)"),
+        ("--address", args.backend == "ray", "only with --backend ray"),
+        ("--cpus-per-run", args.backend == "ray", "only with --backend ray (Ray's resources "
+         "per run)"),
+        ("--gpus-per-run", args.backend == "ray", "only with --backend ray (Ray's resources "
+         "per run)"),
+        ("--processes", args.backend != "ray" and not args.batch_runs, "only with the local "
+         "backend without --batch-runs (its worker processes)"),
+        ("--pilot", args.study is not None, "with --study (a study's declared pilot)"),
+        ("--retry-errors", not args.report_only, "not with --report-only (it runs nothing)"),
+    )
+    for flag, ok, allowed in needs:
+        if flag in given and not ok:
+            raise ConfigError(flag, given[flag], allowed)
+    if args.tune is not None:
+        for flag in ("--scenarios", "--links", "--backend", "--batch-runs", "--device",
+                     "--pilot", "--until-half-width", "--max-seeds", "--address",
+                     "--cpus-per-run", "--gpus-per-run", "--retry-errors", "--report-only"):
+            if flag in given:
+                raise ConfigError(flag, given[flag], TUNE_RUNS_HERE)
 
 
 def _saved(out: Path) -> str:
@@ -1679,6 +1741,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from mobidfl.analysis.folders import OutputFailed, check_output_folder
     from mobidfl.analysis.sweep import SweepStopped
 
+    check_option_pairs(args)
     if args.describe is not None:
         print(describe_table(args.describe, scale=args.scale, seed=args.first_seed,
                              seeds=args.seeds, rule=args.rule))
@@ -1729,10 +1792,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 policies=args.policies,
                 seeds=args.seeds, first_seed=args.first_seed, scale=args.scale,
                 links=_list(args.links), backend=args.backend, processes=args.processes,
-                address=args.address, cpus_per_run=args.cpus_per_run,
-                gpus_per_run=args.gpus_per_run, batch_runs=args.batch_runs,
+                address=args.address,
+                cpus_per_run=1.0 if args.cpus_per_run is None else args.cpus_per_run,
+                gpus_per_run=0.0 if args.gpus_per_run is None else args.gpus_per_run,
+                batch_runs=args.batch_runs,
                 device=args.device, retry_errors=args.retry_errors,
-                until_half_width=args.until_half_width, max_seeds=args.max_seeds,
+                until_half_width=args.until_half_width,
+                max_seeds=MAX_SEEDS if args.max_seeds is None else args.max_seeds,
                 pilot=args.pilot, progress=not args.quiet, command=command,
                 say=lambda line: print(line, file=sys.stderr),
             )

@@ -19,7 +19,6 @@ committed one.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from collections.abc import Sequence
@@ -29,11 +28,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mobidfl.analysis.bench_files import read_descriptors, read_manifest, read_published
 from mobidfl.analysis.comm import CURVE
 from mobidfl.analysis.regime_map import RULE_SUFFIX, X, Y, answer, regime_figure, rule_json
+from mobidfl.errors import ConfigError
 
-__all__ = ["communication", "load_published", "paper_worlds_page", "publish_bench", "recompute",
-           "study_page"]
+__all__ = ["check_bench", "check_dest", "communication", "load_published", "paper_worlds_page",
+           "publish_bench", "recompute", "study_page"]
 
 RULE = "regime_rule.json"
 """The decision rule drawn from the published study (``mobidfl bench --describe W --rule``)."""
@@ -43,11 +44,19 @@ COPIED = ("manifest.json", "descriptors.csv")
 
 
 def publish_bench(folder: str | Path, dest: str | Path) -> list[Path]:
-    """Write ``folder``'s per-run data to ``dest`` (module docstring); returns the files."""
+    """Write ``folder``'s per-run data to ``dest`` (module docstring); returns the files.
+
+    Both are checked before anything is written: ``folder`` is a whole bench folder and
+    ``dest`` an empty or absent folder or an earlier publication of the same bench
+    (:func:`check_dest`); else one :class:`~mobidfl.errors.ConfigError` naming it.
+    """
     from mobidfl.analysis.bench import load_results
     from mobidfl.atomic import write_parquet
 
     folder, dest = Path(folder), Path(dest)
+    plan = check_bench(folder)
+    check_dest(dest, plan)
+    read_descriptors(folder / "descriptors.csv")  # copied as is: it must be whole
     dest.mkdir(parents=True, exist_ok=True)
     _, runs, curves = load_results(folder)
     runs = runs.drop(columns=[c for c in ("_table",) if c in runs])
@@ -59,23 +68,86 @@ def publish_bench(folder: str | Path, dest: str | Path) -> list[Path]:
     return written
 
 
+def check_bench(folder: Path) -> dict[str, Any]:
+    """The plan of the bench folder ``folder`` (checked whole), or one ConfigError naming it.
+
+    WHY: a folder that is not a bench (a publication, a run, a typo) would publish no runs, or
+    end in a traceback half-way.
+    """
+    from mobidfl.analysis.bench import CELLS, BenchDamaged, check_bench_folder
+
+    wanted = "a bench folder (the --out of mobidfl bench: manifest.json with its cells)"
+    if not folder.is_dir():
+        raise ConfigError("BENCH", str(folder), wanted + (" (it is a file)" if folder.exists()
+                                                          else " (it does not exist)"))
+    if not (folder / "manifest.json").is_file() or not (folder / CELLS).is_dir():
+        raise ConfigError("BENCH", str(folder), f"{wanted} (it has no manifest.json and "
+                          f"{CELLS}/ folder)")
+    try:
+        return check_bench_folder(folder)
+    except BenchDamaged as exc:
+        raise ConfigError("BENCH", str(folder), f"a whole bench folder ({exc.path} is "
+                          f"damaged: {exc.why})") from None
+
+
+def _same_bench(plan: dict[str, Any]) -> str:
+    """What a bench is of, in words: its study, else its scenarios."""
+    return f"study {plan['study']}" if plan.get("study") else \
+        "scenarios " + ", ".join(sorted(plan.get("scenarios", {})))
+
+
+def check_dest(dest: Path, plan: dict[str, Any]) -> None:
+    """Refuse a ``dest`` that is not empty, absent or an earlier publication of this bench.
+
+    WHY: publishing beside a run's ``model.csv`` or over another study's publication mixes
+    two things no reader can tell apart; a file there ended in a traceback.
+    """
+    from mobidfl.analysis.bench import CELLS
+    from mobidfl.analysis.cli import RUN_OUTPUTS
+    from mobidfl.atomic import TEMP_PREFIX
+
+    allowed = "an empty or absent folder, or an earlier publication of the same bench"
+    if dest.exists() and not dest.is_dir():
+        raise ConfigError("DEST", str(dest), f"{allowed} (it is a file)")
+    entries = sorted(p.name for p in dest.iterdir()
+                     if not p.name.startswith(TEMP_PREFIX)) if dest.is_dir() else []
+    if not entries:
+        return
+    run = [name for name in entries if name in RUN_OUTPUTS]
+    if run:
+        raise ConfigError("DEST", str(dest), f"{allowed} (it holds {run[0]}: a mobidfl run's "
+                          "folder)")
+    if CELLS in entries:
+        raise ConfigError("DEST", str(dest), f"{allowed} (it holds {CELLS}/: a bench's own "
+                          "folder, not a publication)")
+    if "manifest.json" not in entries:
+        raise ConfigError("DEST", str(dest), f"{allowed} (it holds "
+                          + ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+                          + ": no manifest.json, not a publication)")
+    try:
+        previous = read_manifest(dest)
+    except ConfigError as exc:
+        raise ConfigError("DEST", str(dest), f"{allowed} (its manifest.json is not a "
+                          f"bench's: {exc.allowed})") from None
+    if _same_bench(previous) != _same_bench(plan):
+        raise ConfigError("DEST", str(dest), f"{allowed} (it is the publication of "
+                          f"{_same_bench(previous)}; this bench is of {_same_bench(plan)})")
+
+
 def load_published(dest: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """``(plan, runs, descriptors)`` from published data.
+    """``(plan, runs, descriptors)`` from published data, each file read whole or refused.
 
     Each ok run carries its curve as ``_table`` (what :func:`mobidfl.analysis.bench.leaderboard`
     reads for time to target).
     """
-    dest = Path(dest)
-    plan = json.loads((dest / "manifest.json").read_text())
-    runs = pd.read_parquet(dest / RUNS)
-    curves = pd.read_parquet(dest / CURVES)
+    plan, runs, curves, descriptors = read_published(dest)
     cols = [c for c in CURVE if c in curves]  # bytes per agent: runs that counted them
     by_run = {key: group[cols].reset_index(drop=True)
               for key, group in curves.groupby(["column", "policy", "seed"], sort=False)}
     runs["_table"] = [by_run.get((c, p, s), pd.DataFrame(columns=cols))
                       for c, p, s in zip(runs["column"], runs["policy"], runs["seed"],
                                          strict=True)]
-    return plan, runs, pd.read_csv(dest / "descriptors.csv")
+    return plan, runs, descriptors
 
 
 def recompute(dest: str | Path) -> dict[str, Any]:
@@ -552,9 +624,17 @@ def communication(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command; a refused input is one line on stderr and exit 2 (as ``mobidfl``'s)."""
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except ConfigError as exc:
+        print("mobidfl: error: " + " ".join(str(exc).split()), file=sys.stderr)
+        return 2
+
+
+def _main(args: list[str]) -> int:
     from mobidfl.atomic import write_text_atomic
 
-    args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 3 and args[0] == "--page":
         dest, page = Path(args[1]), Path(args[2])
         figure = page.parent / "study_regime_map.png"

@@ -112,12 +112,58 @@ def load_rule(path: str | Path) -> Rule:
                               "regime_rule.json file")
         path = str(shipped)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))["rule"]
-        return Rule(x_cut=float(data["x_cut"]), y_cut=float(data["y_cut"]),
-                    predict={str(k): str(v) for k, v in data["predict"].items()},
-                    train_hits=int(data["train_hits"]), train_n=int(data["train_n"]))
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
-        raise ConfigError("--rule", str(path), "a regime_rule.json written by MobiDFL") from None
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        why = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:160]
+        raise ConfigError("--rule", str(path), f"a regime_rule.json written by MobiDFL ({why})"
+                          ) from None
+    try:
+        return _checked_rule(data)
+    except ValueError as exc:
+        raise ConfigError("--rule", str(path), f"a regime_rule.json written by MobiDFL ({exc})"
+                          ) from None
+
+
+PREDICT_KEYS = ("lo,lo", "lo,hi", "hi,lo", "hi,hi")
+"""The regimes a :class:`Rule` predicts for (contacts, skew against their cuts)."""
+
+
+def _checked_rule(data: Any) -> Rule:
+    """The :class:`Rule` of a parsed ``regime_rule.json``; ValueError saying what is wrong.
+
+    Cuts finite, regimes among :data:`PREDICT_KEYS`, each predicting a registered policy, hit
+    counts whole numbers with ``0 <= hits <= n``.
+    """
+    from mobidfl.analysis.bench_files import finite_number, registered_policy
+
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    if "schema" in data:
+        raise ValueError(f"schema {data['schema']!r}: this reader takes the unversioned rule "
+                         "(schema 3 is the pre-registered study's, read by --describe --rule)")
+    rule = data.get("rule")
+    if not isinstance(rule, dict):
+        raise ValueError("no 'rule' object")
+    x_cut = finite_number(rule.get("x_cut"), "rule.x_cut")
+    y_cut = finite_number(rule.get("y_cut"), "rule.y_cut")
+    predict = rule.get("predict")
+    if not isinstance(predict, dict) or not predict:
+        raise ValueError("rule.predict is not an object of regimes")
+    for key, policy in predict.items():
+        if key not in PREDICT_KEYS:
+            raise ValueError(f"rule.predict has the regime {key!r} (allowed: "
+                             + ", ".join(PREDICT_KEYS) + ")")
+        registered_policy(policy, f"rule.predict[{key!r}]")
+    counts = {}
+    for name in ("train_hits", "train_n"):
+        value = rule.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"rule.{name} = {value!r} is not a whole number >= 0")
+        counts[name] = value
+    if counts["train_hits"] > counts["train_n"]:
+        raise ValueError(f"rule.train_hits = {counts['train_hits']} > rule.train_n = "
+                         f"{counts['train_n']}")
+    return Rule(x_cut=x_cut, y_cut=y_cut, predict=dict(predict), **counts)
 
 
 def column_outcomes(board: pd.DataFrame, descriptors: pd.DataFrame) -> pd.DataFrame:

@@ -1098,8 +1098,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """
     import sys
 
-    from mobidfl.analysis.bench import _check_flags, _list, bench_command, cmd_bench
+    from mobidfl.analysis.bench import (
+        _check_flags,
+        _list,
+        bench_command,
+        check_option_pairs,
+        cmd_bench,
+    )
 
+    check_option_pairs(args)  # an option given where it does nothing: one line, exit 2
     if args.tune is None or args.describe is not None:
         return cmd_bench(args)
     if args.rule is not None:

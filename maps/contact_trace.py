@@ -41,6 +41,9 @@ FORMATS = ("auto", "mobidfl", "one", "crawdad")
 """Values of ``contact_trace.format``."""
 
 SETTING = "contact_trace.file"
+MAX_TIME_S = 1e12
+"""Latest contact time accepted (about 31,700 years): a time beyond it is a damaged or
+mis-scaled trace (milliseconds as seconds), not a contact; step indices stay int64."""
 ONE_MESSAGE_ACTIONS = frozenset({"C", "S", "DE", "A", "DR", "R"})
 """The ONE's ``StandardEventsReader`` message actions: skipped (not contacts)."""
 
@@ -181,6 +184,9 @@ def _read_mobidfl(path: Path, text: str | None) -> Contacts:
     if step is not None and (step < 1).any():
         i = int(np.argmax(step < 1))
         raise _refuse(path, f"line {lines[i]}: step {step[i]} < 1 (steps count from 1)")
+    if step is not None and (step > MAX_TIME_S).any():
+        i = int(np.argmax(step > MAX_TIME_S))
+        raise _refuse(path, f"line {lines[i]}: step {step[i]} beyond {MAX_TIME_S:g}")
     if (d_min < 0).any():
         i = int(np.argmax(d_min < 0))
         raise _refuse(path, f"line {lines[i]}: negative d_min {d_min[i]}")
@@ -262,6 +268,9 @@ def _read_one(path: Path, text: str | None) -> Contacts:
     if (time < 0).any():
         i = int(np.argmax(time < 0))
         raise _refuse(path, f"line {numbers[i]}: negative time {time[i]}")
+    if (time > MAX_TIME_S).any():  # here, where the event's own line is known
+        i = int(np.argmax(time > MAX_TIME_S))
+        raise _refuse(path, f"line {numbers[i]}: time {time[i]:g} beyond {MAX_TIME_S:g} s")
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     order = _event_order(lo, hi, time, state == "up")
     lo, hi, time, up, numbers = lo[order], hi[order], time[order], state[order] == "up", \
@@ -317,8 +326,8 @@ def _checked(path: Path, lines: np.ndarray, *, a: np.ndarray, b: np.ndarray,
              step: np.ndarray | None) -> Contacts:
     """Whole-trace checks shared by the formats.
 
-    No self-contacts, no negative or reversed times, no two overlapping stays of one pair (a
-    duplicate), at least one contact.
+    No self-contacts, no negative, reversed or far-future (> :data:`MAX_TIME_S`) times, no two
+    overlapping stays of one pair (a duplicate), at least one contact.
     """
     if not len(a):
         raise _refuse(path, "empty: no contacts")
@@ -327,6 +336,8 @@ def _checked(path: Path, lines: np.ndarray, *, a: np.ndarray, b: np.ndarray,
         ((a < 0) | (b < 0), lambda i: f"negative id ({a[i]}, {b[i]})"),
         ((t_start < 0) | (t_end < 0), lambda i: f"negative time ({t_start[i]}, {t_end[i]})"),
         (t_end < t_start, lambda i: f"t_end {t_end[i]} < t_start {t_start[i]}"),
+        ((t_start > MAX_TIME_S) | (t_end > MAX_TIME_S),
+         lambda i: f"time ({t_start[i]:g}, {t_end[i]:g}) beyond {MAX_TIME_S:g} s"),
     )
     for bad, say in checks:
         if bad.any():
