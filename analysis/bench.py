@@ -1458,7 +1458,7 @@ def heatmap(plan: dict[str, Any], board: pd.DataFrame, path: Path) -> Path:
     ax.set_yticks(range(len(policies)), policies, fontsize=8)
     fig.colorbar(image, ax=ax, label="score (0 = local, 1 = central FedAvg)")
     ax.set_title(f"MobiDFL benchmark ({plan['scale']}, {len(plan['seeds'])} seeds)")
-    fig.tight_layout()
+    _tight(fig)
     write_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
@@ -1584,7 +1584,19 @@ def _one_legend(fig: Any, axes: Sequence[Any], *, right: float) -> None:
                 labels.append(label)
     if handles:
         fig.legend(handles, labels, loc="center right", fontsize=7)
-    fig.tight_layout(rect=(0, 0, right, 1))
+    _tight(fig, rect=(0, 0, right, 1))
+
+
+def _tight(fig: Any, **options: Any) -> None:
+    """``fig.tight_layout(**options)`` without matplotlib's warning when it cannot apply it.
+
+    WHY: a figure with many worlds or policies may have labels too long to fit; matplotlib
+    then keeps the layout as it is and warns, a library line the bench must not print (the
+    figure is written all the same).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="matplotlib")
+        fig.tight_layout(**options)
 
 
 def write_report(out: str | Path) -> list[Path]:
