@@ -1595,7 +1595,8 @@ def _tight(fig: Any, **options: Any) -> None:
     figure is written all the same).
     """
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=UserWarning, module="matplotlib")
+        # only matplotlib runs here; its warning names this line, not matplotlib's module
+        warnings.simplefilter("ignore", UserWarning)
         fig.tight_layout(**options)
 
 

@@ -157,6 +157,27 @@ def test_the_bench_warns_nothing_about_a_scenarios_own_settings(tmp_path):
     assert [str(w.message) for w in caught] == []
 
 
+def test_a_figure_too_small_for_its_labels_is_laid_out_without_a_warning():
+    # Prepare: a figure whose title cannot fit (as the heat-map of a study's 25 worlds)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mobidfl.analysis import bench
+
+    fig, ax = plt.subplots(figsize=(1.0, 0.6))
+    ax.set_title("a title\n" * 12)
+    with pytest.warns(UserWarning, match="Tight layout not applied"):
+        fig.tight_layout()  # what the bench called, and printed
+    # Execute / Assert
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bench._tight(fig)
+    plt.close(fig)
+    assert [str(w.message) for w in caught] == []
+
+
 def test_a_users_own_settings_still_warn_when_inert():
     # Execute / Assert: outside the bench, a setting nothing reads is still told
     with pytest.warns(InertSettingWarning, match="dirichlet_alpha"):
