@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import json
 import math
 import re
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +46,8 @@ from mobidfl.analysis.bench_scenarios import (
     Cell,
     Column,
     build_cells,
+    check_columns,
+    check_scenario,
     columns,
     link_axis,
     load_scenario,
@@ -429,6 +433,32 @@ def _repair_runs(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any]], *
                 path.unlink()
 
 
+@contextlib.contextmanager
+def quiet_worlds() -> Iterator[None]:
+    """One bench: no inert-setting warnings, here or in the processes it starts.
+
+    WHY: a scenario or study writes every world setting, whether this world reads it or not
+    (``dirichlet_alpha`` in an IID world); the user did not write them per world, so a warning
+    about them is noise. A user's own settings file and ``--set`` (``mobidfl run``) still warn.
+    Entered as one command (:func:`mobidfl.model.config.one_report`): its workers stay quiet.
+    """
+    from mobidfl.model.config import InertSettingWarning, one_report
+
+    with one_report(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", InertSettingWarning)
+        yield
+
+
+def _quiet[**P, R](run: Callable[P, R]) -> Callable[P, R]:
+    """``run`` inside :func:`quiet_worlds`."""
+    @functools.wraps(run)
+    def quiet(*args: P.args, **kwargs: P.kwargs) -> R:
+        with quiet_worlds():
+            return run(*args, **kwargs)
+    return quiet
+
+
+@_quiet
 def run_bench(
     *,
     out: str | Path,
@@ -497,7 +527,10 @@ def run_bench(
         else:
             _check_results_seeds(the_study, seeds=seeds, first_seed=first_seed, scale=scale)
     else:
+        for name in names:  # each file checked whole, before any folder is written
+            check_scenario(name, scale=scale)
         cols = columns(names, scale=scale, links=None if links is None else _unique(links))
+    check_columns(cols)  # a study's worlds too: map, memory, values (one line naming it)
     cells = build_cells(cols, chosen, readings=readings)
     source = source_state()  # the code this session starts from (recorded before any run)
     if study is not None and the_study.design.get("clean_tree") and scale != "ci" \
@@ -1426,7 +1459,7 @@ def heatmap(plan: dict[str, Any], board: pd.DataFrame, path: Path) -> Path:
     ax.set_yticks(range(len(policies)), policies, fontsize=8)
     fig.colorbar(image, ax=ax, label="score (0 = local, 1 = central FedAvg)")
     ax.set_title(f"MobiDFL benchmark ({plan['scale']}, {len(plan['seeds'])} seeds)")
-    fig.tight_layout()
+    _tight(fig)
     write_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
@@ -1552,7 +1585,20 @@ def _one_legend(fig: Any, axes: Sequence[Any], *, right: float) -> None:
                 labels.append(label)
     if handles:
         fig.legend(handles, labels, loc="center right", fontsize=7)
-    fig.tight_layout(rect=(0, 0, right, 1))
+    _tight(fig, rect=(0, 0, right, 1))
+
+
+def _tight(fig: Any, **options: Any) -> None:
+    """``fig.tight_layout(**options)`` without matplotlib's warning when it cannot apply it.
+
+    WHY: a figure with many worlds or policies may have labels too long to fit; matplotlib
+    then keeps the layout as it is and warns, a library line the bench must not print (the
+    figure is written all the same).
+    """
+    with warnings.catch_warnings():
+        # only matplotlib runs here; its warning names this line, not matplotlib's module
+        warnings.simplefilter("ignore", UserWarning)
+        fig.tight_layout(**options)
 
 
 def write_report(out: str | Path) -> list[Path]:

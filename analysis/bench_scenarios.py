@@ -17,6 +17,7 @@ import functools
 import hashlib
 import re
 import tomllib
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -27,10 +28,14 @@ from mobidfl.errors import ConfigError
 from mobidfl.model.config import (
     KINDS,
     Config,
+    InertSettingWarning,
+    UnknownSetting,
     canonical_name,
+    check_one_name_each,
     flatten,
     required_world,
     setting_role,
+    warn_old_names,
 )
 from mobidfl.plugins import POLICIES
 
@@ -40,12 +45,15 @@ __all__ = [
     "SCALES",
     "Scenario",
     "build_cells",
+    "check_columns",
+    "check_world",
     "columns",
     "link_axis",
     "load_scenario",
     "policy_names",
     "policy_settings",
     "scenario_names",
+    "source_of",
     "world_values",
 ]
 
@@ -125,23 +133,69 @@ def _scenario_text(name: str) -> tuple[str, str]:
     return resources.files(PACKAGE).joinpath(f"{name}.toml").read_text(), f"scenario {name}"
 
 
+TABLES = ("about", "world", "axes", "scales")
+"""The tables of a scenario file; any other is refused (a typo would be silently dropped)."""
+
+ABOUT_KEYS = ("name", "version", "title", "regime", "provenance", "why")
+"""The keys of ``[about]`` (``regime`` optional)."""
+
+
+def _table(data: Mapping[str, Any], key: str, where: str, shown: str) -> dict[str, Any]:
+    """``data[key]`` (``{}`` when absent), refused in one line unless it is a TOML table."""
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(where, f"{shown} = {value!r}", "a table")
+    return value
+
+
+def _settings(table: Mapping[str, Any], where: str, shown: str) -> dict[str, Any]:
+    """Public name -> value of one table of settings, refused naming the file and the setting.
+
+    WHY: an old flat name and its new dotted name in the same table (``turn_straight`` in
+    ``[world]`` and ``turn_straight`` in ``[world.manhattan]``) would silently keep one of
+    them; ``--set``, sweeps and settings files refuse the pair (:func:`check_one_name_each`).
+    Old names are warned, as ``--set`` warns them.
+    """
+    given = list(flatten(table))
+    try:
+        check_one_name_each(given)
+        public = {canonical_name(n): v for n, v in given}
+    except UnknownSetting as exc:
+        raise ConfigError(f"{where} {shown}", exc.setting, exc.allowed) from None
+    except ConfigError as exc:
+        raise ConfigError(f"{where} {shown}: {exc.setting}", exc.value, exc.allowed) from None
+    warn_old_names(n for n, _ in given)
+    return public
+
+
 @functools.cache
 def load_scenario(name: str) -> Scenario:
     """Read and check one scenario, bundled (by name) or the user's own (a ``.toml`` path).
 
-    The user's own has the same schema; a bad one is one :class:`ConfigError` naming it.
+    The user's own has the same schema; a bad one is one :class:`ConfigError` naming it. The
+    values themselves are checked by :func:`check_columns` (the bench's up-front check).
     """
     raw_text, where = _scenario_text(name)
     try:
         data = tomllib.loads(raw_text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(where, str(exc).splitlines()[0], "a TOML file") from None
-    about = data.get("about", {})
+    unknown = [k for k in data if k not in TABLES]
+    if unknown:
+        raise ConfigError(where, f"[{unknown[0]}]", "only the tables " + ", ".join(
+            f"[{t}]" for t in TABLES))
+    about = _table(data, "about", where, "[about]")
     for key in ("name", "version", "title", "provenance", "why"):
         if key not in about:
             raise ConfigError(where, f"[about].{key}", "a scenario file with name, version, "
                               "title, provenance and why in [about]")
-    world = {canonical_name(n): v for n, v in flatten(data.get("world", {}))}
+    for key, value in about.items():
+        if key not in ABOUT_KEYS:
+            raise ConfigError(where, f"[about].{key}", "only " + ", ".join(ABOUT_KEYS)
+                              + " in [about]")
+        if key != "version" and not isinstance(value, str):
+            raise ConfigError(where, f"[about].{key} = {value!r}", "a string")
+    world = _settings(_table(data, "world", where, "[world]"), where, "[world]")
     missing = [n for n in required_world() if n not in world]
     if missing:
         raise ConfigError(where, ", ".join(missing), "every world setting written in [world]")
@@ -149,13 +203,30 @@ def load_scenario(name: str) -> Scenario:
     if foreign:
         raise ConfigError(where, ", ".join(foreign), "world settings only in [world] (policies "
                           "and run settings are the benchmark's)")
-    axes = {canonical_name(n): list(v) for n, v in flatten(data.get("axes", {}))}
+    axes = _settings(_table(data, "axes", where, "[axes]"), where, "[axes]")
+    if len(axes) > 1 or any(not isinstance(v, list) or not v for v in axes.values()):
+        raise ConfigError(where, "[axes] = " + ", ".join(axes), "one world setting and a "
+                          "non-empty list of its values (a second axis)")
+    foreign = [n for n in axes if setting_role(n) != "world"]
+    if foreign:
+        raise ConfigError(where, "[axes] " + ", ".join(foreign), "a world setting")
     scales: dict[str, dict[str, Any]] = {}
     notes: dict[str, str] = {}
+    all_scales = _table(data, "scales", where, "[scales]")
+    unknown = [k for k in all_scales if k not in SCALES]
+    if unknown:
+        raise ConfigError(where, f"[scales.{unknown[0]}]", "scales " + ", ".join(SCALES))
     for scale in SCALES:
-        table = dict(data.get("scales", {}).get(scale, {}))
-        notes[scale] = str(table.pop("note", ""))
-        scales[scale] = {canonical_name(n): v for n, v in flatten(table)}
+        table = dict(_table(all_scales, scale, where, f"[scales.{scale}]"))
+        note = table.pop("note", "")
+        if not isinstance(note, str):
+            raise ConfigError(where, f"[scales.{scale}].note = {note!r}", "a string")
+        notes[scale] = note
+        scales[scale] = _settings(table, where, f"[scales.{scale}]")
+        foreign = [n for n in scales[scale] if setting_role(n) != "world"]
+        if foreign:
+            raise ConfigError(where, f"[scales.{scale}] " + ", ".join(foreign),
+                              "world settings only")
     if not isinstance(about["version"], int) or isinstance(about["version"], bool):
         raise ConfigError(where, f"[about].version = {about['version']!r}", "an integer")
     if name.endswith(".toml"):
@@ -170,6 +241,65 @@ def load_scenario(name: str) -> Scenario:
         why=str(about["why"]), world=world, axes=axes, scales=scales, notes=notes,
         sha256=hashlib.sha256(raw_text.encode()).hexdigest(),
     )
+
+
+def source_of(name: str) -> str:
+    """How refusals name where a column's world is written: its file, scenario or study."""
+    if name in USER_SCENARIOS:
+        return f"scenario file {Path(USER_SCENARIOS[name]).expanduser()}"
+    return f"scenario {name}" if name in scenario_names() else f"study {name}"
+
+
+def check_world(column: Column, *, memory: bool = True) -> Config:
+    """The column's world resolved, its map openable and (``memory``) its fleet within memory.
+
+    WHY: the checks ``bench --describe`` fails early on, without running the mobility: a
+    missing map file, 50 million vehicles or ``radius_m = -50`` would otherwise write a bench
+    folder whose every run fails. Refused in one line naming the file (or scenario or study),
+    the world and the setting. No inert-setting warnings: a scenario writes every world
+    setting, read or not.
+    """
+    from mobidfl.maps.sources import check_spec
+    from mobidfl.model.bounds import check_memory
+
+    where = source_of(column.scenario) + (f" [{column.variant}]" if column.variant else "")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InertSettingWarning)
+            config = Config.from_settings(column.settings)
+        check_spec(config.map)
+        if memory:
+            check_memory(config)
+    except UnknownSetting as exc:
+        raise ConfigError(where, exc.setting, exc.allowed) from None
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc.setting}", exc.value, exc.allowed) from None
+    return config
+
+
+def check_columns(cols: Sequence[Column]) -> None:
+    """:func:`check_world` for each distinct world of ``cols`` (before any folder is written)."""
+    seen: set[str] = set()
+    for column in cols:
+        key = repr(sorted(column.settings.items(), key=lambda item: item[0]))
+        if key not in seen:
+            seen.add(key)
+            check_world(column)
+
+
+def check_scenario(name: str, *, scale: str) -> list[Column]:
+    """A scenario (bundled or a file) checked whole: every scale resolves, ``scale`` fits.
+
+    Every scale's worlds resolve (a broken ``[scales.full]`` is refused by a ``ci`` bench too);
+    the map and the memory at ``scale``, the one that runs.
+    """
+    for other in SCALES:
+        if other != scale:
+            for column in columns([name], scale=other, links=["ideal"]):
+                check_world(column, memory=False)
+    cols = columns([name], scale=scale)
+    check_columns(cols)
+    return cols
 
 
 @functools.cache
@@ -269,9 +399,20 @@ def columns(scenarios: Sequence[str], *, scale: str,
         if link not in axis:
             raise ConfigError("--links", link, "one of " + ", ".join(axis))
     out = []
+    named: dict[str, tuple[str, Scenario]] = {}
     for given in scenarios:
         scenario = load_scenario(given)
         name = scenario.name  # a user's file: its [about].name, not its path
+        if given.endswith(".toml"):  # load_scenario is cached: this call's file is the one
+            USER_SCENARIOS[name] = given
+        first, seen = named.setdefault(name, (given, scenario))
+        if first != given:
+            if seen.sha256 == scenario.sha256:
+                continue  # the same file twice (./a.toml and a.toml): one world
+            # WHY: the leaderboard keys worlds by name: two worlds under one name would
+            # show every run of each in both columns
+            raise ConfigError("--scenarios", f"{first},{given}", "scenario files with "
+                              f"different [about].name (both are named {name!r})")
         world = scenario.settings(scale)
         # every kind's partition and policy explicit: no kind inherits a policy's choice
         for kind in KINDS:

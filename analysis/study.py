@@ -25,7 +25,15 @@ from typing import Any
 
 from mobidfl.analysis.bench_scenarios import SCALES, About, Column, link_axis
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import KINDS, canonical_name, flatten, required_world, setting_role
+from mobidfl.model.config import (
+    KINDS,
+    canonical_name,
+    check_one_name_each,
+    flatten,
+    required_world,
+    setting_role,
+    warn_old_names,
+)
 
 __all__ = [
     "BASE",
@@ -141,7 +149,11 @@ def study_names() -> list[str]:
 
 
 def _names(table: Mapping[str, Any]) -> dict[str, Any]:
-    return {canonical_name(n): v for n, v in flatten(table)}
+    """Public name -> value; one name per setting, old names warned (as ``--set`` does)."""
+    given = list(flatten(table))
+    check_one_name_each(given)
+    warn_old_names(n for n, _ in given)
+    return {canonical_name(n): v for n, v in given}
 
 
 @functools.cache

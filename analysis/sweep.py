@@ -1065,10 +1065,9 @@ def read_manifest(out: str | Path) -> pd.DataFrame:
         ``out`` has no ``manifest.csv`` (not a sweep folder).
     """
     frame = pd.read_csv(Path(out) / MANIFEST, keep_default_na=False, na_values=[""])
-    frame["error"] = frame["error"].fillna("").astype(str)
-    for column in ("worker", "backend", "finished_at", "retried"):
-        if column in frame:
-            frame[column] = frame[column].fillna("").astype(str)
+    for column in ("error", "worker", "backend", "finished_at", "retried"):
+        if column in frame or column == "error":  # all-empty reads as float NaN: "" instead
+            frame[column] = frame[column].astype(str).where(frame[column].notna(), "")
     return frame
 
 

@@ -141,6 +141,7 @@ __all__ = [
     "updated",
     "usable_cores",
     "validated",
+    "warn_old_names",
 ]
 
 
@@ -1177,6 +1178,7 @@ def load_preset(name: str) -> Preset:
     data = tomllib.loads(text)
     about = data.pop("about", {})
     flat = dict(flatten(data))
+    warn_old_names(flat)
     if "preset" in flat:
         raise ConfigError("preset", name, "a preset file without a `preset` key")
     return Preset(
@@ -1456,6 +1458,16 @@ def _warn_old_name(name: str) -> None:
         # module __main__: the default filters show a DeprecationWarning only there
         warnings.warn_explicit(message, DeprecationWarning, filename="mobidfl", lineno=0,
                                module="__main__")
+
+
+def warn_old_names(names: Iterable[str]) -> None:
+    """Warn once per old name among ``names``, as :func:`updated` does for the names it is given.
+
+    WHY: a scenario, study or preset file is read into public names before any config sees it,
+    so the resolution step never meets its old names; its reader tells them here instead.
+    """
+    for name in dict.fromkeys(n for n in names if _is_old_name(n)):
+        _warn_old_name(name)
 
 
 @functools.cache
