@@ -639,7 +639,7 @@ def check_answer(data: Mapping[str, Any]) -> None:
     registered policies; each descriptor's studied range (finite, low <= high); each studied
     world's descriptors (finite or null) and verdicts.
     """
-    from mobidfl.analysis.bench_files import finite_number, registered_policy
+    from mobidfl.analysis.values import finite_number, registered_policy
 
     if not isinstance(data.get("study"), str):
         raise ValueError("no 'study' name")

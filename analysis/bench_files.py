@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,8 @@ import pandas as pd
 
 from mobidfl.errors import ConfigError
 
-__all__ = ["CURVES", "DESCRIPTORS", "MANIFEST", "RUNS", "finite_number", "read_curves",
-           "read_descriptors", "read_json", "read_manifest", "read_published", "read_runs",
-           "registered_policy"]
+__all__ = ["CURVES", "DESCRIPTORS", "MANIFEST", "RUNS", "read_curves", "read_descriptors",
+           "read_json", "read_manifest", "read_published", "read_runs"]
 
 SETTING = "published file"
 """What a refusal names before the file's path (the file is an input, not a setting)."""
@@ -183,24 +181,3 @@ def read_published(dest: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.D
     plan = read_manifest(dest)
     return (plan, read_runs(dest / RUNS, plan=plan), read_curves(dest / CURVES, plan=plan),
             read_descriptors(dest / DESCRIPTORS))
-
-
-def finite_number(value: Any, where: str) -> float:
-    """``value`` as a finite float (a JSON number, not a bool); else ValueError saying why."""
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(float(value)):
-        raise ValueError(f"{where} = {value!r} is not a finite number")
-    return float(value)
-
-
-def registered_policy(name: Any, where: str) -> str:
-    """``name`` if it is a registered policy (plug-ins included); else ValueError saying why.
-
-    WHY: a rule predicting a policy that does not exist would be printed as a recommendation.
-    """
-    from mobidfl.plugins import POLICIES
-
-    if not isinstance(name, str) or name not in POLICIES:
-        raise ValueError(f"{where} = {name!r} is not a registered policy ("
-                         + ", ".join(POLICIES.names()) + ")")
-    return name

@@ -134,7 +134,7 @@ def _checked_rule(data: Any) -> Rule:
     Cuts finite, regimes among :data:`PREDICT_KEYS`, each predicting a registered policy, hit
     counts whole numbers with ``0 <= hits <= n``.
     """
-    from mobidfl.analysis.bench_files import finite_number, registered_policy
+    from mobidfl.analysis.values import finite_number, registered_policy
 
     if not isinstance(data, dict):
         raise ValueError(f"a JSON {type(data).__name__}, not an object")
