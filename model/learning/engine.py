@@ -254,6 +254,8 @@ class Engine:
         """
         t = training
         self.training = training
+        """The frozen settings this engine was built with: ``training.lr`` is the *initial*
+        rate, never the current one (a schedule moves :attr:`lr` with :meth:`set_lr`)."""
         _validate(
             backend=self.backend,
             parts=parts,
@@ -279,7 +281,8 @@ class Engine:
         self.net_name = t.net
         self.dataset_name = dataset.name
         self.device = torch.device(t.device)
-        self.lr, self.batch_size = float(t.lr), int(t.batch_size)
+        self._lr = float(t.lr)  # the current rate's one home: lr, set_lr, _hyper read it
+        self.batch_size = int(t.batch_size)
         self.local_steps = int(t.local_steps)
         self.momentum, self.weight_decay = float(t.momentum), float(t.weight_decay)
         self.prox_rho = float(t.prox_rho)
@@ -375,9 +378,32 @@ class Engine:
 
     # --- training ------------------------------------------------------------------------
     @property
+    def lr(self) -> float:
+        """The current learning rate: the next :meth:`train` steps with it.
+
+        Read-only: a schedule changes it with :meth:`set_lr`, so one attribute holds it and
+        :attr:`training` keeps the initial rate.
+        """
+        return self._lr
+
+    def set_lr(self, value: float) -> None:
+        """Make ``value`` the rate of every later :meth:`train` (a ReduceLROnPlateau cut).
+
+        Raises
+        ------
+        ValueError
+            ``value`` is not a finite number > 0.
+        """
+        rate = float(value)
+        if not (math.isfinite(rate) and rate > 0.0):
+            raise ValueError(f"set_lr needs a finite learning rate > 0, got {value!r}")
+        self._lr = rate
+
+    @property
     def _hyper(self) -> Hyper:
+        """The optimiser settings of the next ``train`` call, built from the current :attr:`lr`."""
         return Hyper(
-            self.lr, self.momentum, self.weight_decay, self.prox_rho, optimizer=self.optimizer
+            self._lr, self.momentum, self.weight_decay, self.prox_rho, optimizer=self.optimizer
         )
 
     @property
