@@ -62,7 +62,6 @@ from torch import nn
 from torch.func import vmap
 
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import check_setting
 from mobidfl.model.learning.backends import (
     EVAL_CHUNK_CONV,
     EVAL_CHUNK_DENSE,
@@ -256,25 +255,7 @@ class Engine:
         self.training = training
         """The frozen settings this engine was built with: ``training.lr`` is the *initial*
         rate, never the current one (a schedule moves :attr:`lr` with :meth:`set_lr`)."""
-        _validate(
-            backend=self.backend,
-            parts=parts,
-            n_train=dataset.n_train,
-            lr=t.lr,
-            batch_size=t.batch_size,
-            local_steps=t.local_steps,
-            momentum=t.momentum,
-            weight_decay=t.weight_decay,
-            prox_rho=t.prox_rho,
-            optimizer=t.optimizer,
-            device=t.device,
-            workers=t.workers,
-            agent_chunk=t.agent_chunk,
-            eval_chunk=t.eval_chunk,
-            worker_backend=t.worker_backend,
-            optimizer_state=t.optimizer_state,
-            precision=t.precision,
-        )
+        _validate(training=t, parts=parts, n_train=dataset.n_train)
         self.optimizer = str(t.optimizer)
         self.precision = str(t.precision)
         self.optimizer_state = str(t.optimizer_state)
@@ -313,7 +294,9 @@ class Engine:
                     * self.flops_per_sample
                     * (3 * self.local_steps * self.batch_size + int(dataset.y_test.shape[0])),
                     n_agents=self.n_agents,
-                    pooled=self.backend == "loop" and self.device.type == "cpu",
+                    # Adam's moments live in this process: never spread over workers
+                    pooled=self.backend == "loop" and self.device.type == "cpu"
+                    and self.optimizer == "sgd",
                 )
             )
             # Worker processes map the stacks: allocate them in shared memory at once, so
@@ -843,60 +826,31 @@ def make_engine(
 
 
 # --- helpers ------------------------------------------------------------------------------------
-def _validate(
-    *,
-    backend: str,
-    parts: Sequence[np.ndarray],
-    n_train: int,
-    lr: float,
-    batch_size: int,
-    local_steps: int,
-    momentum: float,
-    weight_decay: float,
-    prox_rho: float,
-    optimizer: str,
-    device: str,
-    workers: int,
-    agent_chunk: int | None,
-    eval_chunk: int = 0,
-    worker_backend: str = "processes",
-    optimizer_state: str = "keep",
-    precision: str = "fp32",
-) -> None:
+def _validate(*, training: TrainingSettings, parts: Sequence[np.ndarray], n_train: int) -> None:
+    """Refuse what no setting check could know: this machine, this process, the partition.
+
+    WHY: ``training`` is trusted; each setting and each combination of settings is checked
+    once, by the config (:func:`mobidfl.model.config.validated`). Here: the engine-only options
+    and the arguments (``parts``), and whether this machine and process can do it.
+    """
     if len(parts) < 1:
-        raise ConfigError("n_agents", 0, "at least one agent with data")
-    settings = {  # each by the config's own check (one rule per setting, mobidfl.model.config)
-        "lr": lr, "batch_size": batch_size, "optimizer": optimizer, "local_steps": local_steps,
-        "momentum": momentum, "weight_decay": weight_decay, "prox_rho": prox_rho,
-        "workers": workers, "eval_chunk": eval_chunk, "worker_backend": worker_backend,
-        "optimizer_state": optimizer_state, "precision": precision,
-    }
-    for name, value in settings.items():
-        check_setting(name, value)
-    if optimizer == "adam" and momentum:
-        raise ConfigError("momentum", momentum, "0 with optimizer = adam (Adam has its own)")
-    if optimizer == "adam" and workers > 1:
-        raise ConfigError("workers", workers, "1 with optimizer = adam")
-    if worker_backend == "ray" and backend != "loop":
-        raise ConfigError("worker_backend", worker_backend, "processes unless backend = loop")
-    if agent_chunk is not None and int(agent_chunk) < 1:
-        raise ConfigError("agent_chunk", agent_chunk, "an integer >= 1 or None")
-    dev = torch.device(device)
-    if dev.type not in ("cpu", "cuda"):
-        raise ConfigError("device", device, "cpu or cuda")
+        raise ValueError("the engine needs parts for at least one agent, got none")
+    if training.agent_chunk is not None and int(training.agent_chunk) < 1:
+        chunk = training.agent_chunk
+        raise ValueError(f"agent_chunk must be an integer >= 1 or None, got {chunk!r}")
+    dev = torch.device(training.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device", device, "cpu (no CUDA device is available here)")
-    if workers > 1 and (backend != "loop" or dev.type != "cpu"):
-        raise ConfigError("workers", workers, "1 unless backend = loop on the CPU")
+        raise ConfigError("device", training.device, "cpu (no CUDA device is available here)")
+    workers = training.workers
     if workers > 1 and multiprocessing.current_process().daemon:
         raise ConfigError(
             "workers", workers, "1 inside a daemonic process (e.g. a mesa.batch_run worker)"
         )
-    sizes = np.array([np.asarray(p).size for p in parts])
     for i, p in enumerate(parts):
         arr = np.asarray(p)
         if arr.size and (arr.min() < 0 or arr.max() >= n_train):
-            raise ConfigError("parts", i, f"sample indices in [0, {n_train})")
+            raise ValueError(f"parts[{i}] holds sample indices outside [0, {n_train})")
+    sizes = np.array([np.asarray(p).size for p in parts])
     small = int(np.argmin(sizes))
     if sizes[small] < 1:
         raise ConfigError(
