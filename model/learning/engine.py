@@ -61,7 +61,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import vmap
 
-from mobidfl.errors import ConfigError
+from mobidfl.errors import ConfigError, bad_argument
 from mobidfl.model.learning.backends import (
     EVAL_CHUNK_CONV,
     EVAL_CHUNK_DENSE,
@@ -398,7 +398,7 @@ class Engine:
             return np.arange(self.n_agents)
         m = np.asarray(mask)
         if m.dtype != bool or m.shape != (self.n_agents,):
-            raise ConfigError("mask", m.shape, f"a boolean array of length {self.n_agents}")
+            raise bad_argument("mask", m.shape, f"a boolean array of length {self.n_agents}")
         return np.flatnonzero(m)
 
     def _draw_batches(self, agents: np.ndarray) -> np.ndarray:
@@ -470,7 +470,7 @@ class Engine:
         """
         m = sp.csr_matrix(w)
         if m.shape != (self.n_agents, self.n_agents):
-            raise ConfigError("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
+            raise bad_argument("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
         self._mix(m)
 
     def _mix(self, m: sp.csr_matrix) -> None:
@@ -480,10 +480,10 @@ class Engine:
         """Weighted average of the given agents' models (FedAvg: weights = sample counts)."""
         idx = np.asarray(agents, dtype=np.int64).reshape(-1)
         if idx.size == 0:
-            raise ConfigError("agents", [], "at least one agent to average")
+            raise bad_argument("agents", [], "at least one agent to average")
         w = np.ones(idx.size) if weights is None else np.asarray(weights, dtype=np.float64)
         if w.shape != idx.shape or (w < 0).any() or w.sum() <= 0:
-            raise ConfigError("weights", w.shape, f"{idx.size} non-negative weights, sum > 0")
+            raise bad_argument("weights", w.shape, f"{idx.size} non-negative weights, sum > 0")
         return average_stacks(self.params, idx, w, device=self.device)
 
     # --- single models -----------------------------------------------------------------------
@@ -494,7 +494,7 @@ class Engine:
     def set_agent(self, i: int, tensors: Sequence[torch.Tensor]) -> None:
         """Overwrite agent i's parameters (copied in place)."""
         if len(tensors) != len(self.params):
-            raise ConfigError("tensors", len(tensors), f"{len(self.params)} parameter tensors")
+            raise bad_argument("tensors", len(tensors), f"{len(self.params)} parameter tensors")
         with torch.no_grad():
             for p, t in zip(self.params, tensors, strict=True):
                 p[i].copy_(t)
@@ -502,7 +502,7 @@ class Engine:
     def combine(self, snapshots: Sequence[Params], weights: Sequence[float]) -> Params:
         """``sum_k weights[k] * snapshots[k]`` per layer (weights used as given)."""
         if len(snapshots) == 0 or len(snapshots) != len(weights):
-            raise ConfigError(
+            raise bad_argument(
                 "weights", len(weights), f"one weight per snapshot ({len(snapshots)}), >= 1"
             )
         return combine_snapshots(snapshots, weights, n_layers=len(self.params), device=self.device)
@@ -563,12 +563,12 @@ class Engine:
         """
         order = np.asarray(indices, dtype=np.int64).reshape(-1)
         if not 0 <= int(agent) < self.n_agents:
-            raise ConfigError("agent", agent, f"an agent id in [0, {self.n_agents})")
+            raise bad_argument("agent", agent, f"an agent id in [0, {self.n_agents})")
         if order.size < self.batch_size:
-            raise ConfigError("indices", order.size, f">= batch_size ({self.batch_size}) samples")
+            raise bad_argument("indices", order.size, f">= batch_size ({self.batch_size}) samples")
         n_train = int(self._y.shape[0])
         if order.min() < 0 or order.max() >= n_train or np.unique(order).size != order.size:
-            raise ConfigError("indices", order.size, f"distinct sample ids in [0, {n_train})")
+            raise bad_argument("indices", order.size, f"distinct sample ids in [0, {n_train})")
         labels = self._y.cpu().numpy()
         self.parts[agent] = np.sort(order)
         self.data_sizes[agent] = order.size
@@ -586,7 +586,7 @@ class Engine:
         area's labels); NaN, NaN when no test sample has one of them.
         """
         if len(params) != len(self.params):
-            raise ConfigError("params", len(params), f"{len(self.params)} parameter tensors")
+            raise bad_argument("params", len(params), f"{len(self.params)} parameter tensors")
         x, y = self._x_test, self._y_test
         if labels is not None:
             keep = torch.isin(y, torch.as_tensor(list(labels), dtype=y.dtype, device=y.device))
@@ -643,15 +643,15 @@ class Engine:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore parameters, momentum buffers and batch-sampling RNGs (in place)."""
         if state.get("format") != STATE_FORMAT or state.get("net") != self.net_name:
-            raise ConfigError(
+            raise bad_argument(
                 "state",
                 (state.get("format"), state.get("net")),
                 f"an engine state of format {STATE_FORMAT} for net {self.net_name}",
             )
         if state.get("n_agents") != self.n_agents or len(state["params"]) != len(self.params):
-            raise ConfigError("state", state.get("n_agents"), f"{self.n_agents} agents")
+            raise bad_argument("state", state.get("n_agents"), f"{self.n_agents} agents")
         if len(state["momentum"]) != len(self.momentum_buffers):
-            raise ConfigError("state", "momentum", "the same momentum setting as this engine")
+            raise bad_argument("state", "momentum", "the same momentum setting as this engine")
         with torch.no_grad():
             for dst, src in zip(self.params, state["params"], strict=True):
                 dst.copy_(src)
@@ -659,7 +659,7 @@ class Engine:
                 dst.copy_(src)
             adam = state.get("adam", [])
             if len(adam) != len(self.adam_buffers):
-                raise ConfigError("state", "adam", "the same optimizer setting as this engine")
+                raise bad_argument("state", "adam", "the same optimizer setting as this engine")
             for dst, src in zip(self.adam_buffers, adam, strict=True):
                 dst.copy_(src)
         if "adam_steps" in state:
@@ -818,7 +818,10 @@ def make_engine(
     Raises
     ------
     ConfigError
-        a bad value, e.g. an agent without data.
+        an unknown backend or net, an agent without data, no CUDA here for ``device = cuda``.
+        The settings themselves are trusted: the config checked each and their combinations.
+    ValueError
+        ``parts`` or an engine-only option (``agent_chunk``) is wrong: the calling code's fault.
     """
     if backend not in BACKENDS:
         raise ConfigError("backend", backend, "one of " + ", ".join(BACKENDS))
