@@ -50,6 +50,16 @@ class ConfigError(PicklableError, ValueError):
         self.allowed = allowed
 
 
+def bad_argument(argument: str, value: object, expected: str) -> ValueError:
+    """A :class:`ValueError` for a function's own argument (``mask``, ``W``), not a setting.
+
+    WHY: :class:`ConfigError` says *setting ... is not allowed* and so sends a user looking for
+    a setting that does not exist; an argument no user gives means the calling code is wrong.
+    Same one line: the argument, the value cut to :data:`MAX_ECHO`, what was expected.
+    """
+    return ValueError(f"argument '{argument}' = {shortened(value)} is not valid: {expected}")
+
+
 MAX_ECHO = 200
 """Characters of a refused value echoed in a message (a 100,000-seed list stays one short line)."""
 

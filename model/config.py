@@ -99,7 +99,6 @@ __all__ = [
     "canonical",
     "canonical_name",
     "check_one_name_each",
-    "check_setting",
     "coerce",
     "contact_outputs",
     "dataset_check",
@@ -990,21 +989,12 @@ def validated[C: ConfigFields](config: C) -> C:
     return config
 
 
-def check_setting(name: str, value: Any) -> None:
-    """Check ``value`` by setting ``name``'s own declared check, the one :func:`validated` runs.
-
-    Code that takes a setting's value as an argument (the learning engine) checks it here, so each
-    rule is written once.
-    """
-    owner, attr = split_name(name)
-    declared = next(f for f in fields(owner_type(owner)) if f.name == attr)
-    run_check(name, declared, value)
-
-
 def _check_joint(config: ConfigFields) -> None:
     if config.n_agents < 1:
         raise ConfigError("+".join(COUNT_SETTING.values()), 0, "at least one agent")
     _check_link(config)
+    if config.learning:
+        _check_training(config)
     cores = usable_cores()
     on_this_machine = config.worker_backend == "processes" or config.ray_address is None
     if on_this_machine and config.workers > cores:
@@ -1018,6 +1008,33 @@ def _check_joint(config: ConfigFields) -> None:
         fit = mobility_fit(kind, name)
         if fit is not None:
             raise ConfigError(f"{kind}.mobility", name, fit)
+
+
+def _check_training(config: ConfigFields) -> None:
+    """The learning settings' combination rules, checked here only (the engine trusts them).
+
+    Adam keeps per-agent moments in this process, so its training is never spread over worker
+    processes or Ray actors; workers are the loop backend's, on the CPU.
+    """
+    shown = functools.partial(display_name, config)
+    adam = config.optimizer == "adam"
+    if adam and config.momentum:
+        raise ConfigError(
+            shown("momentum"), config.momentum, "0 with optimizer = adam (Adam has its own)"
+        )
+    if adam and config.workers > 1:
+        raise ConfigError(shown("workers"), config.workers, "1 with optimizer = adam")
+    if adam and config.worker_backend == "ray":
+        raise ConfigError(
+            shown("worker_backend"), config.worker_backend,
+            "processes with optimizer = adam (Ray actors hold no Adam moments)",
+        )
+    if config.worker_backend == "ray" and config.backend != "loop":
+        raise ConfigError(
+            shown("worker_backend"), config.worker_backend, "processes unless backend = loop"
+        )
+    if config.workers > 1 and (config.backend != "loop" or config.device != "cpu"):
+        raise ConfigError(shown("workers"), config.workers, "1 unless backend = loop on the CPU")
 
 
 def _check_link(config: ConfigFields) -> None:

@@ -58,6 +58,29 @@ def test_bad_value_names_setting_value_and_what_is_allowed(assignment, setting):
     assert "\n" not in message
 
 
+@pytest.mark.parametrize(
+    "assignments, setting, allowed",
+    [
+        (["optimizer=adam", "momentum=0.9"], "momentum", "0 with optimizer = adam"),
+        (["optimizer=adam", "workers=2"], "workers", "1 with optimizer = adam"),
+        (["optimizer=adam", "worker_backend=ray"], "worker_backend", "processes with optimizer"),
+        (["backend=batched", "worker_backend=ray"], "worker_backend", "unless backend = loop"),
+        (["backend=batched", "workers=2"], "workers", "1 unless backend = loop on the CPU"),
+        (["device=cuda", "workers=2"], "workers", "1 unless backend = loop on the CPU"),
+    ],
+)
+def test_training_combinations_are_refused_by_the_config_before_any_engine(
+    assignments, setting, allowed
+):
+    # Execute: the config is the one place these rules live (the engine trusts its settings)
+    with pytest.raises(ConfigError) as info:
+        Config().with_overrides(assignments)
+    # Assert: named as the setting, one line; a world that does not learn never reads them
+    assert info.value.setting == setting and allowed in info.value.allowed
+    assert "\n" not in str(info.value)
+    assert not Config().with_overrides([*assignments, "learning=false"]).learning
+
+
 def test_plugin_settings_by_namespace_table_keyword_and_old_flat_name(tmp_path):
     # Prepare
     path = tmp_path / "run.toml"

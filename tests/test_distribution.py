@@ -75,16 +75,17 @@ def test_cells_within_uses_euclidean_distance_by_default() -> None:
     assert everything.tolist() == list(range(9))
 
 
-def test_bad_settings_raise_config_error_naming_the_setting() -> None:
-    with pytest.raises(ConfigError, match="grid"):
+def test_bad_arguments_raise_value_error_naming_the_argument() -> None:
+    # arguments of these pure functions, not settings: the mobility models check those
+    with pytest.raises(ValueError, match="grid"):
         cell_coordinates(grid=0)
-    with pytest.raises(ConfigError, match="rc"):
+    with pytest.raises(ValueError, match="argument 'rc'"):
         coverage_matrix([0], grid=3, rc=-1.0)
-    with pytest.raises(ConfigError, match="metric"):
+    with pytest.raises(ValueError, match="metric"):
         coverage_matrix([0], grid=3, rc=1.0, metric="manhattan")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="static_cells"):
+    with pytest.raises(ValueError, match="static_cells"):
         coverage_matrix([9], grid=3, rc=1.0)
-    with pytest.raises(ConfigError, match="rm_cells"):
+    with pytest.raises(ValueError, match="argument 'rm_cells'"):
         step_toward(0, 1, rm_cells=-2.0, grid=3)
 
 
@@ -144,7 +145,7 @@ def test_distribution_distance_l2_is_eq5_and_tv_is_half_l1() -> None:
     # sum of squares, halved by the sqrt) and the sqrt (u): <= 3.5 u x 0.42 = 1.7e-16; 1e-15
     # keeps 6 x (the row 0 is exact)
     np.testing.assert_allclose(rows, [0.42426406871192845, 0.0], rtol=0, atol=1e-15)
-    with pytest.raises(ConfigError, match="distance metric"):
+    with pytest.raises(ValueError, match="distance metric"):
         distribution_distance(p, q, metric="kl")  # type: ignore[arg-type]
 
 
@@ -363,7 +364,7 @@ def test_next_destination_keeps_until_reached_then_draws() -> None:
     # reached (or first round) -> drawn from eq. 6/9 probabilities (a point mass here).
     assert next_destination(7, 7, candidates=[1, 2], probabilities=[0.0, 1.0], rng=rng) == 2
     assert next_destination(7, None, candidates=[1, 2], probabilities=[1.0, 0.0], rng=rng) == 1
-    with pytest.raises(ConfigError, match="probabilities"):
+    with pytest.raises(ValueError, match="probabilities"):
         next_destination(7, 7, candidates=[1, 2], probabilities=[0.3, 0.3], rng=rng)
 
 
@@ -378,9 +379,9 @@ def test_rectangular_grid_helpers_are_row_major_over_cols() -> None:
     assert coords.tolist() == [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
     assert cell_index(1, 2, grid=(2, 3)) == 5
     assert cell_row_col(5, grid=(2, 3)) == (1, 2)
-    with pytest.raises(ConfigError, match="grid"):
+    with pytest.raises(ValueError, match="grid"):
         cell_coordinates(grid=(2, 0))
-    with pytest.raises(ConfigError, match="cell"):
+    with pytest.raises(ValueError, match="cell"):
         cell_row_col(6, grid=(2, 3))
     # a square grid given as (G, G) behaves exactly like G
     np.testing.assert_array_equal(cell_coordinates(grid=(4, 4)), cell_coordinates(grid=4))

@@ -72,7 +72,7 @@ def test_set_data_updates_partition_histogram_and_loss_order(engine, ds):
         assert np.flatnonzero(engine.label_hist[2]).tolist() == [3]
         assert losses.shape == (40,)
         assert engine.loss_of(2, on_agent=2, max_samples=40) == pytest.approx(losses.mean())
-        with pytest.raises(ConfigError, match="indices"):
+        with pytest.raises(ValueError, match="indices"):
             engine.set_data(2, np.array([0, 0, 1, 2, 3, 4, 5, 6, 7]))
     finally:
         engine.set_data(2, saved[0])

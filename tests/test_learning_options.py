@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from mobidfl.agents.mobility.random_walk import high_mobility_count
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config
 from mobidfl.model.learning.engine import (
     TrainingSettings,
     adam_update,
@@ -197,6 +199,6 @@ def test_reset_optimizer_state_zeroes_adam_moments_and_step_counts(ds):
         assert float(buf[[1, 3]].abs().max()) > 0.0
 
 
-def test_optimizer_state_is_checked_with_one_line(ds):
-    with pytest.raises(Exception, match="optimizer_state"):
-        make(ds, "loop", optimizer_state="forget")
+def test_optimizer_state_is_checked_with_one_line():
+    with pytest.raises(ConfigError, match="optimizer_state"):
+        Config().with_overrides(["optimizer_state=forget"])

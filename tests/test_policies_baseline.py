@@ -157,7 +157,7 @@ def test_combine_rows_stacks_groups_and_rejects_overlap():
     w = combine_rows(groups, 4).toarray()
     # Assert: only members' rows are taken; others are the identity
     np.testing.assert_allclose(w, [[0.5, 0.5, 0, 0], [0.5, 0.5, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
-    with pytest.raises(ConfigError, match="exactly one policy group"):
+    with pytest.raises(ValueError, match="argument .members. = 1 .*exactly one policy group"):
         combine_rows([(np.array([0, 1]), Exchange()), (np.array([1]), Exchange())], 4)
 
 

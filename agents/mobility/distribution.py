@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from mobidfl.errors import ConfigError
+from mobidfl.errors import ConfigError, bad_argument
 
 __all__ = [
     "area_label_lists",
@@ -67,7 +67,7 @@ def _shape(grid: GridShape) -> tuple[int, int]:
     if len(dims) != 2 or any(
         isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1 for d in dims
     ):
-        raise ConfigError("grid", grid, "an integer >= 1 (cells per side) or (rows, cols)")
+        raise bad_argument("grid", grid, "an integer >= 1 (cells per side) or (rows, cols)")
     return int(dims[0]), int(dims[1])
 
 
@@ -77,21 +77,21 @@ def _check_grid(grid: GridShape) -> tuple[int, int]:
 
 def _check_radius(name: str, value: float) -> None:
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
-        raise ConfigError(name, value, "a number >= 0 in cell units (math.inf allowed)")
+        raise bad_argument(name, value, "a number >= 0 in cell units (math.inf allowed)")
     if np.isnan(value) or value < 0:
-        raise ConfigError(name, value, "a number >= 0 in cell units (math.inf allowed)")
+        raise bad_argument(name, value, "a number >= 0 in cell units (math.inf allowed)")
 
 
 def _check_metric(metric: str) -> None:
     if metric not in ("euclidean", "chebyshev"):
-        raise ConfigError("metric", metric, "'euclidean' (paper) or 'chebyshev'")
+        raise bad_argument("metric", metric, "'euclidean' (paper) or 'chebyshev'")
 
 
 def _as_cells(cells: ArrayLike, *, n_cells: int, name: str) -> np.ndarray:
     arr = np.asarray(cells)
     if arr.size and (not np.issubdtype(arr.dtype, np.integer) or arr.min() < 0
                      or arr.max() >= n_cells):
-        raise ConfigError(name, arr.tolist(), f"integer cell indices in [0, {n_cells})")
+        raise bad_argument(name, arr.tolist(), f"integer cell indices in [0, {n_cells})")
     return arr.astype(np.int64, copy=False)
 
 
@@ -99,7 +99,7 @@ def cell_index(row: int, col: int, *, grid: GridShape) -> int:
     """Row-major cell index of grid location ``(row, col)`` (0-based)."""
     rows, cols = _check_grid(grid)
     if not (0 <= row < rows and 0 <= col < cols):
-        raise ConfigError("(row, col)", (row, col), f"row in [0, {rows}), col in [0, {cols})")
+        raise bad_argument("(row, col)", (row, col), f"row in [0, {rows}), col in [0, {cols})")
     return int(row) * cols + int(col)
 
 
@@ -107,7 +107,7 @@ def cell_row_col(cell: int, *, grid: GridShape) -> tuple[int, int]:
     """Inverse of :func:`cell_index`."""
     rows, cols = _check_grid(grid)
     if not 0 <= cell < rows * cols:
-        raise ConfigError("cell", cell, f"an index in [0, {rows * cols})")
+        raise bad_argument("cell", cell, f"an index in [0, {rows * cols})")
     return int(cell) // cols, int(cell) % cols
 
 
@@ -216,18 +216,18 @@ def label_distribution_at_cells(
     """
     counts = np.asarray(static_counts, dtype=np.float64)
     if counts.ndim != 2:
-        raise ConfigError("static_counts", counts.shape, "a 2-D array (clients, labels)")
+        raise bad_argument("static_counts", counts.shape, "a 2-D array (clients, labels)")
     if np.any(counts < 0):
-        raise ConfigError("static_counts", "negative entries", "label counts >= 0")
+        raise bad_argument("static_counts", "negative entries", "label counts >= 0")
     cells = np.atleast_1d(np.asarray(static_cells))
     if cells.shape != (counts.shape[0],):
-        raise ConfigError(
+        raise bad_argument(
             "static_cells", cells.shape, f"shape ({counts.shape[0]},) matching static_counts"
         )
     n_labels = counts.shape[1]
     own = np.zeros(n_labels) if mobile_counts is None else np.asarray(mobile_counts, float)
     if own.shape != (n_labels,) or np.any(own < 0):
-        raise ConfigError("mobile_counts", own.tolist(), f"{n_labels} label counts >= 0")
+        raise bad_argument("mobile_counts", own.tolist(), f"{n_labels} label counts >= 0")
     cover = coverage_matrix(cells, grid=grid, rc=rc, metric=metric)
     pooled = cover.astype(np.float64) @ counts + own[None, :]
     totals = pooled.sum(axis=1, keepdims=True)
@@ -250,7 +250,7 @@ def distribution_distance(
         return np.sqrt(np.sum(diff * diff, axis=-1))
     if metric == "tv":
         return 0.5 * np.sum(np.abs(diff), axis=-1)
-    raise ConfigError("distance metric", metric, "'l2' (paper, eq. 5) or 'tv'")
+    raise bad_argument("distance metric", metric, "'l2' (paper, eq. 5) or 'tv'")
 
 
 def _proportional(d: np.ndarray) -> np.ndarray:
@@ -297,7 +297,7 @@ def dam_probabilities(
     """
     dist = np.asarray(distributions, dtype=np.float64)
     if dist.ndim != 2 or not 0 <= current_cell < dist.shape[0]:
-        raise ConfigError("current_cell", current_cell, f"a row index of a (cells, labels) array "
+        raise bad_argument("current_cell", current_cell, f"a row index of a (cells, labels) array "
                           f"with {dist.shape[0] if dist.ndim == 2 else 0} rows")
     d = distribution_distance(dist, dist[current_cell], metric=distance)
     return _proportional(d)
@@ -322,9 +322,9 @@ def dcm_probabilities(
     dist = np.asarray(distributions, dtype=np.float64)
     idx = np.asarray(centres, dtype=np.int64)
     if idx.size == 0 or dist.ndim != 2 or idx.min() < 0 or idx.max() >= dist.shape[0]:
-        raise ConfigError("centres", idx.tolist(), "a non-empty list of cell indices")
+        raise bad_argument("centres", idx.tolist(), "a non-empty list of cell indices")
     if not 0 <= current_cell < dist.shape[0]:
-        raise ConfigError("current_cell", current_cell, f"a cell index in [0, {dist.shape[0]})")
+        raise bad_argument("current_cell", current_cell, f"a cell index in [0, {dist.shape[0]})")
     d = distribution_distance(dist[idx], dist[current_cell], metric=distance)
     return _proportional(d)
 
@@ -456,7 +456,7 @@ def next_destination(
     cand = np.asarray(candidates, dtype=np.int64)
     prob = np.asarray(probabilities, dtype=np.float64)
     if cand.shape != prob.shape or cand.size == 0 or not np.isclose(prob.sum(), 1.0):
-        raise ConfigError("probabilities", prob.tolist(), "one per candidate, summing to 1")
+        raise bad_argument("probabilities", prob.tolist(), "one per candidate, summing to 1")
     return int(cand[rng.choice(cand.size, p=prob)])
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from mobidfl.agents.mobility.base import MobilityContext, MobilityModel, register_mobility
 from mobidfl.agents.mobility.static import GRID_KINDS, distinct_cells
-from mobidfl.errors import ConfigError
+from mobidfl.errors import ConfigError, bad_argument
 from mobidfl.settings import PluginSettings, at_least_one, one_of, positive, setting
 
 __all__ = ["PsflSettings", "PsflWalker", "area_layout", "rectangle_areas", "snake_order"]
@@ -130,7 +130,7 @@ def rectangle_areas(
     rows, cols = area_layout(k)
     west, south, east, north = bounds
     if not (east > west and north > south):
-        raise ConfigError("bounds", bounds, "west < east and south < north")
+        raise bad_argument("bounds", bounds, "west < east and south < north")
     xy = np.asarray(xy, dtype=float).reshape(-1, 2)
     col = np.clip(((xy[:, 0] - west) / (east - west) * cols).astype(int), 0, cols - 1)
     row = np.clip(((xy[:, 1] - south) / (north - south) * rows).astype(int), 0, rows - 1)

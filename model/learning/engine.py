@@ -61,8 +61,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import vmap
 
-from mobidfl.errors import ConfigError
-from mobidfl.model.config import check_setting
+from mobidfl.errors import ConfigError, bad_argument
 from mobidfl.model.learning.backends import (
     EVAL_CHUNK_CONV,
     EVAL_CHUNK_DENSE,
@@ -254,32 +253,17 @@ class Engine:
         """
         t = training
         self.training = training
-        _validate(
-            backend=self.backend,
-            parts=parts,
-            n_train=dataset.n_train,
-            lr=t.lr,
-            batch_size=t.batch_size,
-            local_steps=t.local_steps,
-            momentum=t.momentum,
-            weight_decay=t.weight_decay,
-            prox_rho=t.prox_rho,
-            optimizer=t.optimizer,
-            device=t.device,
-            workers=t.workers,
-            agent_chunk=t.agent_chunk,
-            eval_chunk=t.eval_chunk,
-            worker_backend=t.worker_backend,
-            optimizer_state=t.optimizer_state,
-            precision=t.precision,
-        )
+        """The frozen settings this engine was built with: ``training.lr`` is the *initial*
+        rate, never the current one (a schedule moves :attr:`lr` with :meth:`set_lr`)."""
+        _validate(training=t, parts=parts, n_train=dataset.n_train)
         self.optimizer = str(t.optimizer)
         self.precision = str(t.precision)
         self.optimizer_state = str(t.optimizer_state)
         self.net_name = t.net
         self.dataset_name = dataset.name
         self.device = torch.device(t.device)
-        self.lr, self.batch_size = float(t.lr), int(t.batch_size)
+        self._lr = float(t.lr)  # the current rate's one home: lr, set_lr, _hyper read it
+        self.batch_size = int(t.batch_size)
         self.local_steps = int(t.local_steps)
         self.momentum, self.weight_decay = float(t.momentum), float(t.weight_decay)
         self.prox_rho = float(t.prox_rho)
@@ -310,7 +294,9 @@ class Engine:
                     * self.flops_per_sample
                     * (3 * self.local_steps * self.batch_size + int(dataset.y_test.shape[0])),
                     n_agents=self.n_agents,
-                    pooled=self.backend == "loop" and self.device.type == "cpu",
+                    # Adam's moments live in this process: never spread over workers
+                    pooled=self.backend == "loop" and self.device.type == "cpu"
+                    and self.optimizer == "sgd",
                 )
             )
             # Worker processes map the stacks: allocate them in shared memory at once, so
@@ -375,9 +361,32 @@ class Engine:
 
     # --- training ------------------------------------------------------------------------
     @property
+    def lr(self) -> float:
+        """The current learning rate: the next :meth:`train` steps with it.
+
+        Read-only: a schedule changes it with :meth:`set_lr`, so one attribute holds it and
+        :attr:`training` keeps the initial rate.
+        """
+        return self._lr
+
+    def set_lr(self, value: float) -> None:
+        """Make ``value`` the rate of every later :meth:`train` (a ReduceLROnPlateau cut).
+
+        Raises
+        ------
+        ValueError
+            ``value`` is not a finite number > 0.
+        """
+        rate = float(value)
+        if not (math.isfinite(rate) and rate > 0.0):
+            raise ValueError(f"set_lr needs a finite learning rate > 0, got {value!r}")
+        self._lr = rate
+
+    @property
     def _hyper(self) -> Hyper:
+        """The optimiser settings of the next ``train`` call, built from the current :attr:`lr`."""
         return Hyper(
-            self.lr, self.momentum, self.weight_decay, self.prox_rho, optimizer=self.optimizer
+            self._lr, self.momentum, self.weight_decay, self.prox_rho, optimizer=self.optimizer
         )
 
     @property
@@ -389,7 +398,7 @@ class Engine:
             return np.arange(self.n_agents)
         m = np.asarray(mask)
         if m.dtype != bool or m.shape != (self.n_agents,):
-            raise ConfigError("mask", m.shape, f"a boolean array of length {self.n_agents}")
+            raise bad_argument("mask", m.shape, f"a boolean array of length {self.n_agents}")
         return np.flatnonzero(m)
 
     def _draw_batches(self, agents: np.ndarray) -> np.ndarray:
@@ -461,7 +470,7 @@ class Engine:
         """
         m = sp.csr_matrix(w)
         if m.shape != (self.n_agents, self.n_agents):
-            raise ConfigError("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
+            raise bad_argument("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
         self._mix(m)
 
     def _mix(self, m: sp.csr_matrix) -> None:
@@ -471,10 +480,10 @@ class Engine:
         """Weighted average of the given agents' models (FedAvg: weights = sample counts)."""
         idx = np.asarray(agents, dtype=np.int64).reshape(-1)
         if idx.size == 0:
-            raise ConfigError("agents", [], "at least one agent to average")
+            raise bad_argument("agents", [], "at least one agent to average")
         w = np.ones(idx.size) if weights is None else np.asarray(weights, dtype=np.float64)
         if w.shape != idx.shape or (w < 0).any() or w.sum() <= 0:
-            raise ConfigError("weights", w.shape, f"{idx.size} non-negative weights, sum > 0")
+            raise bad_argument("weights", w.shape, f"{idx.size} non-negative weights, sum > 0")
         return average_stacks(self.params, idx, w, device=self.device)
 
     # --- single models -----------------------------------------------------------------------
@@ -485,7 +494,7 @@ class Engine:
     def set_agent(self, i: int, tensors: Sequence[torch.Tensor]) -> None:
         """Overwrite agent i's parameters (copied in place)."""
         if len(tensors) != len(self.params):
-            raise ConfigError("tensors", len(tensors), f"{len(self.params)} parameter tensors")
+            raise bad_argument("tensors", len(tensors), f"{len(self.params)} parameter tensors")
         with torch.no_grad():
             for p, t in zip(self.params, tensors, strict=True):
                 p[i].copy_(t)
@@ -493,7 +502,7 @@ class Engine:
     def combine(self, snapshots: Sequence[Params], weights: Sequence[float]) -> Params:
         """``sum_k weights[k] * snapshots[k]`` per layer (weights used as given)."""
         if len(snapshots) == 0 or len(snapshots) != len(weights):
-            raise ConfigError(
+            raise bad_argument(
                 "weights", len(weights), f"one weight per snapshot ({len(snapshots)}), >= 1"
             )
         return combine_snapshots(snapshots, weights, n_layers=len(self.params), device=self.device)
@@ -554,12 +563,12 @@ class Engine:
         """
         order = np.asarray(indices, dtype=np.int64).reshape(-1)
         if not 0 <= int(agent) < self.n_agents:
-            raise ConfigError("agent", agent, f"an agent id in [0, {self.n_agents})")
+            raise bad_argument("agent", agent, f"an agent id in [0, {self.n_agents})")
         if order.size < self.batch_size:
-            raise ConfigError("indices", order.size, f">= batch_size ({self.batch_size}) samples")
+            raise bad_argument("indices", order.size, f">= batch_size ({self.batch_size}) samples")
         n_train = int(self._y.shape[0])
         if order.min() < 0 or order.max() >= n_train or np.unique(order).size != order.size:
-            raise ConfigError("indices", order.size, f"distinct sample ids in [0, {n_train})")
+            raise bad_argument("indices", order.size, f"distinct sample ids in [0, {n_train})")
         labels = self._y.cpu().numpy()
         self.parts[agent] = np.sort(order)
         self.data_sizes[agent] = order.size
@@ -577,7 +586,7 @@ class Engine:
         area's labels); NaN, NaN when no test sample has one of them.
         """
         if len(params) != len(self.params):
-            raise ConfigError("params", len(params), f"{len(self.params)} parameter tensors")
+            raise bad_argument("params", len(params), f"{len(self.params)} parameter tensors")
         x, y = self._x_test, self._y_test
         if labels is not None:
             keep = torch.isin(y, torch.as_tensor(list(labels), dtype=y.dtype, device=y.device))
@@ -634,15 +643,15 @@ class Engine:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore parameters, momentum buffers and batch-sampling RNGs (in place)."""
         if state.get("format") != STATE_FORMAT or state.get("net") != self.net_name:
-            raise ConfigError(
+            raise bad_argument(
                 "state",
                 (state.get("format"), state.get("net")),
                 f"an engine state of format {STATE_FORMAT} for net {self.net_name}",
             )
         if state.get("n_agents") != self.n_agents or len(state["params"]) != len(self.params):
-            raise ConfigError("state", state.get("n_agents"), f"{self.n_agents} agents")
+            raise bad_argument("state", state.get("n_agents"), f"{self.n_agents} agents")
         if len(state["momentum"]) != len(self.momentum_buffers):
-            raise ConfigError("state", "momentum", "the same momentum setting as this engine")
+            raise bad_argument("state", "momentum", "the same momentum setting as this engine")
         with torch.no_grad():
             for dst, src in zip(self.params, state["params"], strict=True):
                 dst.copy_(src)
@@ -650,7 +659,7 @@ class Engine:
                 dst.copy_(src)
             adam = state.get("adam", [])
             if len(adam) != len(self.adam_buffers):
-                raise ConfigError("state", "adam", "the same optimizer setting as this engine")
+                raise bad_argument("state", "adam", "the same optimizer setting as this engine")
             for dst, src in zip(self.adam_buffers, adam, strict=True):
                 dst.copy_(src)
         if "adam_steps" in state:
@@ -809,7 +818,10 @@ def make_engine(
     Raises
     ------
     ConfigError
-        a bad value, e.g. an agent without data.
+        an unknown backend or net, an agent without data, no CUDA here for ``device = cuda``.
+        The settings themselves are trusted: the config checked each and their combinations.
+    ValueError
+        ``parts`` or an engine-only option (``agent_chunk``) is wrong: the calling code's fault.
     """
     if backend not in BACKENDS:
         raise ConfigError("backend", backend, "one of " + ", ".join(BACKENDS))
@@ -817,60 +829,31 @@ def make_engine(
 
 
 # --- helpers ------------------------------------------------------------------------------------
-def _validate(
-    *,
-    backend: str,
-    parts: Sequence[np.ndarray],
-    n_train: int,
-    lr: float,
-    batch_size: int,
-    local_steps: int,
-    momentum: float,
-    weight_decay: float,
-    prox_rho: float,
-    optimizer: str,
-    device: str,
-    workers: int,
-    agent_chunk: int | None,
-    eval_chunk: int = 0,
-    worker_backend: str = "processes",
-    optimizer_state: str = "keep",
-    precision: str = "fp32",
-) -> None:
+def _validate(*, training: TrainingSettings, parts: Sequence[np.ndarray], n_train: int) -> None:
+    """Refuse what no setting check could know: this machine, this process, the partition.
+
+    WHY: ``training`` is trusted; each setting and each combination of settings is checked
+    once, by the config (:func:`mobidfl.model.config.validated`). Here: the engine-only options
+    and the arguments (``parts``), and whether this machine and process can do it.
+    """
     if len(parts) < 1:
-        raise ConfigError("n_agents", 0, "at least one agent with data")
-    settings = {  # each by the config's own check (one rule per setting, mobidfl.model.config)
-        "lr": lr, "batch_size": batch_size, "optimizer": optimizer, "local_steps": local_steps,
-        "momentum": momentum, "weight_decay": weight_decay, "prox_rho": prox_rho,
-        "workers": workers, "eval_chunk": eval_chunk, "worker_backend": worker_backend,
-        "optimizer_state": optimizer_state, "precision": precision,
-    }
-    for name, value in settings.items():
-        check_setting(name, value)
-    if optimizer == "adam" and momentum:
-        raise ConfigError("momentum", momentum, "0 with optimizer = adam (Adam has its own)")
-    if optimizer == "adam" and workers > 1:
-        raise ConfigError("workers", workers, "1 with optimizer = adam")
-    if worker_backend == "ray" and backend != "loop":
-        raise ConfigError("worker_backend", worker_backend, "processes unless backend = loop")
-    if agent_chunk is not None and int(agent_chunk) < 1:
-        raise ConfigError("agent_chunk", agent_chunk, "an integer >= 1 or None")
-    dev = torch.device(device)
-    if dev.type not in ("cpu", "cuda"):
-        raise ConfigError("device", device, "cpu or cuda")
+        raise ValueError("the engine needs parts for at least one agent, got none")
+    if training.agent_chunk is not None and int(training.agent_chunk) < 1:
+        chunk = training.agent_chunk
+        raise ValueError(f"agent_chunk must be an integer >= 1 or None, got {chunk!r}")
+    dev = torch.device(training.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device", device, "cpu (no CUDA device is available here)")
-    if workers > 1 and (backend != "loop" or dev.type != "cpu"):
-        raise ConfigError("workers", workers, "1 unless backend = loop on the CPU")
+        raise ConfigError("device", training.device, "cpu (no CUDA device is available here)")
+    workers = training.workers
     if workers > 1 and multiprocessing.current_process().daemon:
         raise ConfigError(
             "workers", workers, "1 inside a daemonic process (e.g. a mesa.batch_run worker)"
         )
-    sizes = np.array([np.asarray(p).size for p in parts])
     for i, p in enumerate(parts):
         arr = np.asarray(p)
         if arr.size and (arr.min() < 0 or arr.max() >= n_train):
-            raise ConfigError("parts", i, f"sample indices in [0, {n_train})")
+            raise ValueError(f"parts[{i}] holds sample indices outside [0, {n_train})")
+    sizes = np.array([np.asarray(p).size for p in parts])
     small = int(np.argmin(sizes))
     if sizes[small] < 1:
         raise ConfigError(

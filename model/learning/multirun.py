@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mobidfl.errors import ConfigError
+from mobidfl.errors import bad_argument
 from mobidfl.model.learning.backends import (
     evaluate_agents,
     hyper_stretches,
@@ -121,7 +121,7 @@ class RunGroup:
     def __init__(self, engines: Sequence[Any]) -> None:
         keys = {group_key(e) for e in engines}
         if len(engines) < 1 or None in keys or len(keys) != 1:
-            raise ConfigError("batch_runs", len(engines), "engines of one group_key (not None)")
+            raise bad_argument("batch_runs", len(engines), "engines of one group_key (not None)")
         self.engines = list(engines)
         lead = self.engines[0]
         self.backend = lead.backend

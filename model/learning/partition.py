@@ -18,8 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mobidfl.errors import ConfigError
+from mobidfl.errors import ConfigError, bad_argument
 from mobidfl.plugins import PARTITIONS
+from mobidfl.settings import COUNT_SETTING
 
 __all__ = [
     "PARTITIONS",
@@ -33,6 +34,9 @@ __all__ = [
     "shard_counts",
 ]
 
+
+AGENT_COUNTS = "+".join(COUNT_SETTING.values())
+"""The settings whose sum is the fleet a partition must serve (as the config names them)."""
 
 SHARED_HINT = "or partition = shards_resampled (samples drawn with replacement, shared)"
 """Said by every refusal of a fleet larger than the data set: the explicit way to share."""
@@ -48,10 +52,10 @@ SHARD_MIX: tuple[tuple[int, float], ...] = ((4, 0.1), (3, 0.2), (2, 0.3))
 def _check_agents(labels: np.ndarray, n_agents: int) -> np.ndarray:
     labels = np.asarray(labels).reshape(-1)
     if isinstance(n_agents, bool) or int(n_agents) < 1:
-        raise ConfigError("n_agents", n_agents, "an integer >= 1")
+        raise bad_argument("n_agents", n_agents, "an integer >= 1")
     if labels.size < n_agents:
         raise ConfigError(
-            "n_agents",
+            AGENT_COUNTS,
             n_agents,
             f"at most the number of training samples ({labels.size}), {SHARED_HINT}",
         )
@@ -99,7 +103,7 @@ def partition_shards(
     n_shards = 2 * n_agents
     if n_shards > labels.size:
         raise ConfigError(
-            "n_agents",
+            AGENT_COUNTS,
             n_agents,
             f"shards need 2N <= training samples ({labels.size}); use fewer agents, "
             f"{SHARED_HINT}",
@@ -140,14 +144,14 @@ def partition_shards_resampled(
     """
     labels = np.asarray(labels).reshape(-1)
     if isinstance(n_agents, bool) or int(n_agents) < 1:
-        raise ConfigError("n_agents", n_agents, "an integer >= 1")
+        raise bad_argument("n_agents", n_agents, "an integer >= 1")
     if labels.size < 1:
-        raise ConfigError("labels", 0, "at least one training sample")
+        raise bad_argument("labels", 0, "at least one training sample")
     n_agents = int(n_agents)
     n_shards = 2 * n_agents
     size = max(labels.size // n_shards, MIN_SHARD_SIZE) if shard_size is None else shard_size
     if isinstance(size, bool) or int(size) < 1:
-        raise ConfigError("shard_size", shard_size, "an integer >= 1")
+        raise bad_argument("shard_size", shard_size, "an integer >= 1")
     size = int(size)
     order = np.argsort(labels, kind="stable")
     sorted_labels = labels[order]
@@ -187,7 +191,7 @@ def partition_dirichlet(
         raise ConfigError("dirichlet_alpha", alpha, "a finite number > 0")
     if min_size * n_agents > labels.size:
         raise ConfigError(
-            "n_agents",
+            AGENT_COUNTS,
             n_agents,
             f"N * min_size ({min_size}) <= training samples ({labels.size}), {SHARED_HINT}",
         )
@@ -234,15 +238,15 @@ def partition_area(
     area = np.asarray(agent_area, dtype=np.int64).reshape(-1)
     n_areas = len(area_labels)
     if area.size < 1:
-        raise ConfigError("n_agents", 0, "at least one agent")
+        raise bad_argument("n_agents", 0, "at least one agent")
     if n_areas < 1:
         raise ConfigError("area_labels", area_labels, "one label list per area")
     if area.min() < 0 or area.max() >= n_areas:
-        raise ConfigError("agent_area", int(area.max()), f"area ids in [0, {n_areas})")
+        raise bad_argument("agent_area", int(area.max()), f"area ids in [0, {n_areas})")
     if within not in ("iid", "shards"):
-        raise ConfigError("within", within, "iid or shards")
+        raise bad_argument("within", within, "iid or shards")
     if per_agent is not None and per_agent < 1:
-        raise ConfigError("per_agent", per_agent, "an integer >= 1 or None")
+        raise bad_argument("per_agent", per_agent, "an integer >= 1 or None")
     present = set(np.unique(labels).tolist())
     agents_in = np.bincount(area, minlength=n_areas)
     pools: list[list[np.ndarray]] = [[] for _ in range(n_areas)]
@@ -272,7 +276,7 @@ def partition_area(
         if per_agent is not None:
             need = per_agent * members.size
             if need > pool.size:
-                raise ConfigError(
+                raise bad_argument(
                     "per_agent",
                     per_agent,
                     f"<= {pool.size // members.size} (area {a}: {pool.size} samples, "
@@ -344,7 +348,7 @@ def make_partition(
                 "partition", name, "area needs agent_area and area_labels (the map areas)"
             )
         if len(agent_area) != n_agents:
-            raise ConfigError("agent_area", len(agent_area), f"one area per agent ({n_agents})")
+            raise bad_argument("agent_area", len(agent_area), f"one area per agent ({n_agents})")
         return partition_area(
             labels, agent_area, area_labels, rng=rng, per_agent=per_agent, within=within
         )

@@ -65,7 +65,9 @@ class LearningSession:
         self.needs_encounter_times = any(
             policy.needs_encounter_times for policy, _ in self.policies.values()
         )
-        self.plateau = PlateauState(lr=config.lr)
+        self.plateau = PlateauState(lr=self.engine.lr)
+        """ReduceLROnPlateau's memory; its ``lr`` is the engine's current rate, both written
+        only by :meth:`_set_plateau` (``config.lr`` stays the initial rate)."""
         self.stopper = EarlyStopState()
         self.metric_columns = metric_columns(
             {name: policy.metric_names for name, (policy, _) in self.policies.items()}
@@ -159,13 +161,12 @@ class LearningSession:
         # Cached-DFL: ReduceLROnPlateau (mobidfl.model.maths.schedule)
         if self.config.lr_plateau_patience:
             trained = losses[np.isfinite(losses)]
-            self.plateau = plateau_step(
+            self._set_plateau(plateau_step(
                 self.plateau,
                 float(trained.mean()) if trained.size else float("nan"),
                 factor=self.config.lr_plateau_factor,
                 patience=self.config.lr_plateau_patience,
-            )
-            self.engine.lr = self.plateau.lr
+            ))
         plan = self.link_plan()
         exchanges: list[tuple[np.ndarray, Exchange]] = []
         reported: dict[tuple[str, str], float] = {}
@@ -260,6 +261,15 @@ class LearningSession:
         accuracy, loss = self.engine.evaluate()
         return Evaluation(accuracy=accuracy, loss=loss, consensus=self.engine.consensus())
 
+    def _set_plateau(self, plateau: PlateauState) -> None:
+        """Store the schedule's state and give its rate to the engine, in one place.
+
+        WHY: the current rate must read the same in the schedule, the engine and the next
+        step's optimiser settings; the frozen settings keep the initial rate.
+        """
+        self.plateau = plateau
+        self.engine.set_lr(plateau.lr)
+
     def state_dict(self) -> dict[str, Any]:
         """The learning state for a checkpoint.
 
@@ -279,8 +289,7 @@ class LearningSession:
         self.engine.load_state_dict(state["engine"])
         if "schedule" in state:
             lr, best, bad, acc, at = state["schedule"]
-            self.plateau = PlateauState(lr=float(lr), best=float(best), bad_steps=int(bad))
+            self._set_plateau(PlateauState(lr=float(lr), best=float(best), bad_steps=int(bad)))
             self.stopper = EarlyStopState(best=float(acc), best_step=int(at))
-            self.engine.lr = self.plateau.lr
         for name, (policy, _) in self.policies.items():
             policy.load_state_dict(state["policies"][name])

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import scipy.sparse
 
-from mobidfl.errors import ConfigError
+from mobidfl.errors import ConfigError, bad_argument
 from mobidfl.plugins import POLICIES
 from mobidfl.settings import PluginSettings
 
@@ -412,9 +412,9 @@ def combine_rows(
     for members, ex in exchanges:
         idx = np.asarray(members, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= n):
-            raise ConfigError("members", idx.tolist()[:8], f"agent indices in [0, {n})")
+            raise bad_argument("members", idx.tolist()[:8], f"agent indices in [0, {n})")
         if seen[idx].any():
-            raise ConfigError(
+            raise bad_argument(
                 "members", int(idx[seen[idx]][0]), "each agent in exactly one policy group"
             )
         seen[idx] = True
@@ -422,7 +422,7 @@ def combine_rows(
             continue
         rows = scipy.sparse.csr_matrix(ex.rows)
         if rows.shape != (n, n):
-            raise ConfigError("rows", rows.shape, f"an {n} x {n} matrix")
+            raise bad_argument("rows", rows.shape, f"an {n} x {n} matrix")
         pick = np.zeros(n)
         pick[idx] = 1.0
         blocks.append(scipy.sparse.diags(pick) @ rows)

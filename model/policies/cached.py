@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from mobidfl.errors import ConfigError
+from mobidfl.errors import ConfigError, bad_argument
 from mobidfl.model.maths.cache import (
     CacheEntry,
     aggregation_weights,
@@ -86,7 +86,7 @@ def encounter_order(
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     times = np.asarray(times, dtype=float).reshape(-1)
     if pairs.shape[0] != times.size:
-        raise ConfigError("encounters", (pairs.shape[0], times.size), "one time per pair")
+        raise bad_argument("encounters", (pairs.shape[0], times.size), "one time per pair")
     mask = np.zeros(int(pairs.max(initial=-1)) + 1, bool)
     idx = np.asarray(members, dtype=np.int64)
     mask[idx[idx < mask.size]] = True
@@ -428,7 +428,7 @@ class CachedPolicy(ExchangePolicy):
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`; entries that shared a snapshot share it again."""
         if state.get("format") != STATE_FORMAT:
-            raise ConfigError("state", state.get("format"), f"a {self.name} state of format 1")
+            raise bad_argument("state", state.get("format"), f"a {self.name} state of format 1")
         shared: list[tuple[Any, ...]] = [tuple(s) for s in state["snapshots"]]
         caches: dict[int, dict[int, CacheEntry]] = {int(o): {} for o in state["owners"]}
         for owner, origin, timestamp, size, group, snap in state["entries"]:

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, override
 import numpy as np
 import scipy.sparse as sp
 
-from mobidfl.errors import ConfigError
+from mobidfl.errors import bad_argument
 from mobidfl.model.maths.mixing import member_mask
 from mobidfl.model.policies.base import (
     Exchange,
@@ -79,7 +79,7 @@ def pairwise_rows(
     mask = member_mask(n, members)
     sizes = np.asarray(data_sizes, dtype=np.float64).reshape(-1)
     if sizes.shape != (n,) or (sizes[mask] <= 0).any():
-        raise ConfigError("data_sizes", sizes.shape, f"a positive sample count per agent ({n})")
+        raise bad_argument("data_sizes", sizes.shape, f"a positive sample count per agent ({n})")
     if not mask.all():
         keep = sp.diags(mask.astype(np.float64))
         a = sp.csr_matrix((keep @ a.astype(np.float64) @ keep) != 0)

@@ -46,7 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mobidfl.agents.mobility.walker import PsflSettings
-from mobidfl.errors import ConfigError
+from mobidfl.errors import ConfigError, bad_argument
 from mobidfl.model.maths.mixing import member_pairs
 from mobidfl.model.maths.psfl import (
     ElectionState,
@@ -247,7 +247,7 @@ class PsflPolicy(ExchangePolicy):
                 world=ctx.world,
             )
         elif not np.array_equal(np.asarray(ctx.members), self.members):
-            raise ConfigError("members", ctx.members.tolist()[:8], "the members set up at step 0")
+            raise bad_argument("members", ctx.members.tolist()[:8], "the members set up at step 0")
 
     # --- sensing (before local training) -------------------------------------------------
     def before_training(self, ctx: ExchangeContext) -> None:
@@ -460,7 +460,7 @@ class PsflPolicy(ExchangePolicy):
     @override
     def load_state_dict(self, state: dict) -> None:
         if state.get("format") != STATE_FORMAT:
-            raise ConfigError(
+            raise bad_argument(
                 "state", state.get("format"), f"a psfl state of format {STATE_FORMAT}"
             )
         if not state.get("initialised"):
@@ -468,7 +468,7 @@ class PsflPolicy(ExchangePolicy):
             return
         members = state["members"].numpy().astype(np.int64)
         if self.state is not None and not np.array_equal(members, self.members):
-            raise ConfigError("state", "members", "the same psfl members as this run")
+            raise bad_argument("state", "members", "the same psfl members as this run")
         self.members = members
         self.state = ElectionState(
             lead=state["lead"].numpy().astype(np.int64),
@@ -483,6 +483,6 @@ class PsflPolicy(ExchangePolicy):
         self._acc = (float(state["acc"][0]), float(state["acc"][1]))
         if self.sensed:
             if self._engine is None:
-                raise ConfigError("state", "sensed data", "a psfl policy set up with an engine")
+                raise bad_argument("state", "sensed data", "a psfl policy set up with an engine")
             for w, order in self.sensed.items():
                 set_agent_data(self._engine, w, order)
