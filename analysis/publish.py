@@ -208,7 +208,8 @@ def study_page(dest: str | Path, *, figure: str) -> str:
         f"{', '.join(machines) or 'unknown'}).",
         "",
         "This is version 2 of the controlled study, kept as a record. Its answer did not "
-        "discriminate between policies (issue 51): version 3, pre-registered, off the ceiling "
+        "discriminate between policies (its rule did no better than always running one policy, "
+        "left one world out): version 3, pre-registered, off the ceiling "
         "and with bytes, is [the regimes study](regimes.md).",
         "",
         "## The answer",
