@@ -365,6 +365,8 @@ class Rule:
                 op = ">" if side == "hi" else "<="
                 cond.append(f"{labels.get(name, name)} {op} {_fmt_cut(cut)}")
             parts.append(f"**{policy}** where " + " and ".join(cond))
+        if len(self.predict) < self.regimes:  # a regime without a training world
+            parts.append(f"**{self.constant}** (the constant) elsewhere")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:

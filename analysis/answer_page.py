@@ -523,7 +523,7 @@ def figures(got: dict[str, Any], out_map: Path, out_pareto: Path) -> list[Path]:
     contenders = list(got["design"]["contenders"])
     colours = dict(zip(contenders, ("tab:green", "tab:blue", "tab:orange", "tab:red"),
                        strict=False))
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fig, ax = plt.subplots(figsize=(9.5, 4.8))
     for _, w in worlds.iterrows():
         v = w["verdict"]
         marker = "o" if w["samples_per_agent"] >= 300 else "s"
@@ -534,11 +534,12 @@ def figures(got: dict[str, Any], out_map: Path, out_pareto: Path) -> list[Path]:
     for p, c in colours.items():
         ax.scatter([], [], color=c, label=f"best: {p}")
     ax.scatter([], [], marker="o", facecolors="none", edgecolors="k",
-               label="circle ~1,000 samples/agent; square ~67; hollow: not a winner verdict")
+               label="circle: >= 300 samples/agent\nsquare: fewer\nhollow: no winner verdict\n"
+                     "or ceiling; thick: held out")
     ax.set_xscale("log")
     ax.set_xlabel("contacts per agent per step (log)")
     ax.set_ylabel("label skew")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title("Best contender per world (primary metric)", fontsize=10)
     fig.tight_layout()
     fig.savefig(out_map, dpi=110)
