@@ -578,7 +578,8 @@ def recommend(answer: Mapping[str, Any], descriptors: Mapping[str, float]) -> di
             a = _scaled(name, float(descriptors.get(name, math.nan)))
             b = _scaled(name, float(world.get(name) if world.get(name) is not None else math.nan))
             if math.isfinite(a) and math.isfinite(b):
-                total += ((a - b) / spans[name]) ** 2
+                gap = (a - b) / spans[name]
+                total += gap * gap  # a product overflows to inf; ** would raise
         if total < best_d:
             best, best_d = world, total
     out["nearest"] = best
