@@ -54,9 +54,10 @@ def test_describe_with_the_study_s_rule_answers_for_a_user_s_file(tmp_path):
     import subprocess
     import sys
 
-    # Prepare: a user's own world, far denser than any studied one (radius 3 km)
+    # Prepare: a user's own world with more data per car than any studied one (2 cars
+    # share mnist5k's 4,000 training images: 2,000 each; the grid spans 67 to 1,000)
     mine = tmp_path / "my_world.toml"
-    mine.write_text('map = "helsinki_drive"\nvehicles = 20\npedestrians = 0\nsensors = 0\n'
+    mine.write_text('map = "helsinki_drive"\nvehicles = 2\npedestrians = 0\nsensors = 0\n'
                     'uavs = 0\nsteps = 4\nradius_m = 3000.0\ndataset = "mnist5k"\n'
                     'partition = "iid"\n')
     # Execute
@@ -70,4 +71,4 @@ def test_describe_with_the_study_s_rule_answers_for_a_user_s_file(tmp_path):
     row = next(ln for ln in out.splitlines() if ln.startswith("| my_world |"))
     assert row.count("|") == 13
     assert "nearest studied world `" in out
-    assert "neighbours_per_step = " in out and "is outside the studied range" in out
+    assert "samples_per_agent = 2e+03 is outside the studied range" in out
