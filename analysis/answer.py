@@ -335,13 +335,9 @@ class Rule:
 
     def regime(self, row: Mapping[str, Any]) -> str:
         """The key of ``row``'s regime (``""`` for the constant; NaN descriptor: ``"?"``)."""
-        keys = []
-        for name, cut in zip(self.names, self.cuts, strict=True):
-            value = float(row.get(name, math.nan))
-            if not math.isfinite(value):
-                return "?"
-            keys.append("hi" if value > cut else "lo")
-        return ",".join(keys)
+        one = _Worlds({n: np.array([float(row.get(n, math.nan))]) for n in self.names},
+                      np.array([""]), [set()])
+        return _keys(one, self.names, self.cuts)[0]
 
     def __call__(self, row: Mapping[str, Any]) -> str:
         """The policy predicted for a world with descriptors ``row`` (the constant's if unknown)."""

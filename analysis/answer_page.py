@@ -120,6 +120,7 @@ def answer(dest: str | Path) -> dict[str, Any]:
         for name in design["descriptors"]:
             row[name] = float(desc.loc[key, name]) if key in desc.index else math.nan
         primary = _by_seed(runs, key, "auc_acc")
+        finals = _by_seed(runs, key, "final_acc")
         budget = _by_seed(runs, key, "budget_acc")
         v = world_verdict(primary, contenders=contenders, margin=margin, alpha=alpha)
         b = world_verdict(budget, contenders=contenders, margin=margin, alpha=alpha)
@@ -131,7 +132,7 @@ def answer(dest: str | Path) -> dict[str, Any]:
             "oracle_auc": float(oracle.mean()) if len(oracle) else math.nan,
             "duplicates": duplicate_arms(primary),
             "final_best": max(contenders, key=lambda p: float(
-                _by_seed(runs, key, "final_acc").get(p, pd.Series([-1.0])).mean())),
+                finals.get(p, pd.Series([-1.0])).mean())),
         })
         row["ceiling"] = not (row["headroom_low"] >= float(design["headroom"]))
         rows.append(row)
