@@ -88,19 +88,25 @@ def test_the_declared_pilot_runs_at_ci_and_the_manifest_names_the_start_commit(c
     assert (pd.read_csv(out / "descriptors.csv")["seeds"] == 2).all()
 
 
-def test_a_results_run_at_other_seeds_than_declared_is_refused_in_one_line(tmp_path):
-    # Execute: 3 seeds where the power analysis declared 4
-    done = _mobidfl("bench", "--study", "mobility_regimes", "--scale", "small", "--seeds", "3",
-                    "--policies", "declared", "--out", str(tmp_path / "r"))
-    # Assert: one line, exit 2, nothing written
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert "declared 4 seeds from 0" in lines[0]
+def _no_runs(*_: object, **__: object) -> None:
+    raise AssertionError("the bench went on to run: the refusal did not come first")
+
+
+def test_a_results_run_at_other_seeds_than_declared_is_refused_in_one_line(tmp_path,
+                                                                          monkeypatch):
+    # Prepare: a bench that would fail at once if it got as far as running
+    monkeypatch.setattr(bench, "_run_plan", _no_runs)
+    # Execute / Assert: 3 seeds where the power analysis declared 4: one line, nothing written
+    with pytest.raises(ConfigError) as info:
+        bench.run_bench(out=tmp_path / "r", study="mobility_regimes", policies="declared",
+                        seeds=3, first_seed=0, scale="small", progress=False)
+    assert "declared 4 seeds from 0" in str(info.value) and "\n" not in str(info.value)
     assert not (tmp_path / "r").exists()
 
 
 def test_a_designed_study_refuses_a_tree_with_changes(tmp_path, monkeypatch):
     # Prepare: the declared seeds, from a tree git says has changes
+    monkeypatch.setattr(bench, "_run_plan", _no_runs)
     monkeypatch.setattr(bench, "source_state", lambda: {"commit": "abc", "dirty": True,
                                                         "diff_sha256": "f00"})
     # Execute / Assert
