@@ -48,6 +48,7 @@ class DeviceAgent(GeoAgent):
         super().__init__(model, Point(lon, lat), "epsg:4326")
         self.index = int(index)
 
+    # Read-only views of the model's columns, one property each (as Mesa agents' attributes).
     @property
     def position_m(self) -> np.ndarray:
         """Position in map metres (the model's array row; a view, not a copy)."""

@@ -113,6 +113,7 @@ def check_whole(raw: bytes) -> Counter:
     ValueError
         what is wrong, with the line and column where the XML parser stopped.
     """
+    # As edges.check_well_formed, but a ValueError with GraphML's message (its callers word it).
     parser = xml.parsers.expat.ParserCreate()
     try:
         parser.Parse(raw, True)

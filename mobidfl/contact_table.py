@@ -37,6 +37,7 @@ class ContactTable:
         self.t_start = arrays["t_start"]
         self.t_end = arrays["t_end"]
         self.d_min = arrays["d_min"]
+        # One attribute per array column: explicit names for the typed attributes above.
         self.piece_row = arrays["piece_row"]
         self.piece_start = arrays["piece_start"]
         self.piece_end = arrays["piece_end"]

@@ -159,6 +159,7 @@ def positive(value: float) -> str | None:
     return None if value > 0 else "a number > 0"
 
 
+# Each check is a named function (the settings reference names it): docstrings alike by design.
 def non_negative(value: float) -> str | None:
     """Check for :func:`setting`: allows numbers >= 0.
 

@@ -135,6 +135,7 @@ def _table_check(value: str) -> str | None:
     return None
 
 
+# Shaped as _table_check: a settings check returns its parser's message (one per parser).
 def _kind_rates_check(value: str) -> str | None:
     try:
         parse_kind_rates(value, KINDS)

@@ -60,6 +60,7 @@ class GridMobility(MobilityModel):
     def speeds(self) -> np.ndarray:
         return self.last_speed
 
+    # The MobilityModel hooks; each model fills them its own way (cf. manhattan.py).
     @override
     def max_step_distance(self, step_s: float) -> float:
         rm = self.options.rm_cells

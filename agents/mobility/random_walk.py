@@ -128,6 +128,7 @@ class RandomWalk(MobilityModel):
             rng=rng,
         )
 
+    # The MobilityModel hooks; each model fills them its own way (cf. dam.py).
     @override
     def speeds(self) -> np.ndarray:
         return self.speed

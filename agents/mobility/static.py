@@ -44,6 +44,7 @@ class Static(MobilityModel):
             net = self.street_network()
             self.position = net.xy(*net.random_edges(self.count, rng))
 
+    # A standing fleet's speeds/advance, as contact_trace.py's: two models whose agents stand still.
     @override
     def speeds(self) -> np.ndarray:
         return np.zeros(self.count)

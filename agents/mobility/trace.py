@@ -69,6 +69,7 @@ class TraceSettings(PluginSettings):
     )
 
 
+# A registered MobilityModel has this shape (name, settings, hooks): cf. sumo.py.
 @register_mobility
 class TraceReplay(MobilityModel):
     """Positions interpolated from a recorded trace."""

@@ -65,6 +65,7 @@ class OsmXmlFormat(MapFormat):
             if not ox.projection.is_projected(graph.graph.get("crs", "EPSG:4326")):
                 graph = ox.project_graph(graph)
             return table_from_graph(graph)
+        # As osm_pbf.py: each format's read() turns a library's error into the one-line refusal.
         except (ConfigError, MapDataError):
             raise
         except Exception as exc:

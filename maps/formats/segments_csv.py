@@ -14,6 +14,7 @@ from mobidfl.maps.formats.base import MapFormat, register_map_format
 SEGMENT_COLUMNS = ("StartLat", "StartLong", "EndLat", "EndLong")
 
 
+# A registered MapFormat has this shape (name, suffixes, read): cf. osm_pbf.py.
 @register_map_format
 class SegmentsCsvFormat(MapFormat):
     """Straight road segments, one per CSV row (:func:`read_segments_csv`)."""

@@ -561,6 +561,7 @@ def nhwc_forward(plan: list[PlanStep], ps: Sequence[torch.Tensor], x: torch.Tens
                 skip = True
             else:
                 h = out.permute(0, 2, 3, 1).contiguous()  # a no-op unless oneDNN chose NCHW
+        # The NCHW branches above, channels-last: one loop per layout keeps each fast path flat.
         elif kind == "pool_relu":
             h = max_pool2_nhwc(h).relu_()
         elif kind == "relu":
@@ -627,21 +628,11 @@ def evaluate_agents(
 ) -> np.ndarray:
     """``[2, A]``: accuracy and mean CE of each agent's model on (x, y), ``chunk`` at a time.
 
-    Per agent and chunk: one forward, one CE sum, one argmax count; nothing per sample.
+    Per agent and chunk: one forward, one CE sum, one argmax count; nothing per sample. The
+    chunk sums of :func:`evaluate_chunk_sums`, added in order by :func:`sum_chunks`.
     """
-    out = np.empty((2, len(agents)), dtype=np.float64)
     n = int(y.shape[0])
-    x = fn.prep(x)  # a no-op when the engine stored x channels-last already
-    with torch.inference_mode():
-        for a, i in enumerate(agents):
-            ps = [fn.layout(p[int(i)]) for p in params]
-            correct, total = 0, 0.0
-            for s in range(0, n, chunk):
-                logits = fn.eval_logits(ps, x[s : s + chunk])
-                total += float(F.cross_entropy(logits, y[s : s + chunk], reduction="sum"))
-                correct += int((logits.argmax(1) == y[s : s + chunk]).sum())
-            out[0, a], out[1, a] = correct / n, total / n
-    return out
+    return sum_chunks(evaluate_chunk_sums(fn, params, x, y, agents, chunk, range(0, n, chunk)), n)
 
 
 def evaluate_chunk_sums(
@@ -660,7 +651,7 @@ def evaluate_chunk_sums(
     :func:`sum_chunks` adds the shares in the same order (bit-identical to one process).
     """
     out = np.empty((2, len(agents), len(starts)), dtype=np.float64)
-    x = fn.prep(x)
+    x = fn.prep(x)  # a no-op when the engine stored x channels-last already
     with torch.inference_mode():
         for a, i in enumerate(agents):
             ps = [fn.layout(p[int(i)]) for p in params]
@@ -674,7 +665,7 @@ def evaluate_chunk_sums(
 def sum_chunks(sums: np.ndarray, n: int) -> np.ndarray:
     """``[2, A]`` accuracy and mean CE from :func:`evaluate_chunk_sums`' ``[2, A, chunks]``.
 
-    Added chunk after chunk, as :func:`evaluate_agents` does.
+    Added chunk after chunk, in the order of the test set.
     """
     out = np.empty(sums.shape[:2], dtype=np.float64)
     for a in range(sums.shape[1]):

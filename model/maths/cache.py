@@ -187,6 +187,7 @@ def _keep_newest(entries: Iterable[CacheEntry], limit: int | None) -> list[Cache
     return ordered if limit is None else ordered[:limit]
 
 
+# Keywords as _merge (which it calls with them): the public entry names every bound it reads.
 def lru_update(
     own_cache: Cache,
     *,

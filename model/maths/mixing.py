@@ -148,6 +148,7 @@ def dpsgd_weights(
     return _rows_from_scores(a, mask, np.ones(a.shape[0]))
 
 
+# Its Parameters repeat dpsgd_weights': numpydoc reads each public docstring alone.
 def fedavg_weights(
     adjacency: sp.spmatrix,
     data_sizes: np.ndarray,

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from mobidfl.model.learning.engine import Engine
     from mobidfl.model.links import LinkPlan
 
+# The contract's names; the package __init__ re-exports the same list (one import path each).
 __all__ = [
     "POLICIES",
     "AgentTable",

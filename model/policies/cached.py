@@ -190,6 +190,7 @@ class Aggregation(Mapping[int, tuple]):
         return len(self._recipes)
 
 
+# A PluginSettings class has this shape (namespace, setting(...)) everywhere: the declared contract.
 @dataclass(frozen=True, kw_only=True)
 class CachedSettings(PluginSettings):
     """Cache bounds shared by ``cached_lru`` and ``cached_group_lru`` (Cached-DFL)."""
@@ -260,6 +261,7 @@ class CachedPolicy(ExchangePolicy):
         return 0
 
     # --- policy interface ---------------------------------------------------------------------
+    # The signature of ExchangePolicy.setup: an override repeats it.
     def setup(
         self,
         *,

@@ -13,6 +13,7 @@ from mobidfl.model.policies.base import Exchange, ExchangeContext, ExchangePolic
 from mobidfl.model.policies.dpsgd import member_degree_mean, received_graph, swap_messages
 
 
+# Same class shape as DPSGDPolicy (registration, metrics): a policy is one small class by design.
 @register_policy
 class FedAvgWeightedPolicy(ExchangePolicy):
     """Data-size-weighted averaging with the members met during the step."""

@@ -22,6 +22,7 @@ from mobidfl.model.policies.dpsgd import member_degree_mean, received_graph, swa
 from mobidfl.settings import PluginSettings, setting, unit_interval
 
 
+# A PluginSettings class has this shape (namespace, setting(...)) everywhere: the declared contract.
 @dataclass(frozen=True, kw_only=True)
 class MobilityAwareSettings(PluginSettings):
     """The mixing weight's lean towards faster neighbours."""

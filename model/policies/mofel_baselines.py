@@ -57,6 +57,7 @@ class MofelA2Policy(MofelBase):
     client qualifies. It never considers clients about to arrive.
     """
 
+    # choose() opens as A1's (cycle interval, free clients): the two baselines differ after it.
     name = "mofel_a2"
 
     @override

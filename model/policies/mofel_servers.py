@@ -234,6 +234,7 @@ class MofelBase(ExchangePolicy):
     """A1's clients per cycle: the paper says only "randomly defines clients' participation"."""
 
     # --- set-up ---------------------------------------------------------------------
+    # The signature of ExchangePolicy.setup: an override repeats it.
     @override
     def setup(
         self,
@@ -444,9 +445,7 @@ class MofelBase(ExchangePolicy):
         for run in self.active:
             if not run.running:
                 continue
-            ends = run.start + self.train_time[run.clients]
-            pending = run.started & ~run.frustrated & (ends <= self.now + TIME_TOL)
-            pending &= ~self.uploaded[run.clients]
+            ends, pending = self._pending_uploads(run)
             if not pending.any():
                 continue
             clients = run.clients[pending]
@@ -467,6 +466,12 @@ class MofelBase(ExchangePolicy):
                 self.counts["nfc"] += int(gone.sum())
                 self.cycle_of[clients[gone]] = -1
 
+    def _pending_uploads(self, run: _Run) -> tuple[np.ndarray, np.ndarray]:
+        """A running cycle's training end per client, and who has ended and not yet uploaded."""
+        ends = run.start + self.train_time[run.clients]
+        pending = run.started & ~run.frustrated & (ends <= self.now + TIME_TOL)
+        return ends, pending & ~self.uploaded[run.clients]
+
     def _ideal_uploads(self) -> None:
         """At the ideal link, count the uploads :meth:`_uploads` would send.
 
@@ -475,9 +480,7 @@ class MofelBase(ExchangePolicy):
         for run in self.active:
             if not run.running:
                 continue
-            ends = run.start + self.train_time[run.clients]
-            pending = run.started & ~run.frustrated & (ends <= self.now + TIME_TOL)
-            pending &= ~self.uploaded[run.clients]
+            _, pending = self._pending_uploads(run)
             self.uploaded[run.clients[pending]] = True
             self._moved["up"].append(self.members[run.clients[pending]])
 

@@ -64,7 +64,7 @@ from mobidfl.model.maths.psfl import (
     path_delivered,
     to_graph,
 )
-from mobidfl.model.policies.base import (
+from mobidfl.model.policies.base import (  # the contract's names, imported as cached.py does
     AgentTable,
     Exchange,
     ExchangeContext,
@@ -210,6 +210,7 @@ class PsflPolicy(ExchangePolicy):
         self.last_field: GradientField | None = None
 
     # --- set-up --------------------------------------------------------------------------
+    # The signature of ExchangePolicy.setup: an override repeats it (as in cached.py).
     def setup(
         self,
         *,

@@ -80,6 +80,7 @@ def select_a2(
                 if rng is not None
                 else pool[:max_clients]
             )
+        # Builds its Cycle as select_a1 does: the paper's two baselines (A1, A2), side by side.
         cycles.append(
             Cycle(
                 server=s,

@@ -435,6 +435,7 @@ def _greedy(problem: _Problem, tau: np.ndarray) -> Selection:
     return _finish(problem, chosen, tau, "greedy", {})
 
 
+# Signature and problem build as select_exact: two public solvers of one problem, each called alone.
 def select_greedy(
     visits: Visits,
     train_time: np.ndarray,
