@@ -1,6 +1,7 @@
 """``mobidfl reproduce PAPER``: a paper's preset over seeds, its headline claims, a verdict each.
 
-For each seed paper a :class:`PaperSpec` names its preset (``model/presets``), the variants
+For each seed paper a :class:`PaperSpec` (``analysis/scenarios/papers/<name>.toml``, read and
+checked by :mod:`mobidfl.analysis.paper_specs`) names its preset (``model/presets``), the variants
 the headline compares (e.g. Cached-DFL's LRU vs DFL vs CFL: settings applied on top of the
 preset), the CPU-sized departures of ``--scale small`` (each with its reason, fixed before
 any result was seen), and the :class:`Claim` s: the paper's number quoted with its table or
