@@ -240,16 +240,15 @@ class _File:
         """
         if not isinstance(value, dict):
             raise self.refuse(f"{shown} = {value!r}", "a table of settings")
-        given = list(flatten(value))
+        given, where = list(flatten(value)), self.where
         try:
             check_one_name_each(given)
             for name, _ in given:
                 canonical_name(name)
         except UnknownSetting as exc:
-            raise ConfigError(f"{self.where} {shown}", exc.setting, exc.allowed) from None
+            raise ConfigError(f"{where} {shown}", exc.setting, exc.allowed) from None
         except ConfigError as exc:
-            raise ConfigError(f"{self.where} {shown}: {exc.setting}", exc.value,
-                              exc.allowed) from None
+            raise ConfigError(f"{where} {shown}: {exc.setting}", exc.value, exc.allowed) from None
         warn_old_names(n for n, _ in given)
         return dict(given)
 
