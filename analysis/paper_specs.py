@@ -342,11 +342,11 @@ def parse_paper(data: Mapping[str, Any], *, where: str) -> PaperSpec:
         raise file.refuse("[variants]", "at least one variant")
     scales: dict[str, dict[str, Any]] = {}
     notes: dict[str, str] = {}
-    for scale, value in file.table(data, "scales", "[scales]").items():
+    for scale in file.table(data, "scales", "[scales]"):
         shown = f"[scales.{scale}]"
         if scale not in SCALES:
             raise file.refuse(shown, "scales " + ", ".join(SCALES))
-        table = dict(file.table({scale: value}, scale, shown))
+        table = dict(file.table(data["scales"], scale, shown))
         if "note" not in table:
             raise file.refuse(f"{shown}.note", "a note saying what the scale departs from")
         notes[scale] = file.text(table, "note", shown)
@@ -356,12 +356,12 @@ def parse_paper(data: Mapping[str, Any], *, where: str) -> PaperSpec:
         raise file.refuse("[scales.ci].note", f"a ci scale whose note starts {CI!r} (the "
                           "tests' scale, never a verdict)")
     variant_scales: dict[str, dict[str, dict[str, Any]]] = {}
-    for scale, table in file.table(data, "variant_scales", "[variant_scales]").items():
+    for scale in file.table(data, "variant_scales", "[variant_scales]"):
         shown = f"[variant_scales.{scale}]"
         if scale not in scales:
             raise file.refuse(shown, "one of the spec's scales: " + ", ".join(scales))
         variant_scales[scale] = {}
-        for name, value in file.table({scale: table}, scale, shown).items():
+        for name, value in file.table(data["variant_scales"], scale, shown).items():
             if name not in variants:
                 raise file.refuse(f"{shown}.{name}", "one of the variants: " + ", ".join(variants))
             variant_scales[scale][name] = file.settings(value, f"{shown}.{name}")
