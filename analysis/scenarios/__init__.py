@@ -6,7 +6,9 @@ radius, contact rule, data set, partition, net, local training, test set), an op
 ``[axes]`` table (a second axis, e.g. the UAVs' mobility) and ``[scales.ci]`` /
 ``[scales.small]`` / ``[scales.full]`` departures, each with its note. ``_links.toml``
 is the link axis every scenario runs on; ``_policies.toml`` the policies' own settings at
-their papers' values. Read by :mod:`mobidfl.analysis.bench_scenarios`.
+their papers' values. Read by :mod:`mobidfl.analysis.bench_scenarios`. Beside them,
+``studies/`` holds the controlled studies and ``papers/`` the paper reproduction specs
+(``mobidfl reproduce``), in the same style.
 """
 
 SET_VERSION = "2026.11-1"
