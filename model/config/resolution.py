@@ -253,7 +253,7 @@ class Config(ConfigFields):
     ``Config(...)`` builds one directly: it also takes plug-in settings (old flat or
     namespaced names, ``Config(rm_cells=2.0)``) and underscored per-kind names, coerced but,
     like every field given directly, neither resolved nor validated. A run's config comes
-    from :meth:`from_settings`, :meth:`from_toml` or :meth:`_updated`, which resolve and
+    from :meth:`from_settings`, :meth:`from_toml` or :meth:`updated`, which resolve and
     validate.
 
     Parameters
