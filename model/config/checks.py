@@ -14,14 +14,8 @@ from mobidfl.errors import ConfigError
 from mobidfl.model.config.fields import ConfigFields, KindSettings, PluginValues, _setting_fields
 from mobidfl.model.config.names import _display_name
 from mobidfl.model.config.value import _run_check, mobility_fit
-from mobidfl.plugins import (
-    POLICIES,
-)
-from mobidfl.settings import (
-    COUNT_SETTING,
-    KINDS,
-    check_value,
-)
+from mobidfl.plugins import POLICIES
+from mobidfl.settings import COUNT_SETTING, KINDS, check_value
 
 
 def validated[C: ConfigFields](config: C) -> C:

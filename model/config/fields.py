@@ -14,13 +14,7 @@ from typing import Any
 
 from mobidfl.errors import ConfigError
 from mobidfl.model.config.value import _contact_outputs, _dataset_check, _registered
-from mobidfl.plugins import (
-    LINKS,
-    MOBILITY_MODELS,
-    NETS,
-    PARTITIONS,
-    POLICIES,
-)
+from mobidfl.plugins import LINKS, MOBILITY_MODELS, NETS, PARTITIONS, POLICIES
 from mobidfl.registry import Registry
 from mobidfl.settings import (
     AGENT_KINDS,

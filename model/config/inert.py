@@ -13,17 +13,9 @@ from typing import Any
 
 from mobidfl.model.config.report import _first_in_command
 from mobidfl.model.config.toml_files import _preset_settings
-from mobidfl.plugins import (
-    LINKS,
-    MOBILITY_MODELS,
-    POLICIES,
-)
+from mobidfl.plugins import LINKS, MOBILITY_MODELS, POLICIES
 from mobidfl.registry import warned_by_parent
-from mobidfl.settings import (
-    KINDS,
-    ReadWhen,
-    plugin_settings_classes,
-)
+from mobidfl.settings import KINDS, ReadWhen, plugin_settings_classes
 
 
 class InertSettingWarning(UserWarning):

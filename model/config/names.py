@@ -29,16 +29,9 @@ from mobidfl.model.config.fields import (
 )
 from mobidfl.model.config.report import _first_in_command, _in_command
 from mobidfl.model.config.value import _coerce, _is_optional
-from mobidfl.plugins import (
-    POLICIES,
-)
+from mobidfl.plugins import POLICIES
 from mobidfl.registry import Registry, warned_by_parent
-from mobidfl.settings import (
-    COUNT_SETTING,
-    KINDS,
-    PluginSettings,
-    Role,
-)
+from mobidfl.settings import COUNT_SETTING, KINDS, PluginSettings, Role
 
 _KIND_FIELD_NAMES = frozenset(f.name for f in fields(KindSettings))
 

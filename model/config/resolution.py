@@ -45,13 +45,8 @@ from mobidfl.model.config.toml_files import (
     read_toml,
 )
 from mobidfl.model.config.value import _coerce
-from mobidfl.plugins import (
-    MOBILITY_MODELS,
-    POLICIES,
-)
-from mobidfl.settings import (
-    KINDS,
-)
+from mobidfl.plugins import MOBILITY_MODELS, POLICIES
+from mobidfl.settings import KINDS
 
 _SOURCE_USER = "user"
 """Origin of an explicit setting (``--set``, a TOML file, a keyword argument)."""

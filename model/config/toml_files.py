@@ -18,10 +18,7 @@ from typing import Any
 from mobidfl.errors import ConfigError, DatasetDamaged, DatasetUnavailable
 from mobidfl.model.config.fields import ConfigFields, KindSettings, PluginValues, _setting_fields
 from mobidfl.model.config.names import flatten, warn_old_names
-from mobidfl.plugins import (
-    DATASET_CHECKS,
-    DATASETS,
-)
+from mobidfl.plugins import DATASET_CHECKS, DATASETS
 from mobidfl.toml_text import toml_value
 
 

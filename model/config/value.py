@@ -15,15 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from mobidfl.errors import ConfigError
-from mobidfl.plugins import (
-    DATASETS,
-    MOBILITY_MODELS,
-)
+from mobidfl.plugins import DATASETS, MOBILITY_MODELS
 from mobidfl.registry import Registry
-from mobidfl.settings import (
-    Check,
-    check_value,
-)
+from mobidfl.settings import Check, check_value
 
 CONTACT_OUTPUTS: tuple[str, ...] = ("csv", "parquet", "one")
 """Formats of ``contacts_out``: ``contacts.csv``, ``contacts.parquet`` (the contact table,
