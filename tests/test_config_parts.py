@@ -9,7 +9,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from mobidfl.model.config import Config, canonical_name, old_names, plugin_namespaces
+from mobidfl.model.config import Config, canonical_name, old_names
+from mobidfl.model.config.fields import _plugin_namespaces as plugin_namespaces
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,10 +23,10 @@ from mobidfl.model.config import (
     KINDS,
     Config,
     InertSettingWarning,
-    inert_settings,
-    plugin_namespaces,
 )
 from mobidfl.model.config import KINDS as INERT_KINDS
+from mobidfl.model.config.fields import _plugin_namespaces as plugin_namespaces
+from mobidfl.model.config.inert import _inert_settings as inert_settings
 
 ONE = "0 CONN 1 2 up\n5.5 CONN p1 p3 up\n7 C M1 1 2\n10 CONN 1 2 down\n"
 

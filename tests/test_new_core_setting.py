@@ -24,12 +24,23 @@ CONFIG_ANCHOR = "    prox_rho: float = _setting("
 ENGINE_ANCHOR = "    precision: str = \"fp32\"\n"
 
 
-def page_blocks() -> list[str]:
-    """The Python blocks of the worked example's section, in order."""
+def page_section() -> str:
+    """The worked example's section of the page."""
     text = PAGE.read_text()
     section = text[text.index(SECTION):]
-    section = section[: section.index("\n## ", len(SECTION))]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return section[: section.index("\n## ", len(SECTION))]
+
+
+def page_blocks() -> list[str]:
+    """The Python blocks of the worked example's section, in order."""
+    return re.findall(r"```python\n(.*?)```", page_section(), flags=re.S)
+
+
+def fields_module() -> str:
+    """The repository path of the module the page names as the home of ``ConfigFields``."""
+    found = re.findall(r"field of `ConfigFields` \(`([^`]+)`\)", page_section())
+    assert len(found) == 1, found
+    return found[0]
 
 
 def mirror(src: Path, out: Path, changed: dict[str, str]) -> None:
@@ -110,11 +121,12 @@ print(repr(out))
 def result(tmp_path_factory: pytest.TempPathFactory) -> dict:
     # Prepare: the page's two blocks, added where the page says, to a copy of the package
     field, engine_field = page_blocks()
-    config_text = (ROOT / "model" / "config.py").read_text()
+    fields_path = fields_module()
+    config_text = (ROOT / fields_path).read_text()
     engine_text = (ROOT / "model" / "learning" / "engine.py").read_text()
     assert config_text.count(CONFIG_ANCHOR) == 1 and engine_text.count(ENGINE_ANCHOR) == 1
     dest = overlay(tmp_path_factory.mktemp("pkg"), changed={
-        "model/config.py": config_text.replace(CONFIG_ANCHOR, field + CONFIG_ANCHOR),
+        fields_path: config_text.replace(CONFIG_ANCHOR, field + CONFIG_ANCHOR),
         "model/learning/engine.py": engine_text.replace(ENGINE_ANCHOR,
                                                         ENGINE_ANCHOR + engine_field),
     })
@@ -129,7 +141,11 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_the_page_shows_one_field_for_the_config_and_one_for_the_engine():
     # Prepare / Execute
     blocks = page_blocks()
-    # Assert: exactly the two declarations the page promises, nothing else to write
+    home = fields_module()
+    # Assert: exactly the two declarations the page promises, nothing else to write, and the
+    # module the page names is where ConfigFields is declared
+    assert home == "model/config/fields.py"
+    assert "\nclass ConfigFields:" in (ROOT / home).read_text()
     assert len(blocks) == 2
     assert blocks[0].lstrip().startswith("grad_clip: float = _setting(")
     assert blocks[1].strip() == "grad_clip: float = 0.0"

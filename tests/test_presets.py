@@ -14,7 +14,8 @@ import pytest
 from mobidfl.analysis.cli import main
 from mobidfl.analysis.reproduce import PAPERS, Claim, claim_effects, claim_verdict, run_metrics
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import Config, load_preset, preset_names, resolve_auto_dataset
+from mobidfl.model.config import Config, load_preset, preset_names
+from mobidfl.model.config.toml_files import _resolve_auto_dataset as resolve_auto_dataset
 from mobidfl.model.world import MobiDFLModel
 
 TINY = {"steps": 1, "test_size": 50, "model": "mlp", "local_steps": 1, "map": "nyc_uws",

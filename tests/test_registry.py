@@ -251,7 +251,7 @@ def test_a_plugin_namespace_that_shadows_a_setting_is_refused():
 
 def test_the_namespace_table_follows_registering_and_removing_a_plugin():
     # Prepare: the table as it is, and the registry's version
-    from mobidfl.model.config import plugin_namespaces
+    from mobidfl.model.config.fields import _plugin_namespaces as plugin_namespaces
 
     before, version = plugin_namespaces(), POLICIES.version
 

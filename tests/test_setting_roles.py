@@ -16,13 +16,13 @@ from mobidfl.model.config import (
     Config,
     InertSettingWarning,
     UnknownSetting,
-    _owners,
-    plugin_namespaces,
     public_names,
     required_world,
     setting_role,
     settings_table,
 )
+from mobidfl.model.config.fields import _plugin_namespaces as plugin_namespaces
+from mobidfl.model.config.inert import _owners
 from mobidfl.settings import KINDS, setting
 
 
