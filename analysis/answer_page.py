@@ -302,6 +302,23 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
     """The findings page (Markdown), every number from :func:`answer` (``got``, if given)."""
     dest = Path(dest)
     got = answer(dest) if got is None else got
+    shown = dest.as_posix()
+    shown = shown[shown.index("published/"):] if "published/" in shown else shown
+    lines = _head_lines(got, shown=shown)
+    for m, label in METRICS.items():
+        lines += [f"### The rule under the {label}", "", *_score_lines(m, got["scores"][m])]
+    lines += [f"![regime map]({figure_map})", ""]
+    lines += _pilot_lines(got, shown=shown)
+    lines += _world_lines(got)
+    lines += _means_lines(got)
+    lines += _secondary_lines(got)
+    lines += _target_lines(got)
+    lines += _limits_lines(figure_pareto=figure_pareto)
+    return "\n".join(lines)
+
+
+def _head_lines(got: dict[str, Any], *, shown: str) -> list[str]:
+    """The title, where the data came from, the design in brief and the verdict counts."""
     plan, runs, design, worlds = got["plan"], got["runs"], got["design"], got["worlds"]
     ok = runs[runs["status"] == "ok"]
     starts = plan.get("session_starts", [])
@@ -309,8 +326,6 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
     dirty = any(s.get("dirty") for s in starts)
     cpus = sorted({s["machine"].get("cpu", "") for s in starts if s.get("machine")})
     cpu_h = float(ok["cpu_s"].sum()) / 3600 if "cpu_s" in ok else math.nan
-    shown = dest.as_posix()
-    shown = shown[shown.index("published/"):] if "published/" in shown else shown
     counts = {m: {k: 0 for k in ("winner", "level", "undecided", "ceiling")} for m in METRICS}
     for _, w in worlds.iterrows():
         for m, key in (("auc_acc", "verdict"), ("budget_acc", "budget_verdict")):
@@ -354,9 +369,13 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
         lines.append(f"| {label} | {c['winner']} | {c['level']} | {c['undecided']} | "
                      f"{c['ceiling']} |")
     lines += [""]
-    for m, label in METRICS.items():
-        lines += [f"### The rule under the {label}", "", *_score_lines(m, got["scores"][m])]
-    lines += [f"![regime map]({figure_map})", ""]
+    return lines
+
+
+def _pilot_lines(got: dict[str, Any], *, shown: str) -> list[str]:
+    """How many seeds the pilot's power analysis asked for (none without a pilot)."""
+    plan, design = got["plan"], got["design"]
+    lines: list[str] = []
     pilot = got["pilot"]
     if pilot is not None:
         lines += [
@@ -374,6 +393,13 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
             f"{len(plan['seeds'])} seeds per cell.",
             "",
         ]
+    return lines
+
+
+def _world_lines(got: dict[str, Any]) -> list[str]:
+    """One row per world: descriptors, headroom, both metrics' verdicts, what the rule says."""
+    worlds = got["worlds"]
+    lines: list[str] = []
     lines += [
         "## Every world",
         "",
@@ -396,6 +422,14 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
             f"| {w['variant']} | {_num(w['neighbours_per_step'])} | {_num(w['label_skew'])} "
             f"| {_num(w['samples_per_agent'], 0)} | {_pp(w['headroom_low'])} | {verdict} | "
             f"{_verdict_text(w['budget_verdict'])} | {w['final_best']} | {merged} | {said} |")
+    return lines
+
+
+def _means_lines(got: dict[str, Any]) -> list[str]:
+    """Per metric, each policy's mean per world."""
+    plan, runs = got["plan"], got["runs"]
+    ok = runs[runs["status"] == "ok"]
+    lines: list[str] = []
     lines += ["", "## Means per policy", ""]
     for metric, label in (("auc_acc", "Mean accuracy over the run"),
                           ("budget_acc", "Accuracy within D-PSGD's bytes"),
@@ -416,6 +450,13 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
                              + " | ".join(_num(r[p], 3 if factor == 1.0 else 1)
                                           for p in policies) + " |")
         lines.append("")
+    return lines
+
+
+def _secondary_lines(got: dict[str, Any]) -> list[str]:
+    """The secondary family's tests against each world's best contender."""
+    design = got["design"]
+    lines: list[str] = []
     sec = got["secondary"]
     if not sec.empty:
         beats = sec[(sec["p_holm"] < 0.05) & (sec["diff"] > 0)]
@@ -431,6 +472,12 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
             + f", below it in {len(below)}, no claim in {len(sec) - len(beats) - len(below)}.",
             "",
         ]
+    return lines
+
+
+def _target_lines(got: dict[str, Any]) -> list[str]:
+    """Per world and contender, the runs that reached 90 % of central FedAvg, and the MB by then."""
+    lines: list[str] = []
     tt = got["targets"]
     if not tt.empty:
         pols = list(dict.fromkeys(tt["policy"]))
@@ -450,7 +497,12 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
                 + (f", {_num(g.loc[p, 'mb'], 1)} MB" if math.isfinite(g.loc[p, "mb"]) else "")
                 for p in pols) + " |")
         lines.append("")
-    lines += [
+    return lines
+
+
+def _limits_lines(*, figure_pareto: str) -> list[str]:
+    """The accuracy-against-bytes figure, then the departures stated before the results."""
+    return [
         "## Accuracy against bytes",
         "",
         "Per world, each policy's mean accuracy over the run against the MB it sent per "
@@ -470,7 +522,6 @@ def answer_page(dest: str | Path, *, figure_map: str, figure_pareto: str,
         "* Version 2 stays published as a record: [its findings](study.md).",
         "",
     ]
-    return "\n".join(lines)
 
 
 def rule_json(got: dict[str, Any]) -> str:

@@ -321,6 +321,71 @@ def _config_sha(config: Config) -> str:
     return hashlib.sha256(config.to_toml().encode()).hexdigest()
 
 
+class _Saved:
+    """What a stopped run has kept on disk, and the one line that says so.
+
+    WHY: a Ctrl-C, a failed write and a failing plug-in each end a run with a line that
+    names the checkpoint to resume from (or what was removed).
+    """
+
+    def __init__(
+        self,
+        out: Path,
+        *,
+        checkpoint_every: int | None,
+        step: int | None,
+        steps: int,
+        made: list[Path] | None,
+    ) -> None:
+        self.out = out
+        self.checkpoint_every = checkpoint_every
+        self.step = step
+        """The step of the latest checkpoint this run wrote (``None``: none yet)."""
+        self.steps = steps
+        self.made = made
+
+    def kept(self) -> str:
+        """What a stopped run kept: its checkpoint and how to resume, or nothing."""
+        out, checkpoint_every = self.out, self.checkpoint_every
+        if checkpoint_every:
+            # What is on disk, not what was recorded: a Ctrl-C may land after the rename
+            # that publishes a checkpoint but before `step` is updated.
+            self.step = _checkpoint_step(out / CHECKPOINT_DIR / CHECKPOINT_STATE, self.step)
+        if checkpoint_every and self.step is not None:
+            return (
+                f"the checkpoint at step {self.step} is saved in {out / CHECKPOINT_DIR}; "
+                f"resume with: mobidfl run --resume {out}"
+            )
+        if checkpoint_every:
+            return "no checkpoint was saved yet; start again with --force"
+        return "nothing was saved (use --checkpoint-every N to make runs resumable)"
+
+    def unwritten(self) -> str:
+        """Clean up after a plug-in failed.
+
+        Keep a whole checkpoint (resumable once it is fixed); remove what this run made before its
+        first one (nothing half-written).
+        """
+        if self.checkpoint_every and _checkpoint_step(
+            self.out / CHECKPOINT_DIR / CHECKPOINT_STATE, None
+        ) is not None:
+            return self.kept()
+        for path in self.made or ():
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+        return "nothing was written"
+
+    def interrupted(self, where: str) -> Interrupted:
+        """The error of a Ctrl-C ``where`` in the run."""
+        return Interrupted(f"interrupted {where} of {self.steps}: {self.kept()}")
+
+    def failed(self, what: str, exc: OSError) -> OutputFailed:
+        """The error of a failed write of ``what``."""
+        why = exc.strerror or str(exc)
+        where = f", {exc.filename}" if exc.filename else ""
+        return OutputFailed(f"could not write {what} ({why}{where}); {self.kept()}")
+
+
 def _run_to_end(
     model: Any,
     out: Path,
@@ -337,53 +402,34 @@ def _run_to_end(
     Outputs are staged in a hidden folder inside ``out`` (same filesystem, so the final
     renames work on any mounted volume) and renamed into place at the end.
     """
+    config = model.config
+    saved = _Saved(
+        out, checkpoint_every=checkpoint_every, step=saved_at, steps=config.steps, made=made
+    )
+    _step_to_end(model, out, saved=saved, quiet=quiet)
+    staging = staging_dir(out)
+    try:
+        table = _write_run_outputs(model, staging, geojson=geojson)
+        publish(staging, out)
+    except KeyboardInterrupt:
+        raise saved.interrupted(f"while writing the outputs after step {model.steps}") from None
+    except OSError as exc:
+        raise saved.failed(f"the outputs to {out}", exc) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    _print_run_summary(model, out, table, started=started)
+    return 0
+
+
+def _step_to_end(model: Any, out: Path, *, saved: _Saved, quiet: bool) -> None:
+    """Run ``model`` to its last step with a progress bar, checkpointing as ``saved`` asks."""
     from tqdm import tqdm
 
-    from mobidfl.analysis.gis import write_gis
-    from mobidfl.analysis.plots import save_summary
     from mobidfl.model.checkpoint import save_atomic
 
     config = model.config
     sha = _config_sha(config)
-    saved = {"step": saved_at}
-
-    def kept() -> str:
-        if checkpoint_every:
-            # What is on disk, not what was recorded: a Ctrl-C may land after the rename
-            # that publishes a checkpoint but before `saved` is updated.
-            saved["step"] = _checkpoint_step(out / CHECKPOINT_DIR / CHECKPOINT_STATE, saved["step"])
-        if checkpoint_every and saved["step"] is not None:
-            return (
-                f"the checkpoint at step {saved['step']} is saved in {out / CHECKPOINT_DIR}; "
-                f"resume with: mobidfl run --resume {out}"
-            )
-        if checkpoint_every:
-            return "no checkpoint was saved yet; start again with --force"
-        return "nothing was saved (use --checkpoint-every N to make runs resumable)"
-
-    def unwritten() -> str:
-        """Clean up after a plug-in failed.
-
-        Keep a whole checkpoint (resumable once it is fixed); remove what this run made before its
-        first one (nothing half-written).
-        """
-        if checkpoint_every and _checkpoint_step(
-            out / CHECKPOINT_DIR / CHECKPOINT_STATE, None
-        ) is not None:
-            return kept()
-        for path in made or ():
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-        return "nothing was written"
-
-    def interrupted(where: str) -> Interrupted:
-        return Interrupted(f"interrupted {where} of {config.steps}: {kept()}")
-
-    def failed(what: str, exc: OSError) -> OutputFailed:
-        why = exc.strerror or str(exc)
-        where = f", {exc.filename}" if exc.filename else ""
-        return OutputFailed(f"could not write {what} ({why}{where}); {kept()}")
-
+    checkpoint_every = saved.checkpoint_every
     try:
         with CtrlC() as ctrl_c, tqdm(
             total=config.steps, initial=model.steps, desc="steps", unit="step", disable=quiet
@@ -395,8 +441,8 @@ def _run_to_end(
                 try:
                     save_atomic(state, out / CHECKPOINT_DIR / CHECKPOINT_STATE)
                 except OSError as exc:
-                    raise failed(f"the checkpoint of step {step}", exc) from None
-                saved["step"] = step
+                    raise saved.failed(f"the checkpoint of step {step}", exc) from None
+                saved.step = step
 
             def progress(step: int) -> None:
                 ctrl_c.check()  # a Ctrl-C lost inside a finaliser still stops the run
@@ -407,44 +453,50 @@ def _run_to_end(
                 bar.update(1)
 
             model.run(progress=progress)
-            if checkpoint_every and saved["step"] != model.steps:
+            if checkpoint_every and saved.step != model.steps:
                 save_checkpoint(model.steps)  # an early stop ends before config.steps
     except KeyboardInterrupt:
-        raise interrupted(f"at step {model.steps}") from None
+        raise saved.interrupted(f"at step {model.steps}") from None
     except Exception as exc:
-        failed = _plugin_failed(exc, f"at step {model.steps} of {config.steps}: {unwritten()}")
+        where = f"at step {model.steps} of {config.steps}: {saved.unwritten()}"
+        failed = _plugin_failed(exc, where)
         if failed is None:
             raise
         raise failed from None
-    staging = staging_dir(out)
-    try:
-        _write_text(staging / "config.toml", config.to_toml())
-        table = model.model_table()
-        write_csv(table, staging / "model.csv", index=False)
-        write_parquet(model.agent_table(), staging / "agents.parquet", index=False)
-        if model.contact_outputs:  # the contact table of every step (contacts_out)
-            contacts = model.contacts_table()
-            if "csv" in model.contact_outputs:
-                write_csv(contacts, staging / "contacts.csv", index=False)
-            if "parquet" in model.contact_outputs:
-                write_parquet(contacts, staging / "contacts.parquet", index=False)
-            if "one" in model.contact_outputs:
-                write_csv(
-                    one_connection_events(contacts, step_s=config.step_s),
-                    staging / "contacts_one.txt", sep=" ", header=False, index=False,
-                    float_format="%.9f",
-                )
-        save_summary(table, staging / "summary.png", title=f"MobiDFL: {config.map}")
-        write_gis(model, staging, geojson=geojson)
-        for *_, mobility in model.groups:  # e.g. sumo's trace.csv (sumo_fcd)
-            mobility.write_outputs(staging)
-        publish(staging, out)
-    except KeyboardInterrupt:
-        raise interrupted("while writing the outputs after step " + str(model.steps)) from None
-    except OSError as exc:
-        raise failed(f"the outputs to {out}", exc) from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_run_outputs(model: Any, staging: Path, *, geojson: bool) -> Any:
+    """Write every output of a finished run into ``staging``; returns its model table."""
+    from mobidfl.analysis.gis import write_gis
+    from mobidfl.analysis.plots import save_summary
+
+    config = model.config
+    _write_text(staging / "config.toml", config.to_toml())
+    table = model.model_table()
+    write_csv(table, staging / "model.csv", index=False)
+    write_parquet(model.agent_table(), staging / "agents.parquet", index=False)
+    if model.contact_outputs:  # the contact table of every step (contacts_out)
+        contacts = model.contacts_table()
+        if "csv" in model.contact_outputs:
+            write_csv(contacts, staging / "contacts.csv", index=False)
+        if "parquet" in model.contact_outputs:
+            write_parquet(contacts, staging / "contacts.parquet", index=False)
+        if "one" in model.contact_outputs:
+            write_csv(
+                one_connection_events(contacts, step_s=config.step_s),
+                staging / "contacts_one.txt", sep=" ", header=False, index=False,
+                float_format="%.9f",
+            )
+    save_summary(table, staging / "summary.png", title=f"MobiDFL: {config.map}")
+    write_gis(model, staging, geojson=geojson)
+    for *_, mobility in model.groups:  # e.g. sumo's trace.csv (sumo_fcd)
+        mobility.write_outputs(staging)
+    return table
+
+
+def _print_run_summary(model: Any, out: Path, table: Any, *, started: float) -> None:
+    """The run's one-line summary and density line; warnings for a regime mobility cannot shape."""
+    config = model.config
     elapsed = time.perf_counter() - started
     last = table.iloc[-1]
     summary = f"wrote {out} in {elapsed:.1f} s: {config.steps} steps, {model.n_agents} agents"
@@ -463,7 +515,6 @@ def _run_to_end(
                 "groups, so e.g. PSFL federations cannot span them",
                 file=sys.stderr,
             )
-    return 0
 
 
 REGIME_WARNINGS = {
@@ -743,6 +794,28 @@ def make_parser() -> argparse.ArgumentParser:
         prog="mobidfl", description="Mobility-aware decentralized federated learning simulator"
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_run_parser(sub)
+    settings = sub.add_parser("settings", help="list every setting with its default")
+    settings.add_argument("--markdown", action="store_true")
+    settings.set_defaults(func=cmd_settings)
+    _add_sweep_parser(sub)
+    presets = sub.add_parser("presets", help="list the paper presets, one line each")
+    presets.add_argument("--verbose", action="store_true", help="also the offline substitutes")
+    presets.set_defaults(func=cmd_presets)
+    _add_reproduce_parser(sub)
+    report = sub.add_parser("report", help="figures and tables of a run or a sweep folder")
+    report.add_argument("dir", help="a `mobidfl run` or `mobidfl sweep` output folder")
+    report.add_argument("--out", help="where to write (default: DIR/report)")
+    report.set_defaults(func=cmd_report)
+    from mobidfl.analysis.bench import add_bench_parser
+
+    add_bench_parser(sub)  # `mobidfl bench` (analysis/bench.py)
+    sub.choices["bench"].set_defaults(func=_bench)  # --tune: analysis/tuning.py
+    return parser
+
+
+def _add_run_parser(sub: Any) -> None:
+    """Register ``mobidfl run`` on the CLI's subparsers."""
     run = sub.add_parser("run", help="run one simulation headless")
     run.add_argument("--out", help="output folder (required unless --resume)")
     run.add_argument("--config", help="TOML file with settings")
@@ -763,9 +836,10 @@ def make_parser() -> argparse.ArgumentParser:
         "--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint"
     )
     run.set_defaults(func=cmd_run)
-    settings = sub.add_parser("settings", help="list every setting with its default")
-    settings.add_argument("--markdown", action="store_true")
-    settings.set_defaults(func=cmd_settings)
+
+
+def _add_sweep_parser(sub: Any) -> None:
+    """Register ``mobidfl sweep`` on the CLI's subparsers."""
     sweep = sub.add_parser("sweep", help="run a grid of settings x seeds (mesa.batch_run)")
     sweep.add_argument(
         "sweep", nargs="?", help="sweep TOML file (default with --resume: OUT/sweep.toml)"
@@ -792,9 +866,10 @@ def make_parser() -> argparse.ArgumentParser:
                        "settings as one program (one training/evaluation call over runs x "
                        "agents; each run's table as alone); --processes is then unused")
     sweep.set_defaults(func=cmd_sweep)
-    presets = sub.add_parser("presets", help="list the paper presets, one line each")
-    presets.add_argument("--verbose", action="store_true", help="also the offline substitutes")
-    presets.set_defaults(func=cmd_presets)
+
+
+def _add_reproduce_parser(sub: Any) -> None:
+    """Register ``mobidfl reproduce`` on the CLI's subparsers."""
     repro = sub.add_parser(
         "reproduce", help="run a paper's preset over seeds: reproduction.md with verdicts"
     )
@@ -829,15 +904,6 @@ def make_parser() -> argparse.ArgumentParser:
                        "is then unused")
     repro.add_argument("--quiet", action="store_true")
     repro.set_defaults(func=cmd_reproduce)
-    report = sub.add_parser("report", help="figures and tables of a run or a sweep folder")
-    report.add_argument("dir", help="a `mobidfl run` or `mobidfl sweep` output folder")
-    report.add_argument("--out", help="where to write (default: DIR/report)")
-    report.set_defaults(func=cmd_report)
-    from mobidfl.analysis.bench import add_bench_parser
-
-    add_bench_parser(sub)  # `mobidfl bench` (analysis/bench.py)
-    sub.choices["bench"].set_defaults(func=_bench)  # --tune: analysis/tuning.py
-    return parser
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -176,16 +176,47 @@ def load_study(name: str) -> Study:
     missing = [n for n in required_world() if n not in base]
     if missing:
         raise ConfigError(where, ", ".join(missing), "every world setting written in [base]")
-    def world_only(changes: dict[str, Any], what: str) -> dict[str, Any]:
-        foreign = [n for n in changes if setting_role(n) != "world"]
-        if foreign:
-            raise ConfigError(where, f"{what}: {', '.join(foreign)}", "world settings only "
-                              "(policies and run settings are the benchmark's)")
-        return changes
+    factors = _factors(data, base, where=where)
+    crosses = _crosses(data, factors, where=where)
+    grid = _grid(data, factors, crosses, where=where)
+    policies, policies_why = _policies(data, where=where)
+    heldout, heldout_about = {}, {}
+    for hname, table in data.get("heldout", {}).items():
+        table = dict(table)
+        heldout_about[hname] = str(table.pop("about", ""))
+        heldout[hname] = _world_only(_names(table), f"heldout.{hname}", where=where)
+    scales, notes = {}, {}
+    for scale in SCALES:
+        table = dict(data.get("scales", {}).get(scale, {}))
+        notes[scale] = str(table.pop("note", ""))
+        scales[scale] = _world_only(_names(table), f"scales.{scale}", where=where)
+    return Study(
+        name=str(about["name"]), version=int(about["version"]), title=str(about["title"]),
+        regime=str(about.get("regime", "")), provenance=str(about["provenance"]),
+        why=str(about["why"]), base=base, factors=factors, crosses=crosses, heldout=heldout,
+        heldout_about=heldout_about, grid=grid, policies=policies,
+        policies_why=policies_why, design=dict(data.get("design", {})),
+        scales=scales, notes=notes,
+        tuning=dict(data.get("tuning", {})),
+        sha256=hashlib.sha256(raw.encode()).hexdigest(),
+    )
 
+
+def _world_only(changes: dict[str, Any], what: str, *, where: str) -> dict[str, Any]:
+    """``changes`` when it sets world settings only (the benchmark sets the rest)."""
+    foreign = [n for n in changes if setting_role(n) != "world"]
+    if foreign:
+        raise ConfigError(where, f"{what}: {', '.join(foreign)}", "world settings only "
+                          "(policies and run settings are the benchmark's)")
+    return changes
+
+
+def _factors(data: Mapping[str, Any], base: Mapping[str, Any], *, where: str
+             ) -> dict[str, Factor]:
+    """The study's factors: each level a change of world settings, the base level empty."""
     factors: dict[str, Factor] = {}
     for fname, table in data.get("factors", {}).items():
-        levels = {str(k): world_only(_names(v), f"{fname}.{k}")
+        levels = {str(k): _world_only(_names(v), f"{fname}.{k}", where=where)
                   for k, v in table.get("levels", {}).items()}
         base_level = str(table.get("base", ""))
         if base_level not in levels or levels[base_level]:
@@ -197,6 +228,12 @@ def load_study(name: str) -> Study:
                 raise ConfigError(where, f"factors.{fname}.levels.{level}: {', '.join(same)}",
                                   "a change from the base (this is the base's value)")
         factors[fname] = Factor(name=fname, base=base_level, levels=levels)
+    return factors
+
+
+def _crosses(data: Mapping[str, Any], factors: Mapping[str, Factor], *, where: str
+             ) -> dict[str, dict[str, list[str]]]:
+    """Crosses of two factors, by their non-base levels; the two change different settings."""
     crosses: dict[str, dict[str, list[str]]] = {}
     for cname, table in data.get("crosses", {}).items():
         if len(table) != 2 or any(f not in factors for f in table):
@@ -214,6 +251,12 @@ def load_study(name: str) -> Study:
             raise ConfigError(where, f"crosses.{cname}: {', '.join(sorted(overlap))}",
                               "two factors that change different settings")
         crosses[cname] = {str(f): [str(v) for v in lv] for f, lv in table.items()}
+    return crosses
+
+
+def _grid(data: Mapping[str, Any], factors: Mapping[str, Factor],
+          crosses: Mapping[str, Any], *, where: str) -> tuple[str, ...]:
+    """The factors of a full grid (empty: none); every factor, each its own settings."""
     grid = tuple(str(f) for f in data.get("grid", {}).get("factors", []))
     if grid:
         unknown = [f for f in grid if f not in factors]
@@ -229,7 +272,14 @@ def load_study(name: str) -> Study:
                     if seen.setdefault(n, fname) != fname:
                         raise ConfigError(where, f"grid: {n}", "factors that change "
                                           "different settings")
-    policies, policies_why = {}, {}
+    return grid
+
+
+def _policies(data: Mapping[str, Any], *, where: str
+              ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each policy's own settings in this study, and why the study reads it so."""
+    policies: dict[str, dict[str, Any]] = {}
+    policies_why: dict[str, str] = {}
     for pname, table in data.get("policies", {}).items():
         table = dict(table)
         why = str(table.pop("why", ""))
@@ -241,26 +291,7 @@ def load_study(name: str) -> Study:
             raise ConfigError(where, f"policies.{pname}: {', '.join(foreign)}",
                               "the policy's own settings only (the world is the study's)")
         policies[str(pname)], policies_why[str(pname)] = settings_of, why
-    heldout, heldout_about = {}, {}
-    for hname, table in data.get("heldout", {}).items():
-        table = dict(table)
-        heldout_about[hname] = str(table.pop("about", ""))
-        heldout[hname] = world_only(_names(table), f"heldout.{hname}")
-    scales, notes = {}, {}
-    for scale in SCALES:
-        table = dict(data.get("scales", {}).get(scale, {}))
-        notes[scale] = str(table.pop("note", ""))
-        scales[scale] = world_only(_names(table), f"scales.{scale}")
-    return Study(
-        name=str(about["name"]), version=int(about["version"]), title=str(about["title"]),
-        regime=str(about.get("regime", "")), provenance=str(about["provenance"]),
-        why=str(about["why"]), base=base, factors=factors, crosses=crosses, heldout=heldout,
-        heldout_about=heldout_about, grid=grid, policies=policies,
-        policies_why=policies_why, design=dict(data.get("design", {})),
-        scales=scales, notes=notes,
-        tuning=dict(data.get("tuning", {})),
-        sha256=hashlib.sha256(raw.encode()).hexdigest(),
-    )
+    return policies, policies_why
 
 
 def changed_settings(column: Column, base: Column) -> dict[str, tuple[Any, Any]]:

@@ -71,6 +71,28 @@ def shared_world_map(config: Config) -> WorldMap:
     return _MAP_CACHE[key]
 
 
+def _run_config(config: Config | None, *, rng: Any, settings: dict[str, Any]) -> Config:
+    """The run's config: ``settings`` over ``config``, the seed from ``settings`` or ``rng``.
+
+    Resolved before ``mesa.Model.__init__``, whose ``rng`` is this config's seed; the memory
+    check comes first of all, before anything big is allocated.
+    """
+    if config is not None and not isinstance(config, Config):
+        raise TypeError("config must be a mobidfl.model.config.Config, "
+                        f"not {type(config).__name__}")
+    # ``seed`` is a setting like any other, not a parameter of the signature: Mesa's
+    # batch_run would otherwise give every run ``seed=None`` (it passes its ``rng`` list
+    # under the name ``seed`` when the signature has one)
+    seed = settings.pop("seed", None)
+    config = (config or Config()).updated(settings)
+    if seed is None and isinstance(rng, int | np.integer):
+        seed = int(rng)
+    if seed is not None:
+        config = config.updated(seed=seed)
+    bounds.check_memory(config)  # before anything big is allocated
+    return config
+
+
 class MobiDFLModel(mesa.Model):
     """Mobility-aware decentralized federated learning in a real street network.
 
@@ -111,23 +133,34 @@ class MobiDFLModel(mesa.Model):
         scenario: Any = None,
         **settings: Any,
     ) -> None:
-        if config is not None and not isinstance(config, Config):
-            raise TypeError("config must be a mobidfl.model.config.Config, "
-                            f"not {type(config).__name__}")
-        # ``seed`` is a setting like any other, not a parameter of the signature: Mesa's
-        # batch_run would otherwise give every run ``seed=None`` (it passes its ``rng`` list
-        # under the name ``seed`` when the signature has one)
-        seed = settings.pop("seed", None)
-        config = (config or Config()).updated(settings)
-        if seed is None and isinstance(rng, int | np.integer):
-            seed = int(rng)
-        if seed is not None:
-            config = config.updated(seed=seed)
-        bounds.check_memory(config)  # before anything big is allocated
+        config = _run_config(config, rng=rng, settings=settings)
         # Mesa 3.5 deprecates seed= in favour of rng=; SolaraViz's Reset passes a scenario.
         super().__init__(rng=config.seed, scenario=scenario)
         self.config = config
         self.world_map = world or shared_world_map(config)
+        self._check_world()
+        self.space = GeoSpace(crs="epsg:4326", warn_crs_conversion=False)
+
+        self.groups = self._mobility_groups()
+        """One ``(kind, rows, mobility model)`` per kind with agents, in :data:`KINDS` order."""
+        self.n_agents = self.groups[-1][1].stop if self.groups else 0
+        self.contact_trace = self._contact_trace()
+        """Contacts from a trace instead of positions (``contact_trace`` mobility), or None."""
+        self._init_arrays()
+        self._init_contacts()
+        self._init_learning()
+        self._create_agents()
+
+        self.records = outputs.ColumnLog()
+        self.datacollector = mesa.DataCollector(model_reporters=model_reporters(self))
+        if self.learner is not None and config.eval_initial:
+            self.evaluation = self.learner.evaluate()  # an extra evaluation: only when asked
+        self.datacollector.collect(self)
+        self._record_agents()
+
+    def _check_world(self) -> None:
+        """Refuse a grid or areas this map cannot hold (one ``ConfigError`` line)."""
+        config = self.config
         west, south, east, north = self.world_map.bounds
         bounds.check_grid(
             config, self.world_map.grid.n_cells, map_width_m=east - west, map_height_m=north - south
@@ -140,9 +173,11 @@ class MobiDFLModel(mesa.Model):
                 f"at most {int((used > 0).sum())} on this map (every area needs road nodes; "
                 f"{int((used == 0).sum())} would be empty)",
             )
-        self.space = GeoSpace(crs="epsg:4326", warn_crs_conversion=False)
 
-        self.groups: list[tuple[str, slice, MobilityModel]] = []
+    def _mobility_groups(self) -> list[tuple[str, slice, MobilityModel]]:
+        """Each kind's mobility model, built in :data:`KINDS` order (each draws from ``rng``)."""
+        config = self.config
+        groups: list[tuple[str, slice, MobilityModel]] = []
         start = 0
         for kind in KINDS:
             count = config.count(kind)
@@ -156,11 +191,13 @@ class MobiDFLModel(mesa.Model):
                 settings=config,
                 rng=self.rng,
             )
-            self.groups.append((kind, slice(start, start + count), mobility))
+            groups.append((kind, slice(start, start + count), mobility))
             start += count
-        self.n_agents = start
-        self.contact_trace = self._contact_trace()
-        """Contacts from a trace instead of positions (``contact_trace`` mobility), or None."""
+        return groups
+
+    def _init_arrays(self) -> None:
+        """Per-agent arrays in row order: kind, policy, position, speed, area."""
+        config = self.config
         farthest, kind = bounds.fastest(self.groups, config.step_s)
         bounds.check_sub_samples(config, farthest_m=farthest, fastest_kind=kind)
         self.kind_of = np.concatenate(
@@ -176,6 +213,9 @@ class MobiDFLModel(mesa.Model):
             if home is not None:
                 self.area[members] = np.where(home >= 0, home, self.area[members])
 
+    def _init_contacts(self) -> None:
+        """Contact state, the link model and the contact outputs it asks for."""
+        config = self.config
         self.adjacency = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
         self.met = sp.csr_matrix((self.n_agents, self.n_agents), dtype=bool)
         self.encounters: tuple[np.ndarray, np.ndarray] | None = None  # time-ordered contacts
@@ -203,10 +243,14 @@ class MobiDFLModel(mesa.Model):
         uses; replayed in ns-3 by ``validation/ns3_link.py``)."""
         totals = LINK_COLUMNS if not self.link.ideal else \
             IDEAL_LINK_COLUMNS if config.learning else ()
-        self.link_totals = {c: np.zeros(start) for c in totals} if totals else None
+        self.link_totals = {c: np.zeros(self.n_agents) for c in totals} if totals else None
         """Per agent, link costs summed since step 0 (``agents.parquet``); at the ideal link
         only the bytes (:data:`mobidfl.model.reporters.IDEAL_LINK_COLUMNS`), none without
         learning."""
+
+    def _init_learning(self) -> None:
+        """Neighbour counts, the latest results, the world view and the learning session."""
+        config = self.config
         self.neighbours_now = np.zeros(self.n_agents, int)
         self.distinct_neighbours = np.zeros(self.n_agents, int)
         self.label_hist: np.ndarray | None = None
@@ -226,6 +270,8 @@ class MobiDFLModel(mesa.Model):
             self.learner = LearningSession(self)
             self.label_hist = self.learner.engine.label_hist
 
+    def _create_agents(self) -> None:
+        """Mesa idiom: bulk creation, one ``create_agents`` call per kind, into the GeoSpace."""
         lonlat = self.world_map.to_wgs84(self.position)
         self.device_agents: list[DeviceAgent] = []
         for kind, members, _ in self.groups:  # Mesa idiom: bulk creation, one call per kind
@@ -236,13 +282,6 @@ class MobiDFLModel(mesa.Model):
                 )
             )
         self.space.add_agents(self.device_agents)
-
-        self.records = outputs.ColumnLog()
-        self.datacollector = mesa.DataCollector(model_reporters=model_reporters(self))
-        if self.learner is not None and config.eval_initial:
-            self.evaluation = self.learner.evaluate()  # an extra evaluation: only when asked
-        self.datacollector.collect(self)
-        self._record_agents()
 
     # --- one step --------------------------------------------------------------------
     def step(self) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,6 +73,58 @@ def test_sync_geometries_moves_the_geoagents_their_index_and_bounds():
             expected = [b.index for b in model.device_agents if area.intersects(b.geometry)]
             assert sorted(b.index for b in near) == expected
     assert np.abs(model.space.total_bounds - first).max() > 1e-6  # not the first places
+
+
+# --- the model's __init__ as Mesa's examples write it -----------------------------------------
+def init_problems(source: str) -> list[str]:
+    """How a model's ``__init__`` (its source) departs from Mesa's idiom, or ``[]``.
+
+    Settings are keyword arguments (no positional parameter but ``self``), and
+    ``super().__init__(rng=...)`` comes before any statement that touches ``self``: the
+    model's generator exists before any agent, space or draw.
+    """
+    init = ast.parse(textwrap.dedent(source)).body[0]
+    assert isinstance(init, ast.FunctionDef)
+    found: list[str] = []
+    if [a.arg for a in init.args.posonlyargs + init.args.args] != ["self"] or init.args.vararg:
+        found.append("positional parameters (settings are keyword arguments)")
+    for stmt in init.body:
+        calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"
+                 and isinstance(n.func.value, ast.Call)
+                 and isinstance(n.func.value.func, ast.Name) and n.func.value.func.id == "super"]
+        if calls:
+            if "rng" not in {k.arg for k in calls[0].keywords}:
+                found.append("super().__init__ without rng=")
+            return found
+        if any(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(stmt)):
+            found.append(f"line {stmt.lineno} uses self before super().__init__(rng=...)")
+            return found
+    return [*found, "no super().__init__ call"]
+
+
+def test_init_problems_finds_each_departure() -> None:
+    # Prepare
+    good = "def __init__(self, *, rng=None, **settings):\n    c = f(rng)\n" \
+        "    super().__init__(rng=c.seed)\n    self.a = 1\n"
+    early = "def __init__(self, *, rng=None):\n    self.a = 1\n    super().__init__(rng=rng)\n"
+    positional = "def __init__(self, n, rng=None):\n    super().__init__(seed=rng)\n"
+    # Execute / Assert
+    assert init_problems(good) == []
+    assert init_problems(early) == ["line 2 uses self before super().__init__(rng=...)"]
+    assert init_problems(positional) == ["positional parameters (settings are keyword "
+                                         "arguments)", "super().__init__ without rng="]
+    assert init_problems("def __init__(self):\n    pass\n") == ["no super().__init__ call"]
+
+
+def test_the_model_init_starts_mesa_with_rng_and_takes_keyword_settings() -> None:
+    # Execute / Assert
+    assert init_problems(inspect.getsource(MobiDFLModel.__init__)) == []
+    model = MobiDFLModel(map="grid:3x3:100", vehicles=2, pedestrians=0, sensors=0, uavs=0,
+                         learning=False, steps=1, rng=5)
+    assert model.config.seed == 5  # Mesa's rng argument is the seed setting
+    mesa_own = mesa.Model(rng=5).rng.bit_generator.seed_seq  # the generator Mesa makes of 5
+    assert model.rng.bit_generator.seed_seq.entropy == mesa_own.entropy
 
 
 # --- no private Mesa or mesa-geo attributes ---------------------------------------------------

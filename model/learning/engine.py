@@ -251,11 +251,27 @@ class Engine:
         parts
             Training-sample indices per agent (:mod:`mobidfl.model.learning.partition`).
         """
-        t = training
         self.training = training
         """The frozen settings this engine was built with: ``training.lr`` is the *initial*
         rate, never the current one (a schedule moves :attr:`lr` with :meth:`set_lr`)."""
-        _validate(training=t, parts=parts, n_train=dataset.n_train)
+        _validate(training=training, parts=parts, n_train=dataset.n_train)
+        self._take_settings(training, dataset=dataset, parts=parts)
+        template, shared = self._init_stacks(training, dataset=dataset)
+        self._place_net(template, training, dataset=dataset, shared=shared)
+        self._take_data(dataset)
+        self._pool: ProcessPool | RayPool | None = None
+        self._finalizer: weakref.finalize | None = None
+        self.host: Any = None
+        """The :class:`mobidfl.model.learning.multirun.RunGroup` this engine's run trains and
+        evaluates in (``--batch-runs``): its stacks are then rows of the group's, and :meth:`train`
+        /
+        :meth:`evaluate` go through the group's one batched call. ``None``: alone."""
+        self._prepare()
+
+    def _take_settings(
+        self, t: TrainingSettings, *, dataset: Dataset, parts: Sequence[np.ndarray]
+    ) -> None:
+        """Copy the settings the hot paths read, and each agent's share of the data."""
         self.optimizer = str(t.optimizer)
         self.precision = str(t.precision)
         self.optimizer_state = str(t.optimizer_state)
@@ -280,6 +296,11 @@ class Engine:
         self.batch_sizes = agent_batch_sizes(self.data_sizes, self.batch_size)
         self.label_hist = label_histograms(dataset.train_labels, self.parts, dataset.num_classes)
 
+    def _init_stacks(self, t: TrainingSettings, *, dataset: Dataset) -> tuple[nn.Module, bool]:
+        """Build the template net and every agent's initial parameters from :attr:`seed`.
+
+        Returns the template and whether the stacks are in shared memory (for workers).
+        """
         with torch.random.fork_rng(devices=[]):  # leave the global RNG untouched
             torch.manual_seed(self.seed)
             template = build_net(t.net, dataset.input_shape, dataset.num_classes)
@@ -308,6 +329,12 @@ class Engine:
             self.params: list[torch.Tensor] = init_stacks(
                 template, self.n_agents, t.same_init, shared=shared
             )
+        return template, shared
+
+    def _place_net(
+        self, template: nn.Module, t: TrainingSettings, *, dataset: Dataset, shared: bool
+    ) -> None:
+        """Freeze the template, pick the memory layout and chunks, move the stacks to the device."""
         for p in template.parameters():
             p.requires_grad_(False)
         if list(template.buffers()):
@@ -339,6 +366,8 @@ class Engine:
         self.shapes = [tuple(p.shape[1:]) for p in self.params]
         self.num_params = int(sum(math.prod(s) for s in self.shapes))
 
+    def _take_data(self, dataset: Dataset) -> None:
+        """The dataset on the device, and the per-agent batch and loss-order generators."""
         self._x = dataset.x_train.to(self.device)
         self._y = dataset.y_train.to(self.device)
         self._x_test = self._fn.prep(dataset.x_test.to(self.device))
@@ -347,14 +376,6 @@ class Engine:
         self._rngs = [np.random.Generator(np.random.PCG64(s)) for s in seqs]
         eval_rng = np.random.default_rng([self.seed, 0x1055])
         self._loss_order = [p[eval_rng.permutation(p.size)] for p in self.parts]
-        self._pool: ProcessPool | RayPool | None = None
-        self._finalizer: weakref.finalize | None = None
-        self.host: Any = None
-        """The :class:`mobidfl.model.learning.multirun.RunGroup` this engine's run trains and
-        evaluates in (``--batch-runs``): its stacks are then rows of the group's, and :meth:`train`
-        /
-        :meth:`evaluate` go through the group's one batched call. ``None``: alone."""
-        self._prepare()
 
     def _prepare(self) -> None:
         """What a backend sets up once the stacks exist (default: nothing)."""
