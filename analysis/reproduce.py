@@ -6,16 +6,22 @@ preset), the CPU-sized departures of ``--scale small`` (each with its reason, fi
 any result was seen), and the :class:`Claim` s: the paper's number quoted with its table or
 figure. Every variant runs over the seeds through the sweep machinery
 (:func:`mobidfl.analysis.sweep.run_sweep`, one folder per variant under ``OUT/runs/``, resumable),
-then :func:`claim_verdict` computes, from the measured numbers only, one of:
+then :func:`claim_verdict` computes, from the measured numbers only, one of (the
+interval is the 95 % Student-t confidence interval of the mean effect over seeds, paired):
 
-* ``holds``: the effect has the paper's sign on every seed (at least :data:`MIN_SEEDS`),
-  and where the paper gives a number, MobiDFL's mean is within a factor of 2 of it;
-* ``direction only``: the mean effect has the paper's sign, but not on every seed, not
-  within a factor of 2 of the paper's number, or over fewer than :data:`MIN_SEEDS` seeds;
-* ``fails``: the mean effect is zero or of the opposite sign (the reason says by how much).
+* ``holds``: the interval excludes 0 on the paper's side, and where the paper gives a number,
+  that number lies inside the interval or MobiDFL's mean is within a factor of 2 of it;
+* ``direction only``: the mean has the paper's sign, but the interval spans 0, or the size is
+  off (the paper's number outside both the interval and the factor of 2);
+* ``fails``: the interval excludes 0 on the side against the paper;
+* ``undecided``: anything else: fewer than :data:`MIN_SEEDS` seeds, a zero mean, or a mean
+  against the paper's sign whose interval spans 0.
 
-A claim that a value is exactly zero (``Claim.sign = 0``, e.g. MoFeL's NFC) holds when it is
-zero on every seed and fails otherwise.
+For ``direction only`` and ``undecided`` the table gives the seeds a decision would need at
+the observed mean and spread (:func:`seeds_to_decide`). A claim that a count is exactly zero
+(``Claim.sign = 0``, e.g. MoFeL's NFC) holds when it is zero on every seed (at least
+:data:`MIN_SEEDS`; its interval is then [0, 0]) and fails on a seed where it is not: one
+frustrated client contradicts "none", whatever the spread.
 
 Every spec also has a ``ci`` scale: a few agents and steps, seconds per run. It is
 what the tests run (``tests/test_exp_*.py`` check the claims' directions on it), never a
@@ -42,7 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mobidfl.analysis.stats import format_ci, mean_std, sample_std
+from mobidfl.analysis.stats import format_ci, mean_ci, mean_std, sample_std
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
 from mobidfl.errors import ConfigError
 from mobidfl.model.config import Config, canonical_name
@@ -62,11 +68,38 @@ FACTOR = 2.0
 """A measured effect within this factor of the paper's number counts as reproduced."""
 
 MIN_SEEDS = 3
-"""Fewer seeds than this give at most *direction only*: one lucky seed is not a result."""
+"""Fewer seeds than this leave a claim *undecided*: one lucky seed is not a result."""
+
+SEEDS_CAP = 10_000
+"""Beyond this many seeds, :func:`seeds_to_decide` reports none: the effect is too small to
+tell from its spread at any budget a reproduction has."""
+
+VERDICTS = ("holds", "direction only", "fails", "undecided")
+"""The verdicts :func:`claim_verdict` gives (``not run``: a variant the claim needs was not)."""
 
 CI_LEVEL = 0.95
 """Level of the confidence interval of each claim's mean effect (Student's t over seeds)."""
 CI_COLUMN = f"{CI_LEVEL:.0%} CI of the mean"
+SEEDS_COLUMN = "seeds to decide"
+"""Where the verdict is open: the seeds at which the CI would exclude 0 at the observed spread."""
+
+VERDICT_COLUMNS = ("source", "claim", "paper", "MobiDFL (mean ± std)", CI_COLUMN, "seeds",
+                   "verdict", "reason", SEEDS_COLUMN)
+"""The columns of ``verdicts.csv`` and of the report's claim table, in order."""
+
+VERDICT_RULE = (
+    f"Verdicts are computed from the numbers and the {CI_LEVEL:.0%} confidence interval (CI) "
+    "of the mean effect (Student's t over the seeds): ***holds*** = the CI excludes 0 on the "
+    "paper's side and, where the paper gives a number, that number is inside the CI or the "
+    f"mean is within x{FACTOR:g} of it; ***direction only*** = the mean has the paper's sign "
+    "but the CI spans 0, or the size is off; ***fails*** = the CI excludes 0 against the "
+    f"paper's sign; ***undecided*** = anything else (fewer than {MIN_SEEDS} seeds, a zero "
+    "mean, a mean against the paper whose CI spans 0). *Seeds to decide*: the seeds at which "
+    "the CI would exclude 0 if the runs keep the observed mean and spread. A count the paper "
+    f"states as zero holds when it is zero on every seed (at least {MIN_SEEDS}) and fails on "
+    "a seed where it is not."
+)
+"""The rule in words, as the reports and the reproduction index state it."""
 
 DATASET_NAMES = {
     "mnist": "MNIST, 60,000 / 10,000 images",
@@ -766,37 +799,70 @@ def _paired_half_effects(claim: Claim, steps: pd.DataFrame | None) -> np.ndarray
     return e[~np.isnan(e)]
 
 
+def seeds_to_decide(effects: Sequence[float], *, level: float = CI_LEVEL,
+                    most: int = SEEDS_CAP) -> int | None:
+    """Seeds at which the CI of the mean would exclude 0, at the observed mean and spread.
+
+    The smallest ``n`` with ``t_{n-1, (1 + level) / 2} * s / sqrt(n) < |mean|`` (the
+    t-interval's half-width solved for ``n``, the same interval the verdict reads): what a
+    reader needs to decide a claim the current seeds leave open, if the runs keep spreading as
+    they did. ``None``: no spread to read (fewer than two seeds), a zero mean, or more than
+    ``most`` seeds.
+    """
+    e = np.asarray(effects, dtype=float)
+    e = e[np.isfinite(e)]
+    if e.size < 2 or float(e.mean()) == 0.0:
+        return None
+    from scipy.stats import t as student_t
+
+    mean, std = abs(float(e.mean())), sample_std(e)
+    if std == 0.0:
+        return max(2, MIN_SEEDS)
+    q = 0.5 + level / 2.0
+    for n in range(max(2, MIN_SEEDS), most + 1):
+        if float(student_t.ppf(q, n - 1)) * std / math.sqrt(n) < mean:
+            return n
+    return None
+
+
 def claim_verdict(
     effects: Sequence[float], *, paper_value: float | None, sign: int = 1
 ) -> tuple[str, str]:
-    """(verdict, reason) of one claim from its per-seed effects (module docstring)."""
+    """(verdict, reason) of one claim from its per-seed effects: the rule of the module docstring.
+
+    WHY the interval: a sign on every seed and a mean near the paper's number can both come
+    from three noisy seeds whose interval spans 0; "holds" then said more than the numbers.
+    """
     e = np.asarray(effects, dtype=float)
+    e = e[np.isfinite(e)]
     if e.size == 0:
-        return "fails", "no finished runs"
-    few = f"{e.size} seed{'s' if e.size > 1 else ''} (holds needs >= {MIN_SEEDS})"
-    if sign == 0 and paper_value in (None, 0):  # a level the paper states as exactly 0
-        if (e == 0).all():
-            return ("holds", "") if e.size >= MIN_SEEDS else ("direction only", few)
-        return "fails", f"{int((e != 0).sum())} of {e.size} seeds non-zero (mean {e.mean():+.2f})"
+        return "undecided", "no finished runs"
+    few = f"{e.size} seed{'s' if e.size > 1 else ''} (a verdict needs >= {MIN_SEEDS})"
+    if sign == 0 and paper_value in (None, 0):  # a count the paper states as exactly 0
+        if (e != 0).any():
+            nonzero = int((e != 0).sum())
+            return "fails", f"{nonzero} of {e.size} seeds non-zero (mean {e.mean():+.2f})"
+        return ("holds", "") if e.size >= MIN_SEEDS else ("undecided", few)
+    if e.size < MIN_SEEDS:
+        return "undecided", few
     want = int(np.sign(paper_value)) if paper_value not in (None, 0) else sign
     mean = float(e.mean())
-    if np.sign(mean) != want:
-        return "fails", f"mean effect {mean:+.2f} has the opposite sign (or none) of the paper's"
-    every = bool((np.sign(e) == want).all())
-    within = True
-    if paper_value not in (None, 0):
-        ratio = mean / paper_value
-        within = 1.0 / FACTOR <= ratio <= FACTOR
-    if every and within and e.size >= MIN_SEEDS:
-        return "holds", ""
-    reasons = [] if e.size >= MIN_SEEDS else [few]
-    if not every:
-        reasons.append(f"{int((np.sign(e) == want).sum())} of {e.size} seeds have the sign")
-    if not within:
-        reasons.append(
-            f"magnitude {mean:+.2f} vs paper {paper_value:+.2f} (outside x{FACTOR:g})"
-        )
-    return "direction only", "; ".join(reasons)
+    low, high = mean_ci(e, level=CI_LEVEL)
+    ci = f"CI [{low:+.2f}, {high:+.2f}]"
+    if want * low > 0:  # the interval excludes 0 on the paper's side
+        if paper_value in (None, 0) or low <= paper_value <= high:
+            return "holds", ""
+        if 1.0 / FACTOR <= mean / paper_value <= FACTOR:
+            return "holds", ""
+        return "direction only", (f"size: mean {mean:+.2f} vs paper {paper_value:+.2f}, "
+                                  f"outside the {ci} and x{FACTOR:g}")
+    if want * high < 0:
+        return "fails", f"{ci} excludes 0 against the paper's sign"
+    if mean == 0.0:
+        return "undecided", f"mean 0, {ci}"
+    if int(np.sign(mean)) == want:
+        return "direction only", f"{ci} spans 0"
+    return "undecided", f"mean {mean:+.2f} against the paper's sign, {ci} spans 0"
 
 
 # --- running ------------------------------------------------------------------------------------
@@ -1133,7 +1199,11 @@ def _slug(name: str) -> str:
 def verdict_rows(
     spec: PaperSpec, per_run: pd.DataFrame, steps: pd.DataFrame | None = None
 ) -> list[dict[str, str]]:
-    """One row per claim: the paper's value, MobiDFL's effect, the verdict and its reason."""
+    """One row per claim: the paper's value, MobiDFL's effect, the verdict and its reason.
+
+    The columns are :data:`VERDICT_COLUMNS`; a per-claim column that another reading of the
+    same runs adds (e.g. how the verdict moves under a perturbation) goes after ``verdict``.
+    """
     rows = []
     ran = set(per_run.variant) if len(per_run) else set()
     for claim in spec.claims:
@@ -1141,25 +1211,39 @@ def verdict_rows(
         verdict, reason = claim_verdict(
             effects, paper_value=claim.paper_value, sign=claim.sign
         )
+        needed = seeds_to_decide(effects) if verdict in ("direction only", "undecided") else None
         if {claim.a, claim.b} - {None} - ran:
             verdict, reason = "not run", "a variant it needs was not run at this scale"
+            needed = None
+        if verdict == "direction only" and reason.startswith("size"):
+            needed = None  # the sign is decided; more seeds do not bring the size closer
         paper = "direction" if claim.paper_value is None else f"{claim.paper_value:+.2f}"
         paper = f"{paper} (\"{claim.paper_quote}\")"
         if claim.authors_code:
             paper += f"; the authors' own code: {claim.authors_code}"
-        rows.append(
-            {
-                "source": claim.source,
-                "claim": claim.text,
-                "paper": paper,
-                "MobiDFL (mean ± std)": mean_std(effects, signed=True),
-                CI_COLUMN: format_ci(effects, level=CI_LEVEL, signed=True),
-                "seeds": str(effects.size),
-                "verdict": verdict,
-                "reason": reason,
-            }
-        )
+        row = {
+            "source": claim.source,
+            "claim": claim.text,
+            "paper": paper,
+            "MobiDFL (mean ± std)": mean_std(effects, signed=True),
+            CI_COLUMN: format_ci(effects, level=CI_LEVEL, signed=True),
+            "seeds": str(effects.size),
+            "verdict": verdict,
+            "reason": reason,
+            SEEDS_COLUMN: "" if needed is None else str(needed),
+        }
+        rows.append({k: row[k] for k in VERDICT_COLUMNS})
     return rows
+
+
+def claim_table(rows: Sequence[Mapping[str, str]]) -> list[str]:
+    """The markdown table of :func:`verdict_rows` (its columns as they come)."""
+    if not rows:
+        return []
+    keys = list(rows[0])
+    out = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    out += ["| " + " | ".join(r[k].replace("|", "/") for k in keys) + " |" for r in rows]
+    return out
 
 
 def _under(reading: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -1246,19 +1330,10 @@ def _markdown(
             "",
         ]
     lines += [
-        "Verdicts are computed from the numbers: *holds* = the paper's sign on every seed "
-        f"(at least {MIN_SEEDS}) and (where the paper gives a number) a mean within "
-        f"x{FACTOR:g} of it; *direction "
-        "only* = the mean has the paper's sign; *fails* = it does not. Accuracies in "
-        f"percentage points; effects paired per seed; the {CI_COLUMN} is Student's t over "
-        "the seeds (n/a for one seed).",
+        VERDICT_RULE + " Accuracies in percentage points; effects paired per seed.",
         "",
-        f"| source | claim | paper | MobiDFL (mean ± std) | {CI_COLUMN} | seeds | verdict "
-        "| reason |",
-        "|---|---|---|---|---|---|---|---|",
+        *claim_table(rows),
     ]
-    for r in rows:
-        lines.append("| " + " | ".join(r[k].replace("|", "/") for k in r) + " |")
     if spec.readings:
         lines += ["", *_readings_markdown(spec, sensitivity)]
     lines += ["", "## Per variant (mean ± std over seeds)", ""]
