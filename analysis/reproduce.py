@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +52,7 @@ import pandas as pd
 
 from mobidfl.analysis.stats import format_ci, mean_ci, mean_std, sample_std
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
+from mobidfl.cores import load_average
 from mobidfl.errors import ConfigError
 from mobidfl.model.config import Config, canonical_name
 
@@ -991,6 +994,7 @@ def reproduce(
     spec = paper_spec(paper)
     out = Path(out)
     started, clock = datetime.now(UTC), time.monotonic()
+    load_at_start = load_average()
     resolved: dict[str, Config] = {}
     extra = dict(extra or {})
     check_no_seed(extra)
@@ -1058,15 +1062,22 @@ def reproduce(
                                 readings=readings, batch_runs=batch_runs)
     write_machine(out, command=command, started=started, wall_s=time.monotonic() - clock,
                   folders=[folder for _, _, folder in jobs], processes=processes,
-                  batch_runs=batch_runs)  # fmt: skip
+                  batch_runs=batch_runs, load_at_start=load_at_start)  # fmt: skip
     return report
 
 
 def write_machine(
     out: Path, *, command: str, started: datetime, wall_s: float, folders: Sequence[Path],
-    processes: int | None, batch_runs: bool,
+    processes: int | None, batch_runs: bool, load_at_start: Sequence[float] = (),
+    argv: Sequence[str] | None = None,
 ) -> Path:
     """``machine.json``: where, when and at what commit a reproduction ran, and how long.
+
+    ``command`` is the ``mobidfl reproduce`` line that makes these runs (the report's);
+    ``typed`` is the whole command as typed (``argv``, default :data:`sys.argv`: with
+    ``--processes``, ``--quiet`` and ``--out``), and the load is kept at the start and at the
+    end, with the machine's ``nice`` level, CPU flags and torch's threads and ISA
+    (:func:`mobidfl.cores.machine_record`): what a float's last bits and a wall time depend on.
 
     WHY: a reproduction's wall time means nothing without its CPU (the machines change
     between sessions: Zen 3, Zen 4, Intel, Zen 5); the reproduction index reads this file.
@@ -1081,10 +1092,14 @@ def write_machine(
         if manifest.exists():
             table = pd.read_csv(manifest)
             walls += [float(w) for w in table.loc[table["status"] == "ok", "wall_s"]]
+    typed = list(sys.argv if argv is None else argv)
+    if typed:
+        typed[0] = Path(typed[0]).name  # the program as typed, not the venv's path to it
     record = {
-        "command": command,
+        "command": command, "typed": shlex.join(typed),
         "commit": source_commit(), "versions": package_versions(),
         "machine": machine_record(),
+        "load_at_start": [round(float(x), 2) for x in load_at_start],
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_s": round(wall_s, 1), "runs": len(walls), "runs_wall_s": round(sum(walls), 1),
@@ -1174,12 +1189,13 @@ def write_report(
     _figures(spec, steps, per_run, out)
     rows = verdict_rows(spec, per_run, steps)
     write_csv(pd.DataFrame(rows), out / "verdicts.csv", index=False)
-    sensitivity = reading_rows(spec, per_run, steps)
+    ran = reading_that_ran(spec, resolved)
+    sensitivity = reading_rows(spec, per_run, steps, ran=ran)
     if sensitivity:
         write_csv(pd.DataFrame(sensitivity), out / "verdicts_readings.csv", index=False)
     text = _markdown(spec, per_run, resolved, rows, scale=scale, seeds=seeds, extra=extra,
                      how=how, failures=failures, readings=readings, batch_runs=batch_runs,
-                     sensitivity=sensitivity)  # fmt: skip
+                     sensitivity=sensitivity, ran=ran)  # fmt: skip
     write_text_atomic(out / "reproduction.md", text)
     return out / "reproduction.md"
 
@@ -1256,26 +1272,54 @@ def _under(reading: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
     return sub
 
 
+def reading_that_ran(spec: PaperSpec, resolved: Mapping[str, Config]) -> str:
+    """Which reading the runs of record are under: ``""`` for the preset's, else its name.
+
+    WHY: ``--set optimizer_state=reset`` runs DAM/DCM under the *reset* reading; the folder's
+    report and sensitivity table must say so, not the preset's *keep*. A reading matches when
+    every variant it concerns ran with all its overrides; a setting of a reading changed to a
+    value no reading names is described as ``name = value`` instead.
+    """
+    keys = {k for r in spec.readings for k in r.overrides}
+    if not keys or not resolved:
+        return ""
+    for reading in spec.readings:
+        concerned = [v for v in resolved if not reading.variants or v in reading.variants]
+        if concerned and all(resolved[v].setting(k) == value for v in concerned
+                             for k, value in reading.overrides.items()):
+            return reading.name
+    preset = Config.from_settings(preset=spec.preset)
+    moved = sorted({f"{k} = {resolved[v].setting(k)}" for v in resolved for k in keys
+                    if resolved[v].setting(k) != preset.setting(k)})
+    return ", ".join(moved)
+
+
 def reading_rows(
-    spec: PaperSpec, per_run: pd.DataFrame, steps: pd.DataFrame | None = None
+    spec: PaperSpec, per_run: pd.DataFrame, steps: pd.DataFrame | None = None, *,
+    ran: str = "",
 ) -> list[dict[str, str]]:
     """The sensitivity table.
 
-    Each claim's verdict under the reading of record and under every alternative :class:`Reading`
-    (*not run* where its variants were not run).
+    Each claim's verdict under the preset's reading of record (column ``record``) and under
+    every alternative :class:`Reading` (*not run* where its variants were not run). ``ran``
+    (:func:`reading_that_ran`) names the reading the runs of record are under: their verdicts
+    go in its column (a new one when it is no named reading), and ``record`` is *not run*.
     """
     if not spec.readings:
         return []
-    record = {r["claim"]: r for r in verdict_rows(spec, per_run, steps)}
-    under = {
-        reading.name: {r["claim"]: r for r in verdict_rows(
-            spec, _under(reading.name, per_run), _under(reading.name, steps))}
-        for reading in spec.readings
-    }
+    mine = {r["claim"]: r for r in verdict_rows(spec, per_run, steps)}
+    none = {c.text: {"verdict": "not run"} for c in spec.claims}
+    tables: dict[str, Mapping[str, Mapping[str, str]]] = {"record": none if ran else mine}
+    for reading in spec.readings:
+        tables[reading.name] = mine if reading.name == ran else {
+            r["claim"]: r for r in verdict_rows(
+                spec, _under(reading.name, per_run), _under(reading.name, steps))}
+    if ran and ran not in tables:
+        tables[ran] = mine
     out = []
     for claim in spec.claims:
         row = {"source": claim.source, "claim": claim.text}
-        for label, table in (("record", record), *under.items()):
+        for label, table in tables.items():
             r = table[claim.text]
             cell = r["verdict"]
             if r["verdict"] != "not run":
@@ -1299,6 +1343,7 @@ def _markdown(
     readings: bool = False,
     sensitivity: Sequence[Mapping[str, str]] = (),
     batch_runs: bool = False,
+    ran: str = "",
 ) -> str:
     extra = dict(extra or {})
     command = reproduce_command(spec, resolved, scale=scale, seeds=seeds, extra=extra,
@@ -1335,7 +1380,7 @@ def _markdown(
         *claim_table(rows),
     ]
     if spec.readings:
-        lines += ["", *_readings_markdown(spec, sensitivity)]
+        lines += ["", *_readings_markdown(spec, sensitivity, ran=ran)]
     lines += ["", "## Per variant (mean ± std over seeds)", ""]
     metrics = [c for c in per_run.columns if c not in ("variant", "seed")]
     lines.append("| variant | " + " | ".join(metrics) + " |")
@@ -1377,26 +1422,28 @@ def reproduce_command(
     return command
 
 
-def _readings_markdown(spec: PaperSpec, sensitivity: Sequence[Mapping[str, str]]) -> list[str]:
-    """The report's sensitivity section: the reading of record, each alternative, verdicts."""
-    lines = [
-        "## Readings of ambiguous passages",
-        "",
-        f"Reading of record (the verdicts above): {spec.reading_of_record}.",
-        "",
-    ]
+def _readings_markdown(
+    spec: PaperSpec, sensitivity: Sequence[Mapping[str, str]], *, ran: str = "",
+) -> list[str]:
+    """The report's sensitivity section: the reading that ran, each alternative, verdicts."""
+    if ran:
+        head = (f"Reading of these runs (the verdicts above): *{ran}*, set with `--set`. The "
+                f"preset's reading of record, not run here: {spec.reading_of_record}.")
+    else:
+        head = f"Reading of record (the verdicts above): {spec.reading_of_record}."
+    lines = ["## Readings of ambiguous passages", "", head, ""]
     for r in spec.readings:
         given = ", ".join(f"`{k} = {v}`" for k, v in r.overrides.items())
         scope = f" (variants {', '.join(r.variants)})" if r.variants else ""
         lines.append(f"* *{r.name}*: {given}{scope}. {r.passage}.")
     lines.append("")
-    ran = any(not row[r.name].startswith("not run") for row in sensitivity
-              for r in spec.readings)
-    if not ran:
+    names = [k for k in (sensitivity[0] if sensitivity else {}) if k not in
+             ("source", "claim", "record")]
+    others = [n for n in names if n != ran]
+    if not any(not row[n].startswith("not run") for row in sensitivity for n in others):
         lines.append("The other readings were not run (`mobidfl reproduce ... --readings` runs "
                      "them as extra variants).")
         return lines
-    names = [r.name for r in spec.readings]
     lines += [
         "| source | claim | record | " + " | ".join(names) + " |",
         "|---|---|---|" + "---|" * len(names),
