@@ -852,14 +852,15 @@ def claim_verdict(
     mean = float(e.mean())
     low, high = mean_ci(e, level=CI_LEVEL)
     ci = f"CI [{low:+.2f}, {high:+.2f}]"
-    if want * low > 0:  # the interval excludes 0 on the paper's side
+    near, far = (low, high) if want > 0 else (high, low)  # the CI's ends nearest and farthest
+    if want * near > 0:  # the interval excludes 0 on the paper's side
         if paper_value in (None, 0) or low <= paper_value <= high:
             return "holds", ""
         if 1.0 / FACTOR <= mean / paper_value <= FACTOR:
             return "holds", ""
         return "direction only", (f"size: mean {mean:+.2f} vs paper {paper_value:+.2f}, "
                                   f"outside the {ci} and x{FACTOR:g}")
-    if want * high < 0:
+    if want * far < 0:
         return "fails", f"{ci} excludes 0 against the paper's sign"
     if mean == 0.0:
         return "undecided", f"mean 0, {ci}"

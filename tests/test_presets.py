@@ -180,6 +180,11 @@ def test_cli_unknown_preset_fails_with_one_line(tmp_path, capsys):
         ([0.3, 0.1, 0.2], None, "direction only", "[-0.05, +0.45]"),
         ([3.0, 2.0, 2.5], None, "holds", "[+1.26, +3.74]"),  # mean 2.5, s 0.5: ± 1.24
         ([1.0, -1.0, 0.0], None, "undecided", "[-2.48, +2.48]"),  # a zero mean
+        # a paper value below 0 reads the CI's upper end: [-6.48, -1.52] holds for -3 ...
+        ([-3.0, -4.0, -5.0], -3.0, "holds", "[-6.48, -1.52]"),
+        # ... mean -2, s 2: [-6.97, +2.97] spans 0 with the sign; mean +4: fails
+        ([-4.0, -2.0, 0.0], -3.0, "direction only", "[-6.97, +2.97]"),
+        ([3.0, 4.0, 5.0], -3.0, "fails", "[+1.52, +6.48]"),
         ([0.3, 0.1], None, "undecided", "[-1.07, +1.47]"),  # fewer than 3 seeds
         ([4.0], 4.64, "undecided", "n/a"),  # one lucky seed is not a result
         ([], None, "undecided", "n/a"),
