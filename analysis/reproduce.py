@@ -1209,8 +1209,13 @@ def _shown_commit() -> str:
     return f"`{commit}`" if commit else "unknown"
 
 
-def _slug(name: str) -> str:
+def variant_slug(name: str) -> str:
+    """The folder of a variant's sweep in ``runs/`` (``Static [reset]``: ``Static__reset_``)."""
     return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def _slug(name: str) -> str:
+    return variant_slug(name)
 
 
 def verdict_rows(
@@ -1381,7 +1386,7 @@ def _markdown(
         *claim_table(rows),
     ]
     if spec.readings:
-        lines += ["", *_readings_markdown(spec, sensitivity, ran=ran)]
+        lines += ["", *readings_markdown(spec, sensitivity, ran=ran)]
     lines += ["", "## Per variant (mean ± std over seeds)", ""]
     metrics = [c for c in per_run.columns if c not in ("variant", "seed")]
     lines.append("| variant | " + " | ".join(metrics) + " |")
@@ -1423,7 +1428,7 @@ def reproduce_command(
     return command
 
 
-def _readings_markdown(
+def readings_markdown(
     spec: PaperSpec, sensitivity: Sequence[Mapping[str, str]], *, ran: str = "",
 ) -> list[str]:
     """The report's sensitivity section: the reading that ran, each alternative, verdicts."""
