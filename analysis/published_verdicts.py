@@ -104,8 +104,8 @@ def record_inputs(published: Path, verdicts: str, folders: Sequence[str] = ()) -
             frames += more
             resolved = {**settings, **resolved}
     except (OSError, KeyError, ValueError, pd.errors.ParserError) as exc:
-        raise ConfigError("per-run data", str(paths[0]), f"readable per-run tables ({exc})") \
-            from None
+        raise ConfigError("published file", str(paths[0]),
+                          f"readable per-run tables ({exc})") from None
     steps = pd.concat(frames, ignore_index=True) if frames else None
     order = {v: resolved[v] for v in spec.variants if v in resolved}
     return RecordInputs(spec, per_run, steps, order)
@@ -122,8 +122,8 @@ def report_sections(text: str, inputs: RecordInputs) -> str:
     try:
         first = next(i for i, line in enumerate(lines) if line.startswith("Verdicts are "))
     except StopIteration:
-        raise ConfigError("report", "its verdicts", "a paragraph starting 'Verdicts are'") \
-            from None
+        raise ConfigError("reproduction report", "its verdicts",
+                          "a paragraph starting 'Verdicts are'") from None
     last = next(i for i in range(first + 2, len(lines)) if not lines[i].startswith("|"))
     lines = _replace_block(lines, first, last, [
         VERDICT_RULE + " Accuracies in percentage points; effects paired per seed.", "",
