@@ -29,9 +29,9 @@ verdict: a reader should take numbers from ``small`` or larger.
 
 ``OUT/reproduction.md`` names its data set (and the paper's, where another stands in for it)
 and holds the table (paper vs MobiDFL mean ± std over seeds with the 95 % confidence interval
-of the mean, verdict, reason), the resolved settings of every variant, and links to the figures
-(``accuracy.png``: mean accuracy over steps per variant with a ± std band; ``claims.png``:
-each claim's effect per seed beside the paper's value).
+of the mean, verdict, reason, seeds to decide), the resolved settings of every variant, and
+links to the figures (``accuracy.png``: mean accuracy over steps per variant with a ± std
+band; ``claims.png``: each claim's effect per seed beside the paper's value).
 """
 
 from __future__ import annotations
@@ -1294,10 +1294,12 @@ def reading_that_ran(spec: PaperSpec, resolved: Mapping[str, Config]) -> str:
         if concerned and all(resolved[v].setting(k) == value for v in concerned
                              for k, value in reading.overrides.items()):
             return reading.name
-    preset = Config.from_settings(preset=spec.preset)
-    moved = sorted({f"{k} = {resolved[v].setting(k)}" for v in resolved for k in keys
-                    if resolved[v].setting(k) != preset.setting(k)})
-    return ", ".join(moved)
+    moved = set()
+    for variant, config in resolved.items():  # against the variant as the spec gives it
+        own = Config.from_settings({"preset": spec.preset, **spec.variants.get(variant, {})})
+        moved |= {f"{k} = {config.setting(k)}" for k in keys
+                  if config.setting(k) != own.setting(k)}
+    return ", ".join(sorted(moved))
 
 
 def reading_rows(

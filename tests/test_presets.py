@@ -351,8 +351,9 @@ def test_reproduce_set_and_variants_are_checked_before_any_run_and_reported(tmp_
     assert resolved["DFL"].backend == "batched" and resolved["DFL"].policy == "defedavg"
     assert "--variants LRU,DFL --set backend=batched --set workers=1" in text
     assert "(not from the paper): `backend = batched`, `workers = 1`" in text
-    assert ("| +10.00 ± 0.00 | [+10.00, +10.00] | 2 | direction only | 2 seeds (holds needs "
-            ">= 3) |") in text
+    # two seeds leave it undecided; with no spread, the third decides
+    assert ("| +10.00 ± 0.00 | [+10.00, +10.00] | 2 | undecided | 2 seeds (a verdict needs "
+            ">= 3) | 3 |") in text
     assert text.count("| not run |") == 3  # CFL and both Table 2 claims
     assert chosen_variants(CACHED, ["DFL", "LRU"], scale="small") == ["LRU", "DFL"]
     with pytest.raises(ConfigError, match="'--variants' = 'XX'"):
