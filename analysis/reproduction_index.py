@@ -1,7 +1,9 @@
 """The reproduction index's tables, generated from the published run folders.
 
-Two tables: the current verdicts (one row per run of record, its claims counted by verdict
-from its ``verdicts.csv``) and the CPU runs.
+The verdict rule (:data:`~mobidfl.analysis.reproduce.VERDICT_RULE`, as every report states
+it), the current verdicts (one row per run of record, its claims counted by verdict from its
+``verdicts.csv``), what reading the confidence interval changed (:func:`change_table`: each
+run of record's per-run numbers under the rule before and now) and the CPU runs.
 
 WHY: the index says, per paper, how large a reproduction this tool has run on a CPU, how long
 it took and on which CPU. Those are numbers on a page, so they are read from the data the
@@ -11,8 +13,10 @@ when the page and the data disagree. A folder made before ``machine.json`` exist
 instead of guessing its CPU: the machines changed between sessions (Zen 3, Zen 4, Intel,
 Zen 5).
 
-``python -m mobidfl.analysis.reproduction_index [--check]`` rewrites both tables between their
-markers in ``docs/reproduction/index.md`` (``--check``: exit 1 when the page differs).
+``python -m mobidfl.analysis.reproduction_index [--check] [--rescore]`` rewrites the tables
+between their markers in ``docs/reproduction/index.md`` (``--check``: exit 1 when the page
+differs; ``--rescore``: first score each run of record again from its per-run data,
+:mod:`mobidfl.analysis.published_verdicts`).
 """
 
 from __future__ import annotations
