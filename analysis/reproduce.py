@@ -7,16 +7,22 @@ preset), the CPU-sized departures of ``--scale small`` (each with its reason, fi
 any result was seen), and the :class:`Claim` s: the paper's number quoted with its table or
 figure. Every variant runs over the seeds through the sweep machinery
 (:func:`mobidfl.analysis.sweep.run_sweep`, one folder per variant under ``OUT/runs/``, resumable),
-then :func:`claim_verdict` computes, from the measured numbers only, one of:
+then :func:`claim_verdict` computes, from the measured numbers only, one of (the
+interval is the 95 % Student-t confidence interval of the mean effect over seeds, paired):
 
-* ``holds``: the effect has the paper's sign on every seed (at least :data:`MIN_SEEDS`),
-  and where the paper gives a number, MobiDFL's mean is within a factor of 2 of it;
-* ``direction only``: the mean effect has the paper's sign, but not on every seed, not
-  within a factor of 2 of the paper's number, or over fewer than :data:`MIN_SEEDS` seeds;
-* ``fails``: the mean effect is zero or of the opposite sign (the reason says by how much).
+* ``holds``: the interval excludes 0 on the paper's side, and where the paper gives a number,
+  that number lies inside the interval or MobiDFL's mean is within a factor of 2 of it;
+* ``direction only``: the mean has the paper's sign, but the interval spans 0, or the size is
+  off (the paper's number outside both the interval and the factor of 2);
+* ``fails``: the interval excludes 0 on the side against the paper;
+* ``undecided``: anything else: fewer than :data:`MIN_SEEDS` seeds, a zero mean, or a mean
+  against the paper's sign whose interval spans 0.
 
-A claim that a value is exactly zero (``Claim.sign = 0``, e.g. MoFeL's NFC) holds when it is
-zero on every seed and fails otherwise.
+For ``direction only`` and ``undecided`` the table gives the seeds a decision would need at
+the observed mean and spread (:func:`seeds_to_decide`). A claim that a count is exactly zero
+(``Claim.sign = 0``, e.g. MoFeL's NFC) holds when it is zero on every seed (at least
+:data:`MIN_SEEDS`; its interval is then [0, 0]) and fails on a seed where it is not: one
+frustrated client contradicts "none", whatever the spread.
 
 Every spec also has a ``ci`` scale: a few agents and steps, seconds per run. It is
 what the tests run (``tests/test_exp_*.py`` check the claims' directions on it), never a
@@ -24,15 +30,17 @@ verdict: a reader should take numbers from ``small`` or larger.
 
 ``OUT/reproduction.md`` names its data set (and the paper's, where another stands in for it)
 and holds the table (paper vs MobiDFL mean ± std over seeds with the 95 % confidence interval
-of the mean, verdict, reason), the resolved settings of every variant, and links to the figures
-(``accuracy.png``: mean accuracy over steps per variant with a ± std band; ``claims.png``:
-each claim's effect per seed beside the paper's value).
+of the mean, verdict, reason, seeds to decide), the resolved settings of every variant, and
+links to the figures (``accuracy.png``: mean accuracy over steps per variant with a ± std
+band; ``claims.png``: each claim's effect per seed beside the paper's value).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shlex
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -56,8 +64,9 @@ from mobidfl.analysis.paper_specs import (  # noqa: F401 - re-exported
     mofel_speed,
     paper_spec,
 )
-from mobidfl.analysis.stats import format_ci, mean_std, sample_std
+from mobidfl.analysis.stats import format_ci, mean_ci, mean_std, sample_std
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
+from mobidfl.cores import load_average
 from mobidfl.errors import ConfigError
 from mobidfl.model.config import Config, canonical_name
 
@@ -76,11 +85,38 @@ FACTOR = 2.0
 """A measured effect within this factor of the paper's number counts as reproduced."""
 
 MIN_SEEDS = 3
-"""Fewer seeds than this give at most *direction only*: one lucky seed is not a result."""
+"""Fewer seeds than this leave a claim *undecided*: one lucky seed is not a result."""
+
+SEEDS_CAP = 10_000
+"""Beyond this many seeds, :func:`seeds_to_decide` reports none: the effect is too small to
+tell from its spread at any budget a reproduction has."""
+
+VERDICTS = ("holds", "direction only", "fails", "undecided")
+"""The verdicts :func:`claim_verdict` gives (``not run``: a variant the claim needs was not)."""
 
 CI_LEVEL = 0.95
 """Level of the confidence interval of each claim's mean effect (Student's t over seeds)."""
 CI_COLUMN = f"{CI_LEVEL:.0%} CI of the mean"
+SEEDS_COLUMN = "seeds to decide"
+"""Where the verdict is open: the seeds at which the CI would exclude 0 at the observed spread."""
+
+VERDICT_COLUMNS = ("source", "claim", "paper", "MobiDFL (mean ± std)", CI_COLUMN, "seeds",
+                   "verdict", "reason", SEEDS_COLUMN)
+"""The columns of ``verdicts.csv`` and of the report's claim table, in order."""
+
+VERDICT_RULE = (
+    f"Verdicts are computed from the numbers and the {CI_LEVEL:.0%} confidence interval (CI) "
+    "of the mean effect (Student's t over the seeds): ***holds*** = the CI excludes 0 on the "
+    "paper's side and, where the paper gives a number, that number is inside the CI or the "
+    f"mean is within x{FACTOR:g} of it; ***direction only*** = the mean has the paper's sign "
+    "but the CI spans 0, or the size is off; ***fails*** = the CI excludes 0 against the "
+    f"paper's sign; ***undecided*** = anything else (fewer than {MIN_SEEDS} seeds, a zero "
+    "mean, a mean against the paper whose CI spans 0). *Seeds to decide*: the seeds at which "
+    "the CI would exclude 0 if the runs keep the observed mean and spread. A count the paper "
+    f"states as zero holds when it is zero on every seed (at least {MIN_SEEDS}) and fails on "
+    "a seed where it is not."
+)
+"""The rule in words, as the reports and the reproduction index state it."""
 
 DATASET_NAMES = {
     "mnist": "MNIST, 60,000 / 10,000 images",
@@ -237,37 +273,71 @@ def _paired_half_effects(claim: Claim, steps: pd.DataFrame | None) -> np.ndarray
     return e[~np.isnan(e)]
 
 
+def seeds_to_decide(effects: Sequence[float], *, level: float = CI_LEVEL,
+                    most: int = SEEDS_CAP) -> int | None:
+    """Seeds at which the CI of the mean would exclude 0, at the observed mean and spread.
+
+    The smallest ``n`` with ``t_{n-1, (1 + level) / 2} * s / sqrt(n) < |mean|`` (the
+    t-interval's half-width solved for ``n``, the same interval the verdict reads): what a
+    reader needs to decide a claim the current seeds leave open, if the runs keep spreading as
+    they did. ``None``: no spread to read (fewer than two seeds), a zero mean, or more than
+    ``most`` seeds.
+    """
+    e = np.asarray(effects, dtype=float)
+    e = e[np.isfinite(e)]
+    if e.size < 2 or float(e.mean()) == 0.0:
+        return None
+    from scipy.stats import t as student_t
+
+    mean, std = abs(float(e.mean())), sample_std(e)
+    if std == 0.0:
+        return max(2, MIN_SEEDS)
+    q = 0.5 + level / 2.0
+    for n in range(max(2, MIN_SEEDS), most + 1):
+        if float(student_t.ppf(q, n - 1)) * std / math.sqrt(n) < mean:
+            return n
+    return None
+
+
 def claim_verdict(
     effects: Sequence[float], *, paper_value: float | None, sign: int = 1
 ) -> tuple[str, str]:
-    """(verdict, reason) of one claim from its per-seed effects (module docstring)."""
+    """(verdict, reason) of one claim from its per-seed effects: the rule of the module docstring.
+
+    WHY the interval: a sign on every seed and a mean near the paper's number can both come
+    from three noisy seeds whose interval spans 0; "holds" then said more than the numbers.
+    """
     e = np.asarray(effects, dtype=float)
+    e = e[np.isfinite(e)]
     if e.size == 0:
-        return "fails", "no finished runs"
-    few = f"{e.size} seed{'s' if e.size > 1 else ''} (holds needs >= {MIN_SEEDS})"
-    if sign == 0 and paper_value in (None, 0):  # a level the paper states as exactly 0
-        if (e == 0).all():
-            return ("holds", "") if e.size >= MIN_SEEDS else ("direction only", few)
-        return "fails", f"{int((e != 0).sum())} of {e.size} seeds non-zero (mean {e.mean():+.2f})"
+        return "undecided", "no finished runs"
+    few = f"{e.size} seed{'s' if e.size > 1 else ''} (a verdict needs >= {MIN_SEEDS})"
+    if sign == 0 and paper_value in (None, 0):  # a count the paper states as exactly 0
+        if (e != 0).any():
+            nonzero = int((e != 0).sum())
+            return "fails", f"{nonzero} of {e.size} seeds non-zero (mean {e.mean():+.2f})"
+        return ("holds", "") if e.size >= MIN_SEEDS else ("undecided", few)
+    if e.size < MIN_SEEDS:
+        return "undecided", few
     want = int(np.sign(paper_value)) if paper_value not in (None, 0) else sign
     mean = float(e.mean())
-    if np.sign(mean) != want:
-        return "fails", f"mean effect {mean:+.2f} has the opposite sign (or none) of the paper's"
-    every = bool((np.sign(e) == want).all())
-    within = True
-    if paper_value not in (None, 0):
-        ratio = mean / paper_value
-        within = 1.0 / FACTOR <= ratio <= FACTOR
-    if every and within and e.size >= MIN_SEEDS:
-        return "holds", ""
-    reasons = [] if e.size >= MIN_SEEDS else [few]
-    if not every:
-        reasons.append(f"{int((np.sign(e) == want).sum())} of {e.size} seeds have the sign")
-    if not within:
-        reasons.append(
-            f"magnitude {mean:+.2f} vs paper {paper_value:+.2f} (outside x{FACTOR:g})"
-        )
-    return "direction only", "; ".join(reasons)
+    low, high = mean_ci(e, level=CI_LEVEL)
+    ci = f"CI [{low:+.2f}, {high:+.2f}]"
+    near, far = (low, high) if want > 0 else (high, low)  # the CI's ends nearest and farthest
+    if want * near > 0:  # the interval excludes 0 on the paper's side
+        if paper_value in (None, 0) or low <= paper_value <= high:
+            return "holds", ""
+        if 1.0 / FACTOR <= mean / paper_value <= FACTOR:
+            return "holds", ""
+        return "direction only", (f"size: mean {mean:+.2f} vs paper {paper_value:+.2f}, "
+                                  f"outside the {ci} and x{FACTOR:g}")
+    if want * far < 0:
+        return "fails", f"{ci} excludes 0 against the paper's sign"
+    if mean == 0.0:
+        return "undecided", f"mean 0, {ci}"
+    if int(np.sign(mean)) == want:
+        return "direction only", f"{ci} spans 0"
+    return "undecided", f"mean {mean:+.2f} against the paper's sign, {ci} spans 0"
 
 
 # --- running ------------------------------------------------------------------------------------
@@ -396,6 +466,7 @@ def reproduce(
     spec = paper_spec(paper)
     out = Path(out)
     started, clock = datetime.now(UTC), time.monotonic()
+    load_at_start = load_average()
     resolved: dict[str, Config] = {}
     extra = dict(extra or {})
     check_no_seed(extra)
@@ -463,15 +534,22 @@ def reproduce(
                                 readings=readings, batch_runs=batch_runs)
     write_machine(out, command=command, started=started, wall_s=time.monotonic() - clock,
                   folders=[folder for _, _, folder in jobs], processes=processes,
-                  batch_runs=batch_runs)  # fmt: skip
+                  batch_runs=batch_runs, load_at_start=load_at_start)  # fmt: skip
     return report
 
 
 def write_machine(
     out: Path, *, command: str, started: datetime, wall_s: float, folders: Sequence[Path],
-    processes: int | None, batch_runs: bool,
+    processes: int | None, batch_runs: bool, load_at_start: Sequence[float] = (),
+    argv: Sequence[str] | None = None,
 ) -> Path:
     """``machine.json``: where, when and at what commit a reproduction ran, and how long.
+
+    ``command`` is the ``mobidfl reproduce`` line that makes these runs (the report's);
+    ``typed`` is the whole command as typed (``argv``, default :data:`sys.argv`: with
+    ``--processes``, ``--quiet`` and ``--out``), and the load is kept at the start and at the
+    end, with the machine's ``nice`` level, CPU flags and torch's threads and ISA
+    (:func:`mobidfl.cores.machine_record`): what a float's last bits and a wall time depend on.
 
     WHY: a reproduction's wall time means nothing without its CPU (the machines change
     between sessions: Zen 3, Zen 4, Intel, Zen 5); the reproduction index reads this file.
@@ -486,10 +564,14 @@ def write_machine(
         if manifest.exists():
             table = pd.read_csv(manifest)
             walls += [float(w) for w in table.loc[table["status"] == "ok", "wall_s"]]
+    typed = list(sys.argv if argv is None else argv)
+    if typed:
+        typed[0] = Path(typed[0]).name  # the program as typed, not the venv's path to it
     record = {
-        "command": command,
+        "command": command, "typed": shlex.join(typed),
         "commit": source_commit(), "versions": package_versions(),
         "machine": machine_record(),
+        "load_at_start": [round(float(x), 2) for x in load_at_start],
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_s": round(wall_s, 1), "runs": len(walls), "runs_wall_s": round(sum(walls), 1),
@@ -579,12 +661,13 @@ def write_report(
     _figures(spec, steps, per_run, out)
     rows = verdict_rows(spec, per_run, steps)
     write_csv(pd.DataFrame(rows), out / "verdicts.csv", index=False)
-    sensitivity = reading_rows(spec, per_run, steps)
+    ran = reading_that_ran(spec, resolved)
+    sensitivity = reading_rows(spec, per_run, steps, ran=ran)
     if sensitivity:
         write_csv(pd.DataFrame(sensitivity), out / "verdicts_readings.csv", index=False)
     text = _markdown(spec, per_run, resolved, rows, scale=scale, seeds=seeds, extra=extra,
                      how=how, failures=failures, readings=readings, batch_runs=batch_runs,
-                     sensitivity=sensitivity)  # fmt: skip
+                     sensitivity=sensitivity, ran=ran)  # fmt: skip
     write_text_atomic(out / "reproduction.md", text)
     return out / "reproduction.md"
 
@@ -597,14 +680,23 @@ def _shown_commit() -> str:
     return f"`{commit}`" if commit else "unknown"
 
 
-def _slug(name: str) -> str:
+def variant_slug(name: str) -> str:
+    """The folder of a variant's sweep in ``runs/`` (``Static [reset]``: ``Static__reset_``)."""
     return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def _slug(name: str) -> str:
+    return variant_slug(name)
 
 
 def verdict_rows(
     spec: PaperSpec, per_run: pd.DataFrame, steps: pd.DataFrame | None = None
 ) -> list[dict[str, str]]:
-    """One row per claim: the paper's value, MobiDFL's effect, the verdict and its reason."""
+    """One row per claim: the paper's value, MobiDFL's effect, the verdict and its reason.
+
+    The columns are :data:`VERDICT_COLUMNS`; a per-claim column that another reading of the
+    same runs adds (e.g. how the verdict moves under a perturbation) goes after ``verdict``.
+    """
     rows = []
     ran = set(per_run.variant) if len(per_run) else set()
     for claim in spec.claims:
@@ -612,25 +704,39 @@ def verdict_rows(
         verdict, reason = claim_verdict(
             effects, paper_value=claim.paper_value, sign=claim.sign
         )
+        needed = seeds_to_decide(effects) if verdict in ("direction only", "undecided") else None
         if {claim.a, claim.b} - {None} - ran:
             verdict, reason = "not run", "a variant it needs was not run at this scale"
+            needed = None
+        if verdict == "direction only" and reason.startswith("size"):
+            needed = None  # the sign is decided; more seeds do not bring the size closer
         paper = "direction" if claim.paper_value is None else f"{claim.paper_value:+.2f}"
         paper = f"{paper} (\"{claim.paper_quote}\")"
         if claim.authors_code:
             paper += f"; the authors' own code: {claim.authors_code}"
-        rows.append(
-            {
-                "source": claim.source,
-                "claim": claim.text,
-                "paper": paper,
-                "MobiDFL (mean ± std)": mean_std(effects, signed=True),
-                CI_COLUMN: format_ci(effects, level=CI_LEVEL, signed=True),
-                "seeds": str(effects.size),
-                "verdict": verdict,
-                "reason": reason,
-            }
-        )
+        row = {
+            "source": claim.source,
+            "claim": claim.text,
+            "paper": paper,
+            "MobiDFL (mean ± std)": mean_std(effects, signed=True),
+            CI_COLUMN: format_ci(effects, level=CI_LEVEL, signed=True),
+            "seeds": str(effects.size),
+            "verdict": verdict,
+            "reason": reason,
+            SEEDS_COLUMN: "" if needed is None else str(needed),
+        }
+        rows.append({k: row[k] for k in VERDICT_COLUMNS})
     return rows
+
+
+def claim_table(rows: Sequence[Mapping[str, str]]) -> list[str]:
+    """The markdown table of :func:`verdict_rows` (its columns as they come)."""
+    if not rows:
+        return []
+    keys = list(rows[0])
+    out = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    out += ["| " + " | ".join(r[k].replace("|", "/") for k in keys) + " |" for r in rows]
+    return out
 
 
 def _under(reading: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -643,26 +749,56 @@ def _under(reading: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
     return sub
 
 
+def reading_that_ran(spec: PaperSpec, resolved: Mapping[str, Config]) -> str:
+    """Which reading the runs of record are under: ``""`` for the preset's, else its name.
+
+    WHY: ``--set optimizer_state=reset`` runs DAM/DCM under the *reset* reading; the folder's
+    report and sensitivity table must say so, not the preset's *keep*. A reading matches when
+    every variant it concerns ran with all its overrides; a setting of a reading changed to a
+    value no reading names is described as ``name = value`` instead.
+    """
+    keys = {k for r in spec.readings for k in r.overrides}
+    if not keys or not resolved:
+        return ""
+    for reading in spec.readings:
+        concerned = [v for v in resolved if not reading.variants or v in reading.variants]
+        if concerned and all(resolved[v].setting(k) == value for v in concerned
+                             for k, value in reading.overrides.items()):
+            return reading.name
+    moved = set()
+    for variant, config in resolved.items():  # against the variant as the spec gives it
+        own = Config.from_settings({"preset": spec.preset, **spec.variants.get(variant, {})})
+        moved |= {f"{k} = {config.setting(k)}" for k in keys
+                  if config.setting(k) != own.setting(k)}
+    return ", ".join(sorted(moved))
+
+
 def reading_rows(
-    spec: PaperSpec, per_run: pd.DataFrame, steps: pd.DataFrame | None = None
+    spec: PaperSpec, per_run: pd.DataFrame, steps: pd.DataFrame | None = None, *,
+    ran: str = "",
 ) -> list[dict[str, str]]:
     """The sensitivity table.
 
-    Each claim's verdict under the reading of record and under every alternative :class:`Reading`
-    (*not run* where its variants were not run).
+    Each claim's verdict under the preset's reading of record (column ``record``) and under
+    every alternative :class:`Reading` (*not run* where its variants were not run). ``ran``
+    (:func:`reading_that_ran`) names the reading the runs of record are under: their verdicts
+    go in its column (a new one when it is no named reading), and ``record`` is *not run*.
     """
     if not spec.readings:
         return []
-    record = {r["claim"]: r for r in verdict_rows(spec, per_run, steps)}
-    under = {
-        reading.name: {r["claim"]: r for r in verdict_rows(
-            spec, _under(reading.name, per_run), _under(reading.name, steps))}
-        for reading in spec.readings
-    }
+    mine = {r["claim"]: r for r in verdict_rows(spec, per_run, steps)}
+    none = {c.text: {"verdict": "not run"} for c in spec.claims}
+    tables: dict[str, Mapping[str, Mapping[str, str]]] = {"record": none if ran else mine}
+    for reading in spec.readings:
+        tables[reading.name] = mine if reading.name == ran else {
+            r["claim"]: r for r in verdict_rows(
+                spec, _under(reading.name, per_run), _under(reading.name, steps))}
+    if ran and ran not in tables:
+        tables[ran] = mine
     out = []
     for claim in spec.claims:
         row = {"source": claim.source, "claim": claim.text}
-        for label, table in (("record", record), *under.items()):
+        for label, table in tables.items():
             r = table[claim.text]
             cell = r["verdict"]
             if r["verdict"] != "not run":
@@ -686,6 +822,7 @@ def _markdown(
     readings: bool = False,
     sensitivity: Sequence[Mapping[str, str]] = (),
     batch_runs: bool = False,
+    ran: str = "",
 ) -> str:
     extra = dict(extra or {})
     command = reproduce_command(spec, resolved, scale=scale, seeds=seeds, extra=extra,
@@ -717,21 +854,12 @@ def _markdown(
             "",
         ]
     lines += [
-        "Verdicts are computed from the numbers: *holds* = the paper's sign on every seed "
-        f"(at least {MIN_SEEDS}) and (where the paper gives a number) a mean within "
-        f"x{FACTOR:g} of it; *direction "
-        "only* = the mean has the paper's sign; *fails* = it does not. Accuracies in "
-        f"percentage points; effects paired per seed; the {CI_COLUMN} is Student's t over "
-        "the seeds (n/a for one seed).",
+        VERDICT_RULE + " Accuracies in percentage points; effects paired per seed.",
         "",
-        f"| source | claim | paper | MobiDFL (mean ± std) | {CI_COLUMN} | seeds | verdict "
-        "| reason |",
-        "|---|---|---|---|---|---|---|---|",
+        *claim_table(rows),
     ]
-    for r in rows:
-        lines.append("| " + " | ".join(r[k].replace("|", "/") for k in r) + " |")
     if spec.readings:
-        lines += ["", *_readings_markdown(spec, sensitivity)]
+        lines += ["", *readings_markdown(spec, sensitivity, ran=ran)]
     lines += ["", "## Per variant (mean ± std over seeds)", ""]
     metrics = [c for c in per_run.columns if c not in ("variant", "seed")]
     lines.append("| variant | " + " | ".join(metrics) + " |")
@@ -773,26 +901,28 @@ def reproduce_command(
     return command
 
 
-def _readings_markdown(spec: PaperSpec, sensitivity: Sequence[Mapping[str, str]]) -> list[str]:
-    """The report's sensitivity section: the reading of record, each alternative, verdicts."""
-    lines = [
-        "## Readings of ambiguous passages",
-        "",
-        f"Reading of record (the verdicts above): {spec.reading_of_record}.",
-        "",
-    ]
+def readings_markdown(
+    spec: PaperSpec, sensitivity: Sequence[Mapping[str, str]], *, ran: str = "",
+) -> list[str]:
+    """The report's sensitivity section: the reading that ran, each alternative, verdicts."""
+    if ran:
+        head = (f"Reading of these runs (the verdicts above): *{ran}*, set with `--set`. The "
+                f"preset's reading of record, not run here: {spec.reading_of_record}.")
+    else:
+        head = f"Reading of record (the verdicts above): {spec.reading_of_record}."
+    lines = ["## Readings of ambiguous passages", "", head, ""]
     for r in spec.readings:
         given = ", ".join(f"`{k} = {v}`" for k, v in r.overrides.items())
         scope = f" (variants {', '.join(r.variants)})" if r.variants else ""
         lines.append(f"* *{r.name}*: {given}{scope}. {r.passage}.")
     lines.append("")
-    ran = any(not row[r.name].startswith("not run") for row in sensitivity
-              for r in spec.readings)
-    if not ran:
+    names = [k for k in (sensitivity[0] if sensitivity else {}) if k not in
+             ("source", "claim", "record")]
+    others = [n for n in names if n != ran]
+    if not any(not row[n].startswith("not run") for row in sensitivity for n in others):
         lines.append("The other readings were not run (`mobidfl reproduce ... --readings` runs "
                      "them as extra variants).")
         return lines
-    names = [r.name for r in spec.readings]
     lines += [
         "| source | claim | record | " + " | ".join(names) + " |",
         "|---|---|---|" + "---|" * len(names),

@@ -8,8 +8,9 @@
   deciding at a run's start whether training workers would find a free core;
 * :func:`cpu_model`: the CPU's name, which every speed figure (a bench's record, a
   benchmark's printout) states beside its numbers;
-* :func:`machine_record`: that name with the platform, the cores, the load and the GPU, as
-  a bench's manifest and a reproduction's ``machine.json`` keep it;
+* :func:`machine_record`: that name with the platform, the cores, the load, the GPU, the
+  ``nice`` level, the CPU's numeric flags (:func:`cpu_flags`) and torch's threads and ISA
+  (:func:`torch_record`), as a bench's manifest and a reproduction's ``machine.json`` keep it;
 * :func:`source_commit` and :func:`package_versions`: the code and the libraries a result
   was made with, beside the machine in the same records.
 """
@@ -23,12 +24,15 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "cpu_flags",
     "cpu_model",
     "idle_cores",
+    "load_average",
     "machine_record",
     "package_versions",
     "source_commit",
     "source_state",
+    "torch_record",
     "unloaded_cores",
     "usable_cores",
 ]
@@ -70,6 +74,71 @@ def cpu_model() -> str:
     return name
 
 
+NUMERIC_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512")
+"""The CPU flags that change which kernels torch and BLAS pick, hence a float's last bits
+(``avx512`` stands for every ``avx512*`` flag)."""
+
+
+def cpu_flags(cpuinfo: str | None = None) -> list[str]:
+    """The CPU's flags among :data:`NUMERIC_FLAGS` (every ``avx512*`` one), sorted.
+
+    WHY: one full-batch run grows a last-bit difference into points over many rounds, and
+    which bits come out depends on the vector units the kernels use (AVX2 vs AVX-512).
+
+    Parameters
+    ----------
+    cpuinfo
+        The text of ``/proc/cpuinfo`` (read when ``None``).
+
+    Returns
+    -------
+    list of str
+        Empty where the kernel lists no flags (not Linux).
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return []
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return sorted(f for f in value.split()
+                          if f in NUMERIC_FLAGS or f.startswith("avx512"))
+    return []
+
+
+def torch_record() -> dict[str, Any]:
+    """Torch's CPU threads and instruction set, as a record keeps them (empty without torch).
+
+    Returns
+    -------
+    dict
+        ``threads`` (:func:`torch.get_num_threads`), ``cpu_capability`` (the ISA torch's
+        kernels were dispatched for, e.g. ``AVX2``), ``mkldnn`` (oneDNN available) and ``mkl``.
+    """
+    try:
+        import torch
+    except ImportError:
+        return {}
+    out: dict[str, Any] = {"threads": int(torch.get_num_threads())}
+    try:
+        out["cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
+    except (AttributeError, RuntimeError):  # an older torch
+        out["cpu_capability"] = ""
+    out["mkldnn"] = bool(torch.backends.mkldnn.is_available())
+    out["mkl"] = bool(torch.backends.mkl.is_available())
+    return out
+
+
+def load_average() -> list[float]:
+    """The 1/5/15-minute load averages, rounded; empty where the system has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return []
+
+
 def machine_record() -> dict[str, Any]:
     """The machine a result was made on, as its record keeps it.
 
@@ -77,13 +146,10 @@ def machine_record() -> dict[str, Any]:
     -------
     dict
         ``platform``, ``cpu`` (:func:`cpu_model`), ``cores`` (:func:`usable_cores`),
-        ``load_at_write`` (the 1/5/15-minute load averages, empty where there are none) and
-        ``gpu`` (the first CUDA device's name, empty without one).
+        ``load_at_write`` (the 1/5/15-minute load averages, empty where there are none),
+        ``gpu`` (the first CUDA device's name, empty without one), ``nice`` (this process's
+        priority), ``cpu_flags`` (:func:`cpu_flags`) and ``torch`` (:func:`torch_record`).
     """
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = []
     gpu = ""
     try:
         import torch
@@ -92,8 +158,13 @@ def machine_record() -> dict[str, Any]:
             gpu = torch.cuda.get_device_name(0)
     except Exception:  # torch without CUDA, or a broken driver: no GPU to name
         gpu = ""
+    try:
+        nice: int | None = os.getpriority(os.PRIO_PROCESS, 0)
+    except (AttributeError, OSError):  # not POSIX
+        nice = None
     return {"platform": platform.platform(), "cpu": cpu_model(), "cores": usable_cores(),
-            "load_at_write": load, "gpu": gpu}
+            "load_at_write": load_average(), "gpu": gpu, "nice": nice,
+            "cpu_flags": cpu_flags(), "torch": torch_record()}
 
 
 def usable_cores() -> int:

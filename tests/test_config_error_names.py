@@ -26,6 +26,7 @@ INPUT_ROLES: dict[str, str] = {
     "report file": "a file of that run folder",
     "reproduction index": "the docs page whose markers the reproduction index fills",
     "verdicts": "a reproduction's verdicts table in the published/ tree",
+    "reproduction report": "a report under docs/reproduction that --rescore rewrites",
     # positional command-line arguments, by their metavar
     "BENCH": "`mobidfl publish BENCH DEST`: the bench folder",
     "DEST": "`mobidfl publish BENCH DEST` (and the bench's files command): the destination",

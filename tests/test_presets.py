@@ -12,7 +12,15 @@ import pandas as pd
 import pytest
 
 from mobidfl.analysis.cli import main
-from mobidfl.analysis.reproduce import PAPERS, Claim, claim_effects, claim_verdict, run_metrics
+from mobidfl.analysis.reproduce import (
+    PAPERS,
+    Claim,
+    claim_effects,
+    claim_verdict,
+    run_metrics,
+    seeds_to_decide,
+)
+from mobidfl.analysis.stats import format_ci, mean_ci
 from mobidfl.errors import ConfigError
 from mobidfl.model.config import Config, load_preset, preset_names
 from mobidfl.model.config.toml_files import _resolve_auto_dataset as resolve_auto_dataset
@@ -151,30 +159,78 @@ def test_cli_unknown_preset_fails_with_one_line(tmp_path, capsys):
 
 
 # --- reproduce: verdicts from numbers ------------------------------------------------------
+# The 95 % CIs worked by hand: mean ± t_{n-1, 0.975} s / sqrt(n), t_2 = 4.3027, t_4 = 2.7764.
 @pytest.mark.parametrize(
-    ("effects", "paper", "verdict"),
+    ("effects", "paper", "verdict", "ci"),
     [
-        ([4.0, 5.0, 3.0], 4.64, "holds"),
-        ([4.0, -1.0, 6.0], 4.64, "direction only"),  # not every seed
-        ([20.0, 25.0], 4.64, "direction only"),  # more than x2 the paper
-        ([-1.0, -0.5, 0.4], 2.73, "fails"),
-        ([0.3, 0.1, 0.2], None, "holds"),  # direction-only claim
-        ([0.3, 0.1], None, "direction only"),  # every seed, but fewer than 3 of them
-        ([4.0], 4.64, "direction only"),  # one lucky seed is not a result
-        ([], None, "fails"),
+        # mean 4, s 1: 4 ± 4.3027 / sqrt(3) = [1.52, 6.48] excludes 0; the paper's 4.64 inside
+        ([4.0, 5.0, 3.0], 4.64, "holds", "[+1.52, +6.48]"),
+        # mean 3, s sqrt(13) = 3.606: 3 ± 8.957 spans 0, the mean has the sign
+        ([4.0, -1.0, 6.0], 4.64, "direction only", "[-5.96, +11.96]"),
+        # mean 25, s 5: [12.58, 37.42] excludes 0, but 4.64 is outside it and x2 (ratio 5.4)
+        ([20.0, 25.0, 30.0], 4.64, "direction only", "[+12.58, +37.42]"),
+        # mean 5, s sqrt(8): 5 ± 2.7764 x 2.828 / sqrt(5) = [1.49, 8.51]: 2.0 is inside
+        # (ratio 2.5, outside x2), 1.2 is outside both
+        ([1.0, 5.0, 9.0, 5.0, 5.0], 2.0, "holds", "[+1.49, +8.51]"),
+        ([1.0, 5.0, 9.0, 5.0, 5.0], 1.2, "direction only", "[+1.49, +8.51]"),
+        # mean -4, s 1: [-6.48, -1.52] excludes 0 against the paper
+        ([-3.0, -4.0, -5.0], 2.0, "fails", "[-6.48, -1.52]"),
+        # mean -0.37 against the paper, s 0.71: [-2.13, +1.40] spans 0: nothing decided
+        ([-1.0, -0.5, 0.4], 2.73, "undecided", "[-2.13, +1.40]"),
+        # the paper's sign on every seed, but mean 0.2, s 0.1: [-0.05, +0.45] spans 0
+        ([0.3, 0.1, 0.2], None, "direction only", "[-0.05, +0.45]"),
+        ([3.0, 2.0, 2.5], None, "holds", "[+1.26, +3.74]"),  # mean 2.5, s 0.5: ± 1.24
+        ([1.0, -1.0, 0.0], None, "undecided", "[-2.48, +2.48]"),  # a zero mean
+        # a paper value below 0 reads the CI's upper end: [-6.48, -1.52] holds for -3 ...
+        ([-3.0, -4.0, -5.0], -3.0, "holds", "[-6.48, -1.52]"),
+        # ... mean -2, s 2: [-6.97, +2.97] spans 0 with the sign; mean +4: fails
+        ([-4.0, -2.0, 0.0], -3.0, "direction only", "[-6.97, +2.97]"),
+        ([3.0, 4.0, 5.0], -3.0, "fails", "[+1.52, +6.48]"),
+        ([0.3, 0.1], None, "undecided", "[-1.07, +1.47]"),  # fewer than 3 seeds
+        ([4.0], 4.64, "undecided", "n/a"),  # one lucky seed is not a result
+        ([], None, "undecided", "n/a"),
     ],
 )
-def test_claim_verdict(effects, paper, verdict):
+def test_claim_verdict_reads_the_confidence_interval(effects, paper, verdict, ci):
     assert claim_verdict(effects, paper_value=paper)[0] == verdict
+    assert format_ci(effects, signed=True) == ci
+
+
+@pytest.mark.parametrize(
+    ("mean", "std", "low", "high"),
+    [(4.93, 2.59, -1.50, 11.36),  # de Heredia's gain at p = 5 %
+     (12.99, 8.34, -7.73, 33.71),  # DCM over Random (keep)
+     (8.665, 5.130, -4.08, 21.41),  # MoFeL's cycles over A2 at 30 m/min
+     (21.695, 9.244, -1.27, 44.66)],  # Cached-DFL's LRU over DFL
+)
+def test_a_ci_that_spans_zero_never_holds(mean, std, low, high):
+    # Prepare: three seeds with the reported mean and sample std (mean + std x [-1, 0, 1])
+    effects = [mean - std, mean, mean + std]
+    # Execute
+    got = mean_ci(effects)
+    verdict, reason = claim_verdict(effects, paper_value=mean, sign=1)
+    # Assert: the interval worked by hand, and the paper's own number does not rescue it
+    assert got == pytest.approx((low, high), abs=0.01)
+    assert verdict == "direction only" and "spans 0" in reason
+
+
+@pytest.mark.parametrize(
+    ("effects", "needed"),
+    [([0.3, 0.1, 0.2], 4),  # t/sqrt(n) < mean/s = 2: n = 4 gives 3.182 / 2 = 1.59
+     ([4.0, -1.0, 6.0], 9),  # < 3 / 3.606 = 0.832: n = 8 gives 0.836, n = 9 0.769
+     ([1.0, -1.0, 0.0], None), ([4.0], None)],  # zero mean; no spread from one seed
+)
+def test_seeds_to_decide_solves_the_interval_half_width_for_n(effects, needed):
+    assert seeds_to_decide(effects) == needed
 
 
 @pytest.mark.parametrize(
     ("effects", "verdict"),
-    [([0.0, 0.0, 0.0], "holds"), ([0.0, 2.0, 0.0], "fails"), ([0.0], "direction only"),
-     ([], "fails")],
+    [([0.0, 0.0, 0.0], "holds"), ([0.0, 2.0, 0.0], "fails"), ([0.0], "undecided"),
+     ([], "undecided")],
 )
 def test_claim_verdict_of_a_value_the_paper_states_as_zero(effects, verdict):
-    # MoFeL's NFC = 0: holds only when zero on every seed
+    # MoFeL's NFC = 0: holds only when zero on every seed (its CI is then [0, 0])
     assert claim_verdict(effects, paper_value=0.0, sign=0)[0] == verdict
 
 
@@ -296,8 +352,9 @@ def test_reproduce_set_and_variants_are_checked_before_any_run_and_reported(tmp_
     assert resolved["DFL"].backend == "batched" and resolved["DFL"].policy == "defedavg"
     assert "--variants LRU,DFL --set backend=batched --set workers=1" in text
     assert "(not from the paper): `backend = batched`, `workers = 1`" in text
-    assert ("| +10.00 ± 0.00 | [+10.00, +10.00] | 2 | direction only | 2 seeds (holds needs "
-            ">= 3) |") in text
+    # two seeds leave it undecided; with no spread, the third decides
+    assert ("| +10.00 ± 0.00 | [+10.00, +10.00] | 2 | undecided | 2 seeds (a verdict needs "
+            ">= 3) | 3 |") in text
     assert text.count("| not run |") == 3  # CFL and both Table 2 claims
     assert chosen_variants(CACHED, ["DFL", "LRU"], scale="small") == ["LRU", "DFL"]
     with pytest.raises(ConfigError, match="'--variants' = 'XX'"):

@@ -3,6 +3,7 @@ the settings run (item 6)."""
 
 from __future__ import annotations
 
+import os
 import tomllib
 
 import pandas as pd
@@ -189,3 +190,74 @@ def test_a_fallback_map_is_checked_by_reading_its_edges_not_building_a_graph(mon
     assert map_available("manhattan_cdfl")
     assert not map_available("/nonexistent/streets.graphml")
     assert not map_available("atlantis")
+
+
+# --- the record says what ran ---------------------------------------------------------------
+def test_a_set_that_changes_a_reading_makes_it_the_reading_of_record_of_the_folder(tmp_path):
+    # Prepare: Static and Random run with --set optimizer_state=reset (no --readings)
+    from mobidfl.analysis.reproduce import reading_that_ran
+
+    steps = _steps({"Static": [50, 52, 48], "Random": [88, 90, 87]})
+    reset = _resolved(DAM, ["Static", "Random"], optimizer_state="reset")
+    # Execute
+    text = write_report(DAM, steps, tmp_path, resolved=reset, scale="small", seeds=[0, 1, 2],
+                        extra={"optimizer_state": "reset"}).read_text()
+    # Assert: the page and the sensitivity table name reset as what ran, keep as not run
+    assert reading_that_ran(DAM, reset) == "reset"
+    assert reading_that_ran(DAM, _resolved(DAM, ["Static", "Random"])) == ""
+    assert "Reading of these runs (the verdicts above): *reset*, set with `--set`" in text
+    assert "The preset's reading of record, not run here: momentum state kept" in text
+    assert "Reading of record (the verdicts above)" not in text
+    table = pd.read_csv(tmp_path / "verdicts_readings.csv", keep_default_na=False)
+    first = table[table.claim == DAM.claims[0].text].iloc[0]
+    assert first["record"] == "not run"
+    assert first["reset"].startswith("holds (+38.33 ± 0.58, CI [+36.90, +39.77], 3 seeds)")
+
+
+def test_a_reading_setting_no_reading_names_is_described_as_set():
+    from mobidfl.analysis.reproduce import reading_that_ran
+
+    horizon = _resolved(MOFEL, ["MoFeL 5"], **{"mofel.horizon": 3.0})
+    assert reading_that_ran(MOFEL, horizon) == "mofel.horizon = 3.0"
+    assert reading_that_ran(MOFEL, _resolved(MOFEL, ["MoFeL 5"], **{"mofel.horizon": 1})) == (
+        "Delta = tau_max")
+
+
+def test_machine_json_holds_the_typed_command_loads_nice_flags_and_threads(tmp_path):
+    # Prepare: a run of the CLI as typed, and the load before it
+    import json
+    from datetime import UTC, datetime
+
+    import torch
+
+    from mobidfl.analysis.reproduce import write_machine
+
+    typed = ["/venv/bin/mobidfl", "reproduce", "dam_001", "--processes", "2", "--quiet",
+             "--out", "my dir"]
+    # Execute
+    path = write_machine(tmp_path, command="mobidfl reproduce dam_001 --scale small --seeds 3",
+                         started=datetime.now(UTC), wall_s=1.0, folders=[], processes=2,
+                         batch_runs=False, load_at_start=[1.234, 0.5, 0.25], argv=typed)
+    record = json.loads(path.read_text())
+    # Assert: the command as typed (quoted as a shell reads it), both loads and the machine
+    assert record["typed"] == ("mobidfl reproduce dam_001 --processes 2 --quiet --out "
+                               "'my dir'")
+    assert record["command"] == "mobidfl reproduce dam_001 --scale small --seeds 3"
+    assert record["load_at_start"] == [1.23, 0.5, 0.25]
+    machine = record["machine"]
+    assert machine["nice"] == os.getpriority(os.PRIO_PROCESS, 0)
+    assert isinstance(machine["load_at_write"], list)
+    assert machine["torch"]["threads"] == torch.get_num_threads()
+    assert machine["torch"]["mkldnn"] == torch.backends.mkldnn.is_available()
+    assert machine["torch"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert set(machine["cpu_flags"]) <= {"avx", "avx2", "fma", "f16c"} | {
+        f for f in machine["cpu_flags"] if f.startswith("avx512")}
+
+
+def test_cpu_flags_keeps_the_numeric_ones_and_reads_nothing_where_there_are_none():
+    from mobidfl.cores import cpu_flags
+
+    info = ("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma avx512f avx512_vnni sha_ni\n\n"
+            "processor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(info) == ["avx", "avx2", "avx512_vnni", "avx512f", "fma"]
+    assert cpu_flags("model name: Apple M2\n") == []

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from mobidfl.analysis.reproduction_index import (
+    RECORDS,
     Record,
     cpu_runs,
     index_table,
@@ -116,20 +117,23 @@ def test_the_verdicts_table_counts_each_run_of_record_from_its_verdicts(tmp_path
     folder = tmp_path / "psfl_004" / "paper"
     folder.mkdir(parents=True)
     pd.DataFrame({
-        "claim": ["a", "b", "c", "d", "e"],
+        "claim": ["a", "b", "c", "d", "e", "f"],
         "MobiDFL (mean ± std)": ["+1.00 ± 0.50", "+2.00 ± 3.00", "-1.50 ± 0.20", None,
-                                 "+4.00 ± 0.10"],
-        "verdict": ["holds", "direction only", "fails", "not run", "holds"],
+                                 "+4.00 ± 0.10", "+0.50 ± 9.00"],
+        "verdict": ["holds", "direction only", "fails", "not run", "holds", "undecided"],
     }).to_csv(folder / "verdicts.csv", index=False)
     record = Record("psfl.md", "psfl_004/paper/verdicts.csv", "paper, CPU", "x/reproduction.md")
     # Execute
     table = verdict_table(tmp_path, [record])
-    # Assert: 2 of the 4 run hold, one each of the others, the one not run apart; the claims
+    # Assert: 2 of the 5 run hold, one each of the others, the one not run apart; the claims
     # that do not hold named with their numbers
+    assert table.splitlines()[0].startswith(
+        "| paper | run | holds | direction only | fails | undecided | not run |")
     row = table.splitlines()[2]
     assert row.startswith("| [PSFL (Domini et al., ACSOS 2024)](psfl.md) | [paper, CPU]"
-                          "(x/reproduction.md) | 2 / 4 | 1 | 1 | 1 |")
-    assert row.endswith("| b: +2.00 ± 3.00 (direction only); c: -1.50 ± 0.20 (fails) |")
+                          "(x/reproduction.md) | 2 / 5 | 1 | 1 | 1 | 1 |")
+    assert row.endswith("| b: +2.00 ± 3.00 (direction only); c: -1.50 ± 0.20 (fails); "
+                        "f: +0.50 ± 9.00 (undecided) |")
 
 
 def test_a_damaged_verdicts_table_is_refused_naming_it(tmp_path):
@@ -139,9 +143,10 @@ def test_a_damaged_verdicts_table_is_refused_naming_it(tmp_path):
     record = Record("psfl.md", "psfl_004/verdicts.csv", "paper")
     with pytest.raises(ConfigError, match="psfl_004/verdicts.csv"):
         verdict_table(tmp_path, [record])
-    # a published table cut in half: its last row has no verdict
-    text = (ROOT / "published/reproduction/psfl_004/paper_2026-11-29/verdicts.csv").read_text()
-    (folder / "verdicts.csv").write_text(text[: len(text) // 2])
+    # a published table cut after its second row's first field: that row has no verdict
+    lines = (ROOT / "published/reproduction/psfl_004/paper_2026-11-29/verdicts.csv"
+             ).read_text().splitlines()
+    (folder / "verdicts.csv").write_text("\n".join([*lines[:2], lines[2].split(",")[0]]) + "\n")
     with pytest.raises(ConfigError, match="a verdict on every row"):
         verdict_table(tmp_path, [record])
 
@@ -243,3 +248,52 @@ def test_a_rerun_repeats_the_published_runs_it_shares_digit_for_digit():
                 merged[column], merged[f"{column}_rerun"], check_names=False,
                 check_exact=True, obj=f"{rerun.name}: {column}")
         assert (rerun / "machine.json").is_file()
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r.verdicts for r in RECORDS])
+def test_each_verdicts_table_of_record_is_what_its_published_runs_give(record):
+    # Prepare: the run of record's per-run numbers, as published
+    from mobidfl.analysis.published_verdicts import record_inputs
+    from mobidfl.analysis.reproduce import claim_table, verdict_rows
+
+    published = ROOT / "published" / "reproduction"
+    inputs = record_inputs(published, record.verdicts, record.per_run)
+    # Execute: score them under the rule of today
+    rows = verdict_rows(inputs.spec, inputs.per_run, inputs.steps)
+    # Assert: the published table and its report say the same, and no claim holds with a
+    # CI that spans 0
+    table = pd.read_csv(published / record.verdicts, keep_default_na=False, dtype=str)
+    assert table.to_dict("records") == rows
+    if record.report:
+        page = (ROOT / "docs" / "reproduction" / record.report).read_text()
+        for line in claim_table(rows):
+            assert line in page, line
+    for row in rows:
+        if row["verdict"] == "holds" and row["95% CI of the mean"] != "[+0.00, +0.00]":
+            low, high = (float(x) for x in row["95% CI of the mean"].strip("[]").split(","))
+            assert low > 0 or high < 0, row["claim"]
+
+
+def test_rescore_writes_the_table_and_the_report_section_from_the_runs(tmp_path):
+    # Prepare: a copy of a run of record whose verdicts and report say an old rule's words
+    import shutil
+
+    from mobidfl.analysis.published_verdicts import rescore
+
+    rel = "psfl_004/paper_2026-11-29"
+    published, docs = tmp_path / "published", tmp_path / "docs"
+    shutil.copytree(ROOT / "published" / "reproduction" / rel, published / rel)
+    (docs / rel).mkdir(parents=True)
+    page = (ROOT / "docs" / "reproduction" / rel / "reproduction.md").read_text()
+    good = pd.read_csv(published / rel / "verdicts.csv", keep_default_na=False, dtype=str)
+    stale = good.assign(verdict="direction only")
+    stale.to_csv(published / rel / "verdicts.csv", index=False)
+    old = page.replace("| holds |", "| direction only |").replace("Verdicts are computed",
+                                                                    "Verdicts are old:")
+    (docs / rel / "reproduction.md").write_text(old)
+    # Execute
+    rescore(published, docs, f"{rel}/verdicts.csv", report=f"{rel}/reproduction.md")
+    # Assert: both back to what the runs give, nothing else of the report touched
+    again = pd.read_csv(published / rel / "verdicts.csv", keep_default_na=False, dtype=str)
+    assert again.equals(good)
+    assert (docs / rel / "reproduction.md").read_text() == page
