@@ -50,7 +50,6 @@ __all__ = [
     "Comparison",
     "Interval",
     "PairedTest",
-    "RUN_NUMBERS",
     "Score",
     "TimeToTarget",
     "across_columns",
@@ -99,11 +98,6 @@ equivalence margin)."""
 
 MAX_SEEDS = 10
 """:func:`seeds_needed` says at most this many (more is not a bench the CPUs can run)."""
-
-RUN_NUMBERS = ("final_acc", "p10_acc", "auc_acc", "last3_acc", "bytes_per_agent",
-               "energy_per_agent", "end_s")
-"""What :func:`run_numbers` returns for one run (time to target needs the target)."""
-
 
 @dataclass(frozen=True)
 class Interval:
@@ -652,6 +646,7 @@ def accuracy_within(acc: np.ndarray, spent: np.ndarray, budget: float) -> float:
 def run_numbers(table: pd.DataFrame, *, agents: int) -> dict[str, float]:
     """One run's headline numbers from its per-step table (``model.csv``'s columns).
 
+    Every metric of :data:`mobidfl.analysis.measures.METRICS` that has a function, in its order:
     ``final_acc``: the last evaluated ``acc_mean``; ``p10_acc``: the last evaluated
     ``acc_p10`` (the accuracy 90 % of the agents reach or beat); ``auc_acc``: the mean
     ``acc_mean`` over the run's evaluations and ``last3_acc`` over its last three
@@ -661,18 +656,6 @@ def run_numbers(table: pd.DataFrame, *, agents: int) -> dict[str, float]:
     the ideal link, bytes in runs made before the ideal link counted them; NaN too when a
     step's value is unknown, never a silent 0); ``end_s``: the simulated time of the last row.
     """
-    def total(column: str) -> float:
-        if column not in table or agents <= 0:
-            return float("nan")
-        values = pd.to_numeric(table[column], errors="coerce")
-        return float(values.sum(skipna=False)) / agents
+    from mobidfl.analysis.measures import run_metrics
 
-    return {
-        "final_acc": last_value(table, "acc_mean"),
-        "p10_acc": last_value(table, "acc_p10"),
-        "auc_acc": curve_mean(table),
-        "last3_acc": curve_mean(table, last=3),
-        "bytes_per_agent": total("bytes_sent"),
-        "energy_per_agent": total("energy_j"),
-        "end_s": last_value(table, "time_s"),
-    }
+    return run_metrics(table, agents=agents)

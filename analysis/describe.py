@@ -18,9 +18,10 @@ the data split.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,39 +29,80 @@ import scipy.sparse as sp
 
 __all__ = [
     "Descriptors",
+    "Observed",
     "contact_spells",
     "describe_seeds",
     "describe_world",
     "label_skew_index",
+    "markdown_head",
+    "markdown_row",
     "speed_heterogeneity",
 ]
 
 
-@dataclass(frozen=True)
 class Descriptors:
-    """One world's regime, measured over its steps (seconds are simulated time)."""
+    """One world's regime, measured over its steps (seconds are simulated time).
 
-    agents: int
-    steps: int
-    neighbours_per_step: float
-    """Mean over steps 1..T of the mean number of agents in range of an agent."""
-    contact_duration_s: float
-    """Mean length of a spell of consecutive steps in range, x ``step_s`` (NaN: no contact)."""
-    inter_contact_s: float
-    """Mean gap between two spells of the same pair, x ``step_s`` (NaN: no pair met twice)."""
-    met_share: float
-    """Mean share of the rest of the fleet an agent has met by the last step."""
-    speed_cv: float
-    """Coefficient of variation of the agents' mean speeds (0: all equal or all static)."""
-    label_skew: float
-    """Mean total-variation distance of an agent's labels from the pooled labels (0 to 1)."""
-    samples_per_agent: float = float("nan")
-    """Mean training samples an agent holds (NaN without learning): data per agent decides
-    how much a neighbour's model can add (PSFL's sigma is compared with a loss over them)."""
+    ``agents`` and ``steps``, and one float per entry of
+    :data:`mobidfl.analysis.measures.DESCRIPTORS` (NaN where not given or not measured), read
+    as attributes by name (``d.label_skew``).
+    """
+
+    __slots__ = ("agents", "steps", "values")
+
+    def __init__(self, *, agents: int, steps: int, **values: float) -> None:
+        from mobidfl.analysis.measures import descriptor_names
+
+        names = descriptor_names()
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise TypeError(f"not a descriptor: {', '.join(unknown)}")
+        self.agents = agents
+        self.steps = steps
+        self.values = {name: float(values.get(name, float("nan"))) for name in names}
+
+    def __getattr__(self, name: str) -> float:
+        """A descriptor's value by its name."""
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when every field is (NaN as the same NaN object would: use as_dict)."""
+        return isinstance(other, Descriptors) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        """``Descriptors(agents=..., steps=..., <descriptor>=...)``."""
+        return "Descriptors(" + ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items()) + ")"
 
     def as_dict(self) -> dict[str, float | int]:
-        """The descriptors as a plain dict, field by field."""
-        return asdict(self)
+        """The descriptors as a plain dict: agents, steps, then the table's order."""
+        return {"agents": self.agents, "steps": self.steps, **self.values}
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What :func:`describe_world` sees of a world: what every descriptor is computed from.
+
+    The contact matrix of each step, the step length, each agent's mean speed, who has met
+    whom by the end, and the data split (``None`` without learning).
+    """
+
+    agents: int
+    adjacency: list[sp.csr_matrix]
+    step_s: float
+    mean_speeds: np.ndarray
+    met: sp.csr_matrix
+    label_hist: np.ndarray | None = None
+    data_sizes: np.ndarray | None = None
+
+    @functools.cached_property
+    def spells(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(durations_s, gaps_s)`` of every contact spell (:func:`contact_spells`), once."""
+        return contact_spells(self.adjacency, step_s=self.step_s)
 
 
 def contact_spells(adjacency: Sequence[sp.spmatrix], *, step_s: float) -> tuple[np.ndarray,
@@ -135,6 +177,7 @@ def describe_world(settings: Mapping[str, Any], *, steps: int | None = None) -> 
     read from learners that are built but never stepped. ``steps`` overrides the world's
     own horizon.
     """
+    from mobidfl.analysis.measures import DESCRIPTORS
     from mobidfl.model.config import InertSettingWarning
     from mobidfl.model.world import MobiDFLModel
 
@@ -150,29 +193,19 @@ def describe_world(settings: Mapping[str, Any], *, steps: int | None = None) -> 
         moving.step()
         adjacency.append(moving.adjacency.copy())
         speed_sum += moving.speed
-    taken = max(1, len(adjacency))
-    durations, gaps = contact_spells(adjacency, step_s=moving.config.step_s)
-    degrees = [np.diff(a.indptr).mean() for a in adjacency] if adjacency else [0.0]
-    met = np.diff(moving.met.indptr) / max(1, n - 1)
-    skew = samples = float("nan")
+    label_hist = data_sizes = None
     if world.get("learning", True) is not False:
         with warnings.catch_warnings():  # the settings were told once, by the moving world
             warnings.simplefilter("ignore", InertSettingWarning)
             built = MobiDFLModel(**world)
         if built.learner is not None:
-            skew = label_skew_index(built.learner.engine.label_hist)
-            samples = float(np.mean(built.learner.engine.data_sizes))
-    return Descriptors(
-        agents=n,
-        steps=len(adjacency),
-        neighbours_per_step=float(np.mean(degrees)),
-        contact_duration_s=float(durations.mean()) if durations.size else float("nan"),
-        inter_contact_s=float(gaps.mean()) if gaps.size else float("nan"),
-        met_share=float(met.mean()) if n else float("nan"),
-        speed_cv=speed_heterogeneity(speed_sum / taken),
-        label_skew=skew,
-        samples_per_agent=samples,
-    )
+            label_hist = built.learner.engine.label_hist
+            data_sizes = np.asarray(built.learner.engine.data_sizes)
+    seen = Observed(agents=n, adjacency=adjacency, step_s=moving.config.step_s,
+                    mean_speeds=speed_sum / max(1, len(adjacency)), met=moving.met,
+                    label_hist=label_hist, data_sizes=data_sizes)
+    return Descriptors(agents=n, steps=len(adjacency),
+                       **{d.name: d.compute(seen) for d in DESCRIPTORS})
 
 
 def describe_seeds(settings: Mapping[str, Any], seeds: Sequence[int]) -> Descriptors:
@@ -196,3 +229,23 @@ def describe_seeds(settings: Mapping[str, Any], seeds: Sequence[int]) -> Descrip
         column = np.array([d.as_dict()[name] for d in each], dtype=float)
         values[name] = float(np.nanmean(column)) if np.isfinite(column).any() else float("nan")
     return Descriptors(**values)
+
+
+def markdown_head() -> tuple[str, str]:
+    """The header and rule lines of ``--describe``'s table: world, agents, steps, descriptors.
+
+    Cells of its own (a rule's prediction) are appended to both by the caller.
+    """
+    from mobidfl.analysis.measures import DESCRIPTORS
+
+    heads = ["world", "agents", "steps", *(d.header for d in DESCRIPTORS)]
+    return "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)
+
+
+def markdown_row(name: str, d: Descriptors) -> str:
+    """One world's line of ``--describe``'s table (:func:`markdown_head`), each as it prints."""
+    from mobidfl.analysis.measures import DESCRIPTORS
+
+    cells = [name, str(d.agents), str(d.steps), *(x.format(d.values[x.name])
+                                                  for x in DESCRIPTORS)]
+    return "| " + " | ".join(cells) + " |"
