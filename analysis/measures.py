@@ -4,28 +4,155 @@ Every page, table and file that shows a descriptor of a world or a metric of a r
 name, unit, direction, format and words here, so a new one is one entry plus the function
 that computes it (``docs/reference/layout.md``: the worked examples).
 
-A descriptor's function reads an :class:`~mobidfl.analysis.describe.Observed` world (its
+A descriptor's function reads an :class:`Observed` world (its
 contacts step by step, its agents' speeds, its data split), measured once by
 :func:`mobidfl.analysis.describe.describe_world`; a metric's function reads one run's per-step
 table (``model.csv``'s columns) and its number of agents. Metrics made elsewhere (the run's CPU
 time from its manifest record, the accuracy within a byte budget from every policy's curves)
-have no function here: their entry says where they come from.
+have no function here: their entry says where they come from. The maths they share with
+:mod:`mobidfl.analysis.describe` and :mod:`mobidfl.analysis.bench_stats` (which re-export it)
+live here, so this module imports neither.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
-from mobidfl.analysis.bench_stats import curve_mean, last_value
-from mobidfl.analysis.describe import Observed, label_skew_index, speed_heterogeneity
+__all__ = ["DESCRIPTORS", "METRICS", "Descriptor", "Metric", "Observed", "board_metrics",
+           "contact_spells", "curve_mean", "descriptor_named", "descriptor_names", "evaluations",
+           "label_skew_index", "last_value", "map_descriptors", "metric_named",
+           "page_descriptors", "run_metrics", "speed_heterogeneity"]
 
-__all__ = ["DESCRIPTORS", "METRICS", "Descriptor", "Metric", "board_metrics", "descriptor_named",
-           "descriptor_names", "map_descriptors", "metric_named", "page_descriptors",
-           "run_metrics"]
+
+# --- the maths the descriptors and metrics share with their modules ---------------------------
+def contact_spells(adjacency: Sequence[sp.spmatrix], *, step_s: float) -> tuple[np.ndarray,
+                                                                                   np.ndarray]:
+    """``(durations_s, gaps_s)`` of every contact spell in a sequence of contact matrices.
+
+    The matrices are symmetric, one per step.
+
+    A spell is a run of consecutive steps in which a pair is in range; its duration is its
+    number of steps x ``step_s``. A gap is the time from the last step of one spell of a pair
+    to the first step of its next spell (spells cut by the first or last step are counted as
+    seen). Vectorised over pairs: every (step, pair) is one row, sorted by pair then step.
+    """
+    steps, pairs = [], []
+    for t, matrix in enumerate(adjacency):
+        upper = sp.triu(sp.coo_matrix(matrix), k=1)
+        n = matrix.shape[0]
+        steps.append(np.full(upper.nnz, t, dtype=np.int64))
+        pairs.append(upper.row.astype(np.int64) * n + upper.col.astype(np.int64))
+    if not steps:
+        return np.empty(0), np.empty(0)
+    t = np.concatenate(steps)
+    pair = np.concatenate(pairs)
+    if t.size == 0:
+        return np.empty(0), np.empty(0)
+    order = np.lexsort((t, pair))
+    t, pair = t[order], pair[order]
+    new = np.ones(t.size, dtype=bool)
+    new[1:] = (pair[1:] != pair[:-1]) | (t[1:] != t[:-1] + 1)
+    spell = np.cumsum(new) - 1
+    durations = np.bincount(spell).astype(float) * step_s
+    starts = t[new]
+    last = np.ones(t.size, dtype=bool)
+    last[:-1] = new[1:]
+    ends = t[last]
+    spell_pair = pair[new]
+    same_pair = spell_pair[1:] == spell_pair[:-1]
+    gaps = (starts[1:] - ends[:-1])[same_pair].astype(float) * step_s
+    return durations, gaps
+
+
+def label_skew_index(label_hist: np.ndarray) -> float:
+    """Mean total-variation distance between each agent's label distribution and the pooled one.
+
+    0 when every agent holds the pooled mix, 1 - 1/C when each holds a single one of C equally
+    frequent labels. Agents without data are left out.
+    """
+    counts = np.asarray(label_hist, dtype=float)
+    sizes = counts.sum(axis=1)
+    held = sizes > 0
+    if not held.any():
+        return float("nan")
+    pooled = counts[held].sum(axis=0) / counts[held].sum()
+    own = counts[held] / sizes[held, None]
+    return float(0.5 * np.abs(own - pooled).sum(axis=1).mean())
+
+
+def speed_heterogeneity(mean_speeds: np.ndarray) -> float:
+    """Coefficient of variation (population std / mean) of the agents' mean speeds.
+
+    0 for a fleet that does not move.
+    """
+    speeds = np.asarray(mean_speeds, dtype=float)
+    mean = float(speeds.mean()) if speeds.size else 0.0
+    return 0.0 if mean <= 0.0 else float(speeds.std() / mean)
+
+
+def last_value(table: pd.DataFrame, column: str) -> float:
+    """The last finite value of ``column``; NaN when it is absent or never finite.
+
+    A run evaluates every ``eval_every`` steps; NaN in between.
+    """
+    if column not in table:
+        return float("nan")
+    values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
+    finite = values[np.isfinite(values)]
+    return float(finite[-1]) if finite.size else float("nan")
+
+
+def evaluations(table: pd.DataFrame, column: str = "acc_mean") -> np.ndarray:
+    """The finite values of ``column`` in row order: the run's evaluations (NaN in between)."""
+    if column not in table:
+        return np.empty(0)
+    values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
+    return values[np.isfinite(values)]
+
+
+def curve_mean(table: pd.DataFrame, *, last: int | None = None,
+               column: str = "acc_mean") -> float:
+    """Mean of ``column`` over the run's evaluations, or over its ``last`` ones.
+
+    Over all of them it is the area under the accuracy curve per evaluation (evaluations are
+    evenly spaced, ``eval_every``): a run that learns early scores higher, and one
+    evaluation's swing moves it by 1 / (number of evaluations) of the swing, where the final
+    accuracy is that one sample of an oscillating curve. NaN without evaluations.
+    """
+    values = evaluations(table, column)
+    if last is not None:
+        if last < 1:
+            raise ValueError(f"last must be >= 1, got {last!r}")
+        values = values[-last:]
+    return float(values.mean()) if values.size else float("nan")
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What :func:`describe_world` sees of a world: what every descriptor is computed from.
+
+    The contact matrix of each step, the step length, each agent's mean speed, who has met
+    whom by the end, and the data split (``None`` without learning).
+    """
+
+    agents: int
+    adjacency: list[sp.csr_matrix]
+    step_s: float
+    mean_speeds: np.ndarray
+    met: sp.csr_matrix
+    label_hist: np.ndarray | None = None
+    data_sizes: np.ndarray | None = None
+
+    @functools.cached_property
+    def spells(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(durations_s, gaps_s)`` of every contact spell (:func:`contact_spells`), once."""
+        return contact_spells(self.adjacency, step_s=self.step_s)
 
 
 @dataclass(frozen=True)
