@@ -67,14 +67,16 @@ class Descriptors:
         self.values = {name: float(values.get(name, float("nan"))) for name in names}
 
     def __getattr__(self, name: str) -> float:
-        """A descriptor's value by its name."""
+        """A descriptor's value by its name (called only for names that are not slots)."""
+        if name == "values":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
         try:
             return self.values[name]
         except KeyError:
             raise AttributeError(name) from None
 
     def __eq__(self, other: object) -> bool:
-        """Equal when every field is (NaN as the same NaN object would: use as_dict)."""
+        """Equal when agents, steps and every descriptor's value are."""
         return isinstance(other, Descriptors) and self.as_dict() == other.as_dict()
 
     __hash__ = None  # type: ignore[assignment]
