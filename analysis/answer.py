@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from mobidfl.analysis.bench_stats import accuracy_within
+from mobidfl.analysis.measures import DESCRIPTORS
 
 __all__ = [
     "LOG_DESCRIPTORS",
@@ -56,7 +57,7 @@ __all__ = [
     "world_verdict",
 ]
 
-LOG_DESCRIPTORS = ("neighbours_per_step", "samples_per_agent")
+LOG_DESCRIPTORS = tuple(d.name for d in DESCRIPTORS if d.log_scale)
 """Descriptors whose cuts lie geometrically midway (their levels span orders of magnitude)."""
 
 

@@ -34,15 +34,16 @@ from mobidfl.analysis.answer import (
     world_verdict,
 )
 from mobidfl.analysis.bench_files import read_runs
+from mobidfl.analysis.measures import DESCRIPTORS, metric_named
 from mobidfl.analysis.study import HELDOUT_PREFIX, load_study
 from mobidfl.errors import ConfigError
 
 __all__ = ["LABELS", "METRICS", "answer", "answer_page", "figures", "rule_json"]
 
-METRICS = {"auc_acc": "mean accuracy over the run (primary)",
-           "budget_acc": "accuracy within D-PSGD's bytes (co-primary)"}
-LABELS = {"neighbours_per_step": "contacts per agent per step", "label_skew": "label skew",
-          "samples_per_agent": "samples per agent"}
+ROLES = {"auc_acc": "primary", "budget_acc": "co-primary"}
+"""The study's two metrics and their role (a pre-registered choice, not a property of either)."""
+METRICS = {name: f"{metric_named(name).words} ({role})" for name, role in ROLES.items()}
+LABELS = {d.name: d.words for d in DESCRIPTORS}
 ORACLE = "central_fedavg"
 
 

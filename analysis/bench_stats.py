@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from mobidfl.analysis.measures import curve_mean, evaluations, last_value, run_metrics
 from mobidfl.analysis.stats import sample_std
 
 __all__ = [
@@ -50,7 +51,6 @@ __all__ = [
     "Comparison",
     "Interval",
     "PairedTest",
-    "RUN_NUMBERS",
     "Score",
     "TimeToTarget",
     "across_columns",
@@ -99,11 +99,6 @@ equivalence margin)."""
 
 MAX_SEEDS = 10
 """:func:`seeds_needed` says at most this many (more is not a bench the CPUs can run)."""
-
-RUN_NUMBERS = ("final_acc", "p10_acc", "auc_acc", "last3_acc", "bytes_per_agent",
-               "energy_per_agent", "end_s")
-"""What :func:`run_numbers` returns for one run (time to target needs the target)."""
-
 
 @dataclass(frozen=True)
 class Interval:
@@ -582,18 +577,6 @@ def time_to_target(times: Sequence[float] | np.ndarray | pd.Series) -> TimeToTar
 
 
 # --- one run ----------------------------------------------------------------------------------
-def last_value(table: pd.DataFrame, column: str) -> float:
-    """The last finite value of ``column``; NaN when it is absent or never finite.
-
-    A run evaluates every ``eval_every`` steps; NaN in between.
-    """
-    if column not in table:
-        return float("nan")
-    values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
-    finite = values[np.isfinite(values)]
-    return float(finite[-1]) if finite.size else float("nan")
-
-
 def first_time_at(table: pd.DataFrame, target: float, *, column: str = "acc_mean",
                   time: str = "time_s") -> float:
     """Simulated seconds at the first evaluation where ``column >= target``.
@@ -605,31 +588,6 @@ def first_time_at(table: pd.DataFrame, target: float, *, column: str = "acc_mean
     values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
     hit = np.flatnonzero(np.isfinite(values) & (values >= target))
     return float(table[time].to_numpy(dtype=float)[hit[0]]) if hit.size else float("nan")
-
-
-def evaluations(table: pd.DataFrame, column: str = "acc_mean") -> np.ndarray:
-    """The finite values of ``column`` in row order: the run's evaluations (NaN in between)."""
-    if column not in table:
-        return np.empty(0)
-    values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
-    return values[np.isfinite(values)]
-
-
-def curve_mean(table: pd.DataFrame, *, last: int | None = None,
-               column: str = "acc_mean") -> float:
-    """Mean of ``column`` over the run's evaluations, or over its ``last`` ones.
-
-    Over all of them it is the area under the accuracy curve per evaluation (evaluations are
-    evenly spaced, ``eval_every``): a run that learns early scores higher, and one
-    evaluation's swing moves it by 1 / (number of evaluations) of the swing, where the final
-    accuracy is that one sample of an oscillating curve. NaN without evaluations.
-    """
-    values = evaluations(table, column)
-    if last is not None:
-        if last < 1:
-            raise ValueError(f"last must be >= 1, got {last!r}")
-        values = values[-last:]
-    return float(values.mean()) if values.size else float("nan")
 
 
 def accuracy_within(acc: np.ndarray, spent: np.ndarray, budget: float) -> float:
@@ -652,6 +610,7 @@ def accuracy_within(acc: np.ndarray, spent: np.ndarray, budget: float) -> float:
 def run_numbers(table: pd.DataFrame, *, agents: int) -> dict[str, float]:
     """One run's headline numbers from its per-step table (``model.csv``'s columns).
 
+    Every metric of :data:`mobidfl.analysis.measures.METRICS` that has a function, in its order:
     ``final_acc``: the last evaluated ``acc_mean``; ``p10_acc``: the last evaluated
     ``acc_p10`` (the accuracy 90 % of the agents reach or beat); ``auc_acc``: the mean
     ``acc_mean`` over the run's evaluations and ``last3_acc`` over its last three
@@ -661,18 +620,4 @@ def run_numbers(table: pd.DataFrame, *, agents: int) -> dict[str, float]:
     the ideal link, bytes in runs made before the ideal link counted them; NaN too when a
     step's value is unknown, never a silent 0); ``end_s``: the simulated time of the last row.
     """
-    def total(column: str) -> float:
-        if column not in table or agents <= 0:
-            return float("nan")
-        values = pd.to_numeric(table[column], errors="coerce")
-        return float(values.sum(skipna=False)) / agents
-
-    return {
-        "final_acc": last_value(table, "acc_mean"),
-        "p10_acc": last_value(table, "acc_p10"),
-        "auc_acc": curve_mean(table),
-        "last3_acc": curve_mean(table, last=3),
-        "bytes_per_agent": total("bytes_sent"),
-        "energy_per_agent": total("energy_j"),
-        "end_s": last_value(table, "time_s"),
-    }
+    return run_metrics(table, agents=agents)

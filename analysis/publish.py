@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import pandas as pd
 
 from mobidfl.analysis.bench_files import read_descriptors, read_manifest, read_published
 from mobidfl.analysis.comm import CURVE
+from mobidfl.analysis.measures import Descriptor, descriptor_named, page_descriptors
 from mobidfl.analysis.regime_map import RULE_SUFFIX, X, Y, answer, regime_figure, rule_json
 from mobidfl.errors import ConfigError
 
@@ -172,6 +173,21 @@ def _num(value: float, digits: int = 2) -> str:
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}f}"
 
 
+PAGE_WORLD = page_descriptors((X, Y))
+"""The descriptors of a world the pages' world tables show: the regime map's two axes, then
+every ``on_pages`` one of :data:`mobidfl.analysis.measures.DESCRIPTORS`."""
+PAGE_AXES = [descriptor_named(X), descriptor_named(Y)]
+"""The descriptors of the comparison page's world table: the regime map's two axes."""
+
+
+def _world_heads(shown: Sequence[Descriptor]) -> str:
+    return " | ".join(d.page_title for d in shown)
+
+
+def _world_cells(row: Mapping[str, Any], shown: Sequence[Descriptor]) -> str:
+    return " | ".join(_num(row[d.name]) for d in shown)
+
+
 def study_page(dest: str | Path, *, figure: str) -> str:
     """The findings page of a published study, every number computed from ``dest``."""
     got = recompute(dest)
@@ -241,14 +257,14 @@ def study_page(dest: str | Path, *, figure: str) -> str:
         "",
         "## Every world",
         "",
-        "| world | contacts/step | label skew | met share | speed CV | winner | margin (pp) "
-        "| not beaten | rule says |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| world | {_world_heads(PAGE_WORLD)} | winner | margin (pp) | not beaten "
+        "| rule says |",
+        "|---|" + "---|" * (len(PAGE_WORLD) + 4),
     ]
     for _, row in outcomes.iterrows():
         lines.append(
-            f"| {row['variant']} | {_num(row[X])} | {_num(row[Y])} | {_num(row['met_share'])} "
-            f"| {_num(row['speed_cv'])} | {row['winner']} | {_num(row['margin_pp'], 1)} "
+            f"| {row['variant']} | {_world_cells(row, PAGE_WORLD)} "
+            f"| {row['winner']} | {_num(row['margin_pp'], 1)} "
             f"| {row['contenders'].replace(';', ', ')} | {row['predicted'] or '-'} |")
     if missing:
         lines += ["", "Worlds without a finished run (refused by the model, so not on the map):",
@@ -420,14 +436,14 @@ def paper_worlds_page(dest: str | Path, *, rule: str | Path) -> str:
         + f" In {crowded} of {len(outcomes)} worlds four or more policies besides the winner "
         "are not beaten by it (arms whose runs repeat another's exactly counted once).", "",
         "## Every world", "",
-        "| world | contacts/step | label skew | met share | speed CV | winner | margin (pp) "
+        f"| world | {_world_heads(PAGE_WORLD)} | winner | margin (pp) "
         "| not beaten (Holm) | detectable (pp) | the study's rule says |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|" + "---|" * (len(PAGE_WORLD) + 5),
     ]
     for _, row in outcomes.iterrows():
         lines.append(
-            f"| {label.get(row['column'], row['column'])} | {_num(row[X])} | {_num(row[Y])} "
-            f"| {_num(row['met_share'])} | {_num(row['speed_cv'])} | {row['winner']} "
+            f"| {label.get(row['column'], row['column'])} | {_world_cells(row, PAGE_WORLD)} "
+            f"| {row['winner']} "
             f"| {_num(row['margin_pp'], 1)} | {row['contenders'].replace(';', ', ')} "
             f"| {_num(float(detect.get(row['column'], np.nan)) * 100, 1)} "
             f"| {row['predicted'] or '-'} |")
@@ -506,13 +522,13 @@ def slice_page(dest: str | Path, *, rule: str | Path, reference: str | Path) -> 
         f"in {same} of {len(common)} worlds, and not beaten here in {kept} of "
         f"{len(common)}.**", "",
         "## Every world", "",
-        "| world | contacts/step | label skew | winner | margin (pp) | not beaten (Holm) "
+        f"| world | {_world_heads(PAGE_AXES)} | winner | margin (pp) | not beaten (Holm) "
         f"| detectable (pp) | the rule says | best in {ref['plan']['study']} |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|" + "---|" * (len(PAGE_AXES) + 6),
     ]
     for row in outcomes.itertuples():
         lines.append(
-            f"| {row.variant} | {_num(getattr(row, X))} | {_num(getattr(row, Y))} "
+            f"| {row.variant} | {_world_cells(row._asdict(), PAGE_AXES)} "
             f"| {row.winner} | {_num(row.margin_pp, 1)} | {row.contenders.replace(';', ', ')} "
             f"| {_num(float(detect.get(row.column, np.nan)) * 100, 1)} "
             f"| {row.predicted or '-'} | {ref_best.get(row.variant, 'n/a')} |")

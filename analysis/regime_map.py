@@ -32,15 +32,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mobidfl.analysis.measures import descriptor_named, map_descriptors
 from mobidfl.analysis.study import HELDOUT_PREFIX
 
-__all__ = ["Rule", "answer", "column_outcomes", "fit_rule", "load_rule", "regime_figure",
+__all__ = ["AXES", "Rule", "answer", "column_outcomes", "fit_rule", "load_rule", "regime_figure",
            "rule_json", "score_rule", "write_regime_map"]
 
 RULE_SUFFIX = ".rule.json"
 """A study's published rule ships beside it as ``<study>.rule.json``."""
 X = "neighbours_per_step"
 Y = "label_skew"
+AXES = tuple(d.name for d in map_descriptors((X, Y)))
+"""The descriptors ``regime_map.csv`` carries per column: the two cut, then every ``on_map``
+one of :data:`mobidfl.analysis.measures.DESCRIPTORS`."""
 REFERENCE = "central_fedavg"
 
 
@@ -189,7 +193,7 @@ def column_outcomes(board: pd.DataFrame, descriptors: pd.DataFrame) -> pd.DataFr
     out = pd.DataFrame(rows)
     if out.empty:
         return out
-    keep = ["column", X, Y, "contact_duration_s", "inter_contact_s", "met_share", "speed_cv"]
+    keep = ["column", *AXES]
     return out.merge(descriptors[[c for c in keep if c in descriptors]], on="column",
                      how="left")
 
@@ -272,7 +276,7 @@ def regime_figure(outcomes: pd.DataFrame, rule: Rule, path: Path) -> Path:
     ax.axvline(rule.x_cut, ls="--", c="grey")
     ax.axhline(rule.y_cut, ls="--", c="grey")
     ax.set_xscale("log")
-    ax.set_xlabel("contacts per agent per step (measured)")
+    ax.set_xlabel(f"{descriptor_named(X).words} (measured)")
     ax.set_ylabel("label-skew index (mean TV distance)")
     ax.set_title("winning policy (area ~ margin over the runner-up)")
     ax.legend(fontsize=8, loc="best")

@@ -33,7 +33,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from mobidfl.analysis.describe import label_skew_index
-from mobidfl.analysis.regime_map import Rule, load_rule
+from mobidfl.analysis.measures import descriptor_named
+from mobidfl.analysis.regime_map import Rule, X, Y, load_rule
 from mobidfl.errors import ConfigError
 from mobidfl.model.config import KINDS, Config
 from mobidfl.model.world import MobiDFLModel
@@ -280,8 +281,8 @@ def regime_point(model: MobiDFLModel) -> RegimePoint | None:
 def study_worlds(path: Path = STUDY_DESCRIPTORS) -> pd.DataFrame:
     """The published study's worlds (contacts per step, label skew); empty when absent."""
     if not path.is_file():
-        return pd.DataFrame(columns=["neighbours_per_step", "label_skew"])
-    return pd.read_csv(path)[["neighbours_per_step", "label_skew"]]
+        return pd.DataFrame(columns=[X, Y])
+    return pd.read_csv(path)[[X, Y]]
 
 
 @functools.cache
@@ -301,7 +302,7 @@ def regime_point_figure(point: RegimePoint | None, *, drawn: Rule | None = None,
     figure = Figure(figsize=(4.6, 3.9), dpi=72)
     figure.subplots_adjust(left=0.15, right=0.97, bottom=0.3, top=0.92)
     ax = figure.subplots()
-    xs = [*worlds["neighbours_per_step"].tolist(), drawn.x_cut]
+    xs = [*worlds[X].tolist(), drawn.x_cut]
     if point is not None:
         xs.append(point.neighbours_per_step)
     xs = [max(x, 1e-2) for x in xs if math.isfinite(x)]
@@ -318,7 +319,7 @@ def regime_point_figure(point: RegimePoint | None, *, drawn: Rule | None = None,
     ax.axvline(drawn.x_cut, ls="--", c="grey", lw=1)
     ax.axhline(drawn.y_cut, ls="--", c="grey", lw=1)
     if len(worlds):
-        ax.scatter(np.maximum(worlds["neighbours_per_step"], 1e-2), worlds["label_skew"],
+        ax.scatter(np.maximum(worlds[X], 1e-2), worlds[Y],
                    s=12, c="#636363", label=f"{RULE_STUDY} worlds", zorder=3)
     if point is not None and math.isfinite(point.label_skew):
         marker = ax.scatter([max(point.neighbours_per_step, 1e-2)], [point.label_skew],
@@ -331,7 +332,7 @@ def regime_point_figure(point: RegimePoint | None, *, drawn: Rule | None = None,
     ax.set_xscale("log")
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(0, 1)
-    ax.set_xlabel("contacts per agent per step")
+    ax.set_xlabel(descriptor_named(X).words)
     ax.set_ylabel("label-skew index")
     ax.set_title("Where this world sits on the regime map", fontsize=11)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2,
@@ -356,8 +357,9 @@ def regime_text(point: RegimePoint | None, *, drawn: Rule | None = None,
         return "Step once to measure this world's contacts. " + where
     said = drawn(point.neighbours_per_step, point.label_skew) or "no policy"
     text = (f"This world, over {point.steps} step{'s' if point.steps != 1 else ''}: "
-            f"{point.neighbours_per_step:.2f} contacts per agent per step, label skew "
-            f"{point.label_skew:.2f}. The rule predicts **{said}** here. ")
+            f"{point.neighbours_per_step:.2f} {descriptor_named(X).words}, "
+            f"{descriptor_named(Y).words} {point.label_skew:.2f}. "
+            f"The rule predicts **{said}** here. ")
     if leader:
         text += f"Leading in these runs now: **{leader}**. "
     return text + where
