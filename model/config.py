@@ -513,6 +513,15 @@ class ConfigFields:
         one_of("fp32", "fp32_fast", "bf16"),
         role="run",
     )
+    perturb: str = _setting(
+        "none",
+        "a controlled floating-point perturbation, to test whether a result depends on "
+        "rounding: none; init_last_bit (every initial parameter moved one unit in the last "
+        "place toward +inf, as numpy.nextafter); or fp64_mix (the model mixing x_i <- "
+        "sum_j W_ij x_j summed in float64, stored back in float32)",
+        one_of("none", "init_last_bit", "fp64_mix"),
+        role="run",
+    )
     workers: int = _setting(
         0, "worker processes for the loop backend (0 = auto: free cores, big steps only)",
         non_negative,

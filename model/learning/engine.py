@@ -78,13 +78,16 @@ from mobidfl.model.learning.data import Dataset
 from mobidfl.model.learning.nets import build_net, flops_per_sample
 from mobidfl.model.learning.params import (
     DENSE_MIX_DENSITY,
+    PERTURBATIONS,
     Params,
     average_stacks,
     combine_snapshots,
     consensus_distance,
     init_stacks,
     mix_stacks,
+    mix_stacks_fp64,
     mixing_operator,
+    nudge_last_bit,
     rng_restore,
     rng_state,
     shared_zeros,
@@ -176,6 +179,11 @@ class TrainingSettings:
     precision
         ``fp32`` or ``bf16`` (autocast of every forward and backward to
         bfloat16; parameters, optimiser state and losses stay fp32).
+    perturb
+        a controlled floating-point perturbation (:data:`PERTURBATIONS`): ``none``;
+        ``init_last_bit`` (every initial parameter one unit in the last place toward +inf);
+        ``fp64_mix`` (:meth:`Engine.mix` sums in float64). Shows whether a result depends
+        on rounding (``mobidfl.analysis.stability``).
     """
 
     net: str
@@ -197,6 +205,7 @@ class TrainingSettings:
     worker_backend: str = "processes"
     ray_address: str | None = None
     precision: str = "fp32"
+    perturb: str = "none"
 
     @classmethod
     def of(cls, config: Any, **engine_only: Any) -> TrainingSettings:
@@ -308,6 +317,11 @@ class Engine:
             self.params: list[torch.Tensor] = init_stacks(
                 template, self.n_agents, t.same_init, shared=shared
             )
+        if t.perturb not in PERTURBATIONS:
+            raise ValueError(f"perturb {t.perturb!r} is not one of {PERTURBATIONS}")
+        self.perturb = str(t.perturb)
+        if self.perturb == "init_last_bit":
+            nudge_last_bit(self.params)
         for p in template.parameters():
             p.requires_grad_(False)
         if list(template.buffers()):
@@ -471,6 +485,9 @@ class Engine:
         m = sp.csr_matrix(w)
         if m.shape != (self.n_agents, self.n_agents):
             raise bad_argument("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
+        if self.perturb == "fp64_mix":  # the same mix, another rounding (training.perturb)
+            mix_stacks_fp64(self.params, m, device=self.device)
+            return
         self._mix(m)
 
     def _mix(self, m: sp.csr_matrix) -> None:

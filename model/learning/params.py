@@ -19,6 +19,7 @@ from torch import nn
 
 __all__ = [
     "DENSE_MIX_DENSITY",
+    "PERTURBATIONS",
     "Params",
     "average_stacks",
     "combine_snapshots",
@@ -26,6 +27,8 @@ __all__ = [
     "init_stacks",
     "mix_columns",
     "mix_stacks",
+    "mix_stacks_fp64",
+    "nudge_last_bit",
     "splits_mixing",
     "mixing_operator",
     "rng_restore",
@@ -39,6 +42,40 @@ Params = tuple[torch.Tensor, ...]
 DENSE_MIX_DENSITY = 0.05
 """Above this fraction of non-zeros a dense W matmul beats torch's CSR kernel (break-even
 measured with benchmarks/aggregation.py: docs/performance/measurements.md)."""
+
+PERTURBATIONS = ("none", "init_last_bit", "fp64_mix")
+"""Controlled floating-point perturbations of a run (setting ``perturb``): none; every
+initial parameter one unit in the last place up (:func:`nudge_last_bit`); the model mixing
+summed in float64 (:func:`mix_stacks_fp64`). Each changes the rounding only, so a result that
+moves under one depends on rounding, not on the model."""
+
+
+def nudge_last_bit(stacks: Sequence[torch.Tensor]) -> None:
+    """Move every value one unit in the last place toward +inf, in place.
+
+    WHY: the smallest deterministic change of a run's start (``numpy.nextafter(x, inf)``
+    elementwise); a verdict that flips under it is decided by rounding. Every value, not one:
+    no choice of which weight, and the change reaches every agent and layer.
+    """
+    with torch.no_grad():
+        for s in stacks:
+            s.copy_(torch.nextafter(s, torch.full_like(s, float("inf"))))
+
+
+def mix_stacks_fp64(
+    stacks: Sequence[torch.Tensor], w: sp.csr_matrix, *, device: torch.device
+) -> None:
+    """``x_i <- sum_j W_ij x_j`` in place, summed in float64 and rounded once to the stacks' dtype.
+
+    The same mix as :func:`mix_stacks` with another rounding (setting ``perturb = fp64_mix``);
+    dense, one layer at a time, so meant for the small fleets whose verdicts it checks.
+    """
+    n = int(w.shape[0])
+    wt = torch.from_numpy(np.asarray(w.toarray(), dtype=np.float64)).to(device)
+    with torch.no_grad():
+        for p in stacks:
+            flat = p.reshape(n, -1).to(torch.float64)
+            p.copy_((wt @ flat).reshape(p.shape).to(p.dtype))
 
 
 def shared_zeros(like: torch.Tensor) -> torch.Tensor:
