@@ -1,0 +1,114 @@
+"""Verdicts under controlled floating-point perturbations (setting ``perturb``).
+
+The perturbations change rounding only (checked here bit by bit), and the published verdict
+of a DAM claim at CI scale survives both of them (``published/reproduction/stability.csv``,
+written by ``python -m mobidfl.analysis.stability --publish``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import torch
+
+from mobidfl.analysis.stability import (
+    CHAOTIC,
+    STABILITY_CSV,
+    STABLE,
+    claim_stability,
+    seeds_for_sign,
+    stability,
+)
+from mobidfl.errors import ConfigError
+from mobidfl.model.config import Config
+from mobidfl.model.learning.engine import TrainingSettings, make_engine
+from mobidfl.model.learning.params import mix_stacks, mix_stacks_fp64
+from mobidfl.model.learning.partition import partition_shards
+from mobidfl.model.maths.mixing import dpsgd_weights
+
+
+def _engine(ds, perturb: str):
+    parts = partition_shards(ds.train_labels, 4, rng=np.random.default_rng(0))
+    t = TrainingSettings(net="mlp", lr=0.05, batch_size=16, local_steps=2, seed=3,
+                         perturb=perturb)  # fmt: skip
+    return make_engine("loop", t, dataset=ds, parts=parts)
+
+
+def test_init_last_bit_is_numpy_nextafter_toward_inf_on_every_initial_parameter(ds):
+    # Execute
+    plain, nudged = _engine(ds, "none"), _engine(ds, "init_last_bit")
+    # Assert: every value is exactly one ulp up, as numpy.nextafter(x, +inf) gives it
+    for a, b in zip(plain.params, nudged.params, strict=True):
+        want = np.nextafter(a.numpy(), np.float32(np.inf))
+        assert np.array_equal(b.numpy(), want)
+        assert not torch.equal(a, b)
+
+
+def test_fp64_mix_rounds_the_float64_product_once_and_changes_only_rounding(ds):
+    # Prepare: four different models and a ring's D-PSGD weights
+    e = _engine(ds, "none")
+    e.train()
+    n = 4
+    a = sp.csr_matrix(np.roll(np.eye(n, dtype=bool), 1, axis=1) | np.eye(n, dtype=bool))
+    w = dpsgd_weights(a | a.T)
+    fp32 = [p.clone() for p in e.params]
+    fp64 = [p.clone() for p in e.params]
+    # Execute
+    mix_stacks(fp32, w, device=torch.device("cpu"))
+    mix_stacks_fp64(fp64, w, device=torch.device("cpu"))
+    # Assert: the float64 product rounded once, within a few ulps of the float32 mix
+    dense = torch.tensor(w.toarray(), dtype=torch.float64)
+    for old, x32, x64 in zip(e.params, fp32, fp64, strict=True):
+        want = (dense @ old.reshape(n, -1).double()).reshape(old.shape).float()
+        assert torch.equal(x64, want)
+        assert torch.allclose(x32, x64, rtol=1e-5, atol=1e-7)
+
+
+def test_perturb_is_a_run_setting_and_refuses_other_values() -> None:
+    assert Config.from_settings({"perturb": "fp64_mix"}).perturb == "fp64_mix"
+    with pytest.raises(ConfigError, match="perturb"):
+        Config.from_settings({"perturb": "last_bit"})
+
+
+def test_claim_stability_marks_a_verdict_that_moves() -> None:
+    assert claim_stability("holds", {"init_last_bit": "holds", "fp64_mix": "holds"}) == STABLE
+    moved = {"init_last_bit": "holds", "fp64_mix": "direction only"}
+    assert claim_stability("holds", moved) == CHAOTIC
+
+
+def test_seeds_for_sign_worked_by_hand() -> None:
+    # effects 1 and 3: mean 2, sd sqrt(2). t_{0.975} sqrt(2) / sqrt(n) <= 2 first at n = 5:
+    # n = 4: 3.182 x 1.414 / 2 = 2.25; n = 5: 2.776 x 1.414 / 2.236 = 1.76
+    assert seeds_for_sign([1.0, 3.0]) == "5"
+    assert seeds_for_sign([1.0, -1.0]) == ""  # mean 0: nothing to estimate
+    assert seeds_for_sign([2.0, 2.0, 2.0]) == "2"
+    assert seeds_for_sign([0.01, -0.011, 0.0105]) == "> 100"
+
+
+def test_dam_claim_keeps_its_published_verdict_under_both_perturbations(tmp_path) -> None:
+    # Prepare: the published CI-scale verdict of "DAM over Random" and its seeds
+    torch.set_num_threads(1)
+    published = pd.read_csv(STABILITY_CSV, keep_default_na=False, dtype=str)
+    row = published[(published.paper == "dam_001")
+                    & (published.claim == "DAM over Random (alpha = 0.05)")].iloc[0]  # fmt: skip
+    assert row.scale == "ci"
+    seeds = [int(s) for s in row.seeds.split()]
+    assert len(seeds) >= 2
+    # Execute: the claim's two variants, unperturbed and under each perturbation
+    table = stability("dam_001", out=tmp_path, scale="ci", seeds=seeds,
+                      claims=["DAM over Random"])  # fmt: skip
+    # Assert: each arm really ran other arithmetic (a loss differs in some bit) ...
+    def losses(arm: str) -> np.ndarray:
+        files = sorted((tmp_path / arm / "runs" / "DAM" / "runs").glob("*.parquet"))
+        return np.concatenate([pd.read_parquet(f)["loss_mean"].to_numpy() for f in files])
+
+    for arm in ("init_last_bit", "fp64_mix"):
+        assert not np.array_equal(losses("none"), losses(arm), equal_nan=True), arm
+    # ... and the verdict is the published one in every arm
+    (got,) = table.to_dict("records")
+    assert got["verdict"] == row.verdict
+    assert got["verdict init_last_bit"] == row.verdict
+    assert got["verdict fp64_mix"] == row.verdict
+    assert got["stability"] == STABLE
