@@ -51,8 +51,8 @@ def test_fp64_mix_rounds_the_float64_product_once_and_changes_only_rounding(ds):
     e = _engine(ds, "none")
     e.train()
     n = 4
-    a = sp.csr_matrix(np.roll(np.eye(n, dtype=bool), 1, axis=1) | np.eye(n, dtype=bool))
-    w = dpsgd_weights(a | a.T)
+    ring = np.roll(np.eye(n, dtype=bool), 1, axis=1)
+    w = dpsgd_weights(sp.csr_matrix(ring | ring.T))
     fp32 = [p.clone() for p in e.params]
     fp64 = [p.clone() for p in e.params]
     # Execute
@@ -84,7 +84,10 @@ def test_seeds_for_sign_worked_by_hand() -> None:
     assert seeds_for_sign([1.0, 3.0]) == "5"
     assert seeds_for_sign([1.0, -1.0]) == ""  # mean 0: nothing to estimate
     assert seeds_for_sign([2.0, 2.0, 2.0]) == "2"
-    assert seeds_for_sign([0.01, -0.011, 0.0105]) == "> 100"
+    # mean -0.05, sd 1.48: about (2 x 1.48 / 0.05)^2 = 3,500 seeds
+    assert seeds_for_sign([1.0, -1.1]) == "> 100"
+    # mean 0.0032, sd 0.0123: (t x 0.0123 / 0.0032)^2 crosses n at 61
+    assert seeds_for_sign([0.01, -0.011, 0.0105]) == "61"
 
 
 def test_dam_claim_keeps_its_published_verdict_under_both_perturbations(tmp_path) -> None:
