@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -146,18 +147,29 @@ def stability(
     for c in chosen:
         base = verdicts["none"].loc[c.text]
         moved = {arm: str(verdicts[arm].loc[c.text, "verdict"]) for arm in arms}
+        shifts = [abs(_mean(verdicts[arm].loc[c.text]) - _mean(base)) for arm in arms]
         rows.append({
             "paper": spec.name, "claim": c.text, "scale": scale,
             "seeds": " ".join(str(s) for s in seeds),
             "effect (mean ± std)": base["MobiDFL (mean ± std)"],
             "verdict": base["verdict"],
             **{f"verdict {arm}": v for arm, v in moved.items()},
+            "largest effect shift": f"{max(shifts):.2f}" if shifts else "",
             "stability": claim_stability(str(base["verdict"]), moved),
             "seeds for a sign (runs of record)": seeds_for_sign(record.get(c.text, [])),
         })  # fmt: skip
     table = pd.DataFrame(rows)
     write_csv(table, out / "stability.csv", index=False)
     return table
+
+
+def _mean(row: pd.Series) -> float:
+    """The mean effect of a ``verdicts.csv`` row, as printed (NaN where none was)."""
+    text = str(row["MobiDFL (mean ± std)"]).split(" ± ")[0]
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
 
 
 def _markdown(frame: pd.DataFrame) -> str:

@@ -34,7 +34,7 @@ CLAIMS = {
     "mobility_000": "accuracy gain of p = 5 % over p = 0",
     "dam_001": "DAM over Random (alpha = 0.05)",
     "mofel_002": "MoFeL completes more cycles than A2 at 30 m/min",
-    "cached_dfl_003": "LRU caching ends more accurate than DFL without caching",
+    "cached_dfl_003": "LRU caching ends more accurate than DFL without cache (non-i.i.d.)",
     "psfl_004": "PSFL more accurate than centralised FedAvg (3 areas)",
 }
 """One claim per paper (its full text): the cheapest of each at ``ci`` scale."""
