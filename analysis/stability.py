@@ -211,7 +211,7 @@ def render(page: str, table: str, marks: tuple[str, str]) -> str:
     """``page`` with the text between ``marks`` replaced by ``table``."""
     start, end = marks
     if start not in page or end not in page:
-        raise ConfigError("stability page", "its markers", f"{start} ... {end}")
+        raise ValueError(f"{PAGE} lacks its markers {start} ... {end}")
     head, _, rest = page.partition(start)
     _, _, tail = rest.partition(end)
     return f"{head}{start}\n{table}\n{end}{tail}"

@@ -115,3 +115,50 @@ def test_dam_claim_keeps_its_published_verdict_under_both_perturbations(tmp_path
     assert got["verdict init_last_bit"] == row.verdict
     assert got["verdict fp64_mix"] == row.verdict
     assert got["stability"] == STABLE
+
+
+def test_stability_page_is_generated_from_the_published_data(monkeypatch) -> None:
+    # The page's tables are regenerated from published/ (stability.csv, cross-CPU records)
+    from mobidfl.analysis.stability import main
+    from tests.conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    assert main(["--page", "--check"]) == 0, "run python -m mobidfl.analysis.stability --page"
+
+
+def test_chaotic_claims_are_bold_on_the_page(tmp_path) -> None:
+    from mobidfl.analysis.stability import stability_table
+
+    rows = pd.DataFrame([{"claim": "a", "stability": STABLE}, {"claim": "b", "stability": CHAOTIC}])
+    rows.to_csv(tmp_path / "s.csv", index=False)
+    table = stability_table(tmp_path / "s.csv")
+    assert f"| b | **{CHAOTIC}** |" in table and "| a | stable |" in table
+
+
+def test_cross_cpu_record_names_the_machine_and_refuses_a_bad_device(capsys) -> None:
+    from validation.cross_cpu import machine, main, slug
+
+    info = machine("cpu")
+    assert info["model"] and isinstance(info["flags"], list) and info["torch_threads"] >= 1
+    assert slug({"model": "Intel(R) Xeon(R) Processor"}) == "intel_r_xeon_r_processor"
+    assert main(["--device", "tpu"]) == 2
+    assert "--device" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert main(["--device", "cuda"]) == 2
+
+
+def test_cross_cpu_table_lists_per_claim_the_machines_that_agree(tmp_path) -> None:
+    import json
+
+    from mobidfl.analysis.stability import cross_cpu_table
+
+    def record(name: str, verdict: str) -> dict:
+        claim = {"paper": "dam_001", "claim": "DAM over Random", "published": "holds",
+                 "verdict": verdict}  # fmt: skip
+        return {"cpu": {"model": name}, "claims": [claim]}
+
+    (tmp_path / "a.json").write_text(json.dumps(record("Zen 3", "holds")))
+    (tmp_path / "b.json").write_text(json.dumps(record("Zen 5", "fails")))
+    table = cross_cpu_table(tmp_path)
+    assert "| dam_001 | DAM over Random | holds | Zen 3 (holds) | Zen 5 (fails) |" in table
+    assert cross_cpu_table(tmp_path / "none").startswith("No CPU")
