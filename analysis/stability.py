@@ -4,10 +4,11 @@ A verdict of ``mobidfl reproduce`` is read from final accuracies. Long full-batc
 large learning rate (DAM/DCM's 1,000 rounds at lr 0.3) grow a difference in the last bit
 into points of accuracy, so the same commit gives another verdict on another CPU. This
 module re-runs a paper's variants under each perturbation of the run setting ``perturb``
-(``init_last_bit``: every initial parameter one unit in the last place up; ``fp64_mix``: the
-model mixing summed in float64), reads each claim's verdict from every arm's
-``verdicts.csv`` and marks a claim whose verdict moves as :data:`CHAOTIC`: its verdict at
-that scale and those seeds is decided by rounding, not by the model.
+(``init_last_bit``: every initial parameter one unit in the last place up;
+``fp64_aggregate``: every aggregation of models summed in float64), reads each claim's
+verdict from every arm's ``verdicts.csv`` and marks a claim whose verdict moves as
+:data:`CHAOTIC`: its verdict at that scale and those seeds is decided by rounding, not by the
+model.
 
 It also says, per claim, how many seeds the runs of record (``published/reproduction``)
 would need for the 95 % confidence interval of the mean effect to exclude 0 at their
@@ -53,7 +54,7 @@ __all__ = [
     "stability_table",
 ]
 
-ARMS = ("init_last_bit", "fp64_mix")
+ARMS = ("init_last_bit", "fp64_aggregate")
 """The perturbations each claim is re-run under (values of the run setting ``perturb``)."""
 CHAOTIC = "chaotic at this setting"
 """A claim whose verdict differs under at least one perturbation from the unperturbed one."""
@@ -148,6 +149,8 @@ def stability(
         base = verdicts["none"].loc[c.text]
         moved = {arm: str(verdicts[arm].loc[c.text, "verdict"]) for arm in arms}
         shifts = [abs(_mean(verdicts[arm].loc[c.text]) - _mean(base)) for arm in arms]
+        ran = [v for v in (c.a, c.b) if v is not None]
+        changed = [arm for arm in arms if _losses(out / "none", ran) != _losses(out / arm, ran)]
         rows.append({
             "paper": spec.name, "claim": c.text, "scale": scale,
             "seeds": " ".join(str(s) for s in seeds),
@@ -155,12 +158,29 @@ def stability(
             "verdict": base["verdict"],
             **{f"verdict {arm}": v for arm, v in moved.items()},
             "largest effect shift": f"{max(shifts):.2f}" if shifts else "",
+            "arms that changed the runs": ", ".join(changed) or "none",
             "stability": claim_stability(str(base["verdict"]), moved),
             "seeds for a sign (runs of record)": seeds_for_sign(record.get(c.text, [])),
         })  # fmt: skip
     table = pd.DataFrame(rows)
     write_csv(table, out / "stability.csv", index=False)
     return table
+
+
+def _losses(folder: Path, variants: Sequence[str]) -> list[bytes]:
+    """Every run's per-step ``loss_mean`` as bytes (run by run, in seed order).
+
+    WHY: an arm that changed no bit of any loss did not perturb this claim's runs (a policy
+    with no aggregation under ``fp64_aggregate``), so its "stable" would say nothing.
+    """
+    out = []
+    for variant in variants:
+        slug = "".join(ch if ch.isalnum() else "_" for ch in variant)  # reproduce's folder name
+        for f in sorted((folder / "runs" / slug / "runs").glob("*.parquet")):
+            table = pd.read_parquet(f)
+            if "loss_mean" in table:  # a world without learning has no loss to move
+                out.append(table.sort_values("step")["loss_mean"].to_numpy(float).tobytes())
+    return out
 
 
 def _mean(row: pd.Series) -> float:

@@ -517,9 +517,10 @@ class ConfigFields:
         "none",
         "a controlled floating-point perturbation, to test whether a result depends on "
         "rounding: none; init_last_bit (every initial parameter moved one unit in the last "
-        "place toward +inf, as numpy.nextafter); or fp64_mix (the model mixing x_i <- "
-        "sum_j W_ij x_j summed in float64, stored back in float32)",
-        one_of("none", "init_last_bit", "fp64_mix"),
+        "place toward +inf, as numpy.nextafter); or fp64_aggregate (every aggregation of "
+        "models, mixing, averaging and combining cached models, summed in float64 and "
+        "rounded once to float32)",
+        one_of("none", "init_last_bit", "fp64_aggregate"),
         role="run",
     )
     workers: int = _setting(

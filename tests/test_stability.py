@@ -46,7 +46,7 @@ def test_init_last_bit_is_numpy_nextafter_toward_inf_on_every_initial_parameter(
         assert not torch.equal(a, b)
 
 
-def test_fp64_mix_rounds_the_float64_product_once_and_changes_only_rounding(ds):
+def test_fp64_aggregate_rounds_the_float64_product_once_and_changes_only_rounding(ds):
     # Prepare: four different models and a ring's D-PSGD weights
     e = _engine(ds, "none")
     e.train()
@@ -67,14 +67,14 @@ def test_fp64_mix_rounds_the_float64_product_once_and_changes_only_rounding(ds):
 
 
 def test_perturb_is_a_run_setting_and_refuses_other_values() -> None:
-    assert Config.from_settings({"perturb": "fp64_mix"}).perturb == "fp64_mix"
+    assert Config.from_settings({"perturb": "fp64_aggregate"}).perturb == "fp64_aggregate"
     with pytest.raises(ConfigError, match="perturb"):
         Config.from_settings({"perturb": "last_bit"})
 
 
 def test_claim_stability_marks_a_verdict_that_moves() -> None:
-    assert claim_stability("holds", {"init_last_bit": "holds", "fp64_mix": "holds"}) == STABLE
-    moved = {"init_last_bit": "holds", "fp64_mix": "direction only"}
+    assert claim_stability("holds", {"init_last_bit": "holds", "fp64_aggregate": "holds"}) == STABLE
+    moved = {"init_last_bit": "holds", "fp64_aggregate": "direction only"}
     assert claim_stability("holds", moved) == CHAOTIC
 
 
@@ -107,13 +107,13 @@ def test_dam_claim_keeps_its_published_verdict_under_both_perturbations(tmp_path
         files = sorted((tmp_path / arm / "runs" / "DAM" / "runs").glob("*.parquet"))
         return np.concatenate([pd.read_parquet(f)["loss_mean"].to_numpy() for f in files])
 
-    for arm in ("init_last_bit", "fp64_mix"):
+    for arm in ("init_last_bit", "fp64_aggregate"):
         assert not np.array_equal(losses("none"), losses(arm), equal_nan=True), arm
     # ... and the verdict is the published one in every arm
     (got,) = table.to_dict("records")
     assert got["verdict"] == row.verdict
     assert got["verdict init_last_bit"] == row.verdict
-    assert got["verdict fp64_mix"] == row.verdict
+    assert got["verdict fp64_aggregate"] == row.verdict
     assert got["stability"] == STABLE
 
 

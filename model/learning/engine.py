@@ -182,7 +182,8 @@ class TrainingSettings:
     perturb
         a controlled floating-point perturbation (:data:`PERTURBATIONS`): ``none``;
         ``init_last_bit`` (every initial parameter one unit in the last place toward +inf);
-        ``fp64_mix`` (:meth:`Engine.mix` sums in float64). Shows whether a result depends
+        ``fp64_aggregate`` (:meth:`Engine.mix`, :meth:`Engine.average` and
+        :meth:`Engine.combine` sum in float64). Shows whether a result depends
         on rounding (``mobidfl.analysis.stability``).
     """
 
@@ -485,7 +486,7 @@ class Engine:
         m = sp.csr_matrix(w)
         if m.shape != (self.n_agents, self.n_agents):
             raise bad_argument("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
-        if self.perturb == "fp64_mix":  # the same mix, another rounding (training.perturb)
+        if self.perturb == "fp64_aggregate":  # the same mix, another rounding (training.perturb)
             mix_stacks_fp64(self.params, m, device=self.device)
             return
         self._mix(m)
@@ -501,7 +502,9 @@ class Engine:
         w = np.ones(idx.size) if weights is None else np.asarray(weights, dtype=np.float64)
         if w.shape != idx.shape or (w < 0).any() or w.sum() <= 0:
             raise bad_argument("weights", w.shape, f"{idx.size} non-negative weights, sum > 0")
-        return average_stacks(self.params, idx, w, device=self.device)
+        return average_stacks(
+            self.params, idx, w, device=self.device, fp64=self.perturb == "fp64_aggregate"
+        )
 
     # --- single models -----------------------------------------------------------------------
     def snapshot(self, i: int) -> Params:
@@ -522,7 +525,8 @@ class Engine:
             raise bad_argument(
                 "weights", len(weights), f"one weight per snapshot ({len(snapshots)}), >= 1"
             )
-        return combine_snapshots(snapshots, weights, n_layers=len(self.params), device=self.device)
+        return combine_snapshots(snapshots, weights, n_layers=len(self.params), device=self.device,
+                                 fp64=self.perturb == "fp64_aggregate")  # fmt: skip
 
     def loss_of(self, model: int | Params, *, on_agent: int, max_samples: int = 256) -> float:
         """CE of ``model`` (an agent index or a parameter tuple) on agent ``on_agent``'s data.
