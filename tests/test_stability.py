@@ -24,7 +24,12 @@ from mobidfl.analysis.stability import (
 from mobidfl.errors import ConfigError
 from mobidfl.model.config import Config
 from mobidfl.model.learning.engine import TrainingSettings, make_engine
-from mobidfl.model.learning.params import mix_stacks, mix_stacks_fp64
+from mobidfl.model.learning.params import (
+    average_stacks,
+    combine_snapshots,
+    mix_stacks,
+    mix_stacks_fp64,
+)
 from mobidfl.model.learning.partition import partition_shards
 from mobidfl.model.maths.mixing import dpsgd_weights
 
@@ -64,6 +69,22 @@ def test_fp64_aggregate_rounds_the_float64_product_once_and_changes_only_roundin
         want = (dense @ old.reshape(n, -1).double()).reshape(old.shape).float()
         assert torch.equal(x64, want)
         assert torch.allclose(x32, x64, rtol=1e-5, atol=1e-7)
+
+
+def test_fp64_average_and_combine_round_the_float64_sum_once(ds) -> None:
+    e = _engine(ds, "none")
+    e.train()
+    cpu = torch.device("cpu")
+    weights = np.array([3.0, 1.0, 2.0, 5.0])
+    avg = average_stacks(e.params, np.arange(4), weights, device=cpu, fp64=True)
+    snaps = [tuple(p[i].clone() for p in e.params) for i in range(4)]
+    comb = combine_snapshots(snaps, list(weights / weights.sum()), n_layers=len(e.params),
+                             device=cpu, fp64=True)  # fmt: skip
+    w64 = torch.tensor(weights / weights.sum(), dtype=torch.float64)
+    for layer, p in enumerate(e.params):
+        want = torch.tensordot(w64, p.double(), dims=1).float()
+        assert torch.equal(avg[layer], want) and torch.equal(comb[layer], want)
+        assert avg[layer].dtype == torch.float32
 
 
 def test_perturb_is_a_run_setting_and_refuses_other_values() -> None:
@@ -115,6 +136,7 @@ def test_dam_claim_keeps_its_published_verdict_under_both_perturbations(tmp_path
     assert got["verdict init_last_bit"] == row.verdict
     assert got["verdict fp64_aggregate"] == row.verdict
     assert got["stability"] == STABLE
+    assert got["arms that changed the runs"] == "init_last_bit, fp64_aggregate"
 
 
 def test_stability_page_is_generated_from_the_published_data(monkeypatch) -> None:
