@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import sys
 import time
@@ -28,6 +27,7 @@ import torch
 
 from mobidfl.analysis.stability import CROSS_CPU, STABILITY_CSV, stability
 from mobidfl.atomic import write_text_atomic
+from mobidfl.cores import cpu_model
 from mobidfl.errors import ConfigError
 
 CLAIMS = {
@@ -46,13 +46,11 @@ FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16"
 
 def machine(device: str) -> dict[str, object]:
     """The CPU (and GPU) the record was made on, and torch's numeric set-up."""
-    model, flags = platform.processor() or "unknown", set()
+    model, flags = cpu_model(), set()
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         text = ""
-    if m := re.search(r"^model name\s*:\s*(.+)$", text, re.M):
-        model = m.group(1).strip()
     if m := re.search(r"^flags\s*:\s*(.+)$", text, re.M):
         flags = set(m.group(1).split())
     info: dict[str, object] = {
