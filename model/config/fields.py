@@ -270,6 +270,16 @@ class ConfigFields:
         one_of("fp32", "fp32_fast", "bf16"),
         role="run",
     )
+    perturb: str = _setting(
+        "none",
+        "a controlled floating-point perturbation, to test whether a result depends on "
+        "rounding: none; init_last_bit (every initial parameter moved one unit in the last "
+        "place toward +inf, as numpy.nextafter); or fp64_aggregate (every aggregation of "
+        "models, mixing, averaging and combining cached models, summed in float64 and "
+        "rounded once to float32)",
+        one_of("none", "init_last_bit", "fp64_aggregate"),
+        role="run",
+    )
     workers: int = _setting(
         0, "worker processes for the loop backend (0 = auto: free cores, big steps only)",
         non_negative,

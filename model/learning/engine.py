@@ -78,13 +78,16 @@ from mobidfl.model.learning.data import Dataset
 from mobidfl.model.learning.nets import build_net, flops_per_sample
 from mobidfl.model.learning.params import (
     DENSE_MIX_DENSITY,
+    PERTURBATIONS,
     Params,
     average_stacks,
     combine_snapshots,
     consensus_distance,
     init_stacks,
     mix_stacks,
+    mix_stacks_fp64,
     mixing_operator,
+    nudge_last_bit,
     rng_restore,
     rng_state,
     shared_zeros,
@@ -176,6 +179,12 @@ class TrainingSettings:
     precision
         ``fp32`` or ``bf16`` (autocast of every forward and backward to
         bfloat16; parameters, optimiser state and losses stay fp32).
+    perturb
+        a controlled floating-point perturbation (:data:`PERTURBATIONS`): ``none``;
+        ``init_last_bit`` (every initial parameter one unit in the last place toward +inf);
+        ``fp64_aggregate`` (:meth:`Engine.mix`, :meth:`Engine.average` and
+        :meth:`Engine.combine` sum in float64). Shows whether a result depends
+        on rounding (``mobidfl.analysis.stability``).
     """
 
     net: str
@@ -197,6 +206,7 @@ class TrainingSettings:
     worker_backend: str = "processes"
     ray_address: str | None = None
     precision: str = "fp32"
+    perturb: str = "none"
 
     @classmethod
     def of(cls, config: Any, **engine_only: Any) -> TrainingSettings:
@@ -329,6 +339,11 @@ class Engine:
             self.params: list[torch.Tensor] = init_stacks(
                 template, self.n_agents, t.same_init, shared=shared
             )
+        if t.perturb not in PERTURBATIONS:
+            raise ValueError(f"perturb {t.perturb!r} is not one of {PERTURBATIONS}")
+        self.perturb = str(t.perturb)
+        if self.perturb == "init_last_bit":
+            nudge_last_bit(self.params)
         return template, shared
 
     def _place_net(
@@ -492,6 +507,9 @@ class Engine:
         m = sp.csr_matrix(w)
         if m.shape != (self.n_agents, self.n_agents):
             raise bad_argument("W", m.shape, f"an {self.n_agents} x {self.n_agents} matrix")
+        if self.perturb == "fp64_aggregate":  # the same mix, another rounding (training.perturb)
+            mix_stacks_fp64(self.params, m, device=self.device)
+            return
         self._mix(m)
 
     def _mix(self, m: sp.csr_matrix) -> None:
@@ -505,7 +523,9 @@ class Engine:
         w = np.ones(idx.size) if weights is None else np.asarray(weights, dtype=np.float64)
         if w.shape != idx.shape or (w < 0).any() or w.sum() <= 0:
             raise bad_argument("weights", w.shape, f"{idx.size} non-negative weights, sum > 0")
-        return average_stacks(self.params, idx, w, device=self.device)
+        return average_stacks(
+            self.params, idx, w, device=self.device, fp64=self.perturb == "fp64_aggregate"
+        )
 
     # --- single models -----------------------------------------------------------------------
     def snapshot(self, i: int) -> Params:
@@ -526,7 +546,8 @@ class Engine:
             raise bad_argument(
                 "weights", len(weights), f"one weight per snapshot ({len(snapshots)}), >= 1"
             )
-        return combine_snapshots(snapshots, weights, n_layers=len(self.params), device=self.device)
+        return combine_snapshots(snapshots, weights, n_layers=len(self.params), device=self.device,
+                                 fp64=self.perturb == "fp64_aggregate")  # fmt: skip
 
     def loss_of(self, model: int | Params, *, on_agent: int, max_samples: int = 256) -> float:
         """CE of ``model`` (an agent index or a parameter tuple) on agent ``on_agent``'s data.

@@ -19,6 +19,7 @@ from torch import nn
 
 __all__ = [
     "DENSE_MIX_DENSITY",
+    "PERTURBATIONS",
     "Params",
     "average_stacks",
     "combine_snapshots",
@@ -26,6 +27,8 @@ __all__ = [
     "init_stacks",
     "mix_columns",
     "mix_stacks",
+    "mix_stacks_fp64",
+    "nudge_last_bit",
     "splits_mixing",
     "mixing_operator",
     "rng_restore",
@@ -39,6 +42,42 @@ Params = tuple[torch.Tensor, ...]
 DENSE_MIX_DENSITY = 0.05
 """Above this fraction of non-zeros a dense W matmul beats torch's CSR kernel (break-even
 measured with benchmarks/aggregation.py: docs/performance/measurements.md)."""
+
+PERTURBATIONS = ("none", "init_last_bit", "fp64_aggregate")
+"""Controlled floating-point perturbations of a run (setting ``perturb``): none; every
+initial parameter one unit in the last place up (:func:`nudge_last_bit`); every aggregation
+of models (mixing, averaging, combining cached snapshots) summed in float64
+(:func:`mix_stacks_fp64`, ``fp64`` of :func:`average_stacks` and :func:`combine_snapshots`).
+Each changes the rounding only, so a result that moves under one depends on rounding, not
+on the model."""
+
+
+def nudge_last_bit(stacks: Sequence[torch.Tensor]) -> None:
+    """Move every value one unit in the last place toward +inf, in place.
+
+    WHY: the smallest deterministic change of a run's start (``numpy.nextafter(x, inf)``
+    elementwise); a verdict that flips under it is decided by rounding. Every value, not one:
+    no choice of which weight, and the change reaches every agent and layer.
+    """
+    with torch.no_grad():
+        for s in stacks:
+            s.copy_(torch.nextafter(s, torch.full_like(s, float("inf"))))
+
+
+def mix_stacks_fp64(
+    stacks: Sequence[torch.Tensor], w: sp.csr_matrix, *, device: torch.device
+) -> None:
+    """``x_i <- sum_j W_ij x_j`` in place, summed in float64 and rounded once to the stacks' dtype.
+
+    The same mix as :func:`mix_stacks` with another rounding (setting ``perturb = fp64_aggregate``);
+    dense, one layer at a time, so meant for the small fleets whose verdicts it checks.
+    """
+    n = int(w.shape[0])
+    wt = torch.from_numpy(np.asarray(w.toarray(), dtype=np.float64)).to(device)
+    with torch.no_grad():
+        for p in stacks:
+            flat = p.reshape(n, -1).to(torch.float64)
+            p.copy_((wt @ flat).reshape(p.shape).to(p.dtype))
 
 
 def shared_zeros(like: torch.Tensor) -> torch.Tensor:
@@ -163,35 +202,53 @@ def splits_mixing(w: sp.csr_matrix, stacks: Sequence[torch.Tensor]) -> bool:
 
 
 def average_stacks(
-    stacks: Sequence[torch.Tensor], agents: np.ndarray, weights: np.ndarray, *, device: torch.device
+    stacks: Sequence[torch.Tensor],
+    agents: np.ndarray,
+    weights: np.ndarray,
+    *,
+    device: torch.device,
+    fp64: bool = False,
 ) -> Params:
     """``sum_k weights[k] x_{agents[k]}`` per layer, weights normalised to sum 1.
 
-    The caller checks the weights; FedAvg with weights = sample counts.
+    The caller checks the weights; FedAvg with weights = sample counts. ``fp64``: summed in
+    float64, rounded once to the stacks' dtype (setting ``perturb = fp64_aggregate``).
     """
     idx = np.asarray(agents, dtype=np.int64).reshape(-1)
     w = np.asarray(weights, dtype=np.float64)
-    wt = torch.as_tensor(w / w.sum(), dtype=torch.float32, device=device)
+    sums = torch.float64 if fp64 else torch.float32
+    wt = torch.as_tensor(w / w.sum(), dtype=sums, device=device)
     sel = torch.as_tensor(idx, device=device)
     with torch.no_grad():
         return tuple(
-            (wt @ p.index_select(0, sel).reshape(idx.size, -1)).reshape(p.shape[1:]) for p in stacks
+            (wt @ p.index_select(0, sel).reshape(idx.size, -1).to(sums))
+            .reshape(p.shape[1:])
+            .to(p.dtype)
+            for p in stacks
         )
 
 
 def combine_snapshots(
-    snapshots: Sequence[Params], weights: Sequence[float], *, n_layers: int, device: torch.device
+    snapshots: Sequence[Params],
+    weights: Sequence[float],
+    *,
+    n_layers: int,
+    device: torch.device,
+    fp64: bool = False,
 ) -> Params:
     """``sum_k weights[k] * snapshots[k]`` per layer, weights used as given.
 
-    Caches mix stored snapshots that are no longer any agent's current model.
+    Caches mix stored snapshots that are no longer any agent's current model. ``fp64``:
+    summed in float64, rounded once to float32 (setting ``perturb = fp64_aggregate``).
     """
-    w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=torch.float32)
+    sums = torch.float64 if fp64 else torch.float32
+    w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=sums)
     out = []
     with torch.no_grad():
         for layer in range(n_layers):
             stack = torch.stack([s[layer].to(device) for s in snapshots])
-            out.append(torch.tensordot(w.to(device), stack, dims=1))
+            kept = stack.dtype
+            out.append(torch.tensordot(w.to(device), stack.to(sums), dims=1).to(kept))
     return tuple(out)
 
 
