@@ -50,6 +50,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mobidfl.analysis.bench_stats import seeds_needed
+
 # The specs are TOML files (analysis/scenarios/papers/, read by paper_specs); every name they
 # had here stays importable from here for the tests, benchmarks and docs that use them.
 from mobidfl.analysis.paper_specs import (  # noqa: F401 - re-exported
@@ -287,16 +289,9 @@ def seeds_to_decide(effects: Sequence[float], *, level: float = CI_LEVEL,
     e = e[np.isfinite(e)]
     if e.size < 2 or float(e.mean()) == 0.0:
         return None
-    from scipy.stats import t as student_t
-
     mean, std = abs(float(e.mean())), sample_std(e)
-    if std == 0.0:
-        return max(2, MIN_SEEDS)
-    q = 0.5 + level / 2.0
-    for n in range(max(2, MIN_SEEDS), most + 1):
-        if float(student_t.ppf(q, n - 1)) * std / math.sqrt(n) < mean:
-            return n
-    return None
+    n = seeds_needed(std, half_width=mean, cap=most + 1, confidence=level)
+    return None if n > most else max(n, MIN_SEEDS)
 
 
 def claim_verdict(

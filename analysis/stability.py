@@ -34,8 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mobidfl.analysis.bench_stats import seeds_needed
-from mobidfl.analysis.reproduce import claim_effects, paper_spec, reproduce
+from mobidfl.analysis.reproduce import claim_effects, paper_spec, reproduce, seeds_to_decide
 from mobidfl.atomic import write_csv, write_text_atomic
 from mobidfl.errors import ConfigError
 
@@ -88,11 +87,8 @@ def seeds_for_sign(effects: Sequence[float]) -> str:
     e = np.asarray(effects, dtype=float)
     if e.size < 2 or float(e.mean()) == 0.0:
         return ""
-    sd = float(e.std(ddof=1))
-    if sd == 0.0:
-        return "2"
-    n = seeds_needed(sd, half_width=abs(float(e.mean())), cap=SEEDS_CAP + 1)
-    return f"> {SEEDS_CAP}" if n > SEEDS_CAP else str(n)
+    n = seeds_to_decide(e, most=SEEDS_CAP)  # the reproduction's own rule, capped lower
+    return f"> {SEEDS_CAP}" if n is None else str(n)
 
 
 def published_effects(paper: str, published: Path = Path("published/reproduction")) -> dict:

@@ -104,7 +104,7 @@ def test_seeds_for_sign_worked_by_hand() -> None:
     # n = 4: 3.182 x 1.414 / 2 = 2.25; n = 5: 2.776 x 1.414 / 2.236 = 1.76
     assert seeds_for_sign([1.0, 3.0]) == "5"
     assert seeds_for_sign([1.0, -1.0]) == ""  # mean 0: nothing to estimate
-    assert seeds_for_sign([2.0, 2.0, 2.0]) == "2"
+    assert seeds_for_sign([2.0, 2.0, 2.0]) == "3"  # no spread: the fewest seeds a verdict reads
     # mean -0.05, sd 1.48: about (2 x 1.48 / 0.05)^2 = 3,500 seeds
     assert seeds_for_sign([1.0, -1.1]) == "> 100"
     # mean 0.0032, sd 0.0123: (t x 0.0123 / 0.0032)^2 crosses n at 61
