@@ -19,8 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import mobidfl.analysis.executors as executors
-import mobidfl.analysis.sweep as sweep_module
+from mobidfl.analysis import executors
 from mobidfl.analysis.cli import main
 from mobidfl.analysis.sweep import load_runs, read_manifest, run_path
 from mobidfl.atomic import TEMP_PREFIX, write_bytes_atomic
