@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import hashlib
 import json
 import math
-import re
 import sys
 import time
 import warnings
@@ -79,6 +76,20 @@ from mobidfl.analysis.comm import (
     cumulative_per_agent,
     pareto_front,
 )
+from mobidfl.analysis.runner import (
+    CELLS,
+    BenchDamaged,
+    agent_count,
+    cell_rows,
+    damaged_run,
+    folder_entries,
+    open_cells,
+    plan_runs,
+    quiet,
+    repair_cells,
+    run_recorded,
+    safe_name,
+)
 from mobidfl.analysis.stats import sample_std
 from mobidfl.analysis.study import load_study, study_names
 from mobidfl.atomic import write_csv, write_figure, write_text_atomic
@@ -87,14 +98,12 @@ from mobidfl.cores import (
     package_versions,
     source_commit,
     source_state,
-    unloaded_cores,
 )
-from mobidfl.errors import ConfigError, PicklableError
+from mobidfl.errors import ConfigError
 
 __all__ = ["add_bench_parser", "check_option_pairs", "cmd_bench", "open_cells", "plan_runs",
            "run_bench", "write_report"]
 
-CELLS = "cells"
 PLAN = "manifest.json"
 LOW, HIGH = "local", "central_fedavg"
 """The normalised score's 0 and 1: no exchange at all, and FedAvg over every agent each step
@@ -102,46 +111,9 @@ LOW, HIGH = "local", "central_fedavg"
 TARGET_SHARE = 0.9
 """Time to target: the first evaluation at ``TARGET_SHARE`` x central FedAvg's final
 accuracy of the same seed."""
-RUN_SETTINGS = {"workers": 1, "contacts_out": "none"}
-"""How each run is computed (not its world): one core per run, no contact files."""
 
 
 # --- planning -----------------------------------------------------------------------------
-def _run_id(settings: dict[str, Any], seed: int) -> str:
-    """As :meth:`mobidfl.analysis.sweep.Sweep.runs`: the hash of the run's settings and seed."""
-    digest = hashlib.sha1(
-        json.dumps({"settings": settings, "seed": seed}, sort_keys=True, default=str).encode()
-    ).hexdigest()
-    return f"p000-s{seed}-{digest[:8]}"
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.@=-]+", "_", text)
-
-
-def plan_runs(cells: Sequence[Cell], seeds: Sequence[int] | Mapping[str, Sequence[int]], *,
-              extra: dict[str, Any]) -> dict[str, list[Any]]:
-    """``cell key -> [RunSpec per seed]`` of every runnable cell (seed-major order is the caller's).
-
-    ``seeds``: one list for every cell, or a list per column key (seeds added column by column,
-    ``--until-half-width``: the cells of a column keep the same seeds, so its policies stay paired).
-    ``extra``: run settings (device, workers), the same for every cell.
-    """
-    from mobidfl.analysis.sweep import RunSpec
-
-    plan: dict[str, list[Any]] = {}
-    for cell in cells:
-        if cell.refusal:
-            continue
-        mine = seeds[cell.column.key] if isinstance(seeds, Mapping) else seeds
-        settings = {**cell.settings, **RUN_SETTINGS, **extra}
-        steps = int(settings["steps"])
-        plan[cell.key] = [
-            RunSpec(run_id=_run_id(settings, seed), point=0, replicate=i, seed=seed,
-                    params={"policy": cell.policy}, settings=settings, steps=steps)
-            for i, seed in enumerate(mine)
-        ]
-    return plan
 
 
 def _unique(names: Sequence[str]) -> list[str]:
@@ -192,28 +164,6 @@ def _check_flags(*, backend: str, batch_runs: bool, seeds: int, first_seed: int,
                               "torch.cuda.is_available() is False)")
 
 
-def _cell_manifest() -> type:
-    """The sweep's :class:`~mobidfl.analysis.sweep.Manifest`, whose failed write says only why.
-
-    The bench adds what is saved and the bench command that resumes (not a cell's sweep).
-    """
-    from mobidfl.analysis.sweep import Manifest
-
-    class CellManifest(Manifest):
-        def stopped(self, why: str) -> str:
-            return why
-
-    return CellManifest
-
-
-class BenchDamaged(PicklableError, ValueError):
-    """A file of a bench folder that is not whole (cut, damaged or not the bench's)."""
-
-    def __init__(self, path: Path, why: str) -> None:
-        super().__init__(f"{path}: {why}")
-        self.path, self.why = path, why
-
-
 def _keys(data: Any, where: str, needed: dict[str, type | tuple[type, ...]]) -> None:
     if not isinstance(data, dict):
         raise ValueError(f"{where} is not a JSON object")
@@ -241,7 +191,7 @@ def read_plan(out: Path) -> dict[str, Any]:
         for cell in plan["cells"]:
             _keys(cell, "a cell", {"key": str, "column": str, "policy": str, "refusal": str,
                                    "folder": str, "agents": int, "runs": list})
-            if cell["folder"] != f"{CELLS}/{_safe(cell['key'])}":
+            if cell["folder"] != f"{CELLS}/{safe_name(cell['key'])}":
                 raise ValueError(f"cell {cell['key']!r} names the folder {cell['folder']!r}")
         for name, about in plan["scenarios"].items():
             _keys(about, f"scenario {name}", {"version": int, "title": str, "provenance": str,
@@ -257,63 +207,6 @@ def read_plan(out: Path) -> dict[str, Any]:
     return plan
 
 
-def _damaged_run(path: Path) -> str:
-    """Why the run file ``path`` cannot be read whole ("" when it can)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        return f"{type(exc).__name__}: {_short(str(exc), path)}"
-    if "time_s" not in table.column_names:
-        return "no time_s column (not a run's table)"
-    return ""
-
-
-def _short(text: str, path: Path) -> str:
-    """An error's first sentence, without the path already named, on one line."""
-    text = " ".join(text.replace(f"'{path}'", "").replace(str(path), "").split())
-    text = text.replace(" :", ":")
-    first = text.split(". ")[0]
-    return first if len(first) <= 160 else first[:157] + "..."
-
-
-def _cell_rows(folder: Path, runs: Sequence[str]) -> Any:
-    """A cell's ``manifest.csv`` read whole, or :class:`BenchDamaged` naming it.
-
-    A row for each of ``runs``, no other.
-    """
-    from mobidfl.analysis.sweep import MANIFEST, read_manifest
-
-    path = folder / MANIFEST
-    try:
-        whole = path.read_bytes().endswith(b"\n")
-    except OSError as exc:
-        raise BenchDamaged(path, f"unreadable ({exc.strerror or exc})") from None
-    if not whole:
-        raise BenchDamaged(path, "cut: its last line has no end")
-    try:
-        rows = read_manifest(folder)
-    except (OSError, ValueError, KeyError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise BenchDamaged(path, f"{type(exc).__name__}: {_short(str(exc), path)}") from None
-    for column in ("run_id", "seed", "status"):
-        if column not in rows:
-            raise BenchDamaged(path, f"no {column} column")
-    known = {"ok", "error", "lost", "pending"}
-    odd = sorted(set(rows["status"].astype(str)) - known)
-    if odd or rows["run_id"].isna().any() or pd.to_numeric(rows["seed"], errors="coerce").isna(
-            ).any():
-        raise BenchDamaged(path, "rows cut or not the bench's (status "
-                           f"{odd[0] if odd else 'ok'}, or a run without id or seed)")
-    listed = set(rows["run_id"].astype(str))
-    if listed != set(runs):
-        raise BenchDamaged(path, f"it lists {len(listed & set(runs))} of the cell's "
-                           f"{len(set(runs))} runs" + (" and others" if listed - set(runs)
-                                                      else ""))
-    return rows
-
-
 def check_bench_folder(out: Path) -> dict[str, Any]:
     """Check a bench folder whole before its report.
 
@@ -327,27 +220,16 @@ def check_bench_folder(out: Path) -> dict[str, Any]:
         folder = out / cell["folder"]
         if cell["refusal"] or not (folder / "manifest.csv").exists():
             continue
-        rows = _cell_rows(folder, cell["runs"])
+        rows = cell_rows(folder, cell["runs"])
         wanted = set(cell["runs"])
         for record in rows.to_dict("records"):
             if record["run_id"] not in wanted or record["status"] != "ok":
                 continue
             path = run_path(folder, record["run_id"])
-            why = _damaged_run(path) if path.exists() else "missing (its cell lists it as ok)"
+            why = damaged_run(path) if path.exists() else "missing (its cell lists it as ok)"
             if why:
                 raise BenchDamaged(path, why)
     return plan
-
-
-def _bench_entries(out: Path) -> list[str]:
-    """What a folder holds besides temporaries and a sweep lock."""
-    from mobidfl.analysis.sweep import LOCK
-    from mobidfl.atomic import TEMP_PREFIX
-
-    if not out.is_dir():
-        return []
-    return sorted(p.name for p in out.iterdir()
-                  if not p.name.startswith(TEMP_PREFIX) and p.name != LOCK)
 
 
 def _check_same_bench(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any]]) -> None:
@@ -358,7 +240,7 @@ def _check_same_bench(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any
     a bench. The same bench is the same cells with the same run ids (worlds, policies,
     seeds, scale and device: :func:`plan_runs`).
     """
-    entries = _bench_entries(out)
+    entries = folder_entries(out)
     if not entries:
         return
     if PLAN not in entries:
@@ -382,14 +264,14 @@ def _check_same_bench(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any
 def _check_cell_folders(out: Path, wanted: dict[str, list[str]], *,
                         damaged: BenchDamaged) -> None:
     """With ``manifest.json`` damaged: its cell folders must all be this bench's."""
-    folders = {f"{_safe(key)}": runs for key, runs in wanted.items()}
+    folders = {f"{safe_name(key)}": runs for key, runs in wanted.items()}
     root = out / CELLS
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
         runs = folders.get(folder.name)
         ids: set[str] = set()
         if runs is not None and (folder / "manifest.csv").exists():
             try:
-                ids = set(_cell_rows(folder, runs)["run_id"].astype(str))
+                ids = set(cell_rows(folder, runs)["run_id"].astype(str))
             except BenchDamaged:
                 ids = set(runs)  # its run files are checked one by one
         if runs is None or not ids <= set(runs):
@@ -405,60 +287,14 @@ def _repair_runs(out: Path, cells: Sequence[Cell], plan: dict[str, list[Any]], *
     A damaged ``manifest.json`` or cell ``manifest.csv`` is written again, a damaged run file
     removed so that its run runs again; one line (``say``) each.
     """
-    from mobidfl.analysis.sweep import MANIFEST, run_path
-
     tell = say or (lambda _: None)
     if (out / PLAN).exists():
         try:
             read_plan(out)
         except BenchDamaged as exc:
             tell(f"mobidfl: {exc.path} is damaged ({exc.why}): written again from this command")
-    for cell in cells:
-        folder = out / CELLS / _safe(cell.key)
-        if cell.key not in plan or not folder.is_dir():
-            continue
-        if (folder / MANIFEST).exists():
-            try:
-                _cell_rows(folder, [spec.run_id for spec in plan[cell.key]])
-            except BenchDamaged as exc:
-                tell(f"mobidfl: {exc.path} is damaged ({exc.why}): written again from the "
-                     "runs' files")
-                (folder / MANIFEST).unlink()
-        for spec in plan[cell.key]:
-            path = run_path(folder, spec.run_id)
-            why = _damaged_run(path) if path.exists() else ""
-            if why:
-                tell(f"mobidfl: {path} is damaged ({why}): seed {spec.seed} of "
-                     f"{cell.key} runs again")
-                path.unlink()
-
-
-@contextlib.contextmanager
-def quiet_worlds() -> Iterator[None]:
-    """One bench: no inert-setting warnings, here or in the processes it starts.
-
-    WHY: a scenario or study writes every world setting, whether this world reads it or not
-    (``dirichlet_alpha`` in an IID world); the user did not write them per world, so a warning
-    about them is noise. A user's own settings file and ``--set`` (``mobidfl run``) still warn.
-    Entered as one command (:func:`mobidfl.model.config.one_report`): its workers stay quiet.
-    """
-    from mobidfl.model.config import InertSettingWarning, one_report
-
-    with one_report(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", InertSettingWarning)
-        yield
-
-
-def _quiet[**P, R](run: Callable[P, R]) -> Callable[P, R]:
-    """``run`` inside :func:`quiet_worlds`."""
-    @functools.wraps(run)
-    def quiet(*args: P.args, **kwargs: P.kwargs) -> R:
-        with quiet_worlds():
-            return run(*args, **kwargs)
-    return quiet
-
-
-@_quiet
+    repair_cells(out, cells, plan, tell=tell)
+@quiet
 def run_bench(
     *,
     out: str | Path,
@@ -638,39 +474,11 @@ def _run_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
     manifests, owner, todo = open_cells(out, cells, plan, backend=backend,
                                         retry_errors=retry_errors)
     total = sum(len(specs) for specs in plan.values())
-    _execute(todo, manifests, owner, total=total, backend=backend, processes=processes,
-             address=address, cpus=cpus, gpus=gpus, batch_runs=batch_runs, progress=progress)
-
-
-def open_cells(out: Path, cells: Sequence[Cell], plan: Mapping[str, Any], *, backend: str,
-               retry_errors: bool) -> tuple[dict[str, Any], dict[str, str], list[Any]]:
-    """Each planned cell's run folder and manifest under ``out/cells``, and the runs left to do.
-
-    Shared by the bench and the study tuning, whose folders have the same shape.
-
-    Returns
-    -------
-    tuple
-        ``(manifests by cell key, cell key by run id, runs to do)``, the runs seed-major (a
-        partial table then has every cell).
-    """
-    manifests: dict[str, Any] = {}
-    owner: dict[str, str] = {}
-    todo: list[Any] = []
-    manifest_class = _cell_manifest()
-    for cell in cells:
-        if cell.key not in plan:
-            continue
-        folder = out / CELLS / _safe(cell.key)
-        (folder / "runs").mkdir(parents=True, exist_ok=True)
-        manifest = manifest_class(folder, plan[cell.key], backend=backend)
-        manifest.save()
-        manifests[cell.key] = manifest
-        for spec in manifest.todo(retry_errors=retry_errors):
-            owner[spec.run_id] = cell.key
-            todo.append(spec)
-    todo.sort(key=lambda spec: spec.replicate)
-    return manifests, owner, todo
+    run_recorded(todo, lambda spec: manifests[owner[spec.run_id]], total=total,
+                 desc="bench runs", progress=progress, show_failed=True, backend=backend,
+                 processes=processes, address=address,
+                 resources={"num_cpus": cpus, "num_gpus": gpus, "memory": 0.0},
+                 batch_runs=batch_runs)
 
 
 def _grown_before(out: Path, column_seeds: dict[str, list[int]]) -> dict[str, list[int]]:
@@ -710,43 +518,6 @@ def _grow_seeds(out: Path, column_seeds: Mapping[str, Sequence[int]], *, half_wi
         n = seeds_for_column(stds, have=len(seeds), half_width=half_width, cap=cap)
         grown[key] = [*seeds, *range(seeds[-1] + 1, seeds[-1] + 1 + n - len(seeds))]
     return grown
-
-
-def _execute(todo: list[Any], manifests: dict[str, Any], owner: dict[str, str], *, total: int,
-             backend: str, processes: int | None, address: str | None, cpus: float,
-             gpus: float, batch_runs: bool, progress: bool) -> None:
-    """Run ``todo`` on the sweep's executors, recording each result in its cell's manifest."""
-    from tqdm import tqdm
-
-    from mobidfl.analysis import sweep
-    from mobidfl.analysis.interrupts import CtrlC
-
-    with CtrlC() as ctrl_c, tqdm(total=total, initial=total - len(todo), desc="bench runs",
-                                 unit="run", disable=not progress) as bar:
-        failed = 0
-
-        def record(result: Any) -> None:
-            nonlocal failed
-            manifests[owner[result.run_id]].record(result)
-            failed += result.status != "ok"
-            ctrl_c.check()
-            bar.set_postfix(failed=failed)
-            bar.update(1)
-
-        if not todo:
-            return
-        if backend == "ray":
-            sweep._run_ray(todo, record, address=address,
-                           resources={"num_cpus": cpus, "num_gpus": gpus, "memory": 0.0})
-        elif batch_runs:
-            sweep.run_batched(todo, lambda _, result: record(result),
-                              say=tqdm.write if progress else None)
-        elif processes == 0:
-            for spec in todo:
-                record(sweep.execute_run(spec))
-        else:
-            workers = min(processes or unloaded_cores(), len(todo))
-            sweep._run_local(todo, record, workers=workers)
 
 
 # --- the manifest ---------------------------------------------------------------------------
@@ -809,8 +580,8 @@ def _write_plan(out: Path, *, cells: Sequence[Cell], cols: Sequence[Column],
         ],
         "cells": [
             {"key": cell.key, "column": cell.column.key, "policy": cell.policy,
-             "refusal": cell.refusal, "folder": f"{CELLS}/{_safe(cell.key)}",
-             "agents": _agents(cell.settings),
+             "refusal": cell.refusal, "folder": f"{CELLS}/{safe_name(cell.key)}",
+             "agents": agent_count(cell.settings),
              "runs": [s.run_id for s in plan.get(cell.key, [])]}
             for cell in cells
         ],
@@ -998,10 +769,6 @@ def _published_answer(published: dict[str, Any], name: str, d: Any) -> tuple[str
         notes.append(f"- {name}: {desc} = {value:.3g} is outside the studied range "
                      f"[{low:.3g}, {high:.3g}]: the answer is an extrapolation there")
     return f" {cells[0]} | {cells[1]} |", notes
-
-
-def _agents(settings: dict[str, Any]) -> int:
-    return sum(int(settings.get(k, 0)) for k in ("vehicles", "pedestrians", "sensors", "uavs"))
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -1509,7 +1276,7 @@ def accuracy_plots(plan: dict[str, Any], curves: pd.DataFrame, out: Path) -> lis
             ax.grid(alpha=0.3)
         axes[0][0].set_ylabel("mean accuracy (mean over seeds)")
         _one_legend(fig, axes[0], right=0.85)
-        path = out / f"accuracy_{_safe(name)}.png"
+        path = out / f"accuracy_{safe_name(name)}.png"
         write_figure(fig, path, dpi=100)
         plt.close(fig)
         paths.append(path)
@@ -1564,7 +1331,7 @@ def comm_plots(plan: dict[str, Any], board: pd.DataFrame, curves: pd.DataFrame,
             top.set_ylabel("mean accuracy (mean over seeds)")
             bottom.set_ylabel("final mean accuracy (mean over seeds)")
         _one_legend(fig, [*axes[1], *axes[0]], right=0.82)
-        path = out / f"comm_{_safe(name)}.png"
+        path = out / f"comm_{safe_name(name)}.png"
         write_figure(fig, path, dpi=100)
         plt.close(fig)
         paths.append(path)

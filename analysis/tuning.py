@@ -410,9 +410,9 @@ def result_cells(tuning: Tuning, scale: str, choices: pd.DataFrame) -> list[Tune
 
 def _check_folder(out: Path, *, kind: str, study: str, scale: str) -> dict[str, Any]:
     """``out`` is new or empty, or this same tuning's folder; returns its plan (or {})."""
-    from mobidfl.analysis.bench import _bench_entries
+    from mobidfl.analysis.runner import folder_entries
 
-    entries = _bench_entries(out)
+    entries = folder_entries(out)
     if not entries:
         return {}
     if PLAN not in entries:
@@ -442,7 +442,7 @@ def _cpu_s() -> float:
 
 def _timed_run(spec: Any) -> tuple[Any, float]:
     """One run and the CPU seconds its process spent on it (all its threads)."""
-    from mobidfl.analysis.sweep import execute_run
+    from mobidfl.analysis.executors import execute_run
 
     started = time.process_time()
     result = execute_run(spec)
@@ -461,8 +461,8 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
 
     from tqdm import tqdm
 
-    from mobidfl.analysis.bench import open_cells, plan_runs
-    from mobidfl.analysis.sweep import _worker_context
+    from mobidfl.analysis.executors import worker_context
+    from mobidfl.analysis.runner import open_cells, plan_runs
 
     plan = plan_runs(cells, seeds, extra={})
     if before is not None:  # the folder says whose cells these are before any run
@@ -479,7 +479,7 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
                 record(*_timed_run(spec))
         elif todo:
             with ProcessPoolExecutor(max_workers=min(processes, len(todo)),
-                                     mp_context=_worker_context()) as pool:
+                                     mp_context=worker_context()) as pool:
                 for done in as_completed([pool.submit(_timed_run, s) for s in todo]):
                     record(*done.result())
     return plan
@@ -487,12 +487,12 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
 
 def _cell_record(cell: TuneCell, seeds: Sequence[int], plan: dict[str, list[Any]]
                  ) -> dict[str, Any]:
-    from mobidfl.analysis.bench import CELLS, _agents, _safe
+    from mobidfl.analysis.runner import CELLS, agent_count, safe_name
 
     return {"key": cell.key, "stage": cell.stage, "variant": cell.variant,
             "policy": cell.policy, "label": cell.label, "point": cell.point,
             "paper": cell.paper, "refusal": cell.refusal, "seeds": list(seeds),
-            "folder": f"{CELLS}/{_safe(cell.key)}", "agents": _agents(cell.settings),
+            "folder": f"{CELLS}/{safe_name(cell.key)}", "agents": agent_count(cell.settings),
             "runs": [s.run_id for s in plan.get(cell.key, [])]}
 
 
