@@ -502,7 +502,7 @@ def load_tuning_runs(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFr
     One row per planned run (final numbers, PSFL's own-area accuracy and federations where the run
     recorded them).
     """
-    from mobidfl.analysis.bench import planned_records
+    from mobidfl.analysis.bench_results import planned_records
     from mobidfl.analysis.bench_stats import run_numbers
 
     plan = json.loads((out / PLAN).read_text())
@@ -1093,18 +1093,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     """``mobidfl bench --study S --tune recipe|policies``.
 
-    The study's declared tuning (here, not in :mod:`mobidfl.analysis.bench`, which this module
+    The study's declared tuning (here, not in :mod:`mobidfl.analysis.bench_cli`, which this module
     builds on: no import cycle).
     """
     import sys
 
-    from mobidfl.analysis.bench import (
-        _check_flags,
-        _list,
+    from mobidfl.analysis.bench_cli import (
         bench_command,
         check_option_pairs,
         cmd_bench,
+        comma_list,
     )
+    from mobidfl.analysis.bench_run import check_flags
 
     check_option_pairs(args)  # an option given where it does nothing: one line, exit 2
     if args.tune is None or args.describe is not None:
@@ -1126,13 +1126,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
                               "processes)")
     if args.processes is not None and args.processes < 0:
         raise ConfigError("--processes", args.processes, "an integer >= 0 (0 = this process)")
-    _check_flags(backend="local", batch_runs=False, seeds=args.seeds,
-                 first_seed=args.first_seed, processes=args.processes, cpus_per_run=1.0,
-                 gpus_per_run=0.0, device=None)
+    check_flags(backend="local", batch_runs=False, seeds=args.seeds,
+                first_seed=args.first_seed, processes=args.processes, cpus_per_run=1.0,
+                gpus_per_run=0.0, device=None)
     import torch
 
     torch.set_num_threads(1)
-    policies = None if args.policies == "all" else _list(args.policies)
+    policies = None if args.policies == "all" else comma_list(args.policies)
     try:
         page = run_tuning(study=args.study, kind=args.tune, out=out, scale=args.scale,
                           results_seeds=range(args.first_seed, args.first_seed + args.seeds),
