@@ -158,55 +158,27 @@ def run_bench(
     check_flags(backend=backend, batch_runs=batch_runs, seeds=seeds, first_seed=first_seed,
                 processes=processes, cpus_per_run=cpus_per_run, gpus_per_run=gpus_per_run,
                 device=device, until_half_width=until_half_width, max_seeds=max_seeds)
-    if study is not None and (scenarios is not None or links is not None):
-        raise ConfigError("--study", study, "without --scenarios and --links (a study fixes "
-                          "its worlds, on the ideal link)")
-    names = scenario_names() if scenarios is None else _unique(scenarios)
-    if not names:
-        raise ConfigError("--scenarios", ",".join(scenarios or []),
-                          "at least one of " + ", ".join(scenario_names()))
-    if links is not None and not _unique(links):
-        raise ConfigError("--links", ",".join(links), "at least one of " + ", ".join(link_axis()))
-    if pilot and study is None:
-        raise ConfigError("--pilot", "on", "with --study (a study's declared pilot)")
+    names = _check_world_options(scenarios=scenarios, study=study, links=links, pilot=pilot)
     the_study = load_study(study) if study is not None else None
     if the_study is not None and the_study.design and policies in ("declared", ["declared"]):
         policies = declared_policies(the_study)
     chosen = policy_names(policies)
-    readings: dict[str, dict[str, Any]] = {}
-    if the_study is not None:
-        cols = the_study.columns(scale)
-        readings = {p: dict(v) for p, v in the_study.policies.items()}
-        if pilot:
-            cols, seed_plan = pilot_columns(the_study, cols)
-            first_seed, seeds = seed_plan[0], len(seed_plan)
-        else:
-            _check_results_seeds(the_study, seeds=seeds, first_seed=first_seed, scale=scale)
-    else:
-        for name in names:  # each file checked whole, before any folder is written
-            check_scenario(name, scale=scale)
-        cols = columns(names, scale=scale, links=None if links is None else _unique(links))
+    cols, readings, first_seed, seeds = _bench_columns(
+        the_study, names, scale=scale, links=links, pilot=pilot, seeds=seeds,
+        first_seed=first_seed)
     check_columns(cols)  # a study's worlds too: map, memory, values (one line naming it)
     cells = build_cells(cols, chosen, readings=readings)
     source = source_state()  # the code this session starts from (recorded before any run)
-    if study is not None and the_study.design.get("clean_tree") and scale != "ci" \
-            and source["dirty"]:
-        raise ConfigError("--study", study, "a clean git tree (its [design] is pre-registered "
-                          "against a commit: commit or stash the changes first)")
-    extra: dict[str, Any] = {}
-    if device is not None:
-        extra = {"device": device, "backend": "batched" if device == "cuda" else "loop"}
+    _check_clean_tree(study, the_study, scale=scale, source=source)
+    extra: dict[str, Any] = {} if device is None else {
+        "device": device, "backend": "batched" if device == "cuda" else "loop"}
     seed_list = list(range(first_seed, first_seed + seeds))
     out = Path(out)
     column_seeds = {c.key: seed_list for c in cols}
     if until_half_width is not None:
         column_seeds = grown_before(out, column_seeds)
     plan = plan_runs(cells, column_seeds, extra=extra)
-    if not plan:  # every pair refused: nothing would run, and an empty table would say ok
-        reasons = sorted({cell.refusal for cell in cells})
-        raise ConfigError("--policies", ",".join(chosen),
-                          "at least one policy that can run on the chosen worlds (every pair "
-                          f"is refused: {reasons[0]})")
+    _refuse_all_refused(cells, chosen, plan)
     check_output_folder(out)
     check_same_bench(out, cells, plan)  # before any file is written or repaired
     out.mkdir(parents=True, exist_ok=True)
@@ -224,13 +196,10 @@ def run_bench(
                  column_seeds=column_seeds, adaptive=adaptive)
         if until_half_width is None:
             break
-        grown = _grow_seeds(out, column_seeds, half_width=until_half_width, cap=max_seeds)
+        grown = _more_seeds(out, column_seeds, half_width=until_half_width, cap=max_seeds,
+                            say=say)
         if grown == column_seeds:
             break
-        if say is not None:
-            more = {k: len(v) for k, v in grown.items() if len(v) > len(column_seeds[k])}
-            say(f"mobidfl: seeds added until the 95 % half-width is <= {until_half_width:g}: "
-                + ", ".join(f"{k} -> {n}" for k, n in more.items()))
         column_seeds = grown
         plan = plan_runs(cells, column_seeds, extra=extra)
     write_descriptors(out, cols, seeds=seed_list)
@@ -239,6 +208,76 @@ def run_bench(
                plan=plan, column_seeds=column_seeds, adaptive=adaptive, source=source,
                readings=readings)
     return write_report(out)
+
+
+def _check_world_options(*, scenarios: Sequence[str] | None, study: str | None,
+                         links: Sequence[str] | None, pilot: bool) -> list[str]:
+    """The scenarios asked for, after refusing options that cannot go together."""
+    if study is not None and (scenarios is not None or links is not None):
+        raise ConfigError("--study", study, "without --scenarios and --links (a study fixes "
+                          "its worlds, on the ideal link)")
+    names = scenario_names() if scenarios is None else _unique(scenarios)
+    if not names:
+        raise ConfigError("--scenarios", ",".join(scenarios or []),
+                          "at least one of " + ", ".join(scenario_names()))
+    if links is not None and not _unique(links):
+        raise ConfigError("--links", ",".join(links), "at least one of " + ", ".join(link_axis()))
+    if pilot and study is None:
+        raise ConfigError("--pilot", "on", "with --study (a study's declared pilot)")
+    return names
+
+
+def _bench_columns(the_study: Any, names: Sequence[str], *, scale: str,
+                   links: Sequence[str] | None, pilot: bool, seeds: int, first_seed: int
+                   ) -> tuple[list[Column], dict[str, dict[str, Any]], int, int]:
+    """``(columns, the study's policy readings, first seed, seeds)`` of a study or scenarios.
+
+    A study's pilot brings its own seeds; scenario files are each checked whole first.
+    """
+    readings: dict[str, dict[str, Any]] = {}
+    if the_study is not None:
+        cols = the_study.columns(scale)
+        readings = {p: dict(v) for p, v in the_study.policies.items()}
+        if pilot:
+            cols, seed_plan = pilot_columns(the_study, cols)
+            first_seed, seeds = seed_plan[0], len(seed_plan)
+        else:
+            _check_results_seeds(the_study, seeds=seeds, first_seed=first_seed, scale=scale)
+    else:
+        for name in names:  # each file checked whole, before any folder is written
+            check_scenario(name, scale=scale)
+        cols = columns(names, scale=scale, links=None if links is None else _unique(links))
+    return list(cols), readings, first_seed, seeds
+
+
+def _check_clean_tree(study: str | None, the_study: Any, *, scale: str,
+                      source: Mapping[str, Any]) -> None:
+    """A study pre-registered against a commit runs from a clean tree (not at ``ci``)."""
+    if study is not None and the_study.design.get("clean_tree") and scale != "ci" \
+            and source["dirty"]:
+        raise ConfigError("--study", study, "a clean git tree (its [design] is "
+                          "pre-registered against a commit: commit or stash the changes first)")
+
+
+def _refuse_all_refused(cells: Sequence[Cell], chosen: Sequence[str],
+                        plan: Mapping[str, Any]) -> None:
+    """Every pair refused: nothing would run, and an empty table would say ok."""
+    if not plan:
+        reasons = sorted({cell.refusal for cell in cells})
+        raise ConfigError("--policies", ",".join(chosen),
+                          "at least one policy that can run on the chosen worlds (every pair "
+                          f"is refused: {reasons[0]})")
+
+
+def _more_seeds(out: Path, column_seeds: dict[str, list[int]], *, half_width: float, cap: int,
+                say: Callable[[str], None] | None) -> dict[str, list[int]]:
+    """Each column's seeds for the next round (:func:`_grow_seeds`), the seeds added said."""
+    grown = _grow_seeds(out, column_seeds, half_width=half_width, cap=cap)
+    if say is not None and grown != column_seeds:
+        more = {k: len(v) for k, v in grown.items() if len(v) > len(column_seeds[k])}
+        say(f"mobidfl: seeds added until the 95 % half-width is <= {half_width:g}: "
+            + ", ".join(f"{k} -> {n}" for k, n in more.items()))
+    return grown
 
 
 def declared_policies(study: Any) -> list[str]:
