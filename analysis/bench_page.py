@@ -96,9 +96,34 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
     Summary tables (score, final accuracy), refusals, one detail table per column, scenarios, links,
     policies' settings and the metrics' definitions.
     """
+    lines = _head(plan, board)
+    refusals: dict[str, str] = {}
+    lines += _summary_table(plan, board, refusals, metric="score", digits=2,
+                            title="Score: 0 = local, 1 = central FedAvg (same seeds)")
+    lines += [f"![score per policy and world]({heatmap})", ""]
+    lines += _summary_table(plan, board, refusals, metric="final_acc", digits=3,
+                            title="Final mean accuracy")
+    if refusals:
+        lines += ["Reasons (the configuration's one-line refusal, or a run's error):", ""]
+        lines += [f"* **{code}**: {reason}" for reason, code in refusals.items()]
+        lines += [""]
+    lines += ["## Per world", ""]
+    for column in plan["columns"]:
+        lines += _world_table(board, column)
+    for plot in plots:
+        lines += [f"![accuracy over time]({plot})", ""]
+    for plot in comm:
+        lines += [f"![accuracy over bytes and the accuracy-bytes Pareto front]({plot})", ""]
+    lines += _about(plan)
+    lines += ["", METRICS, ""]
+    return "\n".join(lines)
+
+
+def _head(plan: dict[str, Any], board: pd.DataFrame) -> list[str]:
+    """The page's title, what ran where and when, and how to read its marks."""
     machine, versions = plan["machine"], plan["versions"]
     wall = sum(plan.get("wall_s_sessions", []))
-    lines = [
+    return [
         "# MobiDFL benchmark: which exchange policy wins under which mobility", "",
         f"* command: `{plan['command'] or 'mobidfl bench'}`",
         f"* scale `{plan['scale']}`, seeds {plan['seeds']}, scenario set "
@@ -123,80 +148,78 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
         "code, their one-line reason is listed under the table.",
         "",
     ]
+
+
+def _summary_table(plan: dict[str, Any], board: pd.DataFrame, refusals: dict[str, str], *,
+                   metric: str, digits: int, title: str) -> list[str]:
+    """One summary table: a row per policy, a column per world; refusals get codes.
+
+    ``refusals`` (reason -> code) fills as the tables meet them, so both tables share codes.
+    """
     labels = [c["label"] for c in plan["columns"]]
-    policies = list(plan["policies"])
-    refusals: dict[str, str] = {}
-
-    def table(metric: str, digits: int, title: str) -> list[str]:
-        out = [f"## {title}", "", "| policy | " + " | ".join(labels) + " |",
-               "|---|" + "---|" * len(labels)]
-        for policy in policies:
-            cells = []
-            for column in plan["columns"]:
-                hit = board[(board["column"] == column["key"]) & (board["policy"] == policy)]
-                if hit.empty:
-                    cells.append("")
-                    continue
-                row = hit.iloc[0]
-                if row["status"] in ("refused", "error", "pending"):
-                    reason = str(row["reason"])
-                    code = refusals.setdefault(reason, f"r{len(refusals) + 1}")
-                    cells.append(f"— ({code})" if row["status"] == "refused"
-                                 else f"{row['status']} ({code})")
-                    continue
-                text = _fmt(row.get(metric), row.get(f"{metric}_ci"), digits)
-                if row.get("policy") == row.get("best_policy"):
-                    text = f"**{text}**"
-                cells.append(text + _mark(row))
-            out.append(f"| {policy} | " + " | ".join(cells) + " |")
-        return out + [""]
-
-    lines += table("score", 2, "Score: 0 = local, 1 = central FedAvg (same seeds)")
-    lines += [f"![score per policy and world]({heatmap})", ""]
-    lines += table("final_acc", 3, "Final mean accuracy")
-    if refusals:
-        lines += ["Reasons (the configuration's one-line refusal, or a run's error):", ""]
-        lines += [f"* **{code}**: {reason}" for reason, code in refusals.items()]
-        lines += [""]
-    lines += ["## Per world", ""]
-    for column in plan["columns"]:
-        lines += [f"### {column['label']}", "",
-                  "| policy | final acc | 10th-pct agent acc | time to target (h) | reached "
-                  "| MB to target / agent | MB on air / agent | energy J / agent | score "
-                  "| vs best (pp) | p (Holm) | level p (TOST, Holm) | verdict "
-                  f"| seeds for ± {HALF_WIDTH * 100:g} pp |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for _, row in board[board["column"] == column["key"]].iterrows():
-            if row["status"] in ("refused", "error", "pending"):
-                lines.append(f"| {row['policy']} | {row['status']}: {row['reason']} "
-                             "|  |  |  |  |  |  |  |  |  |  |  |  |")
+    out = [f"## {title}", "", "| policy | " + " | ".join(labels) + " |",
+           "|---|" + "---|" * len(labels)]
+    for policy in plan["policies"]:
+        cells = []
+        for column in plan["columns"]:
+            hit = board[(board["column"] == column["key"]) & (board["policy"] == policy)]
+            if hit.empty:
+                cells.append("")
                 continue
-            reached = row.get("time_to_target_s")
-            spent = row.get("bytes_to_target_per_agent")
-            front = " ◆" if row.get("pareto") is True else ""
-            verdict = row.get("verdict")
-            lines.append(
-                f"| {row['policy']}{_mark(row)} | {_fmt(row['final_acc'], row['final_acc_ci'])} "
-                f"| {_fmt(row['p10_acc'], row['p10_acc_ci'])} "
-                f"| {'never' if reached == math.inf else _fmt(reached, None, 2, 1 / 3600)} "
-                f"| {row['target_reached']} "
-                f"| {'never' if spent == math.inf else _fmt(spent, None, 2, 1e-6)} "
-                f"| {_fmt(row['bytes_per_agent'], row['bytes_per_agent_ci'], 2, 1e-6)}{front} "
-                f"| {_fmt(row['energy_per_agent'], row['energy_per_agent_ci'], 2)} "
-                f"| {_fmt(row['score'], row['score_ci'], 2)} "
-                f"| {_fmt(row.get('diff_vs_best'), row.get('diff_vs_best_ci'), 1, 100)} "
-                f"| {_fmt(row.get('p_holm'), None, 3)} "
-                f"| {_fmt(row.get('p_level_holm'), None, 3)} "
-                f"| {verdict if isinstance(verdict, str) else ''} "
-                f"| {row.get('seeds_needed', '')} |"
-            )
-        lines += [*_column_notes(board[board["column"] == column["key"]]), ""]
-    for plot in plots:
-        lines += [f"![accuracy over time]({plot})", ""]
-    for plot in comm:
-        lines += [f"![accuracy over bytes and the accuracy-bytes Pareto front]({plot})", ""]
-    lines += ["## Scenarios", "", "| scenario | version | world | provenance | why in the set "
-              "| this scale |", "|---|---|---|---|---|---|"]
+            row = hit.iloc[0]
+            if row["status"] in ("refused", "error", "pending"):
+                reason = str(row["reason"])
+                code = refusals.setdefault(reason, f"r{len(refusals) + 1}")
+                cells.append(f"— ({code})" if row["status"] == "refused"
+                             else f"{row['status']} ({code})")
+                continue
+            text = _fmt(row.get(metric), row.get(f"{metric}_ci"), digits)
+            if row.get("policy") == row.get("best_policy"):
+                text = f"**{text}**"
+            cells.append(text + _mark(row))
+        out.append(f"| {policy} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
+def _world_table(board: pd.DataFrame, column: dict[str, Any]) -> list[str]:
+    """One world's detail table (every metric of each policy) and its notes."""
+    lines = [f"### {column['label']}", "",
+             "| policy | final acc | 10th-pct agent acc | time to target (h) | reached "
+             "| MB to target / agent | MB on air / agent | energy J / agent | score "
+             "| vs best (pp) | p (Holm) | level p (TOST, Holm) | verdict "
+             f"| seeds for ± {HALF_WIDTH * 100:g} pp |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for _, row in board[board["column"] == column["key"]].iterrows():
+        if row["status"] in ("refused", "error", "pending"):
+            lines.append(f"| {row['policy']} | {row['status']}: {row['reason']} "
+                         "|  |  |  |  |  |  |  |  |  |  |  |  |")
+            continue
+        reached = row.get("time_to_target_s")
+        spent = row.get("bytes_to_target_per_agent")
+        front = " ◆" if row.get("pareto") is True else ""
+        verdict = row.get("verdict")
+        lines.append(
+            f"| {row['policy']}{_mark(row)} | {_fmt(row['final_acc'], row['final_acc_ci'])} "
+            f"| {_fmt(row['p10_acc'], row['p10_acc_ci'])} "
+            f"| {'never' if reached == math.inf else _fmt(reached, None, 2, 1 / 3600)} "
+            f"| {row['target_reached']} "
+            f"| {'never' if spent == math.inf else _fmt(spent, None, 2, 1e-6)} "
+            f"| {_fmt(row['bytes_per_agent'], row['bytes_per_agent_ci'], 2, 1e-6)}{front} "
+            f"| {_fmt(row['energy_per_agent'], row['energy_per_agent_ci'], 2)} "
+            f"| {_fmt(row['score'], row['score_ci'], 2)} "
+            f"| {_fmt(row.get('diff_vs_best'), row.get('diff_vs_best_ci'), 1, 100)} "
+            f"| {_fmt(row.get('p_holm'), None, 3)} "
+            f"| {_fmt(row.get('p_level_holm'), None, 3)} "
+            f"| {verdict if isinstance(verdict, str) else ''} "
+            f"| {row.get('seeds_needed', '')} |"
+        )
+    return [*lines, *_column_notes(board[board["column"] == column["key"]]), ""]
+
+
+def _about(plan: dict[str, Any]) -> list[str]:
+    """The scenarios, links and policies' own settings the bench ran."""
+    lines = ["## Scenarios", "", "| scenario | version | world | provenance | why in the set "
+             "| this scale |", "|---|---|---|---|---|---|"]
     for name, about in plan["scenarios"].items():
         lines.append(f"| `{name}` | {about['version']} | {about['title']} | "
                      f"{about['provenance']} | {about['why']} | {about['scale_note']} |")
@@ -207,8 +230,7 @@ def markdown(plan: dict[str, Any], board: pd.DataFrame, *, heatmap: str = "heatm
     for policy, about in plan["policies"].items():
         settings = ", ".join(f"`{k} = {v}`" for k, v in about["settings"].items()) or "none"
         lines.append(f"| {policy} | {settings} | {about['source'] or 'no own settings'} |")
-    lines += ["", METRICS, ""]
-    return "\n".join(lines)
+    return lines
 
 
 METRICS = """## Metrics
