@@ -44,6 +44,7 @@ from mobidfl.cores import (
 from mobidfl.errors import ConfigError
 
 PLAN = "manifest.json"
+"""A bench folder's plan: what it is, and every session that wrote it."""
 
 
 def _keys(data: Any, where: str, needed: dict[str, type | tuple[type, ...]]) -> None:
