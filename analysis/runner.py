@@ -17,7 +17,9 @@ Public API
   :func:`agent_count`
 * a folder: :data:`CELLS`, :func:`folder_entries`, :func:`open_cells` (resume),
   :class:`BenchDamaged`, :func:`cell_rows`, :func:`damaged_run`, :func:`repair_cells`
-* running: :func:`run_recorded`, :func:`open_sweeps`, :func:`quiet_worlds`, :func:`quiet`
+* running: :func:`run_recorded`, :func:`open_sweeps`, :func:`quiet_worlds`, :func:`quiet`,
+  and the backend choice under them all, :func:`mobidfl.analysis.executors.run_specs`
+  (also importable from here; the sweep, which this module builds on, calls it directly)
 """
 
 from __future__ import annotations
