@@ -1047,7 +1047,7 @@ def _run_batched(
     if on_progress:
         on_progress(f"{len(jobs)} variants, {len(todo)} runs to do, together (--batch-runs)")
     run_recorded(todo, manifest_of, total=len(todo), desc="runs", progress=progress,
-                 batch_runs=True, say=on_progress)
+                 batch_runs=True, say=on_progress, say_none_left=True)
     results = []
     for variant, _, folder in jobs:
         rows = load_runs(folder)

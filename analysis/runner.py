@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mobidfl.analysis.executors import RunResult, RunSpec, run_specs
+from mobidfl.analysis.executors import RunResult, RunSpec, run_batched, run_specs
 from mobidfl.analysis.interrupts import CtrlC
 from mobidfl.errors import PicklableError
 
@@ -271,13 +271,15 @@ def run_recorded(todo: Sequence[RunSpec], manifest_of: Callable[[RunSpec], Any],
                  total: int, desc: str, progress: bool, show_failed: bool = False,
                  backend: str = "local", processes: int | None = None,
                  address: str | None = None, resources: Mapping[str, float] | None = None,
-                 batch_runs: bool = False, say: Callable[[str], None] | None = None) -> None:
+                 batch_runs: bool = False, say: Callable[[str], None] | None = None,
+                 say_none_left: bool = False) -> None:
     """Run ``todo`` (:func:`mobidfl.analysis.executors.run_specs`), each result in its manifest.
 
     ``manifest_of(spec)`` is the manifest that records the run. A progress bar of ``total``
     runs (those not in ``todo`` already done; ``show_failed`` counts the failed ones beside
     it) unless ``progress`` is off; a Ctrl-C stops at the next finished run, every finished
-    run kept. ``--batch-runs``' grouping line goes above the bar, or to ``say`` without one.
+    run kept. ``--batch-runs``' grouping line goes above the bar, or to ``say`` without one;
+    ``say_none_left`` says it even when no run is left (a reproduction's resume says so).
     """
     from tqdm import tqdm
 
@@ -294,9 +296,11 @@ def run_recorded(todo: Sequence[RunSpec], manifest_of: Callable[[RunSpec], Any],
                 bar.set_postfix(failed=failed)
             bar.update(1)
 
+        line = tqdm.write if progress else say
+        if batch_runs and not todo and say_none_left:
+            run_batched(todo, record, say=line)
         run_specs(todo, record, backend=backend, processes=processes, address=address,
-                  resources=resources, batch_runs=batch_runs,
-                  say=tqdm.write if progress else say)
+                  resources=resources, batch_runs=batch_runs, say=line)
 
 
 def open_sweeps(sweeps: Sequence[tuple[Any, Path]]
