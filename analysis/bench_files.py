@@ -66,7 +66,8 @@ def read_json(path: str | Path, *, what: str) -> dict[str, Any]:
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
     """``folder/manifest.json`` of a bench or its publication, checked as the report reads it."""
-    from mobidfl.analysis.bench import BenchDamaged, read_plan
+    from mobidfl.analysis.bench_plan import read_plan
+    from mobidfl.analysis.runner import BenchDamaged
 
     path = Path(folder) / MANIFEST
     read_json(path, what=f"{MANIFEST} of a bench")  # missing, unreadable, cut: named here

@@ -588,25 +588,14 @@ def _run_batched(
 
     Each run is recorded in its own variant's sweep folder, as :func:`reproduce` does run by run.
     """
-    from tqdm import tqdm
+    from mobidfl.analysis.runner import open_sweeps, run_recorded
+    from mobidfl.analysis.sweep import load_runs
 
-    from mobidfl.analysis.sweep import load_runs, open_sweep, run_batched
-
-    todo, owner = [], {}
-    for _, sweep, folder in jobs:
-        manifest, rest = open_sweep(sweep, folder, resume=folder.exists())
-        for spec in rest:
-            owner[id(spec)] = manifest
-        todo += rest
+    todo, manifest_of = open_sweeps([(sweep, folder) for _, sweep, folder in jobs])
     if on_progress:
         on_progress(f"{len(jobs)} variants, {len(todo)} runs to do, together (--batch-runs)")
-    with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress) as bar:
-
-        def record(spec: Any, result: Any) -> None:
-            owner[id(spec)].record(result)
-            bar.update(1)
-
-        run_batched(todo, record, say=tqdm.write if progress else on_progress)
+    run_recorded(todo, manifest_of, total=len(todo), desc="runs", progress=progress,
+                 batch_runs=True, say=on_progress, say_none_left=True)
     results = []
     for variant, _, folder in jobs:
         rows = load_runs(folder)

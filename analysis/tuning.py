@@ -28,8 +28,8 @@ import json
 import math
 import resource
 import time
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,39 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mobidfl.analysis.tuning_design import (
+    KINDS,
+    PLAN,
+    STAGES,
+    Knob,
+    Tuning,
+    choose,
+    knob_choices,
+    last_finite,
+    load_tuning,
+    point_label,
+    recipe_choice,
+    seed_means,
+    sigma_per_sample,
+)
+from mobidfl.analysis.tuning_page import (
+    CURVES,
+    MANIFEST,
+    RUNS,
+    same_worlds,
+    study_setting,
+    tuning_page,
+    winner,
+)
 from mobidfl.errors import ConfigError
 
 __all__ = [
+    "CURVES",
+    "KINDS",
+    "MANIFEST",
+    "PLAN",
+    "RUNS",
+    "STAGES",
     "Knob",
     "Tuning",
     "choose",
@@ -47,271 +77,16 @@ __all__ = [
     "last_finite",
     "load_tuning",
     "point_label",
+    "publish_tuning",
     "recipe_choice",
     "run_tuning",
+    "same_worlds",
     "seed_means",
     "sigma_per_sample",
+    "study_setting",
     "tuning_page",
+    "winner",
 ]
-
-PLAN = "tuning.json"
-KINDS = ("recipe", "policies")
-STAGES = ("recipe", "tune", "result")
-"""``recipe``: the lr grid on tuning seeds; ``tune``: a knob's grid (and the paper's value)
-on tuning seeds; ``result``: the paper's and the chosen value on the results seeds."""
-
-
-# --- the declaration ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Knob:
-    """One policy's tuned knob: what it is, its grid and the columns it is tuned on."""
-
-    policy: str
-    about: str
-    grid: tuple[dict[str, Any], ...]
-    columns: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Tuning:
-    """A study's ``[tuning]`` table, checked whole (:func:`load_tuning`)."""
-
-    study: str
-    seeds: tuple[int, ...]
-    scale: str
-    tie: float
-    recipe_policy: str
-    recipe_setting: str
-    recipe_grid: tuple[float, ...]
-    recipe_columns: tuple[str, ...]
-    points: int
-    knobs: dict[str, Knob]
-    untuned: dict[str, str] = field(default_factory=dict)
-
-    def declaration(self) -> dict[str, Any]:
-        """What the manifest and the page record of the declaration."""
-        return {
-            "seeds": list(self.seeds), "scale": self.scale, "tie": self.tie,
-            "recipe": {"policy": self.recipe_policy, "setting": self.recipe_setting,
-                       "grid": list(self.recipe_grid), "columns": list(self.recipe_columns)},
-            "points": self.points,
-            "knobs": {p: {"about": k.about, "grid": [dict(g) for g in k.grid],
-                          "columns": list(k.columns)} for p, k in self.knobs.items()},
-            "untuned": dict(self.untuned),
-        }
-
-
-def load_tuning(name: str) -> Tuning:
-    """The ``[tuning]`` table of study ``name``, checked.
-
-    Every column a variant of the study, every grid point the policy's own settings (never the
-    world's), the same number of points for every knob (equal budget); a bad table is one
-    :class:`ConfigError`.
-    """
-    from mobidfl.analysis.bench_scenarios import SCALES
-    from mobidfl.analysis.study import load_study
-    from mobidfl.model.config import canonical_name, setting_role
-    from mobidfl.plugins import POLICIES
-
-    study = load_study(name)
-    table = study.tuning
-    where = f"study {name} [tuning]"
-    if not table:
-        raise ConfigError("--tune", name, "a study with a [tuning] table")
-    variants = {v for v, _, _ in study.variants()}
-
-    def columns(value: Any, what: str) -> tuple[str, ...]:
-        if not isinstance(value, list) or not value or any(v not in variants for v in value):
-            raise ConfigError(where, f"{what} = {value!r}", "a list of the study's columns ("
-                              + ", ".join(sorted(variants)) + ")")
-        return tuple(str(v) for v in value)
-
-    seeds = table.get("seeds")
-    if (not isinstance(seeds, list) or len(seeds) < 2 or len(set(seeds)) != len(seeds)
-            or any(not isinstance(s, int) or s < 0 for s in seeds)):
-        raise ConfigError(where, f"seeds = {seeds!r}", "two or more distinct integers >= 0")
-    scale = table.get("scale", "small")
-    if scale not in SCALES:
-        raise ConfigError(where, f"scale = {scale!r}", "one of " + ", ".join(SCALES))
-    tie = table.get("tie")
-    if not isinstance(tie, int | float) or not (math.isfinite(tie) and tie >= 0):
-        raise ConfigError(where, f"tie = {tie!r}", "a number >= 0 (accuracy)")
-    recipe = table.get("recipe", {})
-    setting = canonical_name(str(recipe.get("setting", "")))
-    if not setting or setting_role(setting) != "world" or setting not in study.base:
-        raise ConfigError(where, f"recipe.setting = {recipe.get('setting')!r}",
-                          "a setting of the study's [base] (the recipe is the world's)")
-    grid = recipe.get("grid")
-    if (not isinstance(grid, list) or len(grid) < 2
-            or any(not isinstance(v, int | float) or not math.isfinite(v) for v in grid)
-            or len(set(grid)) != len(grid)):
-        raise ConfigError(where, f"recipe.grid = {grid!r}", "two or more distinct numbers")
-    if str(recipe.get("policy", "")) not in POLICIES:
-        raise ConfigError(where, f"recipe.policy = {recipe.get('policy')!r}",
-                          "a registered policy")
-    policies = table.get("policies", {})
-    points = policies.get("points", 0 if not policies else None)
-    if policies and (not isinstance(points, int) or points < 2):
-        raise ConfigError(where, f"policies.points = {points!r}", "an integer >= 2")
-    default_columns = columns(policies.get("columns"), "policies.columns") if policies else ()
-    knobs: dict[str, Knob] = {}
-    for policy, about in policies.get("knobs", {}).items():
-        if policy not in POLICIES:
-            raise ConfigError(where, f"policies.knobs.{policy}", "a registered policy")
-        points_of = about.get("grid")
-        if not isinstance(points_of, list) or len(points_of) != points:
-            raise ConfigError(where, f"policies.knobs.{policy}.grid",
-                              f"{points} points (policies.points: the same budget for every "
-                              "policy)")
-        own = POLICIES[policy].settings_class
-        namespace = getattr(own, "namespace", None)
-        grid_points = []
-        for point in points_of:
-            named = {canonical_name(k): v for k, v in dict(point).items()}
-            foreign = [k for k in named if setting_role(k) == "world"
-                       or k.split(".")[0] != namespace]
-            if not named or foreign:
-                raise ConfigError(where, f"policies.knobs.{policy}.grid: {', '.join(foreign)}",
-                                  f"the policy's own settings ({namespace}.*), never the world's")
-            grid_points.append(named)
-        if len({point_label(p) for p in grid_points}) != points:
-            raise ConfigError(where, f"policies.knobs.{policy}.grid", "distinct points")
-        knobs[policy] = Knob(
-            policy=policy, about=str(about.get("knob", "")), grid=tuple(grid_points),
-            columns=columns(about["columns"], f"policies.knobs.{policy}.columns")
-            if "columns" in about else default_columns,
-        )
-    if policies and not knobs:
-        raise ConfigError(where, "policies.knobs", "at least one tuned policy (or no "
-                          "[tuning.policies] table: the policies run at their papers' values)")
-    return Tuning(
-        study=name, seeds=tuple(int(s) for s in seeds), scale=str(scale), tie=float(tie),
-        recipe_policy=str(recipe["policy"]), recipe_setting=setting,
-        recipe_grid=tuple(float(v) for v in grid),
-        recipe_columns=columns(recipe.get("columns"), "recipe.columns"), points=points,
-        knobs=knobs, untuned={str(k): str(v) for k, v in policies.get("untuned", {}).items()},
-    )
-
-
-# --- pure maths -----------------------------------------------------------------------------
-def point_label(point: Mapping[str, Any]) -> str:
-    """A grid point as text, its settings in name order (``cached.size=10, ...``)."""
-    return ", ".join(f"{k}={_value(v)}" for k, v in sorted(point.items()))
-
-
-def _value(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def seed_means(frame: pd.DataFrame, *, by: Sequence[str], seeds: Sequence[int],
-               metric: str = "final_acc") -> pd.Series:
-    """Mean of ``metric`` over ``seeds`` per group of ``by``.
-
-    NaN for a group that lacks a finite value on any of the seeds (a candidate is compared on every
-    seed or not at all: a mean over fewer seeds would favour the candidate whose bad seed failed).
-    """
-    wanted = set(int(s) for s in seeds)
-
-    def mean(group: pd.DataFrame) -> float:
-        values = group.set_index("seed")[metric].astype(float)
-        have = {int(s) for s, v in values.items() if math.isfinite(v)}
-        return float(values.loc[sorted(wanted)].mean()) if wanted <= have else math.nan
-
-    mine = frame[frame["seed"].astype(int).isin(wanted)]
-    if mine.empty:
-        return pd.Series(dtype=float)
-    return mine.groupby(list(by), sort=False)[["seed", metric]].apply(mean)
-
-
-def choose(means: Mapping[Hashable, float], *, prefer: Sequence[Hashable],
-           tie: float) -> Hashable:
-    """The declared rule.
-
-    The candidate with the highest mean; every candidate within ``tie`` of that highest mean is
-    tied, and the first of them in ``prefer`` wins.
-
-    Candidates with a non-finite mean (a failed seed) are out; ``prefer`` must name every
-    finite one. Raises ``ValueError`` when none is finite.
-    """
-    finite = {k: float(v) for k, v in means.items() if math.isfinite(float(v))}
-    if not finite:
-        raise ValueError("no candidate has a finite mean")
-    missing = [k for k in finite if k not in prefer]
-    if missing:
-        raise ValueError(f"prefer does not order {missing[0]!r}")
-    best = max(finite.values())
-    return next(k for k in prefer if k in finite and finite[k] >= best - tie)
-
-
-def recipe_choice(frame: pd.DataFrame, *, seeds: Sequence[int], tie: float
-                  ) -> tuple[float, pd.Series]:
-    """``(chosen value, mean final accuracy per value)``.
-
-    Each value's mean over the tuning seeds in each column, then over the columns (each column
-    counts once); ties to the smaller value. ``frame``: ``value``, ``column``, ``seed``,
-    ``final_acc`` per run.
-    """
-    per_column = seed_means(frame, by=["value", "column"], seeds=seeds)
-    columns = frame["column"].unique()
-    overall = per_column.groupby(level="value").apply(
-        lambda s: float(s.mean()) if len(s) == len(columns) and s.notna().all() else math.nan)
-    chosen = choose(overall.to_dict(), prefer=sorted(overall.index), tie=tie)
-    return float(chosen), overall
-
-
-def knob_choices(frame: pd.DataFrame, *, grids: Mapping[str, Sequence[str]],
-                 paper: Mapping[str, str], seeds: Sequence[int], tie: float) -> pd.DataFrame:
-    """The chosen grid point per policy and column.
-
-    ``policy``, ``column``, ``chosen``, ``chosen_mean``, ``paper``, ``paper_mean``. Candidates are
-    the grid's points (labels, in grid order) only; ties go to the paper's point when it is one of
-    them, then to the earlier point. ``frame``: ``policy``, ``column``, ``label``, ``seed``,
-    ``final_acc``.
-    """
-    means = seed_means(frame, by=["policy", "column", "label"], seeds=seeds)
-    rows = []
-    for (policy, column), group in means.groupby(level=["policy", "column"], sort=False):
-        by_label = {lab: float(v) for (_, _, lab), v in group.items()}
-        grid = list(grids[policy])
-        prefer = ([paper[policy]] if paper[policy] in grid else []) + [
-            g for g in grid if g != paper[policy]]
-        candidates = {g: by_label.get(g, math.nan) for g in grid}
-        try:
-            chosen = choose(candidates, prefer=prefer, tie=tie)
-        except ValueError:
-            chosen = ""
-        rows.append({"policy": policy, "column": column, "chosen": chosen,
-                     "chosen_mean": candidates.get(chosen, math.nan), "paper": paper[policy],
-                     "paper_mean": by_label.get(paper[policy], math.nan)})
-    return pd.DataFrame(rows, columns=["policy", "column", "chosen", "chosen_mean", "paper",
-                                       "paper_mean"])
-
-
-def last_finite(table: pd.DataFrame, column: str) -> float:
-    """The last finite value of ``column`` in a run's table (NaN when it has none).
-
-    A metric a policy records only at evaluation steps, e.g. PSFL's ``area_acc_mean``.
-    """
-    if column not in table:
-        return math.nan
-    values = pd.to_numeric(table[column], errors="coerce").to_numpy(float)
-    finite = values[np.isfinite(values)]
-    return float(finite[-1]) if finite.size else math.nan
-
-
-def sigma_per_sample(sigma: float, sizes: Sequence[int] | np.ndarray, *, batch: int,
-                     batches: float) -> np.ndarray:
-    """What PSFL's bound ``sigma`` is in per-sample mean loss, car by car.
-
-    eq. 3's L(D_i, nn_j) at ``psfl.loss = batch_sum`` is about the per-sample mean times
-    the number of batch terms (:func:`mobidfl.model.maths.psfl.eq3_loss`): ``ceil(n_i / batch)``
-    for ``batches = 0`` (the car's own data), else ``batches``. ``sigma`` divided by that
-    count is the per-sample loss it tolerates: the same for every car only when
-    ``batches > 0``.
-    """
-    n = np.asarray(sizes, dtype=float)
-    terms = np.ceil(n / float(batch)) if batches == 0 else np.full(n.shape, float(batches))
-    return float(sigma) / terms
 
 
 # --- planning and running -------------------------------------------------------------------
@@ -410,9 +185,9 @@ def result_cells(tuning: Tuning, scale: str, choices: pd.DataFrame) -> list[Tune
 
 def _check_folder(out: Path, *, kind: str, study: str, scale: str) -> dict[str, Any]:
     """``out`` is new or empty, or this same tuning's folder; returns its plan (or {})."""
-    from mobidfl.analysis.bench import _bench_entries
+    from mobidfl.analysis.runner import folder_entries
 
-    entries = _bench_entries(out)
+    entries = folder_entries(out)
     if not entries:
         return {}
     if PLAN not in entries:
@@ -442,7 +217,7 @@ def _cpu_s() -> float:
 
 def _timed_run(spec: Any) -> tuple[Any, float]:
     """One run and the CPU seconds its process spent on it (all its threads)."""
-    from mobidfl.analysis.sweep import execute_run
+    from mobidfl.analysis.executors import execute_run
 
     started = time.process_time()
     result = execute_run(spec)
@@ -461,8 +236,8 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
 
     from tqdm import tqdm
 
-    from mobidfl.analysis.bench import open_cells, plan_runs
-    from mobidfl.analysis.sweep import _worker_context
+    from mobidfl.analysis.executors import worker_context
+    from mobidfl.analysis.runner import open_cells, plan_runs
 
     plan = plan_runs(cells, seeds, extra={})
     if before is not None:  # the folder says whose cells these are before any run
@@ -479,7 +254,7 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
                 record(*_timed_run(spec))
         elif todo:
             with ProcessPoolExecutor(max_workers=min(processes, len(todo)),
-                                     mp_context=_worker_context()) as pool:
+                                     mp_context=worker_context()) as pool:
                 for done in as_completed([pool.submit(_timed_run, s) for s in todo]):
                     record(*done.result())
     return plan
@@ -487,12 +262,12 @@ def _execute_cells(out: Path, cells: Sequence[TuneCell], seeds: Sequence[int], *
 
 def _cell_record(cell: TuneCell, seeds: Sequence[int], plan: dict[str, list[Any]]
                  ) -> dict[str, Any]:
-    from mobidfl.analysis.bench import CELLS, _agents, _safe
+    from mobidfl.analysis.runner import CELLS, agent_count, safe_name
 
     return {"key": cell.key, "stage": cell.stage, "variant": cell.variant,
             "policy": cell.policy, "label": cell.label, "point": cell.point,
             "paper": cell.paper, "refusal": cell.refusal, "seeds": list(seeds),
-            "folder": f"{CELLS}/{_safe(cell.key)}", "agents": _agents(cell.settings),
+            "folder": f"{CELLS}/{safe_name(cell.key)}", "agents": agent_count(cell.settings),
             "runs": [s.run_id for s in plan.get(cell.key, [])]}
 
 
@@ -502,7 +277,7 @@ def load_tuning_runs(out: Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFr
     One row per planned run (final numbers, PSFL's own-area accuracy and federations where the run
     recorded them).
     """
-    from mobidfl.analysis.bench import planned_records
+    from mobidfl.analysis.bench_results import planned_records
     from mobidfl.analysis.bench_stats import run_numbers
 
     plan = json.loads((out / PLAN).read_text())
@@ -678,9 +453,6 @@ def _folder_summary(kind: str, tuning: Tuning, runs: pd.DataFrame) -> str:
 
 
 # --- published data and the page ------------------------------------------------------------
-RUNS = "runs.parquet"
-CURVES = "curves.parquet"
-MANIFEST = "manifest.json"
 
 
 def publish_tuning(folders: Sequence[str | Path], dest: str | Path) -> list[Path]:
@@ -706,369 +478,6 @@ def publish_tuning(folders: Sequence[str | Path], dest: str | Path) -> list[Path
     return [*written, dest / MANIFEST]
 
 
-def _mean_ci(values: pd.Series) -> str:
-    from mobidfl.analysis.bench_stats import t_interval
-
-    return t_interval(values.to_numpy(float)).text(3)
-
-
-def _range(values: Sequence[int]) -> str:
-    values = sorted(values)
-    return f"{values[0]}-{values[-1]}" if len(values) > 1 else str(values[0])
-
-
-def _study_means(study_dest: Path, seeds: Sequence[int]) -> pd.DataFrame:
-    """Mean final accuracy per (variant, policy) of the published study on ``seeds``."""
-    plan = json.loads((study_dest / "manifest.json").read_text())
-    variant = {c["key"]: c["variant"] for c in plan["columns"]}
-    runs = pd.read_parquet(study_dest / "runs.parquet")
-    runs = runs[(runs["status"] == "ok") & runs["seed"].isin(list(seeds))]
-    runs = runs.assign(variant=runs["column"].map(variant))
-    return runs.groupby(["variant", "policy"])["final_acc"].mean().rename("final_acc")
-
-
-def winner(means: Mapping[str, float], *, reference: str = "central_fedavg") -> str:
-    """The policy with the highest mean final accuracy, the oracle reference left out.
-
-    As the bench's winner; ties by name.
-    """
-    finite = {p: float(v) for p, v in means.items() if p != reference and math.isfinite(v)}
-    return min(finite, key=lambda p: (-finite[p], p)) if finite else ""
-
-
-def tuning_page(dest: str | Path, *, study_dest: str | Path) -> str:
-    """The tuning page, every number computed from the published tuning data ``dest``.
-
-    And, for the ranking at the papers' values, from the published study ``study_dest``.
-    """
-    from mobidfl.analysis.bench_stats import holm, paired_difference
-
-    dest, study_dest = Path(dest), Path(study_dest)
-    plans = json.loads((dest / MANIFEST).read_text())
-    runs = pd.read_parquet(dest / RUNS)
-    ok = runs[runs["status"] == "ok"]
-    sessions = [s for p in plans.values() for s in p.get("sessions", [])]
-    machines = sorted({s["machine"].get("cpu", "") for s in sessions})
-    commits = sorted({s.get("commit", "")[:7] for s in sessions if s.get("commit")})
-    cpu_min = {k: sum(float(s.get("cpu_s", 0.0)) for s in p.get("sessions", [])) / 60
-               for k, p in plans.items()}
-    for kind, plan in plans.items():  # worker processes: each run's own CPU
-        runs_cpu = sum(float(v) for v in plan.get("cpu_s_runs", {}).values()) / 60
-        cpu_min[kind] = max(cpu_min[kind], runs_cpu)
-    wall_min = {k: sum(float(s.get("wall_s", 0.0)) for s in p.get("sessions", [])) / 60
-                for k, p in plans.items()}
-    loads = [s["machine"].get("load_at_write", [None])[0] for s in sessions]
-    loads = [x for x in loads if isinstance(x, int | float)]
-    shown = _shown(dest)
-    lines = [
-        f"# Tuning: the {next(iter(plans.values()))['study']} study's recipe and its "
-        "policies' knobs", "",
-        "<!-- generated by `python -m mobidfl.analysis.tuning --page "
-        f"{shown} {_shown(study_dest)} <this page>` from the published per-run data; "
-        "tests/test_published_tuning.py fails when this page and the data disagree -->", "",
-        f"Data: `{shown}/` ({len(ok)} finished runs of {len(runs)}; scale "
-        f"`{next(iter(plans.values()))['scale']}`; commit(s) "
-        f"{', '.join(f'`{c}`' for c in commits) or 'unknown'}; machine(s) "
-        f"{', '.join(machines) or 'unknown'}; CPU time "
-        + ", ".join(f"{k} {v:.1f} min" for k, v in cpu_min.items()) + ", wall time "
-        + ", ".join(f"{k} {v:.1f} min" for k, v in wall_min.items())
-        + (f", at a load of {min(loads):.1f}-{max(loads):.1f} on "
-           f"{sessions[0]['machine'].get('cores', '?')} cores" if loads else "") + "). "
-        "The protocol, declared before these runs: "
-        "[Recipe and tuning protocol](controlled.md#recipe-and-tuning-protocol).", "",
-    ]
-    if "recipe" in plans:
-        lines += _recipe_section(plans["recipe"], ok[ok["kind"] == "recipe"],
-                                 study_value=study_setting(
-                                     study_dest, plans["recipe"]["declaration"]["recipe"]
-                                     ["setting"]))
-    if "policies" in plans:
-        plan = plans["policies"]
-        mine = ok[ok["kind"] == "policies"]
-        lines += _policies_section(plan, mine, study_dest, holm, paired_difference)
-    return "\n".join(lines) + "\n"
-
-
-def _shown(path: Path) -> str:
-    path = path.resolve()
-    try:
-        return path.relative_to(Path(__file__).resolve().parents[1]).as_posix()
-    except ValueError:
-        return path.as_posix()
-
-
-def same_worlds(study_dest: Path, run_ids: pd.Series) -> Path:
-    """The published version of the study that holds most of ``run_ids``.
-
-    ``study_dest`` or an earlier version under ``study_dest/v*/``; each run id is a hash of
-    a run's settings and seed. A ranking that mixes tuning runs with study runs compares
-    like with like only on the worlds, recipe included, that both ran. ``study_dest`` when
-    none holds any.
-    """
-    best, most = study_dest, -1
-    for folder in [study_dest, *sorted(study_dest.glob("v[0-9]*"))]:
-        if not (folder / "runs.parquet").is_file():
-            continue
-        held = int(run_ids.isin(pd.read_parquet(folder / "runs.parquet", columns=["run_id"])
-                                ["run_id"]).sum())
-        if held > most:
-            best, most = folder, held
-    return best
-
-
-def study_setting(study_dest: Path, setting: str) -> float:
-    """The published study's value of a recipe ``setting`` (its base column's world).
-
-    NaN where the study records none. The recipe verdict compares the protocol's choice
-    with the study as published, not as it was when the tuning ran.
-    """
-    plan = json.loads((study_dest / "manifest.json").read_text())
-    for column in plan.get("columns", []):
-        if column.get("variant") == "base" and setting in column.get("world", {}):
-            return float(column["world"][setting])
-    return math.nan
-
-
-def _recipe_section(plan: dict[str, Any], runs: pd.DataFrame, *,
-                    study_value: float) -> list[str]:
-    decl = plan["declaration"]
-    seeds = plan["tuning_seeds"]
-    setting = decl["recipe"]["setting"]
-    frame = runs.assign(value=runs["label"].str.split("=").str[1].astype(float),
-                        column=runs["variant"])
-    value, overall = recipe_choice(frame, seeds=seeds, tie=decl["tie"])
-    per_column = seed_means(frame, by=["value", "column"], seeds=seeds)
-    columns = decl["recipe"]["columns"]
-    tuned_at = float(runs.loc[runs["paper"], "label"].str.split("=").str[1].astype(float)
-                     .iloc[0]) if runs["paper"].any() else math.nan
-    if not math.isfinite(study_value):
-        study_value = tuned_at
-    grid = decl["recipe"]["grid"]
-    lines = [
-        "## The recipe", "",
-        f"`{decl['recipe']['policy']}`, {setting} grid {', '.join(f'{v:g}' for v in grid)}, "
-        f"seeds {', '.join(map(str, seeds))}; mean final accuracy per column (mean over the "
-        "seeds) and over the columns; ties within "
-        f"{decl['tie']:g} go to the smaller {setting}.", "",
-        f"| {setting} | " + " | ".join(columns) + " | mean |",
-        "|---|" + "---|" * (len(columns) + 1),
-    ]
-    for v in overall.index:
-        cells = [_num(per_column.get((v, c), math.nan), 3) for c in columns]
-        mark = " (chosen)" if v == value else ""
-        lines.append(f"| {v:g}{mark} | " + " | ".join(cells) + f" | {_num(overall[v], 4)} |")
-    lines.append("")
-    edge = value in (min(grid), max(grid))
-    if value == study_value == tuned_at:
-        lines.append(f"**The protocol chooses {setting} = {value:g}, the study's recipe**: "
-                     "the published study stands as run.")
-    elif value == study_value:
-        lines.append(
-            f"**The published study runs the protocol's choice, {setting} = {value:g}** "
-            f"(the study's recipe when these runs were made was {setting} = {tuned_at:g}, "
-            f"{_num((overall[value] - overall.get(tuned_at, math.nan)) * 100, 1)} points "
-            "lower on the tuning seeds; the study was re-run at the protocol's choice as its "
-            "next version, as the protocol says). The policies' knobs below were tuned at "
-            f"{setting} = {tuned_at:g}.")
-    else:
-        lines.append(
-            f"**The study's recipe departs from the protocol's choice.** The protocol chooses "
-            f"{setting} = {value:g} (mean final accuracy {_num(overall[value], 4)} over the "
-            f"columns and tuning seeds); the study runs {setting} = {study_value:g} "
-            f"({_num(overall.get(study_value, math.nan), 4)}), "
-            f"{_num((overall[value] - overall.get(study_value, math.nan)) * 100, 1)} points "
-            "lower. The published study was not re-run: its tables are at "
-            f"{setting} = {study_value:g}, chosen before this protocol existed.")
-    if edge:
-        lines.append("The choice is at the edge of the declared grid: a larger grid was not "
-                     "run (it would be a second, declared protocol).")
-    return lines + [""]
-
-
-def _num(value: float, digits: int = 3) -> str:
-    return "n/a" if value is None or not math.isfinite(float(value)) else \
-        f"{float(value):.{digits}f}"
-
-
-def _policies_section(plan: dict[str, Any], runs: pd.DataFrame, study_dest: Path,
-                      holm: Any, paired_difference: Any) -> list[str]:
-    decl = plan["declaration"]
-    tseeds, rseeds = plan["tuning_seeds"], plan["results_seeds"]
-    tune = runs[runs["stage"] == "tune"].assign(column=lambda f: f["variant"])
-    grids = {p: [point_label(g) for g in k["grid"]] for p, k in decl["knobs"].items()}
-    paper = {}
-    for cell in plan["cells"]:
-        if cell["paper"]:
-            paper[cell["policy"]] = cell["label"]
-    tuned = [p for p in decl["knobs"] if p in set(tune["policy"])]
-    choices = knob_choices(tune[tune["policy"].isin(tuned)],
-                           grids={p: grids[p] for p in tuned},
-                           paper={p: paper[p] for p in tuned}, seeds=tseeds, tie=decl["tie"])
-    lines = [
-        "## Policies: their papers' values, and an equal-budget tuning of each one's knob", "",
-        f"Every tuned policy gets {decl['points']} grid points, run on the tuning seeds "
-        f"{', '.join(map(str, tseeds))}; per policy and column the point with the best mean "
-        f"final accuracy is chosen (ties within {decl['tie']:g}: the paper's value when it "
-        "is a grid point, then the earlier point), then the chosen and the paper's value run "
-        f"on the results seeds {_range(rseeds)}, which chose nothing.", "",
-        "| policy | knob | grid | columns |", "|---|---|---|---|",
-    ]
-    for policy, knob in decl["knobs"].items():
-        lines.append(f"| {policy} | {knob['about']} | "
-                     + "; ".join(point_label(g) for g in knob["grid"])
-                     + f" | {', '.join(knob['columns'])} |")
-    lines += ["", "Not tuned: " + "; ".join(f"{p} ({why})" for p, why in
-                                             decl["untuned"].items()) + ".", ""]
-    # table 1: the grid on the tuning seeds
-    means = seed_means(tune, by=["policy", "column", "label"], seeds=tseeds)
-    area = seed_means(tune, by=["policy", "column", "label"], seeds=tseeds, metric="area_acc")
-    state = {m: seed_means(tune, by=["policy", "column", "label"], seeds=tseeds, metric=m)
-             for m in ("federations", "cache_models", "cache_age")}
-    lines += ["### The grid on the tuning seeds", "",
-              "Mean final accuracy over the tuning seeds; PSFL's own-area accuracy (each car's "
-              "model on the test images of its own labels) beside it; and what the knob acts "
-              "on at the end of the run, mean over the seeds: PSFL's federations, the "
-              "Cached-DFL caches' models per car and their mean age in steps (a cache that "
-              "holds fewer models than C_max, or models younger than τ_max, is not bounded "
-              "by that knob). ★ = chosen; (paper) = the value the study ran: its paper's "
-              "(MoFeL's Δ: the bench's own, the paper gives none).", "",
-              "| policy | column | value | final acc | own-area acc | at the end |",
-              "|---|---|---|---|---|---|"]
-    chosen_of = {(r["policy"], r["column"]): r["chosen"] for r in choices.to_dict("records")}
-    for (policy, column, label), value in means.items():
-        marks = (" ★" if chosen_of.get((policy, column)) == label else "") + (
-            " (paper)" if paper.get(policy) == label else "")
-        key = (policy, column, label)
-        lines.append(f"| {policy} | {column} | {label}{marks} | {_num(value)} | "
-                     f"{_num(area.get(key, math.nan))} | {_state(state, key)} |")
-    # table 2: papers' values vs tuned on the results seeds
-    result = runs[runs["stage"] == "result"]
-    rows = []
-    for r in choices.to_dict("records"):
-        mine = result[(result["policy"] == r["policy"]) & (result["variant"] == r["column"])]
-        at_paper = mine[mine["label"] == r["paper"]].set_index("seed")
-        at_tuned = mine[mine["label"] == r["chosen"]].set_index("seed")
-        test = paired_difference(at_tuned["final_acc"], at_paper["final_acc"])
-        rows.append({**r, "paper_acc": at_paper["final_acc"], "tuned_acc": at_tuned["final_acc"],
-                     "paper_area": at_paper["area_acc"], "tuned_area": at_tuned["area_acc"],
-                     "test": test})
-    adjusted, _ = holm([row["test"].p for row in rows]) if rows else ([], [])
-    lines += ["", "### Papers' values and tuned values on the results seeds", "",
-              f"Mean final accuracy ± 95 % half-width over seeds {_range(rseeds)}. tuned − "
-              "paper: the paired difference seed by seed (points), its p Holm-adjusted over "
-              "the rows of this table (a sign-flip p where the difference has no spread).",
-              "", "| column | policy | paper's value | final acc | own-area acc | tuned value "
-              "| final acc | own-area acc | tuned − paper (pp) | p (Holm) |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for row, p in zip(rows, adjusted, strict=True):
-        same = row["chosen"] == row["paper"]
-        test = row["test"]
-        lines.append(
-            f"| {row['column']} | {row['policy']} | {row['paper']} | "
-            f"{_mean_ci(row['paper_acc'])} | {_num(row['paper_area'].mean())} | "
-            f"{'= paper' if same else row['chosen']} | "
-            f"{'' if same else _mean_ci(row['tuned_acc'])} | "
-            f"{'' if same else _num(row['tuned_area'].mean())} | "
-            f"{'0' if same else _diff(test)} | {'' if same else _num(p)} |")
-    # the ranking: papers' values (published study) vs tuned values substituted, against
-    # the published version of the study that ran these worlds (its run ids)
-    study_dest = same_worlds(study_dest, result.loc[result["paper"], "run_id"])
-    shown_study = _shown(study_dest)
-    study_plan = json.loads((study_dest / "manifest.json").read_text())
-    if study_plan.get("scale") != plan["scale"]:  # another scale's runs: no ranking
-        return lines + _sigma_section(plan, decl) + [""]
-    study = _study_means(study_dest, rseeds)
-    published = pd.read_parquet(study_dest / "runs.parquet").set_index("run_id")["final_acc"]
-    again = result[result["paper"] & result["run_id"].isin(published.index)]
-    if result["paper"].any() and again.empty:  # the study's worlds changed since (its recipe)
-        return lines + [
-            "", "None of the paper-value runs above is in the published study (no run id in "
-            "common: its worlds have changed since these runs, e.g. its recipe). The ranking "
-            "against the published study is left out, as it would compare two recipes; "
-            "re-tuning at the published study's recipe (`mobidfl bench --study "
-            f"{plan['study']} --tune policies`) gives it back."] + _sigma_section(plan, decl) + [
-            ""]
-    gap = (again["final_acc"].to_numpy(float)
-           - published.loc[again["run_id"]].to_numpy(float)) if len(again) else np.empty(0)
-    lines += ["", f"The paper-value runs above have the study's run ids (same settings and "
-              f"seed): {len(again)} of {int(result['paper'].sum())} are in the published "
-              f"study (`{shown_study}/`), {int((np.abs(gap) <= 1e-9).sum())} of them with the "
-              "same final "
-              "accuracy to 1e-9"
-              + (f" (largest difference {np.abs(gap).max() * 100:.2f} points)"
-                 if gap.size and np.abs(gap).max() > 1e-9 else "") + "."]
-    lines += ["", "### Does tuning change a column's winner?", "",
-              f"Mean final accuracy over seeds {_range(rseeds)} (central FedAvg left out): "
-              "every policy at its paper's value (the published study's runs), then with each "
-              "tuned policy at its chosen value (these runs) and the others as published. "
-              "Means only: the study page says which differences its seeds resolve.", "",
-              "| column | winner at papers' values | its acc | winner with tuned values "
-              "| its acc |", "|---|---|---|---|---|"]
-    for column in dict.fromkeys(choices["column"]):
-        if column not in study.index.get_level_values("variant"):
-            continue
-        base = study.loc[column].to_dict()
-        swapped = dict(base)
-        for row in rows:
-            if row["column"] == column and len(row["tuned_acc"]):
-                swapped[row["policy"]] = float(row["tuned_acc"].mean())
-        first, second = winner(base), winner(swapped)
-        lines.append(f"| {column} | {first} | {_num(base.get(first, math.nan))} | {second} | "
-                     f"{_num(swapped.get(second, math.nan))} |")
-    lines += _sigma_section(plan, decl)
-    return lines + [""]
-
-
-def _state(state: dict[str, pd.Series], key: tuple[str, str, str]) -> str:
-    """What the knob acts on at the end of a run (empty for a policy that records none)."""
-    got = {m: float(v.get(key, math.nan)) for m, v in state.items()}
-    parts = []
-    if math.isfinite(got["federations"]):
-        parts.append(f"{got['federations']:.1f} federations")
-    if math.isfinite(got["cache_models"]):
-        parts.append(f"{got['cache_models']:.1f} cached models, age "
-                     f"{_num(got['cache_age'], 2)}")
-    return "; ".join(parts)
-
-
-def _diff(test: Any) -> str:
-    if not math.isfinite(test.mean):
-        return "n/a"
-    half = f" ± {test.half * 100:.1f}" if math.isfinite(test.half) else ""
-    return f"{test.mean * 100:+.1f}{half}"
-
-
-def _sigma_section(plan: dict[str, Any], decl: dict[str, Any]) -> list[str]:
-    """What PSFL's sigma means per sample, car by car, at two readings.
-
-    The paper's reading and the scale-keeping one (:func:`sigma_per_sample`), from the cars'
-    recorded data sizes.
-    """
-    sizes = plan.get("data_sizes", {})
-    knob = decl["knobs"].get("psfl")
-    if not sizes or knob is None:
-        return []
-    kept = float(knob["grid"][0].get("psfl.loss_batches", 0.0))
-    lines = ["", "### PSFL's σ across data sizes", "",
-             "eq. 3's loss at `psfl.loss = batch_sum` is about the per-sample mean loss times "
-             "the number of batches of 64 summed: the car's own (`loss_batches = 0`, the "
-             f"paper-value row) or a fixed {kept:g} (`loss_batches = {kept:g}`, the authors' "
-             "4-5 batches per node, the tuned grid). σ = 40 in per-sample loss, car by car "
-             "(the results' first seed):", "",
-             "| column | samples per car (min / median / max) | batches (min-max) "
-             f"| σ = 40 per sample, own batches | σ = 40 per sample, {kept:g} batches |",
-             "|---|---|---|---|---|"]
-    for variant, by_seed in sizes.items():
-        n = np.asarray(next(iter(by_seed.values())), dtype=float)
-        own = sigma_per_sample(40.0, n, batch=64, batches=0.0)
-        fixed = sigma_per_sample(40.0, n, batch=64, batches=kept)
-        terms = np.ceil(n / 64)
-        lines.append(f"| {variant} | {n.min():.0f} / {np.median(n):.1f} / {n.max():.0f} | "
-                     f"{terms.min():.0f}-{terms.max():.0f} | {own.min():.1f}-{own.max():.1f} "
-                     f"| {fixed.min():.1f} |")
-    return lines
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     import sys
 
@@ -1089,22 +498,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-
 def cmd_tune(args: argparse.Namespace) -> int:
     """``mobidfl bench --study S --tune recipe|policies``.
 
-    The study's declared tuning (here, not in :mod:`mobidfl.analysis.bench`, which this module
+    The study's declared tuning (here, not in :mod:`mobidfl.analysis.bench_cli`, which this module
     builds on: no import cycle).
     """
     import sys
 
-    from mobidfl.analysis.bench import (
-        _check_flags,
-        _list,
+    from mobidfl.analysis.bench_cli import (
         bench_command,
         check_option_pairs,
         cmd_bench,
+        comma_list,
     )
+    from mobidfl.analysis.bench_run import check_flags
 
     check_option_pairs(args)  # an option given where it does nothing: one line, exit 2
     if args.tune is None or args.describe is not None:
@@ -1126,13 +534,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
                               "processes)")
     if args.processes is not None and args.processes < 0:
         raise ConfigError("--processes", args.processes, "an integer >= 0 (0 = this process)")
-    _check_flags(backend="local", batch_runs=False, seeds=args.seeds,
-                 first_seed=args.first_seed, processes=args.processes, cpus_per_run=1.0,
-                 gpus_per_run=0.0, device=None)
+    check_flags(backend="local", batch_runs=False, seeds=args.seeds,
+                first_seed=args.first_seed, processes=args.processes, cpus_per_run=1.0,
+                gpus_per_run=0.0, device=None)
     import torch
 
     torch.set_num_threads(1)
-    policies = None if args.policies == "all" else _list(args.policies)
+    policies = None if args.policies == "all" else comma_list(args.policies)
     try:
         page = run_tuning(study=args.study, kind=args.tune, out=out, scale=args.scale,
                           results_seeds=range(args.first_seed, args.first_seed + args.seeds),

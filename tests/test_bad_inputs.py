@@ -657,7 +657,7 @@ def test_checkpoint_and_sweep_files_follow_the_umask(tmp_path):
 def test_local_ray_listens_on_loopback_only(monkeypatch):
     import types
 
-    from mobidfl.analysis import sweep as sweep_module
+    from mobidfl.analysis import executors
     from mobidfl.model.ray_local import SINGLE_MACHINE_ENV
 
     monkeypatch.setenv(SINGLE_MACHINE_ENV, "1")  # restored after: init_ray sets it
@@ -669,9 +669,9 @@ def test_local_ray_listens_on_loopback_only(monkeypatch):
         shutdown=lambda: None, remote=lambda f: types.SimpleNamespace(options=lambda **kw: f))
     monkeypatch.setitem(sys.modules, "ray", fake)
     # Execute: no runs to do, only start and stop
-    sweep_module._run_ray([], lambda r: None, address=None, resources={"num_cpus": 1})
-    sweep_module._run_ray([], lambda r: None, address="ray://head:10001",
-                          resources={"num_cpus": 1})
+    executors.run_ray([], lambda r: None, address=None, resources={"num_cpus": 1})
+    executors.run_ray([], lambda r: None, address="ray://head:10001",
+                      resources={"num_cpus": 1})
     # Assert
     assert calls[0]["_node_ip_address"] == "127.0.0.1"
     assert "_node_ip_address" not in calls[1] and calls[1]["address"] == "ray://head:10001"

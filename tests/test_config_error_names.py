@@ -72,7 +72,7 @@ EXPRESSIONS: dict[str, str] = {
     "str(folder)": "reproduction_index.py: a folder the user gave",
     "str(report)": "reproduction_index.py: a report file the user gave",
     # a command-line option or a scenario/study/tuning file's entry, passed in
-    "flag": "bench.py, tuning.py: a command-line option",
+    "flag": "bench_run.py, bench_cli.py, tuning.py: a command-line option",
     "option": "folders.py: a command-line option",
     "where": "a scenario, study or tuning file (and the entry in it) the user gave",
     "f'{where} {shown}'": "bench_scenarios.py: a setting in a scenario file",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import mobidfl.analysis.sweep as sweep_module
+from mobidfl.analysis import executors
 from mobidfl.analysis.cli import main
 from mobidfl.analysis.sweep import load_runs, read_manifest, run_path
 from mobidfl.atomic import TEMP_PREFIX, write_bytes_atomic
@@ -66,7 +66,7 @@ def reference(tmp_path_factory):
 
 def _after_run(monkeypatch, number: int, fault) -> None:
     """Call ``fault()`` when run ``number`` (1-based) has finished, before it is saved."""
-    real = sweep_module.execute_run
+    real = executors.execute_run
     calls = []
 
     def run(spec):
@@ -76,7 +76,7 @@ def _after_run(monkeypatch, number: int, fault) -> None:
             fault()
         return result
 
-    monkeypatch.setattr(sweep_module, "execute_run", run)
+    monkeypatch.setattr(executors, "execute_run", run)
 
 
 def _one_line(capsys) -> str:

@@ -1,5 +1,5 @@
 """No helper process outlives a SIGKILLed ``mobidfl sweep`` (``bench`` runs its runs through
-the same pool, ``mobidfl.analysis.sweep._run_local``).
+the same pool, ``mobidfl.analysis.executors.run_local``).
 
 The case: a caller runs the command with its output piped and reads until the end of the
 output before it reaps the command (``subprocess.run(..., capture_output=True)`` does). The

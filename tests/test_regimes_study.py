@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mobidfl.analysis import bench
+from mobidfl.analysis import bench, bench_run
 from mobidfl.analysis.study import load_study
 from mobidfl.errors import ConfigError
 
@@ -95,7 +95,7 @@ def _no_runs(*_: object, **__: object) -> None:
 def test_a_results_run_at_other_seeds_than_declared_is_refused_in_one_line(tmp_path,
                                                                           monkeypatch):
     # Prepare: a bench that would fail at once if it got as far as running
-    monkeypatch.setattr(bench, "_run_plan", _no_runs)
+    monkeypatch.setattr(bench_run, "run_plan", _no_runs)
     # Execute / Assert: 3 seeds where the power analysis declared 4: one line, nothing written
     with pytest.raises(ConfigError) as info:
         bench.run_bench(out=tmp_path / "r", study="mobility_regimes", policies="declared",
@@ -106,9 +106,9 @@ def test_a_results_run_at_other_seeds_than_declared_is_refused_in_one_line(tmp_p
 
 def test_a_designed_study_refuses_a_tree_with_changes(tmp_path, monkeypatch):
     # Prepare: the declared seeds, from a tree git says has changes
-    monkeypatch.setattr(bench, "_run_plan", _no_runs)
-    monkeypatch.setattr(bench, "source_state", lambda: {"commit": "abc", "dirty": True,
-                                                        "diff_sha256": "f00"})
+    monkeypatch.setattr(bench_run, "run_plan", _no_runs)
+    monkeypatch.setattr(bench_run, "source_state", lambda: {"commit": "abc", "dirty": True,
+                                                            "diff_sha256": "f00"})
     # Execute / Assert
     with pytest.raises(ConfigError, match="a clean git tree"):
         bench.run_bench(out=tmp_path / "r", study="mobility_regimes", policies="declared",

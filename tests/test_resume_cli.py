@@ -124,11 +124,12 @@ def test_resume_refuses_new_settings(tmp_path, capsys):
 
 
 def test_sweep_workers_exit_when_their_driver_is_killed():
-    # Prepare: a stand-in driver process and a worker watching it (as mobidfl.analysis.sweep's pool)
+    # Prepare: a stand-in driver process and a worker watching it (as the executors' pool)
     driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     worker = subprocess.Popen(
         [sys.executable, "-c",
-         f"from mobidfl.analysis.sweep import _exit_with; _exit_with({driver.pid}, every_s=0.05)"],
+         "from mobidfl.analysis.executors import _exit_with; "
+         f"_exit_with({driver.pid}, every_s=0.05)"],
         cwd=ROOT, env=_env(),
     )
     time.sleep(0.5)

@@ -173,7 +173,7 @@ def test_a_figure_too_small_for_its_labels_is_laid_out_without_a_warning():
     # Execute / Assert
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        bench._tight(fig)
+        bench.tight(fig)
     plt.close(fig)
     assert [str(w.message) for w in caught] == []
 
