@@ -80,7 +80,7 @@ def describe_table(world: str, *, scale: str, seed: int, seeds: int = 1,
     training; seconds per world and seed), averaged over the ``seeds`` seeds from ``seed``: the
     bench's ``--seeds`` and ``--first-seed``, so that both give the same numbers.
     """
-    from mobidfl.analysis.describe import describe_seeds
+    from mobidfl.analysis.describe import describe_seeds, markdown_head, markdown_row
 
     if world in scenario_names() or (world.endswith(".toml") and _is_scenario_file(world)):
         cols = columns([world], scale=scale, links=["ideal"])
@@ -105,12 +105,10 @@ def describe_table(world: str, *, scale: str, seed: int, seeds: int = 1,
     if seeds < 1:
         raise ConfigError("--seeds", seeds, "at least 1 (the seeds the descriptors average)")
     seed_list = list(range(seed, seed + seeds))
-    head = ("| world | agents | steps | neighbours/step | contact s | inter-contact s | "
-            "met share | speed CV | label skew | samples/agent |"
-            + (" rule says |" if predict else "")
-            + (" primary says | budget says |" if published else ""))
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if predict else "")
-             + ("---|---|" if published else "")]
+    head, rule_line = markdown_head()
+    lines = [head + (" rule says |" if predict else "")
+             + (" primary says | budget says |" if published else ""),
+             rule_line + ("---|" if predict else "") + ("---|---|" if published else "")]
     refused: list[str] = []
     notes: list[str] = []
     for name, settings in worlds:
@@ -128,10 +126,7 @@ def describe_table(world: str, *, scale: str, seed: int, seeds: int = 1,
         if published:
             said, note = _published_answer(published, name, d)
             notes += note
-        lines.append(f"| {name} | {d.agents} | {d.steps} | {d.neighbours_per_step:.2f} | "
-                     f"{d.contact_duration_s:.0f} | {d.inter_contact_s:.0f} | "
-                     f"{d.met_share:.3f} | {d.speed_cv:.2f} | {d.label_skew:.3f} | "
-                     f"{d.samples_per_agent:.0f} |{said}")
+        lines.append(markdown_row(name, d) + said)
     if refused:
         lines += ["", "Refused at this scale (its runs are refused too):",
                   *(f"- {line}" for line in refused)]

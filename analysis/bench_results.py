@@ -33,6 +33,7 @@ from mobidfl.analysis.comm import (
     cumulative_per_agent,
     pareto_front,
 )
+from mobidfl.analysis.measures import board_metrics
 from mobidfl.analysis.stats import sample_std
 
 LOW, HIGH = "local", "central_fedavg"
@@ -169,7 +170,7 @@ def leaderboard(plan: dict[str, Any], runs: pd.DataFrame) -> pd.DataFrame:
             row["status"] = "ok" if len(ok) == len(cell["runs"]) else "partial"
             row["reason"] = str(errors["error"].iloc[0]) if not errors.empty else ""
             series = ok.set_index("seed")
-            for metric in ("final_acc", "p10_acc", "bytes_per_agent", "energy_per_agent"):
+            for metric in board_metrics():
                 interval = t_interval(series[metric])
                 row[metric], row[f"{metric}_ci"] = interval.mean, interval.half
             spread = t_interval(series["final_acc"]).n > 1  # one seed: no sd to plan with

@@ -429,6 +429,42 @@ def failed_runs(folder: Path, variant: str) -> list[dict[str, Any]]:
     ]
 
 
+def _plan_variants(
+    spec: PaperSpec, out: Path, *, scale: str, seeds: Sequence[int], extra: dict[str, Any],
+    variants: Sequence[str] | None, readings: bool, check_first: bool,
+) -> tuple[list[tuple[str, Any, Path]], dict[str, Config]]:
+    """Each variant's (and reading's) sweep and folder, every setting checked before any run.
+
+    Returns the jobs ``(name, sweep, folder)`` in run order and each variant's resolved config.
+    """
+    from mobidfl.analysis.sweep import Sweep
+
+    check_no_seed(extra)
+    for reading in spec.readings if readings else ():
+        clash = sorted(set(reading.overrides) & set(extra))
+        if clash:
+            raise ConfigError("--set", clash[0], f"not together with --readings (reading "
+                              f"{reading.name!r} sets it)")
+    jobs: list[tuple[str, Any, Path]] = []
+    resolved: dict[str, Config] = {}
+    for variant in chosen_variants(spec, variants, scale=scale):
+        settings = variant_settings(spec, variant, scale=scale, extra=extra)
+        resolved[variant] = Config.from_settings(settings)
+        sweep = Sweep.from_dict({"base": settings, "seeds": [int(s) for s in seeds]})
+        if check_first:
+            preflight(settings, seed=seeds[0])
+        jobs.append((variant, sweep, out / "runs" / _slug(variant)))
+        for reading in spec.readings if readings else ():
+            if reading.variants and variant not in reading.variants:
+                continue
+            name = reading_variant(variant, reading.name)
+            alt = {**settings, **reading.overrides}
+            Config.from_settings(alt)  # a bad override fails in one line before any run
+            sweep = Sweep.from_dict({"base": alt, "seeds": [int(s) for s in seeds]})
+            jobs.append((name, sweep, out / "runs" / _slug(name)))
+    return jobs, resolved
+
+
 def reproduce(
     paper: str,
     *,
@@ -456,36 +492,16 @@ def reproduce(
     net, data and learning settings as one program (:func:`mobidfl.analysis.sweep.run_batched`;
     ``processes`` is then unused); each run's rows equal the same run alone.
     """
-    from mobidfl.analysis.sweep import Sweep, load_runs, run_sweep
+    from mobidfl.analysis.sweep import load_runs, run_sweep
 
     spec = paper_spec(paper)
     out = Path(out)
     started, clock = datetime.now(UTC), time.monotonic()
     load_at_start = load_average()
-    resolved: dict[str, Config] = {}
     extra = dict(extra or {})
-    check_no_seed(extra)
-    jobs = []
-    for reading in spec.readings if readings else ():
-        clash = sorted(set(reading.overrides) & set(extra))
-        if clash:
-            raise ConfigError("--set", clash[0], f"not together with --readings (reading "
-                              f"{reading.name!r} sets it)")
-    for variant in chosen_variants(spec, variants, scale=scale):
-        settings = variant_settings(spec, variant, scale=scale, extra=extra)
-        resolved[variant] = Config.from_settings(settings)
-        sweep = Sweep.from_dict({"base": settings, "seeds": [int(s) for s in seeds]})
-        if check_first:
-            preflight(settings, seed=seeds[0])
-        jobs.append((variant, sweep, out / "runs" / _slug(variant)))
-        for reading in spec.readings if readings else ():
-            if reading.variants and variant not in reading.variants:
-                continue
-            name = reading_variant(variant, reading.name)
-            alt = {**settings, **reading.overrides}
-            Config.from_settings(alt)  # a bad override fails in one line before any run
-            sweep = Sweep.from_dict({"base": alt, "seeds": [int(s) for s in seeds]})
-            jobs.append((name, sweep, out / "runs" / _slug(name)))
+    jobs, resolved = _plan_variants(spec, out, scale=scale, seeds=seeds, extra=extra,
+                                    variants=variants, readings=readings,
+                                    check_first=check_first)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)  # only now: every variant's settings are checked
     # More processes than seeds: several variants run at once (each over its seeds), so
     # ``--processes`` covers every run of the reproduction, not one variant at a time.

@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 
 import mobidfl.analysis.measures as measures
-from mobidfl.analysis import bench, regime_map
+from mobidfl.analysis import bench, bench_scenarios, regime_map
 from mobidfl.analysis.bench_stats import run_numbers
 from mobidfl.analysis.cli import main
 from mobidfl.analysis.describe import describe_seeds, describe_world, markdown_head, markdown_row
@@ -95,7 +95,7 @@ with tempfile.TemporaryDirectory() as tmp:
                          "static_sensors", "--links", "ideal", "--processes", "0", "--quiet",
                          "--policies", "local", "--out", str(folder)])
     descriptors = pd.read_csv(folder / "descriptors.csv")
-    column = bench.columns(["static_sensors"], scale="ci", links=["ideal"])[0]
+    column = bench_scenarios.columns(["static_sensors"], scale="ci", links=["ideal"])[0]
     settings = {k: v for k, v in column.settings.items() if not k.startswith("link")}
     row = descriptors.set_index("column").loc[column.key]
     seeds = list(range(int(row["seed"]), int(row["seed"]) + int(row["seeds"])))
@@ -176,9 +176,6 @@ def test_the_new_metric_is_a_run_number_and_published(result):
     assert published == pytest.approx(best_on_curve)
 
 
-@pytest.mark.xfail(strict=True, reason="analysis/bench.py reads the tables once the lead "
-                   "applies the replacements listed for its split (describe_table, "
-                   "leaderboard): then remove this mark")
 def test_the_bench_s_describe_table_and_leaderboard_read_the_tables(result):
     # Assert: --describe prints the descriptor; the leaderboard gives the metric's mean and CI
     assert "isolated share" in result["describe"][0]
