@@ -191,6 +191,18 @@ def _saved(out: Path) -> str:
         return f"the finished runs are saved in {out}"
 
 
+def out_and_command(args: argparse.Namespace) -> tuple[Path, str]:
+    """A bench or tuning run's output folder and its command line (not a ``--describe``).
+
+    Refuses ``--rule`` (it goes with ``--describe`` only) and a missing ``--out``, one line each.
+    """
+    if args.rule is not None:
+        raise ConfigError("--rule", args.rule, "only with --describe")
+    if args.out is None:
+        raise ConfigError("--out", None, "an output folder (required unless --describe)")
+    return Path(args.out), bench_command(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """``mobidfl bench``: run a benchmark, or describe, tune or report one; the exit code."""
     from mobidfl.analysis.folders import OutputFailed, check_output_folder
@@ -203,12 +215,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"\n(mean over seeds {args.first_seed}-{args.first_seed + args.seeds - 1}: "
               "the bench's --first-seed and --seeds, as its descriptors.csv)")
         return 0
-    if args.rule is not None:
-        raise ConfigError("--rule", args.rule, "only with --describe")
-    if args.out is None:
-        raise ConfigError("--out", None, "an output folder (required unless --describe)")
-    out = Path(args.out)
-    command = bench_command(args)
+    out, command = out_and_command(args)
     if args.tune is not None:  # analysis/tuning.py runs it (it builds on this module)
         raise ConfigError("--tune", args.tune, "through `mobidfl bench` (the CLI hands "
                           "--tune to mobidfl.analysis.tuning.cmd_tune)")

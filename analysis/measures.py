@@ -156,7 +156,24 @@ class Observed:
 
 
 @dataclass(frozen=True)
-class Descriptor:
+class Measure:
+    """What a descriptor and a metric both declare: name, unit, direction and wording.
+
+    ``higher_is_better``: ``None`` for a descriptor (a property, not a score); ``digits``: the
+    decimals a table prints; ``header``: its column; ``words``: its name in a sentence.
+    """
+
+    name: str
+    unit: str
+    higher_is_better: bool | None
+    digits: int
+    header: str
+    words: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Descriptor(Measure):
     """One measured property of a world: a column of ``descriptors.csv`` and ``--describe``.
 
     ``digits``: the decimals ``--describe`` prints; ``header``: its column there, and
@@ -167,13 +184,6 @@ class Descriptor:
     span orders of magnitude (a rule's cut lies geometrically midway).
     """
 
-    name: str
-    unit: str
-    higher_is_better: bool | None
-    digits: int
-    header: str
-    words: str
-    description: str
     compute: Callable[[Observed], float]
     page_header: str = ""
     on_map: bool = False
@@ -191,7 +201,7 @@ class Descriptor:
 
 
 @dataclass(frozen=True)
-class Metric:
+class Metric(Measure):
     """One number of a run: a column of the bench's per-run table and ``runs.parquet``.
 
     ``compute(table, agents=...)`` reads the run's per-step table; ``None`` where the number
@@ -199,13 +209,6 @@ class Metric:
     and confidence half-width per cell.
     """
 
-    name: str
-    unit: str
-    higher_is_better: bool | None
-    digits: int
-    header: str
-    words: str
-    description: str
     compute: Callable[..., float] | None
     source: str = ""
     on_board: bool = False

@@ -507,22 +507,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
     import sys
 
     from mobidfl.analysis.bench_cli import (
-        bench_command,
         check_option_pairs,
         cmd_bench,
         comma_list,
+        out_and_command,
     )
     from mobidfl.analysis.bench_run import check_flags
 
     check_option_pairs(args)  # an option given where it does nothing: one line, exit 2
     if args.tune is None or args.describe is not None:
         return cmd_bench(args)
-    if args.rule is not None:
-        raise ConfigError("--rule", args.rule, "only with --describe")
-    if args.out is None:
-        raise ConfigError("--out", None, "an output folder (required unless --describe)")
-    out = Path(args.out)
-    command = bench_command(args)
+    out, command = out_and_command(args)
 
     if args.study is None:
         raise ConfigError("--tune", args.tune, "with --study (the tuning is a study's)")
