@@ -68,17 +68,17 @@ test-busy: $(VENV)/.browser
 # docs/performance/measurements.md), once per CPU dispatch this machine can emulate: oneDNN's
 # ISA cap, MKL's, and all of torch on AVX2 (an AMD Zen 3: no AVX-512). Each variant's
 # pass/fail and time is printed, then a summary; the target fails if any variant did.
-# CPU_VARIANTS: commas join several variables. (tests/test_app_browser.py's one bound is
+# CPU_VARIANTS: commas join several variables. (tests/analysis/app/test_app_browser.py's one bound is
 # WGS84 geometry, not torch: it needs Chromium and stays in `make test`.)
-NUMERIC_TESTS ?= tests/test_fast_wgrad.py tests/test_engine.py tests/test_learning_options.py \
-	tests/test_engine_api.py tests/test_eval_plan.py tests/test_precision.py tests/test_perf.py \
-	tests/test_policies_baseline.py tests/test_policies_mobility_aware_cached.py \
-	tests/test_policy_mofel.py tests/test_policy_psfl.py tests/test_batch_runs.py \
-	tests/test_data.py tests/test_idx_datasets.py tests/test_validation_cached_dfl.py \
-	tests/test_validation_psfl.py tests/test_distribution.py tests/test_dam_mobility.py \
-	tests/test_mixing.py tests/test_cache.py tests/test_psfl.py tests/test_links.py \
-	tests/test_mobility.py tests/test_city_maps.py tests/test_contact_trace.py \
-	tests/test_link_servers_energy.py tests/test_bench_stats.py
+NUMERIC_TESTS ?= tests/model/learning/test_fast_wgrad.py tests/model/learning/test_engine.py tests/model/learning/test_learning_options.py \
+	tests/model/learning/test_engine_api.py tests/model/learning/test_eval_plan.py tests/model/learning/test_precision.py tests/model/learning/test_perf.py \
+	tests/model/policies/test_policies_baseline.py tests/model/policies/test_policies_mobility_aware_cached.py \
+	tests/model/policies/test_policy_mofel.py tests/model/policies/test_policy_psfl.py tests/analysis/test_batch_runs.py \
+	tests/model/learning/test_data.py tests/model/learning/test_idx_datasets.py tests/validation/test_validation_cached_dfl.py \
+	tests/validation/test_validation_psfl.py tests/agents/test_distribution.py tests/agents/test_dam_mobility.py \
+	tests/model/maths/test_mixing.py tests/model/maths/test_cache.py tests/model/maths/test_psfl.py tests/model/test_links.py \
+	tests/agents/test_mobility.py tests/maps/test_city_maps.py tests/model/test_contact_trace.py \
+	tests/model/test_link_servers_energy.py tests/analysis/test_bench_stats.py
 CPU_VARIANTS ?= default ONEDNN_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX512_CORE \
 	ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 ONEDNN_MAX_CPU_ISA=AVX512_CORE_AMX \
 	MKL_ENABLE_INSTRUCTIONS=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX512 \

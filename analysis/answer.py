@@ -22,7 +22,7 @@ per-run data, and nothing else:
   (:func:`clopper_pearson`).
 
 Every statistic goes through scipy.stats or statsmodels; the functions are pure (tables in,
-numbers out) and tested on hand-worked cases in ``tests/test_answer.py``.
+numbers out) and tested on hand-worked cases in ``tests/analysis/test_answer.py``.
 """
 
 from __future__ import annotations

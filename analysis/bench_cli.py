@@ -94,7 +94,7 @@ def comma_list(text: str | None) -> list[str] | None:
 def bench_command(args: argparse.Namespace) -> str:
     """The command line of this bench (what resumes it), for the manifest and leaderboard.
 
-    Every option given is in it (tests/test_input_checks_53a.py sets each one): a recorded
+    Every option given is in it (tests/analysis/test_input_checks_53a.py sets each one): a recorded
     command that drops one does not repeat the bench.
     """
     import shlex

@@ -4,7 +4,7 @@
   state is written atomically to ``DIR/checkpoint/state.pt`` every N steps (and at the end),
   beside the resolved ``DIR/checkpoint/config.toml``.
 * ``mobidfl run --resume DIR``: continue a killed run from its last checkpoint; the outputs
-  equal those of an uninterrupted run with the same seed (tests/test_resume_cli.py).
+  equal those of an uninterrupted run with the same seed (tests/analysis/test_resume_cli.py).
 * ``mobidfl sweep SWEEP.toml --out DIR``: see :mod:`mobidfl.analysis.sweep`.
 * ``mobidfl report DIR``: figures and tables of a run or a sweep, see
   :mod:`mobidfl.analysis.report`.

@@ -133,7 +133,7 @@ def run_batched(
     :func:`mobidfl.model.learning.multirun.group_key` in lockstep with their stacks concatenated
     (training and evaluation one call over runs x agents), the rest one after the other, and
     ``record`` each run's table, made by ``mesa.batch_run`` from the finished model so that it has
-    the rows of the same run alone (tests/test_batch_runs.py).
+    the rows of the same run alone (tests/analysis/test_batch_runs.py).
 
     Never raises for a failing run: a model that cannot be built or a step that raises
     becomes that run's ``status="error"`` (the other runs of its group go on).

@@ -1,7 +1,7 @@
 """Output folders every command checks the same way (``run``, ``sweep``, ``bench``, ``reproduce``).
 
 One module below the commands, so each command's module imports it without importing the others
-(``tests/test_layers.py`` refuses a cycle).
+(``tests/project/test_layers.py`` refuses a cycle).
 """
 
 from __future__ import annotations

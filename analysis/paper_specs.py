@@ -56,7 +56,8 @@ INDEX = "_papers.toml"
 SCALES = ("ci", "small", "medium", "paper")
 """The scales a spec may define (``mobidfl reproduce --scale``)."""
 
-CI = "test scale of tests/test_exp_*.py: a claim's direction in seconds, not a verdict; "
+CI = ("test scale of tests/reproduction/test_exp_*.py: a claim's direction in seconds, not a "
+      "verdict; ")
 """How every ``ci`` scale note starts: its numbers are for the tests, not for a reader."""
 
 
@@ -170,7 +171,8 @@ road per visit, the paper's d_s 75 m; times are kept literal, so speeds scale by
 def mofel_speed(v_max_m_per_min: float) -> float:
     """The MobiDFL v_max (m/s) that stands for MoFeL's v_max in m/min (times 20/3).
 
-    ``mofel_002.toml`` writes these values out; ``tests/test_paper_specs.py`` checks them.
+    ``mofel_002.toml`` writes these values out;
+    ``tests/reproduction/test_paper_specs.py`` checks them.
     """
     return round(v_max_m_per_min * MOFEL_SPEED_SCALE / 60.0, 4)
 

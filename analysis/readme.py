@@ -3,8 +3,8 @@
 The settings table and the command-line reference are data, not prose: each is cut out of
 its page under ``docs/reference/`` between two markers and rebuilt from the code (the
 config's own fields, the CLI's own argparse parser), so defaults, help texts and options
-cannot drift from the code. ``tests/test_config.py`` and ``tests/test_docs.py`` fail when a
-page is stale.
+cannot drift from the code. ``tests/model/test_config.py`` and ``tests/docs/test_docs.py`` fail when
+a page is stale.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ the observed mean and spread (:func:`seeds_to_decide`). A claim that a count is 
 frustrated client contradicts "none", whatever the spread.
 
 Every spec also has a ``ci`` scale: a few agents and steps, seconds per run. It is
-what the tests run (``tests/test_exp_*.py`` check the claims' directions on it), never a
-verdict: a reader should take numbers from ``small`` or larger.
+what the tests run (``tests/reproduction/test_exp_*.py`` check the claims' directions on it), never
+a verdict: a reader should take numbers from ``small`` or larger.
 
 ``OUT/reproduction.md`` names its data set (and the paper's, where another stands in for it)
 and holds the table (paper vs MobiDFL mean ± std over seeds with the 95 % confidence interval
@@ -896,7 +896,7 @@ def reproduce_command(
     command += "".join(f" --set {k}={v}" for k, v in (extra or {}).items())
     if readings and spec.readings:
         command += " --readings"
-    if batch_runs:  # the same numbers as run by run (tests/test_batch_runs.py)
+    if batch_runs:  # the same numbers as run by run (tests/analysis/test_batch_runs.py)
         command += " --batch-runs"
     return command
 

@@ -8,7 +8,7 @@ factor at one non-base level; and, per ``[crosses]`` entry, the base with two fa
 non-base levels (their interaction). ``[heldout]`` worlds are run beside them but never used
 to draw the decision rule (:mod:`mobidfl.analysis.regime_map`), only to check it.
 
-:func:`changed_settings` is what ``tests/test_study.py`` checks: a column differs from the
+:func:`changed_settings` is what ``tests/analysis/test_study.py`` checks: a column differs from the
 base in exactly the settings of the levels it names.
 """
 

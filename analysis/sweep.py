@@ -41,7 +41,7 @@ raised: its message is kept and the other runs go on); ``lost`` (its worker proc
 died); ``pending``. ``resume=True`` skips runs whose Parquet file exists and, unless
 ``retry_errors``, runs that raised; it re-runs the rest. Run ids hash the run's settings
 and seed, so a changed sweep file never reuses a stale result. The same seed gives the
-same table on every backend (tests/test_sweep.py).
+same table on every backend (tests/analysis/test_sweep.py).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ tuning run, on which seeds and columns and by which rule two things are chosen:
 The choice is :func:`choose` (pure, tested on numbers worked by hand); runs go through the
 bench's sweep machinery (one resumable folder, one cell per grid point and stage). The page
 (:func:`tuning_page`) is generated from the published per-run data only
-(``python -m mobidfl.analysis.tuning publish`` / ``--page``), and ``tests/test_published_tuning.py``
-fails when it drifts from them.
+(``python -m mobidfl.analysis.tuning publish`` / ``--page``), and
+``tests/published/test_published_tuning.py`` fails when it drifts from them.
 """
 
 from __future__ import annotations

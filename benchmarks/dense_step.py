@@ -1,7 +1,7 @@
 """One local SGD step of an MLP on one CPU thread: autograd against the written-out gradient.
 
-Both paths give bit-identical gradients and losses (``tests/test_dense_step.py``); the
-difference is autograd recording and walking its graph, which dominates a small MLP's step
+Both paths give bit-identical gradients and losses (``tests/model/learning/test_dense_step.py``);
+the difference is autograd recording and walking its graph, which dominates a small MLP's step
 at small batches (the city benchmark's 10,000 cars take 50,000 such steps an epoch). In one
 run: the 1-thread fp32 matmul peak (the yardstick), then per batch size the CPU time per step
 of each path, best of ``--repeats``, with the step's GFLOP/s and share of the peak.

@@ -79,7 +79,7 @@ def cuda_test_files(tests: Path = ROOT / "tests") -> list[str]:
     step independent of the packages the other test files need)."""
     return sorted(
         str(p.relative_to(ROOT))
-        for p in tests.glob("test_*.py")
+        for p in tests.rglob("test_*.py")
         if re.search(r"^\s*@pytest\.mark\.cuda\b", p.read_text(encoding="utf-8"), flags=re.M)
     )
 

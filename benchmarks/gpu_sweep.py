@@ -11,7 +11,7 @@ Builds the runs of ``mobidfl reproduce cached_dfl_003`` (``--variants`` x ``--se
 Prints the machine, the load before and after, the fp32 matmul peak measured in the same
 process (1 CPU thread, or the GPU), set-up and stepping times, runs/s, seconds per epoch
 (per run-epoch and per lockstep epoch), the speed-up, and the largest difference of any
-``model.csv`` float between the two (the equality tests/test_batch_runs.py checks).
+``model.csv`` float between the two (the equality tests/analysis/test_batch_runs.py checks).
 
 Run (CPU, < 2 min): ``python benchmarks/gpu_sweep.py``;
 GPU: ``python benchmarks/gpu_sweep.py --device cuda --scale paper --seeds 5

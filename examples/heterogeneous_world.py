@@ -13,8 +13,8 @@ nothing to reproduce (``mobidfl reproduce`` is for the papers). What it shows: o
 own metric columns (``cache_size_mean``, ``federations``, ...) and its own
 ``acc_policy_<name>`` accuracy column.
 
-Sizes: ``ci`` (10 steps, seconds; what ``tests/test_exp_heterogeneous.py`` runs), ``small``
-(40 steps, about a minute per seed on one idle core), ``full`` (200 steps, 100 vehicles,
+Sizes: ``ci`` (10 steps, seconds; what ``tests/reproduction/test_exp_heterogeneous.py`` runs),
+``small`` (40 steps, about a minute per seed on one idle core), ``full`` (200 steps, 100 vehicles,
 56 sensors, 5 UAVs; tens of minutes per seed).
 
 Run: ``python examples/heterogeneous_world.py --size small --seeds 0 1 2``. The same world

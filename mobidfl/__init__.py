@@ -5,7 +5,7 @@ on where a class lives today. Everything installs under this one name: the repos
 folders ``model/``, ``agents/``, ``maps/`` and ``analysis/`` are the subpackages
 :mod:`mobidfl.model`, :mod:`mobidfl.agents`, :mod:`mobidfl.maps` and :mod:`mobidfl.analysis`
 (``package-dir`` in pyproject.toml), so a user's own ``model.py``, ``maps/`` or
-``analysis/`` beside a script shadows nothing (tests/test_namespace.py)::
+``analysis/`` beside a script shadows nothing (tests/project/test_namespace.py)::
 
     import mobidfl
 
@@ -21,7 +21,7 @@ Two floors in one package: the modules beside this file (:mod:`mobidfl.errors`,
 :mod:`mobidfl.atomic`) are the ground floor that every other package builds on; this file
 is the top floor. Its names are resolved on first use (PEP 562), so ``import mobidfl.errors``
 from :mod:`mobidfl.maps` runs this file without importing the Mesa model
-(tests/test_layers.py checks both floors).
+(tests/project/test_layers.py checks both floors).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ models, the Mesa model and the app read them from the ground floor. Each kind is
 kind with one file that defines its row and one entry point in the group
 :data:`ENTRY_POINT_GROUP` (docs/reference/layout.md, "Adding an agent kind"). Everything else
 (the count and per-kind settings, the agent class, the energy table, the app's look, which
-mobility models fit it) derives from the rows (``tests/test_kinds.py``).
+mobility models fit it) derives from the rows (``tests/mobidfl/test_kinds.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ turns a loopback node address into the machine's outward address
 (``ray._private.services.resolve_ip_for_localhost``) and its servers then listen on every
 interface. With ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` Ray's own setting for a single-machine
 "cluster" the node address stays 127.0.0.1 and every server binds there (checked with
-psutil in tests/test_bad_inputs.py). The environment variable is read when ``ray`` is
+psutil in tests/analysis/test_bad_inputs.py). The environment variable is read when ``ray`` is
 imported, so the same value is also set on the imported module (``ray_constants``; the one
 library shim here, listed in docs/reference/errors.md). A remote cluster (``address``) is
 the user's choice and left as it is.

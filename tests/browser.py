@@ -9,7 +9,7 @@ Offline by construction: the server's CDN is pointed at a local stub that answer
 everything (and records what was asked), so every front-end file must come from the proxy cache
 filled by ``.ci/solara_assets.sh``; the browser aborts (and records) every request that leaves
 127.0.0.1. Set up once with ``.ci/browser_deps.sh`` and ``.ci/solara_assets.sh``. Not a test
-module: imported by ``tests/test_browser_*.py``.
+module: imported by ``tests/project/test_browser_*.py``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from pathlib import Path
 # with: the system's full Fashion-MNIST (the default dataset, `auto:fashion_mnist|mnist5k`)
 # is hidden, here and in every subprocess a test starts (the environment variable), so the
 # default resolves to mnist5k. A test that wants the real set points back at Debian's folder
-# (tests/test_idx_datasets.py); a data_root given by a test is still read.
+# (tests/model/learning/test_idx_datasets.py); a data_root given by a test is still read.
 os.environ["MOBIDFL_FASHION_DIR"] = "/nonexistent/mobidfl-tests-use-small-data"
 
 import pytest

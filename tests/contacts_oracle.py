@@ -1,6 +1,6 @@
 """The contact detection of model/contacts.py before the issue-15 item-3 rewrite, verbatim.
 
-Kept as the reference oracle: tests/test_contacts.py checks that the new code finds exactly
+Kept as the reference oracle: tests/model/test_contacts.py checks that the new code finds exactly
 the same contact set on random trajectories and edge cases, and benchmarks/city_scale.py
 times it side by side with the new code (``--old``). Not used by the simulator.
 """

@@ -14,7 +14,7 @@ plug-in installed by an earlier step, or a ``PYTHONPATH`` a step exports, is see
 process. An environment variable that a preloaded library reads at import (``MPLBACKEND``,
 torch's thread variables) keeps the server's value: the server starts with the caller's
 environment. The real entry point in a fresh interpreter stays tested elsewhere
-(``tests/test_bad_inputs.py``, ``tests/test_resume_cli.py``).
+(``tests/analysis/test_bad_inputs.py``, ``tests/analysis/test_resume_cli.py``).
 """
 
 from __future__ import annotations

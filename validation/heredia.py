@@ -79,7 +79,7 @@ SIZES: dict[str, dict[str, int]] = {
 }
 """N clients, iterations simulated, App. B window (iterations), and how many seeds the
 same-settings statistics use at least. ``full`` is the thesis' N = 128 (generate_graph.py's
-default); ``ci`` is what tests/test_validation_heredia.py runs.
+default); ``ci`` is what tests/validation/test_validation_heredia.py runs.
 
 WHY ``stat_seeds``: the seed-to-seed spread of a mean neighbour count is large at small N, and
 three seeds estimate it badly (``--size small --seeds 3`` once put a +10.7 % chance difference

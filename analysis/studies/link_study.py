@@ -11,7 +11,7 @@ Cached-DFL (``cached_lru``) and DFL (``dpsgd``), with ``local`` (no exchange) as
 Links (:data:`LINKS`):
 
 * ``ideal``: ``fixed_rate`` at ``inf``, the ideal exchange with byte accounting (the same run
-  as ``link = "ideal"``: tests/test_links.py checks it);
+  as ``link = "ideal"``: tests/model/test_links.py checks it);
 * ``dsrc-cnn``: ``distance_rate`` with the 802.11p profile, the trained CNN on the air;
 * ``dsrc-mobilenetv2``: the same link, a MobileNetV2 on the air (3,504,872 parameters,
   14.0 MB; simulated bytes), between the two;

@@ -1,7 +1,7 @@
 """ns-3 check of the link model: two cars passing each other, replayed in ns-3 802.11p.
 
 A first, small check. Two cars drive at each other (ns-3
-``ConstantVelocityMobilityModel``, the same straight lines as ``tests/test_links.py``), one
+``ConstantVelocityMobilityModel``, the same straight lines as ``tests/model/test_links.py``), one
 sends saturating UDP to the other over ad-hoc 802.11p (10 MHz, 5.9 GHz; ARP caches filled
 beforehand, so no ARP timer eats the contact), and the bytes the receiver got are compared
 with what MobiDFL's link model says the same contact carries (its whole capacity, one way):

@@ -150,7 +150,7 @@ class ConfigFields:
 
     One count field (after ``map_cache``) and one :class:`KindSettings` field (after
     ``contacts_out``) per row of :data:`mobidfl.settings.AGENT_KINDS`, added by
-    :func:`_with_kinds` (``tests/test_kinds.py`` checks they match).
+    :func:`_with_kinds` (``tests/mobidfl/test_kinds.py`` checks they match).
     """
 
     # --- world ---------------------------------------------------------------------

@@ -351,7 +351,7 @@ class _MaxPool2(torch.autograd.Function):
     window in row-major order and keep the first maximum, so values and indices (plane
     offsets ``h * W + w``, layout-independent) are identical, ties included; the backward is
     torch's NCHW ``max_pool2d_with_indices_backward`` with those indices, so the gradient is
-    bit-identical to ``F.max_pool2d``'s (tests/test_eval_plan.py).
+    bit-identical to ``F.max_pool2d``'s (tests/model/learning/test_eval_plan.py).
     """
 
     @staticmethod
@@ -408,7 +408,7 @@ class _FastWgradConv(torch.autograd.Function):
     tenth of the matmul peak on a CPU; as a forward convolution with B input channels it runs
     several times faster (``benchmarks/conv_kernels.py``). Same maths, another summation
     order: the gradient agrees with torch's to ~1e-6 relative, not bit for bit
-    (``tests/test_fast_wgrad.py``).
+    (``tests/model/learning/test_fast_wgrad.py``).
     """
 
     @staticmethod
@@ -503,8 +503,9 @@ def dense_step(
     The chain rule written out: the kernels autograd runs for ``F.linear`` / ``F.relu`` /
     ``F.cross_entropy`` (``addmm``; ``log_softmax`` and ``nll_loss``; weight gradients as
     ``mm(grad.T, input)``, bias gradients as column sums, ``threshold_backward``), in the same
-    order, so the results are bit-identical (``tests/test_dense_step.py``), without recording and
-    walking a graph, which dominates a small MLP's step on a CPU (``benchmarks/dense_step.py``).
+    order, so the results are bit-identical (``tests/model/learning/test_dense_step.py``), without
+    recording and walking a graph, which dominates a small MLP's step on a CPU
+    (``benchmarks/dense_step.py``).
     """
     with torch.no_grad():
         h = x

@@ -1,0 +1,1 @@
+"""The test suite; shared helpers and fixtures live here, the tests in subfolders."""

@@ -1,0 +1,1 @@
+"""Tests of mobidfl.analysis (analysis/): the CLI, bench, studies, sweeps, pages."""

@@ -1,0 +1,1 @@
+"""Tests of mobidfl.analysis.app (analysis/app/), the interactive app."""

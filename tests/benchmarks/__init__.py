@@ -1,0 +1,1 @@
+"""The speed scripts (benchmarks/) checked without the hardware they measure."""

@@ -1,0 +1,1 @@
+"""The documentation: pages build, links exist, every command shown runs."""

@@ -1,0 +1,1 @@
+"""Tests of the mobidfl front door (mobidfl/): settings, registries, errors, files."""

@@ -1,0 +1,1 @@
+"""Tests of mobidfl.model.policies (model/policies/)."""

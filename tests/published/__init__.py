@@ -1,0 +1,1 @@
+"""Committed pages and data regenerated and compared with what is published."""

@@ -1,0 +1,1 @@
+"""The paper reproductions (mobidfl reproduce) at CI scale."""

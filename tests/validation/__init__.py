@@ -1,0 +1,1 @@
+"""MobiDFL beside the authors' own code (validation/)."""
