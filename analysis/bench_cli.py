@@ -47,6 +47,7 @@ def add_bench_parser(sub: Any) -> None:
     bench.add_argument("--rule", metavar="FILE", help="with --describe: a regime_rule.json "
                        "(e.g. published/benchmark/mobility_skew/regime_rule.json); adds the "
                        "policy it predicts for each world")
+    # One add_argument per option, argparse's shape: each has its own help text.
     bench.add_argument("--scenarios", metavar="A,B", help="scenarios (default: all; "
                        + ", ".join(scenario_names()) + ")")
     bench.add_argument("--policies", metavar="A,B", default="all", help="registered policies "

@@ -541,6 +541,7 @@ class TimeToTarget:
     NaN with no seed), with the fastest and slowest reaching seed.
     """
 
+    # Shaped as Interval above (fields, then text()): each summary prints itself.
     reached: int
     n: int
     median: float

@@ -808,6 +808,7 @@ def reading_rows(
     return out
 
 
+# The keywords of write_report, which forwards them: the page is written from what the run recorded.
 def _markdown(
     spec: PaperSpec,
     per_run: pd.DataFrame,

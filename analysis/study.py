@@ -25,7 +25,7 @@ from typing import Any
 
 from mobidfl.analysis.bench_scenarios import SCALES, About, Column, link_axis
 from mobidfl.errors import ConfigError
-from mobidfl.model.config import (
+from mobidfl.model.config import (  # the names a scenario reader needs (as bench_scenarios.py)
     KINDS,
     canonical_name,
     check_one_name_each,

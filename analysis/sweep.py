@@ -364,6 +364,7 @@ def _run_locked(
         )  # fmt: skip
 
 
+# The keywords of _run_locked, which forwards them all: each step of the sweep names what it reads.
 def _run_opened(
     sweep: Sweep, out: Path, *, backend: str, processes: int | None, address: str | None,
     resources: dict[str, float], resume: bool, retry_errors: bool, progress: bool,

@@ -90,6 +90,7 @@ __all__ = [
 
 
 # --- planning and running -------------------------------------------------------------------
+# A plain record of one run's inputs, like executors.RunSpec: fields, not logic.
 @dataclass(frozen=True)
 class TuneCell:
     """One grid point (or the paper's value) of one policy on one column, at one stage."""

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib.ticker
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from mobidfl.analysis.app.figures import finish_axes
 from mobidfl.analysis.describe import label_skew_index
 from mobidfl.analysis.measures import descriptor_named
 from mobidfl.analysis.regime_map import Rule, X, Y, load_rule
@@ -188,15 +188,6 @@ def _figure() -> tuple[Figure, Any]:
     return figure, figure.subplots()
 
 
-def _finish(ax: Any, steps: int, *, title: str, ylabel: str) -> None:
-    ax.set_xlim(-0.2, max(steps, 1) + 0.2)
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    ax.set_xlabel("step")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=11)
-    ax.grid(alpha=0.3)
-
-
 def compare_accuracy_figure(comparison: Comparison) -> Figure:
     """Mean test accuracy per policy over steps.
 
@@ -213,7 +204,7 @@ def compare_accuracy_figure(comparison: Comparison) -> Figure:
     else:
         ax.text(0.5, 0.5, "no step run yet", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylim(0, 1)
-    _finish(ax, comparison.steps, title="Mean accuracy per policy", ylabel="test accuracy")
+    finish_axes(ax, comparison.steps, title="Mean accuracy per policy", ylabel="test accuracy")
     return figure
 
 
@@ -248,7 +239,7 @@ def compare_bytes_figure(comparison: Comparison) -> Figure:
     elif ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper left")
     ax.set_ylim(bottom=0)
-    _finish(ax, comparison.steps, title="Bytes sent (cumulative)", ylabel="MB, all agents")
+    finish_axes(ax, comparison.steps, title="Bytes sent (cumulative)", ylabel="MB, all agents")
     return figure
 
 

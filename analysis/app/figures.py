@@ -36,9 +36,9 @@ def _series(model: MobiDFLModel, column: str) -> np.ndarray:
     return np.asarray(model.datacollector.model_vars.get(column, []), float)
 
 
-def _finish(ax: Any, model: MobiDFLModel, *, title: str, ylabel: str) -> None:
-    """Shared axes look: integer steps from 0, grid, title."""
-    ax.set_xlim(-0.2, max(model.steps, 1) + 0.2)
+def finish_axes(ax: Any, steps: int, *, title: str, ylabel: str) -> None:
+    """Shared axes look of the app's step plots (a run's and Compare's): integer steps, grid."""
+    ax.set_xlim(-0.2, max(steps, 1) + 0.2)
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
@@ -74,7 +74,7 @@ def accuracy_figure(model: MobiDFLModel) -> Figure:
             line.set_gid("acc-mean")
         ax.set_ylim(0, 1)
         ax.legend(fontsize=8, loc="best")
-    _finish(ax, model, title="Mean accuracy per kind / policy", ylabel="test accuracy")
+    finish_axes(ax, model.steps, title="Mean accuracy per kind / policy", ylabel="test accuracy")
     return figure
 
 
@@ -85,7 +85,7 @@ def contacts_figure(model: MobiDFLModel) -> Figure:
     (line,) = ax.plot(np.arange(len(contacts)), contacts, "-o", ms=3, color=CONTACT_COLOUR)
     line.set_gid("contacts")
     ax.set_ylim(bottom=0)
-    _finish(ax, model, title="Contacts per step", ylabel="contact pairs")
+    finish_axes(ax, model.steps, title="Contacts per step", ylabel="contact pairs")
     return figure
 
 
@@ -106,7 +106,8 @@ def neighbours_figure(model: MobiDFLModel) -> Figure:
         values = _series(model, column)
         if values.size:
             ax.plot(np.arange(len(values)), values, style, ms=3, label=label)
-    _finish(ax, model, title="Cumulative distinct neighbours", ylabel="distinct neighbours (mean)")
+    finish_axes(ax, model.steps, title="Cumulative distinct neighbours",
+                ylabel="distinct neighbours (mean)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper left")
     return figure
@@ -192,8 +193,9 @@ def energy_figure(model: MobiDFLModel) -> Figure:
         bottom.set_ylim(bottom=0)
         if bottom.get_legend_handles_labels()[0]:
             bottom.legend(fontsize=8, loc="upper left")
-    _finish(top, model, title="Energy per step (all agents)", ylabel="J")
-    _finish(bottom, model, title="Cumulative energy per agent", ylabel="J (mean per kind)")
+    finish_axes(top, model.steps, title="Energy per step (all agents)", ylabel="J")
+    finish_axes(bottom, model.steps, title="Cumulative energy per agent",
+                ylabel="J (mean per kind)")
     return figure
 
 
@@ -208,7 +210,7 @@ def link_figure(model: MobiDFLModel) -> Figure:
     figure.subplots_adjust(right=0.85)
     if not link_on(model):
         _no_link(ax, model)
-        _finish(ax, model, title="Bytes and aborted transfers", ylabel="MB per step")
+        finish_axes(ax, model.steps, title="Bytes and aborted transfers", ylabel="MB per step")
         return figure
     sent, received = _series(model, "bytes_sent") / MB, _series(model, "bytes_received") / MB
     aborted = _series(model, "transfers_aborted")
@@ -230,5 +232,5 @@ def link_figure(model: MobiDFLModel) -> Figure:
     ax.set_ylim(bottom=0)
     handles = ax.get_legend_handles_labels()[0] + [bars]
     ax.legend(handles=handles, fontsize=8, loc="upper left")
-    _finish(ax, model, title="Bytes and aborted transfers", ylabel="MB per step")
+    finish_axes(ax, model.steps, title="Bytes and aborted transfers", ylabel="MB per step")
     return figure

@@ -78,7 +78,6 @@ from mobidfl.model.learning.data import Dataset
 from mobidfl.model.learning.nets import build_net, flops_per_sample
 from mobidfl.model.learning.params import (
     DENSE_MIX_DENSITY,
-    PERTURBATIONS,
     Params,
     average_stacks,
     combine_snapshots,
@@ -339,9 +338,7 @@ class Engine:
             self.params: list[torch.Tensor] = init_stacks(
                 template, self.n_agents, t.same_init, shared=shared
             )
-        if t.perturb not in PERTURBATIONS:
-            raise ValueError(f"perturb {t.perturb!r} is not one of {PERTURBATIONS}")
-        self.perturb = str(t.perturb)
+        self.perturb = str(t.perturb)  # checked by the config (ConfigFields.perturb), trusted here
         if self.perturb == "init_last_bit":
             nudge_last_bit(self.params)
         return template, shared
