@@ -206,8 +206,8 @@ def out_and_command(args: argparse.Namespace) -> tuple[Path, str]:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """``mobidfl bench``: run a benchmark, or describe, tune or report one; the exit code."""
+    from mobidfl.analysis.executors import SweepStopped
     from mobidfl.analysis.folders import OutputFailed, check_output_folder
-    from mobidfl.analysis.sweep import SweepStopped
 
     check_option_pairs(args)
     if args.describe is not None:

@@ -556,7 +556,8 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``mobidfl sweep``: run or resume a sweep file's runs; returns the exit code."""
-    from mobidfl.analysis.sweep import SWEEP_FILE, Sweep, SweepStopped, run_sweep
+    from mobidfl.analysis.executors import SweepStopped
+    from mobidfl.analysis.sweep import SWEEP_FILE, Sweep, run_sweep
 
     out = Path(args.out)
     if args.address and args.backend != "ray":

@@ -75,7 +75,8 @@ def check_bench(folder: Path) -> dict[str, Any]:
     WHY: a folder that is not a bench (a publication, a run, a typo) would publish no runs, or
     end in a traceback half-way.
     """
-    from mobidfl.analysis.bench import CELLS, BenchDamaged, check_bench_folder
+    from mobidfl.analysis.bench import CELLS, check_bench_folder
+    from mobidfl.analysis.runner import BenchDamaged
 
     wanted = "a bench folder (the --out of mobidfl bench: manifest.json with its cells)"
     if not folder.is_dir():

@@ -81,6 +81,23 @@ def error_homes(library: dict[str, str]) -> dict[str, set[str]]:
                 homes.setdefault(node.name, set()).add(module)
                 exceptions.add(node.name)
                 grew = True
+    return _with_package_fronts(homes, library)
+
+
+def _with_package_fronts(homes: dict[str, set[str]], library: dict[str, str]
+                         ) -> dict[str, set[str]]:
+    """Add a package as a home of an error its ``__init__`` imports from its own module.
+
+    A package split into modules (``mobidfl.model.config``) is the import path its users
+    know; the module that defines the class stays a home for the package's own modules."""
+    for name, modules in homes.items():
+        for module in list(modules):
+            package = module.rpartition(".")[0]
+            tree = ast.parse(library.get(package, ""))
+            if any(isinstance(node, ast.ImportFrom) and node.module == module
+                   and any(alias.name == name for alias in node.names)
+                   for node in ast.walk(tree)):
+                modules.add(package)
     return homes
 
 
