@@ -47,6 +47,7 @@ __all__ = [
     "claim_stability",
     "cross_cpu_table",
     "main",
+    "merged_rows",
     "published_effects",
     "seeds_for_sign",
     "stability",
@@ -247,6 +248,21 @@ def _page(check: bool) -> int:
     return 0
 
 
+def merged_rows(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The published rows of ``path`` with those ``table`` measures again replaced by its own.
+
+    A row is one claim at one scale: publishing a ``small`` check of one claim keeps the
+    ``ci`` table of every claim, and publishing the ``ci`` table again keeps the ``small`` row.
+    """
+    if not path.exists():
+        return table
+    old = pd.read_csv(path, keep_default_na=False, dtype=str)
+    key = ["paper", "claim", "scale"]
+    new = table.astype(str)
+    kept = old[~old.set_index(key).index.isin(new.set_index(key).index)]
+    return pd.concat([kept, new], ignore_index=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the arms of the papers named (or rewrite/check the page with ``--page``)."""
     parser = argparse.ArgumentParser(prog="python -m mobidfl.analysis.stability",
@@ -254,7 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("papers", nargs="*", help="papers (default: the five seed papers)")
     parser.add_argument("--out", type=Path, default=Path("stability"))
     parser.add_argument("--scale", default="ci")
-    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--seeds", type=int, default=3, help="seeds from --first-seed "
+                        "(default 3: the fewest a verdict reads)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--claims", default="", help="comma-separated parts of claim texts")
     parser.add_argument("--publish", action="store_true", help=f"also write {STABILITY_CSV}")
@@ -276,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = pd.concat(tables, ignore_index=True)
     write_csv(table, args.out / "stability.csv", index=False)
     if args.publish:
-        write_csv(table, STABILITY_CSV, index=False)
+        write_csv(merged_rows(table, STABILITY_CSV), STABILITY_CSV, index=False)
     chaotic = int((table["stability"] == CHAOTIC).sum())
     print(f"{len(table)} claims, {chaotic} {CHAOTIC}: {args.out / 'stability.csv'}")
     return 0

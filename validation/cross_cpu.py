@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         extra = {"backend": "batched", "device": "cuda"} if args.device == "cuda" else {}
         info, claims = machine(args.device), []
         for paper in papers:
-            row = published[(published.paper == paper) & (published.claim == CLAIMS[paper])]
+            row = published[(published.paper == paper) & (published.claim == CLAIMS[paper])
+                            & (published.scale == "ci")]
             if not len(row):
                 raise ConfigError("--papers", paper, f"a paper with a row in {STABILITY_CSV}")
             ref = row.iloc[0]

@@ -18,6 +18,7 @@ from mobidfl.analysis.stability import (
     STABILITY_CSV,
     STABLE,
     claim_stability,
+    merged_rows,
     seeds_for_sign,
     stability,
 )
@@ -115,9 +116,8 @@ def test_dam_claim_keeps_its_published_verdict_under_both_perturbations(tmp_path
     # Prepare: the published CI-scale verdict of "DAM over Random" and its seeds
     torch.set_num_threads(1)
     published = pd.read_csv(STABILITY_CSV, keep_default_na=False, dtype=str)
-    row = published[(published.paper == "dam_001")
+    row = published[(published.paper == "dam_001") & (published.scale == "ci")
                     & (published.claim == "DAM over Random (alpha = 0.05)")].iloc[0]  # fmt: skip
-    assert row.scale == "ci"
     seeds = [int(s) for s in row.seeds.split()]
     assert len(seeds) >= 2
     # Execute: the claim's two variants, unperturbed and under each perturbation
@@ -184,3 +184,20 @@ def test_cross_cpu_table_lists_per_claim_the_machines_that_agree(tmp_path) -> No
     table = cross_cpu_table(tmp_path)
     assert "| dam_001 | DAM over Random | holds | Zen 3 (holds) | Zen 5 (fails) |" in table
     assert cross_cpu_table(tmp_path / "none").startswith("No CPU")
+
+
+def test_publishing_one_scale_keeps_the_rows_of_another(tmp_path) -> None:
+    # Prepare: a published table of two claims at ci and one at small
+    path = tmp_path / "stability.csv"
+    pd.DataFrame({"paper": ["dam_001", "dam_001", "dam_001"], "claim": ["a", "b", "a"],
+                  "scale": ["ci", "ci", "small"], "verdict": ["holds", "fails", "undecided"]}
+                 ).to_csv(path, index=False)
+    # Execute: claim a measured again at small
+    new = pd.DataFrame({"paper": ["dam_001"], "claim": ["a"], "scale": ["small"],
+                        "verdict": ["direction only"]})
+    merged = merged_rows(new, path)
+    # Assert: both ci rows kept as they were, the small row replaced, nothing duplicated
+    assert merged.values.tolist() == [["dam_001", "a", "ci", "holds"],
+                                       ["dam_001", "b", "ci", "fails"],
+                                       ["dam_001", "a", "small", "direction only"]]
+    assert merged_rows(new, tmp_path / "none.csv") is new  # nothing published yet
