@@ -32,7 +32,7 @@ from tests.docs.test_docs import tutorial_env
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("README.md", *sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "validation").glob("*.md")
-), "docs/benchmark/controlled.md", "docs/benchmark/index.md")
+), "docs/benchmark/controlled.md", "docs/benchmark/index.md", "docs/reproduction/stability.md")
 """The pages whose commands this file runs (the tutorials: tests/docs/test_docs.py)."""
 SHELL = ("bash", "sh", "shell", "console")
 PROGRAMS = ("make", "python", "python3", "mobidfl", "pytest", "pip", "git", "source", "bash")
@@ -41,6 +41,11 @@ MARK = "::doc-command:: "
 """Printed before each command, to say which one failed and that each ran."""
 
 CI_SIZE: dict[str, tuple[str, str]] = {
+    "python -m mobidfl.analysis.stability dam_001 --scale ci --seeds 3 --out stability": (
+        'python -m mobidfl.analysis.stability dam_001 --scale ci --seeds 3 --out stability '
+        '--claims "DAM over Random"',
+        "the same three arms on the same seeds, for the one claim whose published verdict "
+        "tests/reproduction/test_stability.py also checks: its two variants, not all four"),
     # documented command (its trailing comment dropped): (what runs here, why)
     "mobidfl run --out results/first --set vehicles=40 --set steps=30 --set policy=dpsgd": (
         "mobidfl run --out results/first --set vehicles=40 --set steps=3 --set policy=dpsgd",
@@ -79,6 +84,10 @@ CI_SIZE: dict[str, tuple[str, str]] = {
 argument."""
 
 COVERED: dict[str, str] = {
+    "python -m mobidfl.analysis.stability dam_001 --scale small --seeds 3 --out stability_small":
+        "hours on 2 cores (1,000 full-batch rounds a run); run for DAM over Random with "
+        "--claims, its three arms published under published/reproduction/stability_small/ "
+        "and checked against the table by tests/reproduction/test_stability.py",
     "make run": "sets up a machine (creates .venv, installs, then one run of the default "
                 "world): CI starts from a fresh clone with the same set-up (make test); "
                 "`mobidfl run` itself is run here from the README's first-run lines",

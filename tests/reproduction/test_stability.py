@@ -201,3 +201,22 @@ def test_publishing_one_scale_keeps_the_rows_of_another(tmp_path) -> None:
                                        ["dam_001", "b", "ci", "fails"],
                                        ["dam_001", "a", "small", "direction only"]]
     assert merged_rows(new, tmp_path / "none.csv") is new  # nothing published yet
+
+
+def test_the_published_small_check_is_its_runs_verdicts() -> None:
+    # Prepare: the small-scale rows of the stability table and the arms' published folders
+    published = pd.read_csv(STABILITY_CSV, keep_default_na=False, dtype=str)
+    small = published[published.scale == "small"]
+    root = STABILITY_CSV.parent / "stability_small"
+    assert len(small), "the DAM/DCM small-scale check is published"
+    for _, row in small.iterrows():
+        for arm, column in (("none", "verdict"), ("init_last_bit", "verdict init_last_bit"),
+                            ("fp64_aggregate", "verdict fp64_aggregate")):
+            # Execute: the arm's own verdicts.csv, written by its reproduction
+            verdicts = pd.read_csv(root / row["paper"] / arm / "verdicts.csv",
+                                   keep_default_na=False, dtype=str).set_index("claim")
+            # Assert: the table says what each arm's runs gave
+            assert verdicts.loc[row["claim"], "verdict"] == row[column]
+        none = pd.read_csv(root / row["paper"] / "none" / "verdicts.csv",
+                           keep_default_na=False, dtype=str).set_index("claim")
+        assert none.loc[row["claim"], "MobiDFL (mean ± std)"] == row["effect (mean ± std)"]
