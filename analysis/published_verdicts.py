@@ -18,7 +18,7 @@ each ``verdicts.csv`` here and compare.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,9 +115,14 @@ def _replace_block(lines: list[str], first: int, last: int, new: Sequence[str]) 
     return [*lines[:first], *new, *lines[last:]]
 
 
-def report_sections(text: str, inputs: RecordInputs) -> str:
-    """``text`` (a report) with its rule, claim table and readings section of ``inputs``."""
-    rows = verdict_rows(inputs.spec, inputs.per_run, inputs.steps)
+def report_sections(text: str, inputs: RecordInputs,
+                    rows: Sequence[Mapping[str, str]] | None = None) -> str:
+    """``text`` (a report) with its rule, claim table and readings section of ``inputs``.
+
+    ``rows``: the claim rows of ``inputs`` where the caller has scored them already.
+    """
+    if rows is None:
+        rows = verdict_rows(inputs.spec, inputs.per_run, inputs.steps)
     lines = text.split("\n")
     try:
         first = next(i for i, line in enumerate(lines) if line.startswith("Verdicts are "))
@@ -160,8 +165,9 @@ def rescore(published: Path, docs: Path, verdicts: str, *, folders: Sequence[str
         written.append(readings)
     if report:
         page = docs / report
-        new = report_sections(page.read_text(), inputs)
-        if new != page.read_text():
+        old = page.read_text()
+        new = report_sections(old, inputs, rows)
+        if new != old:
             write_text_atomic(page, new)
         written.append(page)
     return written

@@ -378,7 +378,8 @@ def _pm(mean: float, std: float, n: int) -> str:
     return format_mean_std(mean, std, n, digits=digits)
 
 
-def _markdown(table: pd.DataFrame) -> str:
+def markdown_table(table: pd.DataFrame) -> str:
+    """``table`` as a Markdown pipe table, as the reports and pages print one."""
     head = "| " + " | ".join(str(c) for c in table.columns) + " |"
     rule = "|" + "---|" * len(table.columns)
     body = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.itertuples(False)]
@@ -448,7 +449,7 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
             "Accuracy, gap, consensus, federations, NTC and NFC at the last step; cache count "
             "and age averaged over steps 1..T.",
             "",
-            _markdown(table),
+            markdown_table(table),
             "",
         ]
     if (folder / MANIFEST).exists():
@@ -457,8 +458,8 @@ def make_report(folder: str | Path, *, out: str | Path | None = None) -> list[Pa
             lines += [f"Wall time per run: {mean_std(wall, digits=1)} s.", ""]
         failed = manifest[manifest["status"].isin(["error", "lost"])]
         if len(failed):
-            lines += ["## Failed runs", "", _markdown(failed[["run_id", "seed", *swept, "status",
-                                                               "error"]]), ""]
+            shown = failed[["run_id", "seed", *swept, "status", "error"]]
+            lines += ["## Failed runs", "", markdown_table(shown), ""]
     if written:
         lines += ["## Figures", ""]
         lines += [f"![{p.stem}]({p.name})" for p in written]

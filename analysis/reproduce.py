@@ -453,7 +453,7 @@ def _plan_variants(
         sweep = Sweep.from_dict({"base": settings, "seeds": [int(s) for s in seeds]})
         if check_first:
             preflight(settings, seed=seeds[0])
-        jobs.append((variant, sweep, out / "runs" / _slug(variant)))
+        jobs.append((variant, sweep, out / "runs" / variant_slug(variant)))
         for reading in spec.readings if readings else ():
             if reading.variants and variant not in reading.variants:
                 continue
@@ -461,7 +461,7 @@ def _plan_variants(
             alt = {**settings, **reading.overrides}
             Config.from_settings(alt)  # a bad override fails in one line before any run
             sweep = Sweep.from_dict({"base": alt, "seeds": [int(s) for s in seeds]})
-            jobs.append((name, sweep, out / "runs" / _slug(name)))
+            jobs.append((name, sweep, out / "runs" / variant_slug(name)))
     return jobs, resolved
 
 
@@ -683,10 +683,6 @@ def _shown_commit() -> str:
 def variant_slug(name: str) -> str:
     """The folder of a variant's sweep in ``runs/`` (``Static [reset]``: ``Static__reset_``)."""
     return "".join(c if c.isalnum() else "_" for c in name)
-
-
-def _slug(name: str) -> str:
-    return variant_slug(name)
 
 
 def verdict_rows(

@@ -34,7 +34,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mobidfl.analysis.reproduce import claim_effects, paper_spec, reproduce, seeds_to_decide
+from mobidfl.analysis.report import markdown_table
+from mobidfl.analysis.reproduce import (
+    claim_effects,
+    paper_spec,
+    reproduce,
+    seeds_to_decide,
+    variant_slug,
+)
 from mobidfl.atomic import write_csv, write_text_atomic
 from mobidfl.errors import ConfigError
 
@@ -114,7 +121,7 @@ def stability(
     *,
     out: Path,
     scale: str = "ci",
-    seeds: Sequence[int] = (0, 1),
+    seeds: Sequence[int] = (0, 1, 2),
     arms: Sequence[str] = ARMS,
     claims: Sequence[str] = (),
     extra: Mapping[str, Any] | None = None,
@@ -141,13 +148,22 @@ def stability(
             "claim"
         )
     record = published_effects(spec.name)
+    read: dict[tuple[str, str], list[bytes]] = {}
+
+    def losses(arm: str, ran: Sequence[str]) -> list[bytes]:
+        """The runs' losses of ``ran`` in ``arm``, each variant's files read once."""
+        for v in ran:
+            if (arm, v) not in read:
+                read[arm, v] = _losses(out / arm, [v])
+        return [b for v in ran for b in read[arm, v]]
+
     rows = []
     for c in chosen:
         base = verdicts["none"].loc[c.text]
         moved = {arm: str(verdicts[arm].loc[c.text, "verdict"]) for arm in arms}
         shifts = [abs(_mean(verdicts[arm].loc[c.text]) - _mean(base)) for arm in arms]
         ran = [v for v in (c.a, c.b) if v is not None]
-        changed = [arm for arm in arms if _losses(out / "none", ran) != _losses(out / arm, ran)]
+        changed = [arm for arm in arms if losses("none", ran) != losses(arm, ran)]
         rows.append({
             "paper": spec.name, "claim": c.text, "scale": scale,
             "seeds": " ".join(str(s) for s in seeds),
@@ -172,8 +188,7 @@ def _losses(folder: Path, variants: Sequence[str]) -> list[bytes]:
     """
     out = []
     for variant in variants:
-        slug = "".join(ch if ch.isalnum() else "_" for ch in variant)  # reproduce's folder name
-        for f in sorted((folder / "runs" / slug / "runs").glob("*.parquet")):
+        for f in sorted((folder / "runs" / variant_slug(variant) / "runs").glob("*.parquet")):
             table = pd.read_parquet(f)
             if "loss_mean" in table:  # a world without learning has no loss to move
                 out.append(table.sort_values("step")["loss_mean"].to_numpy(float).tobytes())
@@ -189,19 +204,11 @@ def _mean(row: pd.Series) -> float:
         return math.nan
 
 
-def _markdown(frame: pd.DataFrame) -> str:
-    """A pipe table of ``frame`` as the pages show tables."""
-    cols = list(frame.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(False)]
-    return "\n".join(lines)
-
-
 def stability_table(path: Path = STABILITY_CSV) -> str:
     """The page's table of the published stability measurements, chaotic claims in bold."""
     frame = pd.read_csv(path, keep_default_na=False, dtype=str)
     frame["stability"] = [f"**{s}**" if s == CHAOTIC else s for s in frame["stability"]]
-    return _markdown(frame)
+    return markdown_table(frame)
 
 
 def cross_cpu_table(folder: Path = CROSS_CPU) -> str:
@@ -221,7 +228,7 @@ def cross_cpu_table(folder: Path = CROSS_CPU) -> str:
     frame = pd.DataFrame(list(rows.values()))
     for key in ("CPUs that agree", "CPUs that do not"):
         frame[key] = ["; ".join(v) or "none" for v in frame[key]]
-    return _markdown(frame)
+    return markdown_table(frame)
 
 
 def render(page: str, table: str, marks: tuple[str, str]) -> str:
